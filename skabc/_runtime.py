@@ -1,0 +1,53 @@
+"""Process-level helpers: device selection, allocator tuning, seeding."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+
+import torch
+
+_MALLOC_TUNED = False
+
+
+def tune_allocator() -> None:
+    """Keep glibc from returning large tensor buffers to the OS after every step.
+
+    Training allocates and frees the same large buffers each step; glibc's
+    default mmap threshold unmaps them every time (measured 1.3-2.4x slower
+    conv and additive-head steps on CPU).  Raising the mmap and trim
+    thresholds once per process fixes that.  Opt out with ``SKABC_NO_MALLOPT=1``.
+    """
+    global _MALLOC_TUNED
+    if _MALLOC_TUNED or not sys.platform.startswith("linux") or os.environ.get("SKABC_NO_MALLOPT"):
+        return
+    _MALLOC_TUNED = True
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        libc.mallopt(m_mmap_threshold, 1 << 30)
+        libc.mallopt(m_trim_threshold, 1 << 30)
+
+
+def resolve_device(device) -> torch.device:
+    """``'auto'`` -> CUDA when available, else CPU; anything else must name a torch device."""
+    if device == "auto" or device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be 'auto' or a torch device such as 'cpu' or 'cuda', got {device!r}") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available on this machine")
+    return resolved
+
+
+@contextlib.contextmanager
+def seeded_torch(seed: int, device: torch.device):
+    """Seed torch inside a forked RNG state, leaving the caller's global RNG untouched."""
+    devices = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield

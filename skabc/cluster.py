@@ -1,0 +1,246 @@
+"""ABCClustering: spectral clustering on a kernel learned from context."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClusterMixin, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._validation import encode_groups, encode_labels
+from .kernel import ContextualKernel
+from .spectral import estimate_n_clusters, spectral_labels
+
+
+class ABCClustering(ClusterMixin, BaseEstimator):
+    """Attention-Based Clustering: a drop-in for :class:`~sklearn.cluster.SpectralClustering`.
+
+    A :class:`ContextualKernel` turns the set ``X`` into a learned affinity;
+    the number of clusters is given or estimated by the eigengap of the
+    normalised Laplacian; scikit-learn's spectral clustering on the
+    precomputed affinity gives the labels.
+
+    Parameters
+    ----------
+    n_clusters : int, default=None
+        Number of clusters.  ``None`` estimates it per set by the largest
+        eigengap of ``L = I - D^-1/2 A D^-1/2``, at most ``max_clusters``.
+    kernel : ContextualKernel, default=None
+        The learned kernel.  With labels, ``fit`` trains a clone of it
+        (``None``: ``ContextualKernel()``); without, it must already be fitted
+        (wrap it in :class:`sklearn.frozen.FrozenEstimator` to keep it fitted
+        through ``clone``).
+    max_clusters : int, default=50
+        Upper bound of the eigengap estimate.
+    eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
+        Passed to :class:`~sklearn.cluster.SpectralClustering`.
+    n_components : int, default=None
+        Spectral embedding width (default: the number of clusters).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the eigensolvers and the label assignment.
+    n_init : int, default=10
+        k-means restarts of the label assignment.
+    eigen_tol : float or 'auto', default='auto'
+        Eigensolver tolerance.
+    assign_labels : {'kmeans', 'discretize', 'cluster_qr'}, default='kmeans'
+        Label assignment in the embedding space.
+    n_jobs : int, default=None
+        Accepted for compatibility with ``SpectralClustering``; a precomputed
+        affinity needs no neighbour search, so it has no effect.
+    verbose : int, default=0
+        Verbosity of the spectral step.
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+        Cluster labels; with ``groups``, ids are unique across groups.
+    affinity_matrix_ : ndarray of shape (n_samples, n_samples) or sparse matrix
+        Learned affinity (block-diagonal sparse when ``groups`` is given).
+    n_clusters_ : int
+        Number of clusters found (summed over groups).
+    eigenvalues_ : ndarray or list of ndarray
+        Smallest Laplacian eigenvalues used by the eigengap (per group);
+        ``None`` when ``n_clusters`` is given.
+    kernel_ : ContextualKernel
+        The fitted kernel.
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    Examples
+    --------
+    >>> from skabc import ABCClustering, ContextualKernel
+    >>> from skabc.datasets import make_circles_sets
+    >>> X, y, groups = make_circles_sets(n_sets=64, set_size=60, random_state=0)
+    >>> kernel = ContextualKernel(d_model=32, n_blocks=1, max_epochs=1, set_size=60, random_state=0)
+    >>> model = ABCClustering(kernel=kernel, random_state=0).fit(X, y, groups=groups)
+    >>> model.labels_.shape
+    (3840,)
+    """
+
+    _parameter_constraints: dict = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
+        "kernel": [HasMethods(["fit", "transform"]), None],
+        "max_clusters": [Interval(Integral, 1, None, closed="left")],
+        "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "eigen_tol": [Interval(Real, 0.0, None, closed="left"), StrOptions({"auto"})],
+        "assign_labels": [StrOptions({"kmeans", "discretize", "cluster_qr"})],
+        "n_jobs": [Integral, None],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        n_clusters=None,
+        *,
+        kernel=None,
+        max_clusters=50,
+        eigen_solver=None,
+        n_components=None,
+        random_state=None,
+        n_init=10,
+        eigen_tol="auto",
+        assign_labels="kmeans",
+        n_jobs=None,
+        verbose=0,
+    ):
+        self.n_clusters = n_clusters
+        self.kernel = kernel
+        self.max_clusters = max_clusters
+        self.eigen_solver = eigen_solver
+        self.n_components = n_components
+        self.random_state = random_state
+        self.n_init = n_init
+        self.eigen_tol = eigen_tol
+        self.assign_labels = assign_labels
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    def fit(self, X, y=None, groups=None):
+        """Learn the kernel (when labels are given) and cluster ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Points to cluster (one set, or one set per group).
+        y : array-like of shape (n_samples,), default=None
+            Cluster labels to train the kernel on; ``-1`` marks unlabelled
+            rows (still clustered).  Without labels, ``kernel`` must be fitted.
+        groups : array-like of shape (n_samples,), default=None
+            Each group is drawn from for training and clustered as its own set.
+
+        Returns
+        -------
+        self : ABCClustering
+        """
+        self._validate_params()
+        X = validate_data(self, X, dtype=np.float32, ensure_min_samples=2)
+        group_codes = encode_groups(groups, X.shape[0])
+        has_labels = y is not None and np.any(encode_labels(y, X.shape[0]) >= 0)
+        if has_labels:
+            kernel = ContextualKernel() if self.kernel is None else clone(self.kernel)
+            self.kernel_ = kernel.fit(X, y, groups=groups)
+        else:
+            self.kernel_ = self._fitted_kernel()
+        labels, affinities, n_found, eigenvalues = self._cluster(X, group_codes)
+        self.labels_ = labels
+        self.n_clusters_ = int(sum(n_found))
+        if group_codes is None:
+            self.affinity_matrix_ = affinities[0]
+            self.eigenvalues_ = eigenvalues[0]
+        else:
+            order = np.argsort(group_codes, kind="stable")
+            inverse = np.empty_like(order)
+            inverse[order] = np.arange(len(order))
+            blocks = sp.block_diag(affinities, format="csr")
+            self.affinity_matrix_ = blocks[inverse][:, inverse]
+            self.eigenvalues_ = eigenvalues
+        return self
+
+    def predict(self, X, groups=None):
+        """Cluster a new set (or one set per group) with the fitted kernel.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        groups : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self, "kernel_")
+        X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
+        return self._cluster(X, encode_groups(groups, X.shape[0]))[0]
+
+    def _fitted_kernel(self):
+        if self.kernel is None:
+            raise ValueError(
+                "ABCClustering needs labels y to train its kernel, or a fitted `kernel` "
+                "(e.g. ABCClustering(kernel=FrozenEstimator(fitted_kernel)))."
+            )
+        try:
+            check_is_fitted(self.kernel)
+        except NotFittedError as exc:
+            raise ValueError(
+                "ABCClustering was given no labels and its `kernel` is not fitted: pass y to train "
+                "the kernel, or a fitted kernel."
+            ) from exc
+        return self.kernel
+
+    def _cluster(self, X: np.ndarray, group_codes):
+        """Cluster each group as one set; returns labels, affinities, k and eigenvalues per set."""
+        if group_codes is None:
+            group_codes = np.zeros(X.shape[0], dtype=np.int64)
+        labels = np.empty(X.shape[0], dtype=np.int64)
+        affinities, n_found, spectra = [], [], []
+        rng = check_random_state(self.random_state)
+        offset = 0
+        for g in np.unique(group_codes):
+            rows = np.flatnonzero(group_codes == g)
+            affinity = self.kernel_.transform(X[rows])
+            k, eigenvalues = self._n_clusters_for(affinity, rng)
+            seed = int(rng.randint(np.iinfo(np.int32).max))
+            labels[rows] = offset + self._spectral(affinity, k, seed)
+            found = len(np.unique(labels[rows]))
+            offset += found
+            affinities.append(affinity)
+            n_found.append(found)
+            spectra.append(eigenvalues)
+        return labels, affinities, n_found, spectra
+
+    def _n_clusters_for(self, affinity: np.ndarray, rng):
+        n = affinity.shape[0]
+        if self.n_clusters is not None:
+            return min(self.n_clusters, n), None
+        return estimate_n_clusters(affinity, self.max_clusters, random_state=int(rng.randint(2**31 - 1)))
+
+    def _spectral(self, affinity: np.ndarray, k: int, seed: int) -> np.ndarray:
+        labels = spectral_labels(
+            affinity,
+            k,
+            eigen_solver=self.eigen_solver,
+            n_components=self.n_components,
+            random_state=seed,
+            n_init=self.n_init,
+            eigen_tol=self.eigen_tol,
+            assign_labels=self.assign_labels,
+            verbose=self.verbose,
+        )
+        # Relabel 0..k'-1 in order of appearance so ids are compact within a set.
+        _, first = np.unique(labels, return_index=True)
+        remap = np.empty(labels.max() + 1, dtype=np.int64)
+        remap[labels[np.sort(first)]] = np.arange(len(first))
+        return remap[labels]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags

@@ -1,0 +1,85 @@
+"""Points on overlapping circles (ABC paper, section 5.1)."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+
+def make_circles_sets(
+    n_sets: int = 100,
+    set_size: int | tuple[int, int] = (100, 300),
+    n_circles: int = 4,
+    center_spread: float = 0.5,
+    radius_mean: float = 0.3,
+    radius_std: float = 0.1,
+    radius_range: tuple[float, float] = (0.2, 0.4),
+    noise: float = 0.0,
+    random_state=None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Independent drawings of points on several (likely overlapping) circles.
+
+    Each drawing ("set") places ``n_circles`` circle centres uniformly in a
+    disc of radius ``center_spread``, draws each radius from a normal
+    distribution clipped to ``radius_range``, splits the set's points among
+    the circles (every circle gets at least one) and spreads each circle's
+    points evenly in angle with a random phase.  Which circle a point belongs
+    to can only be told from the other points of its set: that is the context.
+
+    Parameters
+    ----------
+    n_sets : int
+        Number of independent drawings.
+    set_size : int or (int, int)
+        Points per drawing, or the range they are drawn from uniformly.
+    n_circles : int or (int, int)
+        Circles per drawing, or the range they are drawn from uniformly.
+    center_spread : float
+        Radius of the disc the centres are drawn from.
+    radius_mean, radius_std : float
+        Normal distribution of the radii.
+    radius_range : (float, float)
+        Radii are clipped to this range.
+    noise : float
+        Standard deviation of isotropic Gaussian noise added to every point.
+    random_state : int, RandomState instance or None
+        Seed.
+
+    Returns
+    -------
+    X : ndarray of shape (n_points, 2)
+        Points of all drawings, drawing after drawing.
+    y : ndarray of shape (n_points,)
+        Circle index within its drawing (``0..n_circles-1``).
+    groups : ndarray of shape (n_points,)
+        Index of the drawing every point belongs to.
+    """
+    rng = check_random_state(random_state)
+    low, high = (set_size, set_size) if np.isscalar(set_size) else set_size
+    k_low, k_high = (n_circles, n_circles) if np.isscalar(n_circles) else n_circles
+    if n_sets < 1 or low < 1 or high < low or k_low < 1 or k_high < k_low:
+        raise ValueError("n_sets, set_size and n_circles must be positive, with min <= max.")
+    if radius_range[0] <= 0 or radius_range[1] < radius_range[0]:
+        raise ValueError(f"radius_range must satisfy 0 < min <= max, got {radius_range!r}")
+    X, y, groups = [], [], []
+    for s in range(n_sets):
+        n = int(rng.randint(low, high + 1))
+        k = min(int(rng.randint(k_low, k_high + 1)), n)
+        # Uniform in a disc: sqrt of a uniform radius.
+        rho = center_spread * np.sqrt(rng.uniform(0, 1, k))
+        phi = rng.uniform(0, 2 * np.pi, k)
+        centers = np.column_stack([rho * np.cos(phi), rho * np.sin(phi)])
+        radii = np.clip(rng.normal(radius_mean, radius_std, k), *radius_range)
+        counts = rng.multinomial(n - k, np.full(k, 1.0 / k)) + 1
+        labels = np.repeat(np.arange(k), counts)
+        angles = np.concatenate(
+            [np.linspace(0, 2 * np.pi, c, endpoint=False) + rng.uniform(0, 2 * np.pi / c, c) for c in counts]
+        )
+        points = centers[labels] + radii[labels, None] * np.column_stack([np.cos(angles), np.sin(angles)])
+        if noise > 0:
+            points = points + rng.normal(0.0, noise, points.shape)
+        order = rng.permutation(n)
+        X.append(points[order])
+        y.append(labels[order])
+        groups.append(np.full(n, s))
+    return np.concatenate(X), np.concatenate(y), np.concatenate(groups)

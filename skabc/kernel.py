@@ -1,0 +1,467 @@
+"""ContextualKernel: a transformer returning the learned n x n affinity of a set."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from pathlib import Path
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from skorch import NeuralNet
+from skorch.callbacks import Callback, Checkpoint, GradientNormClipping, ProgressBar
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+from torch import nn
+
+from ._persistence import load_kernel, save_kernel
+from ._runtime import resolve_device, seeded_torch, tune_allocator
+from ._validation import encode_groups, encode_labels
+from .nn.backends import ATTENTION_BACKENDS
+from .nn.heads import COMPAT_FUNCTIONS
+from .nn.loss import SameClusterBCELoss
+from .nn.model import ABCNet
+from .sampling import (
+    ClusterSetSampler,
+    SampledSetsDataset,
+    check_clusters_per_set,
+    check_set_size,
+    collate_sets,
+)
+
+_CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_history": "history.json"}
+
+# Rows of the affinity computed at once at inference, bounding the (rows, n) logit block.
+_INFERENCE_BLOCK_CELLS = 2**24
+
+
+class _WarmupCosine(Callback):
+    """Linear warm-up then cosine decay, as a pure function of the global step.
+
+    The step is recovered from the history, so a resumed fit continues the
+    schedule exactly where the interrupted one stopped.
+    """
+
+    def __init__(self, peak_lr: float, total_steps: int, warmup: float = 0.05, final_ratio: float = 0.01) -> None:
+        self.peak_lr = peak_lr
+        self.total_steps = total_steps
+        self.warmup = warmup
+        self.final_ratio = final_ratio
+
+    def lr_at(self, step: int) -> float:
+        warm = max(1, int(self.warmup * self.total_steps))
+        if step < warm:
+            return self.peak_lr * (0.1 + 0.9 * step / warm)
+        progress = min(1.0, (step - warm) / max(1, self.total_steps - warm))
+        floor = self.final_ratio * self.peak_lr
+        return floor + 0.5 * (self.peak_lr - floor) * (1 + math.cos(math.pi * progress))
+
+    def on_train_begin(self, net, **kwargs):
+        self.step_ = sum(len(row["batches"]) for row in net.history)
+
+    def on_batch_begin(self, net, training=False, **kwargs):
+        if training:
+            for group in net.optimizer_.param_groups:
+                group["lr"] = self.lr_at(self.step_)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training:
+            self.step_ += 1
+
+
+class _RedrawEachEpoch(Callback):
+    """Tell the virtual dataset which epoch it is, so every epoch sees new sets."""
+
+    def on_epoch_begin(self, net, dataset_train=None, **kwargs):
+        if isinstance(dataset_train, SampledSetsDataset):
+            dataset_train.epoch = len(net.history) - 1
+
+
+class ContextualKernel(TransformerMixin, BaseEstimator):
+    """Learned kernel from context (Attention-Based Clustering, Coward et al. 2020).
+
+    A set encoder (an input embedder followed by ``n_blocks`` set-attention
+    blocks) turns a whole set into contextual embeddings; a symmetric
+    similarity head turns every pair into a same-cluster probability.  The
+    network is trained with binary cross-entropy against the same-cluster
+    matrix of training sets drawn from labelled rows (Algorithm 1 of the
+    paper).  :meth:`transform` returns the learned affinity of the set it is
+    given, ready for any ``affinity='precomputed'`` clusterer.
+
+    Parameters
+    ----------
+    attention : str or callable, default='sab'
+        Set-to-set block: a name in :data:`skabc.nn.ATTENTION_BACKENDS`, or a
+        factory called as ``attention(d_model=, n_heads=, d_ff=, layer_norm=,
+        dropout=)`` returning a module with ``forward(x, key_mask)``.
+    compat : {'multiplicative', 'additive'}, default='multiplicative'
+        Compatibility function of the similarity head.
+    n_blocks : int, default=2
+        Number of stacked attention blocks; ``0`` is the pairwise ablation.
+    n_heads : int, default=4
+        Attention heads per block.
+    d_model : int, default=128
+        Width of the embeddings; must be divisible by ``n_heads``.
+    layer_norm : {'pre', 'post'}, default='pre'
+        Layer-norm placement in the blocks (``'post'`` is the Set Transformer's).
+    dropout : float, default=0.0
+        Dropout inside the blocks.
+    embedder : nn.Module or callable, default=None
+        Row-wise input embedder.  ``None`` uses an MLP; a module is deep-copied
+        at fit; a callable is called as ``embedder(n_features, d_model)``.  It
+        must map ``(m, n_features)`` to ``(m, d_model)``.
+    set_size : int or (int, int), default=(50, 200)
+        Size of each training set, or the range it is drawn from.
+    clusters_per_set : int or (int, int), default=None
+        Range of clusters per training set; ``None`` draws ``k`` uniformly
+        among the values that fit the data (Algorithm 1).
+    sets_per_epoch : int, default=None
+        Training sets drawn per epoch.  ``None``: enough sets to cover the
+        labelled rows once, between 8 and 64 batches.
+    max_epochs : int, default=10
+        Number of epochs; fresh sets are drawn every epoch.
+    batch_size : int, default=32
+        Sets per optimisation step.
+    lr : float, default=1e-3
+        Peak learning rate of AdamW (linear warm-up, then cosine decay).
+    weight_decay : float, default=0.0
+        AdamW weight decay.
+    pos_weight : float or 'balanced', default=None
+        Weight of same-cluster cells in the loss.
+    checkpoint_dir : str or path, default=None
+        If set, weights, optimizer state and history are saved there after
+        every epoch, and a fit that finds a checkpoint of the same
+        configuration there resumes from it (drawing the same sets an
+        uninterrupted run would), so long trainings survive being stopped.
+    device : str, default='auto'
+        Torch device; ``'auto'`` uses CUDA when available, else the CPU.
+    random_state : int, RandomState instance or None, default=None
+        Seeds weight initialisation, set sampling and batch order.
+    verbose : int, default=0
+        ``> 0`` prints skorch's epoch log and a progress bar.
+
+    Attributes
+    ----------
+    net_ : skorch.NeuralNet
+        The trained network wrapper; ``net_.module_`` is the :class:`ABCNet`.
+    module_ : ABCNet
+        The trained torch module.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of str
+        Feature names seen during fit, when X has them.
+    n_training_sets_ : int
+        Number of training sets drawn over all epochs.
+
+    Examples
+    --------
+    >>> from skabc import ContextualKernel
+    >>> from skabc.datasets import make_circles_sets
+    >>> X, y, groups = make_circles_sets(n_sets=64, set_size=60, random_state=0)
+    >>> kernel = ContextualKernel(d_model=32, n_blocks=1, max_epochs=1, set_size=60,
+    ...                           random_state=0).fit(X, y, groups=groups)
+    >>> kernel.transform(X[:60]).shape
+    (60, 60)
+    """
+
+    _parameter_constraints: dict = {
+        "attention": [StrOptions(set(ATTENTION_BACKENDS)), callable],
+        "compat": [StrOptions(set(COMPAT_FUNCTIONS))],
+        "n_blocks": [Interval(Integral, 0, None, closed="left")],
+        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "d_model": [Interval(Integral, 1, None, closed="left")],
+        "layer_norm": [StrOptions({"pre", "post"})],
+        "dropout": [Interval(Real, 0, 1, closed="left")],
+        "embedder": [nn.Module, callable, None],
+        "set_size": ["array-like", Interval(Integral, 2, None, closed="left")],
+        "clusters_per_set": ["array-like", Interval(Integral, 1, None, closed="left"), None],
+        "sets_per_epoch": [Interval(Integral, 1, None, closed="left"), None],
+        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        "pos_weight": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"}), None],
+        "checkpoint_dir": [str, os.PathLike, None],
+        "device": [str, torch.device, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        attention="sab",
+        compat="multiplicative",
+        n_blocks=2,
+        n_heads=4,
+        d_model=128,
+        layer_norm="pre",
+        dropout=0.0,
+        embedder=None,
+        set_size=(50, 200),
+        clusters_per_set=None,
+        sets_per_epoch=None,
+        max_epochs=10,
+        batch_size=32,
+        lr=1e-3,
+        weight_decay=0.0,
+        pos_weight=None,
+        checkpoint_dir=None,
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.attention = attention
+        self.compat = compat
+        self.n_blocks = n_blocks
+        self.n_heads = n_heads
+        self.d_model = d_model
+        self.layer_norm = layer_norm
+        self.dropout = dropout
+        self.embedder = embedder
+        self.set_size = set_size
+        self.clusters_per_set = clusters_per_set
+        self.sets_per_epoch = sets_per_epoch
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.pos_weight = pos_weight
+        self.checkpoint_dir = checkpoint_dir
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y, groups=None):
+        """Train the kernel on sets drawn from labelled rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Points.
+        y : array-like of shape (n_samples,)
+            Cluster labels; ``-1`` marks unlabelled rows, which are ignored.
+        groups : array-like of shape (n_samples,), default=None
+            Group of every row; each training set is drawn within one group
+            (e.g. one alphabet, or one independent drawing of a problem).
+
+        Returns
+        -------
+        self : ContextualKernel
+        """
+        self._validate_params()
+        if y is None:
+            raise ValueError("ContextualKernel.fit requires y: the cluster labels it learns from.")
+        X = validate_data(self, X, dtype=np.float32, ensure_min_samples=2)
+        labels = encode_labels(y, X.shape[0])
+        group_codes = encode_groups(groups, X.shape[0])
+        if self.d_model % self.n_heads != 0:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}.")
+        set_size = check_set_size(self.set_size)
+        sampler = ClusterSetSampler(labels, group_codes, set_size, check_clusters_per_set(self.clusters_per_set))
+        device = resolve_device(self.device)
+        tune_allocator()
+
+        n_labelled = int((labels >= 0).sum())
+        n_sets = self._n_sets_per_epoch(n_labelled, set_size)
+        steps = self.max_epochs * math.ceil(n_sets / self.batch_size)
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        dataset = SampledSetsDataset(X, sampler, n_sets, self.batch_size, seed)
+
+        with seeded_torch(seed, device):
+            self.net_ = self._make_net(self._build_module(X.shape[1]), device, steps)
+            self.net_.initialize()
+            done = self._resume_from_checkpoint()
+            if done < self.max_epochs:
+                # partial_fit keeps the (possibly restored) state and turns Ctrl-C into a clean stop.
+                self.net_.partial_fit(dataset, y=None, epochs=self.max_epochs - done)
+        self.module_ = self.net_.module_
+        self.module_.eval()
+        self.n_training_sets_ = n_sets * self.max_epochs
+        return self
+
+    def _make_net(self, module: ABCNet, device: torch.device, total_steps: int) -> NeuralNet:
+        return NeuralNet(
+            module=module,
+            criterion=SameClusterBCELoss(self.pos_weight),
+            optimizer=torch.optim.AdamW,
+            optimizer__weight_decay=self.weight_decay,
+            lr=self.lr,
+            max_epochs=self.max_epochs,
+            batch_size=self.batch_size,
+            iterator_train__shuffle=False,
+            iterator_train__collate_fn=collate_sets,
+            train_split=None,
+            predict_nonlinearity=None,
+            device=str(device),
+            callbacks=self._callbacks(total_steps),
+            verbose=self.verbose,
+        )
+
+    def _resume_from_checkpoint(self) -> int:
+        """Restore weights, optimizer and history from ``checkpoint_dir``; return epochs done."""
+        if self.checkpoint_dir is None:
+            return 0
+        directory = Path(self.checkpoint_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        config_file = directory / "config.json"
+        config = json.dumps(_describe_params(self), sort_keys=True)
+        if (directory / _CHECKPOINT_FILES["f_history"]).exists():
+            saved = config_file.read_text() if config_file.exists() else None
+            if saved != config:
+                raise ValueError(
+                    f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration; "
+                    "use another directory or remove it to start afresh."
+                )
+            self.net_.load_params(checkpoint=dict(self.net_.callbacks_)["checkpoint"])
+            return len(self.net_.history)
+        config_file.write_text(config)
+        return 0
+
+    def _n_sets_per_epoch(self, n_labelled: int, set_size: tuple[int, int]) -> int:
+        if self.sets_per_epoch is not None:
+            return int(self.sets_per_epoch)
+        covering = math.ceil(n_labelled / (0.5 * (set_size[0] + set_size[1])))
+        return int(np.clip(covering, 8 * self.batch_size, 64 * self.batch_size))
+
+    def _build_module(self, n_features: int) -> ABCNet:
+        embedder = self.embedder
+        if isinstance(embedder, nn.Module):
+            embedder = copy.deepcopy(embedder)  # never train the user's own object
+        elif embedder is not None:
+            embedder = embedder(n_features, self.d_model)
+            if not isinstance(embedder, nn.Module):
+                raise TypeError(f"embedder(n_features, d_model) must return an nn.Module, got {type(embedder)}")
+        module = ABCNet(
+            n_features=n_features,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            n_blocks=self.n_blocks,
+            compat=self.compat,
+            attention=self.attention,
+            layer_norm=self.layer_norm,
+            dropout=self.dropout,
+            embedder=embedder,
+        )
+        if embedder is not None:
+            with torch.no_grad():
+                out = module.embedder(torch.zeros(2, n_features))
+            if out.shape != (2, self.d_model):
+                raise ValueError(
+                    f"embedder must map (m, {n_features}) inputs to (m, d_model={self.d_model}); "
+                    f"it returned shape {tuple(out.shape)}."
+                )
+        return module
+
+    def _callbacks(self, total_steps: int) -> list:
+        callbacks = [
+            ("redraw_sets", _RedrawEachEpoch()),
+            ("grad_clip", GradientNormClipping(gradient_clip_value=1.0)),
+            ("lr_schedule", _WarmupCosine(self.lr, max(total_steps, 1))),
+        ]
+        if self.verbose:
+            callbacks.append(("progress", ProgressBar()))
+        if self.checkpoint_dir is not None:
+            callbacks.append(
+                ("checkpoint", Checkpoint(monitor=None, dirname=str(self.checkpoint_dir), f_pickle=None,
+                                          f_criterion=None, load_best=False, **_CHECKPOINT_FILES))
+            )
+        return callbacks
+
+    # ------------------------------------------------------------ inference
+    def transform(self, X):
+        """Learned affinity of the set ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One set; every row is seen in the context of all the others.
+
+        Returns
+        -------
+        affinity : ndarray of shape (n_samples, n_samples)
+            Symmetric same-cluster probabilities in [0, 1], float64.
+        """
+        check_is_fitted(self, "module_")
+        X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
+        return self._affinity(X)
+
+    def fit_transform(self, X, y=None, groups=None):
+        """Fit on ``(X, y, groups)``, then return the affinity of ``X`` as one set."""
+        return self.fit(X, y, groups=groups).transform(X)
+
+    def _affinity(self, X: np.ndarray) -> np.ndarray:
+        module = self.module_
+        device = next(module.parameters()).device
+        n = X.shape[0]
+        module.eval()
+        with torch.inference_mode():
+            z = module.encode(torch.as_tensor(X, device=device)[None])
+            rows = max(1, _INFERENCE_BLOCK_CELLS // max(n, 1))
+            affinity = np.empty((n, n), dtype=np.float64)
+            for start in range(0, n, rows):
+                block = module.head.block_logits(z, slice(start, start + rows))
+                affinity[start : start + rows] = torch.sigmoid(block[0]).double().cpu().numpy()
+        # Blocks are symmetric up to rounding; make it exact.
+        affinity += affinity.T
+        affinity *= 0.5
+        return affinity
+
+    # ---------------------------------------------------------- persistence
+    def save(self, path) -> None:
+        """Write the fitted kernel to one safetensors file (weights + JSON description).
+
+        The write is atomic: an interrupted save never leaves a broken file.
+        Only kernels whose parameters are plain values (no custom module or
+        callable) can be saved this way; pickle works for the others.
+        """
+        check_is_fitted(self, "module_")
+        save_kernel(self, path)
+
+    @classmethod
+    def load(cls, path, device="auto") -> ContextualKernel:
+        """Load a kernel written by :meth:`save`, without unpickling anything."""
+        return load_kernel(cls, path, device=device)
+
+    def _restore(self, n_features: int, state_dict: dict, device) -> None:
+        """Become fitted from saved weights (used by :func:`load_kernel`)."""
+        device = resolve_device(device)
+        self.net_ = self._make_net(self._build_module(n_features), device, 1)
+        self.net_.initialize()
+        try:
+            self.net_.module_.load_state_dict(state_dict, strict=True)
+        except RuntimeError as exc:
+            raise ValueError(f"saved weights do not fit the saved configuration: {exc}") from exc
+        self.module_ = self.net_.module_.to(device)
+        self.module_.eval()
+        self.n_features_in_ = n_features
+        self.n_training_sets_ = 0
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.transformer_tags.preserves_dtype = []
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+def _describe_params(estimator: BaseEstimator) -> dict:
+    """JSON-ready description of an estimator's parameters (callables by qualified name)."""
+
+    def describe(value):
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            return value
+        if isinstance(value, (tuple, list)):
+            return [describe(v) for v in value]
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, nn.Module):
+            return f"module:{type(value).__module__}.{type(value).__qualname__}"
+        return f"{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+
+    return {k: describe(v) for k, v in estimator.get_params(deep=False).items() if k not in ("verbose", "device")}

@@ -1,0 +1,32 @@
+"""Registry of set-to-set attention backends.
+
+A backend is any ``nn.Module`` built as ``factory(d_model=..., n_heads=...,
+d_ff=..., layer_norm=..., dropout=..., **options)`` whose ``forward(x,
+key_mask)`` maps ``(B, n, d)`` to ``(B, n, d)`` without letting padded points
+(``key_mask == False``) influence real ones.  Adding a backend is one class
+and one entry in :data:`ATTENTION_BACKENDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import nn
+
+from .blocks import SetAttentionBlock
+
+ATTENTION_BACKENDS: dict[str, Callable[..., nn.Module]] = {
+    "sab": SetAttentionBlock,
+}
+
+
+def resolve_backend(attention: str | Callable[..., nn.Module]) -> Callable[..., nn.Module]:
+    """Return the block factory named by ``attention`` (or ``attention`` itself if callable)."""
+    if callable(attention):
+        return attention
+    if isinstance(attention, str) and attention in ATTENTION_BACKENDS:
+        return ATTENTION_BACKENDS[attention]
+    raise ValueError(
+        f"Unknown attention backend {attention!r}; expected one of "
+        f"{sorted(ATTENTION_BACKENDS)} or a callable returning an nn.Module."
+    )

@@ -1,0 +1,110 @@
+"""Multihead attention blocks for sets (Set Transformer, Lee et al. 2019).
+
+Every block here maps a padded batch of sets ``x`` of shape ``(B, n, d)``
+together with a boolean ``key_mask`` of shape ``(B, n)`` (``True`` for real
+points) to a batch of the same shape.  Padded points are never used as keys,
+so they cannot influence real points; their own outputs are meaningless and
+ignored downstream.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+LAYER_NORM_PLACEMENTS = ("pre", "post")
+
+
+class MultiheadAttentionBlock(nn.Module):
+    """MAB(X, Y): X attends to Y, then a row-wise feed-forward layer.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the points.
+    n_heads : int
+        Number of attention heads; ``d_model`` must be divisible by it.
+        Scores are scaled by ``1 / sqrt(d_model / n_heads)`` (the head width).
+    d_ff : int, optional
+        Hidden width of the feed-forward layer (default ``4 * d_model``).
+    layer_norm : {'pre', 'post'}
+        ``'post'`` is the Set Transformer block, ``LN(H + rFF(H))`` with
+        ``H = LN(X + Attention(X, Y))``; ``'pre'`` normalises the inputs of
+        each residual branch instead, which trains deeper stacks more stably.
+    dropout : float
+        Dropout on attention weights and on the residual branches.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int | None = None,
+        layer_norm: str = "pre",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if layer_norm not in LAYER_NORM_PLACEMENTS:
+            raise ValueError(f"layer_norm must be one of {LAYER_NORM_PLACEMENTS}, got {layer_norm!r}")
+        self.n_heads = n_heads
+        self.pre_norm = layer_norm == "pre"
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.norm_q = nn.LayerNorm(d_model)
+        self.norm_kv = nn.LayerNorm(d_model)
+        self.norm_ff = nn.LayerNorm(d_model)
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        self.feed_forward = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.drop = nn.Dropout(dropout)
+
+    def attend(self, queries: torch.Tensor, keys: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+        """Multihead scaled dot-product attention of ``queries`` over ``keys``."""
+        batch, n_q, width = queries.shape
+        n_k = keys.shape[1]
+        head = width // self.n_heads
+
+        def split(t: torch.Tensor, n: int) -> torch.Tensor:
+            return t.view(batch, n, self.n_heads, head).transpose(1, 2)
+
+        q = split(self.q_proj(queries), n_q)
+        k = split(self.k_proj(keys), n_k)
+        v = split(self.v_proj(keys), n_k)
+        mask = None if key_mask is None else key_mask[:, None, None, :]
+        # SDPA scales by 1/sqrt(head width), which is what multihead attention needs.
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
+        )
+        return self.out_proj(out.transpose(1, 2).reshape(batch, n_q, width))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.pre_norm:
+            x_n = self.norm_q(x)
+            y_n = x_n if y is x else self.norm_kv(y)
+            h = x + self.drop(self.attend(x_n, y_n, key_mask))
+            return h + self.drop(self.feed_forward(self.norm_ff(h)))
+        h = self.norm_q(x + self.drop(self.attend(x, y, key_mask)))
+        return self.norm_ff(h + self.drop(self.feed_forward(h)))
+
+
+class SetAttentionBlock(nn.Module):
+    """SAB(X) = MAB(X, X): dense self-attention over the whole set, O(n^2)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int | None = None,
+        layer_norm: str = "pre",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.mab = MultiheadAttentionBlock(d_model, n_heads, d_ff, layer_norm, dropout)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.mab(x, x, key_mask)

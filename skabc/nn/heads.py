@@ -1,0 +1,93 @@
+"""Symmetric similarity heads: contextual embeddings -> same-cluster logits.
+
+The ABC paper symmetrises by averaging two sigmoids.  We average the two
+compatibility scores *before* the sigmoid instead, so the head outputs a
+symmetric matrix of logits that trains with the numerically stable
+``binary_cross_entropy_with_logits`` and whose sigmoid is still a symmetric
+same-cluster probability in [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+COMPAT_FUNCTIONS = ("multiplicative", "additive")
+
+
+class SimilarityHead(nn.Module):
+    """Pairwise compatibility with separate query and key projections.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the contextual embeddings.
+    compat : {'multiplicative', 'additive'}
+        ``'multiplicative'``: ``q_i . k_j / sqrt(d)``;
+        ``'additive'``: ``w . tanh(q_i + k_j)``.
+    d_head : int, optional
+        Width of queries and keys (default ``d_model``).
+    chunk_bytes : int
+        Memory budget of one chunk of the additive head's ``(B, rows, n,
+        d_head)`` intermediate; rows are processed in chunks of that size
+        (and recomputed in the backward pass) so memory stays bounded.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        compat: str = "multiplicative",
+        d_head: int | None = None,
+        chunk_bytes: int = 64 * 2**20,
+    ) -> None:
+        super().__init__()
+        if compat not in COMPAT_FUNCTIONS:
+            raise ValueError(f"compat must be one of {COMPAT_FUNCTIONS}, got {compat!r}")
+        d_head = d_model if d_head is None else d_head
+        self.compat = compat
+        self.chunk_bytes = chunk_bytes
+        self.query = nn.Linear(d_model, d_head)
+        self.key = nn.Linear(d_model, d_head)
+        if compat == "additive":
+            self.score = nn.Linear(d_head, 1)
+        else:
+            self.bias = nn.Parameter(torch.zeros(()))
+        self.scale = 1.0 / math.sqrt(d_head)
+
+    def compatibility(self, z_rows: torch.Tensor, z_cols: torch.Tensor) -> torch.Tensor:
+        """Asymmetric scores ``compat(z_i, z_j)`` of shape ``(B, n_rows, n_cols)``."""
+        q = self.query(z_rows)
+        k = self.key(z_cols)
+        if self.compat == "multiplicative":
+            return q @ k.transpose(1, 2) * self.scale + self.bias
+        batch, n_rows, width = q.shape
+        per_row = batch * k.shape[1] * width * q.element_size()
+        step = max(1, self.chunk_bytes // max(per_row, 1))
+        chunks = []
+        for start in range(0, n_rows, step):
+            q_chunk = q[:, start : start + step]
+            if torch.is_grad_enabled() and q_chunk.requires_grad:
+                # Recompute tanh(q + k) in backward instead of storing (B, n, n, d).
+                chunks.append(checkpoint(self._additive, q_chunk, k, use_reentrant=False))
+            else:
+                chunks.append(self._additive(q_chunk, k))
+        return torch.cat(chunks, dim=1)
+
+    def _additive(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return self.score(torch.tanh(q[:, :, None, :] + k[:, None, :, :])).squeeze(-1)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """Symmetric logits ``(B, n, n)`` for the embeddings ``z`` of shape ``(B, n, d)``."""
+        scores = self.compatibility(z, z)
+        return 0.5 * (scores + scores.transpose(1, 2))
+
+    def block_logits(self, z: torch.Tensor, rows: slice) -> torch.Tensor:
+        """Symmetric logits of the rows ``rows`` against all points, ``(B, |rows|, n)``.
+
+        Lets inference fill a large affinity block by block.
+        """
+        z_rows = z[:, rows]
+        return 0.5 * (self.compatibility(z_rows, z) + self.compatibility(z, z_rows).transpose(1, 2))

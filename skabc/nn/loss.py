@@ -1,0 +1,50 @@
+"""Masked binary cross-entropy against the same-cluster matrix."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def same_cluster_matrix(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Targets and validity of every pair for padded label rows.
+
+    ``labels`` has shape ``(B, n)`` with ``-1`` marking padding.  Returns the
+    0/1 same-cluster matrix and the boolean mask of pairs of real points, both
+    ``(B, n, n)``.
+    """
+    valid = labels >= 0
+    pair_valid = valid[:, :, None] & valid[:, None, :]
+    target = (labels[:, :, None] == labels[:, None, :]).to(torch.float32)
+    return target, pair_valid
+
+
+class SameClusterBCELoss(nn.Module):
+    """Mean BCE over the real (unpadded) cells of a batch of logit matrices.
+
+    Parameters
+    ----------
+    pos_weight : float, 'balanced' or None
+        Weight of the same-cluster (positive) cells.  ``'balanced'`` uses the
+        ratio of negative to positive real cells of each batch.
+    """
+
+    def __init__(self, pos_weight: float | str | None = None) -> None:
+        super().__init__()
+        self.pos_weight = pos_weight
+
+    def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        target, pair_valid = same_cluster_matrix(labels.to(logits.device))
+        target = target.to(logits.dtype)
+        weight = pair_valid.to(logits.dtype)
+        if self.pos_weight is not None:
+            if self.pos_weight == "balanced":
+                n_pos = (target * weight).sum()
+                n_neg = weight.sum() - n_pos
+                pos_weight = (n_neg / n_pos.clamp(min=1.0)).clamp(min=1.0)
+            else:
+                pos_weight = torch.as_tensor(float(self.pos_weight), dtype=logits.dtype, device=logits.device)
+            weight = weight * (1.0 + (pos_weight - 1.0) * target)
+        loss = F.binary_cross_entropy_with_logits(logits, target, reduction="none")
+        return (loss * weight).sum() / pair_valid.sum().clamp(min=1)
