@@ -15,7 +15,7 @@ def encode_labels(y, n_samples: int) -> np.ndarray:
     check_consistent_length(np.empty(n_samples), y)
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError("y contains NaN or infinity; use -1 to mark unlabelled rows.")
-    kind = type_of_target(y, input_name="y")
+    kind = type_of_target(y, input_name="y", raise_unknown=True)
     if kind not in ("binary", "multiclass"):
         raise ValueError(
             f"y must hold discrete cluster labels (got a {kind!r} target); ABC learns which rows belong together."

@@ -256,7 +256,9 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         """
         self._validate_params()
         if y is None:
-            raise ValueError("ContextualKernel.fit requires y: the cluster labels it learns from.")
+            raise ValueError(
+                "ContextualKernel requires y to be passed, but the target y is None: it learns from cluster labels."
+            )
         X = validate_data(self, X, dtype=np.float32, ensure_min_samples=2)
         labels = encode_labels(y, X.shape[0])
         group_codes = encode_groups(groups, X.shape[0])

@@ -38,7 +38,11 @@ def check_clusters_per_set(clusters_per_set) -> tuple[int, int] | None:
         return None
     if isinstance(clusters_per_set, Integral) and not isinstance(clusters_per_set, bool):
         low = high = int(clusters_per_set)
-    elif isinstance(clusters_per_set, (tuple, list)) and len(clusters_per_set) == 2:
+    elif (
+        isinstance(clusters_per_set, (tuple, list))
+        and len(clusters_per_set) == 2
+        and all(isinstance(v, Integral) and not isinstance(v, bool) for v in clusters_per_set)
+    ):
         low, high = (int(v) for v in clusters_per_set)
     else:
         raise ValueError(f"clusters_per_set must be None, an int or a (min, max) pair, got {clusters_per_set!r}")

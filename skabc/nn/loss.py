@@ -47,4 +47,5 @@ class SameClusterBCELoss(nn.Module):
                 pos_weight = torch.as_tensor(float(self.pos_weight), dtype=logits.dtype, device=logits.device)
             weight = weight * (1.0 + (pos_weight - 1.0) * target)
         loss = F.binary_cross_entropy_with_logits(logits, target, reduction="none")
-        return (loss * weight).sum() / pair_valid.sum().clamp(min=1)
+        # where(), not a product: a non-finite logit in a padded cell must not poison the mean.
+        return torch.where(pair_valid, loss * weight, 0.0).sum() / pair_valid.sum().clamp(min=1)

@@ -1,0 +1,40 @@
+"""Shared fixtures: tiny, fast settings and small labelled data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from skabc import ContextualKernel
+
+# Tests run on CPU with tiny models; one thread keeps timings stable on a 2-core CI box.
+torch.set_num_threads(1)
+
+TINY = dict(d_model=16, n_heads=2, n_blocks=1, set_size=(10, 40), sets_per_epoch=16, batch_size=8,
+            max_epochs=1, random_state=0, device="cpu")
+
+
+def make_blob_sets(n_sets=40, set_size=30, max_clusters=4, spread=0.08, random_state=0):
+    """Sets of well-separated Gaussian blobs, 1..max_clusters per set; returns X, y, groups."""
+    rng = np.random.default_rng(random_state)
+    X, y, groups = [], [], []
+    for g in range(n_sets):
+        k = rng.integers(1, max_clusters + 1)
+        centers = rng.uniform(-1, 1, (k, 2))
+        labels = rng.integers(0, k, set_size)
+        X.append(centers[labels] + spread * rng.normal(size=(set_size, 2)))
+        y.append(labels)
+        groups.append(np.full(set_size, g))
+    return np.concatenate(X), np.concatenate(y), np.concatenate(groups)
+
+
+@pytest.fixture(scope="session")
+def blob_data():
+    return make_blob_sets()
+
+
+@pytest.fixture(scope="session")
+def tiny_kernel(blob_data):
+    X, y, groups = blob_data
+    return ContextualKernel(**TINY).fit(X, y, groups=groups)

@@ -1,0 +1,273 @@
+"""ContextualKernel: training, the affinity it returns, errors on bad input."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from conftest import TINY, make_blob_sets
+from sklearn.base import clone
+
+from skabc import ContextualKernel
+
+
+def test_affinity_is_symmetric_probability_matrix(tiny_kernel):
+    X, _, _ = make_blob_sets(n_sets=1, set_size=57, random_state=3)
+    A = tiny_kernel.transform(X)
+    assert A.shape == (57, 57)
+    assert A.dtype == np.float64
+    np.testing.assert_array_equal(A, A.T)
+    assert A.min() >= 0.0 and A.max() <= 1.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 250])
+def test_transform_any_set_size(tiny_kernel, n):
+    """Sizes never seen in training (training sets had 10-40 points) work."""
+    X = np.random.default_rng(n).normal(size=(n, 2))
+    assert tiny_kernel.transform(X).shape == (n, n)
+
+
+def test_affinity_is_permutation_equivariant(tiny_kernel):
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    perm = np.random.default_rng(1).permutation(30)
+    A = tiny_kernel.transform(X)
+    A_perm = tiny_kernel.transform(X[perm])
+    np.testing.assert_allclose(A_perm, A[np.ix_(perm, perm)], atol=1e-6)
+
+
+def test_affinity_depends_on_context(tiny_kernel):
+    """The pair (0, 1) is scored differently when the rest of the set changes."""
+    rng = np.random.default_rng(0)
+    pair = rng.normal(size=(2, 2))
+    a = tiny_kernel.transform(np.vstack([pair, rng.normal(size=(20, 2))]))[0, 1]
+    b = tiny_kernel.transform(np.vstack([pair, 3 + rng.normal(size=(20, 2))]))[0, 1]
+    assert abs(a - b) > 1e-4
+
+
+def test_pairwise_ablation_ignores_context():
+    X, y, g = make_blob_sets(n_sets=10, random_state=0)
+    kernel = ContextualKernel(**{**TINY, "n_blocks": 0}).fit(X, y, groups=g)
+    rng = np.random.default_rng(0)
+    pair = rng.normal(size=(2, 2))
+    a = kernel.transform(np.vstack([pair, rng.normal(size=(20, 2))]))[0, 1]
+    b = kernel.transform(np.vstack([pair, 3 + rng.normal(size=(20, 2))]))[0, 1]
+    assert a == pytest.approx(b, abs=1e-6)
+
+
+def test_training_learns_same_cluster_structure():
+    """After ~2 s of training, learned affinities rank same-cluster pairs above the others."""
+    from sklearn.metrics import roc_auc_score
+
+    X, y, g = make_blob_sets(n_sets=100, random_state=0)
+    kernel = ContextualKernel(**{**TINY, "d_model": 32, "max_epochs": 16, "sets_per_epoch": 128, "lr": 3e-3})
+    kernel.fit(X, y, groups=g)
+    losses = kernel.net_.history[:, "train_loss"]
+    assert losses[-1] < 0.8 * losses[0]
+    Xt, yt, gt = make_blob_sets(n_sets=10, random_state=1)
+    same, scores = [], []
+    for s in range(10):
+        rows = gt == s
+        same.append((yt[rows][:, None] == yt[rows][None, :]).ravel())
+        scores.append(kernel.transform(Xt[rows]).ravel())
+    assert roc_auc_score(np.concatenate(same), np.concatenate(scores)) > 0.85
+
+
+def test_same_random_state_same_affinity(blob_data):
+    X, y, g = blob_data
+    A1 = ContextualKernel(**TINY).fit(X, y, groups=g).transform(X[:30])
+    A2 = ContextualKernel(**TINY).fit(X, y, groups=g).transform(X[:30])
+    A3 = ContextualKernel(**{**TINY, "random_state": 1}).fit(X, y, groups=g).transform(X[:30])
+    np.testing.assert_array_equal(A1, A2)
+    assert not np.allclose(A1, A3)
+
+
+def test_fit_does_not_touch_global_torch_rng(blob_data):
+    import torch
+
+    X, y, g = blob_data
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    ContextualKernel(**TINY).fit(X, y, groups=g)
+    np.testing.assert_array_equal(torch.rand(3).numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("compat", ["multiplicative", "additive"])
+@pytest.mark.parametrize("layer_norm", ["pre", "post"])
+def test_variants_fit(blob_data, compat, layer_norm):
+    X, y, g = blob_data
+    kernel = ContextualKernel(**{**TINY, "compat": compat, "layer_norm": layer_norm}).fit(X, y, groups=g)
+    A = kernel.transform(X[:20])
+    assert np.isfinite(A).all()
+
+
+def test_unlabelled_rows_are_not_used_for_training(blob_data):
+    X, y, g = blob_data
+    y_partial = y.copy()
+    y_partial[::2] = -1
+    kernel = ContextualKernel(**TINY).fit(X, y_partial, groups=g)
+    assert kernel.transform(X).shape == (len(X), len(X))
+
+
+def test_string_labels(blob_data):
+    X, y, g = blob_data
+    kernel = ContextualKernel(**TINY).fit(X, np.array(["abcd"[i] for i in y]), groups=g)
+    assert kernel.transform(X[:5]).shape == (5, 5)
+
+
+def test_custom_embedder_module_is_not_mutated(blob_data):
+    import torch
+
+    X, y, g = blob_data
+    embedder = torch.nn.Linear(2, 16)
+    before = embedder.weight.detach().clone()
+    kernel = ContextualKernel(**{**TINY, "embedder": embedder}).fit(X, y, groups=g)
+    torch.testing.assert_close(embedder.weight.detach(), before)
+    assert kernel.module_.embedder is not embedder
+
+
+def test_embedder_with_wrong_width_is_refused(blob_data):
+    import torch
+
+    X, y, g = blob_data
+    with pytest.raises(ValueError, match="d_model"):
+        ContextualKernel(**{**TINY, "embedder": torch.nn.Linear(2, 5)}).fit(X, y, groups=g)
+
+
+def test_clone_and_pickle(tiny_kernel):
+    X = np.random.default_rng(0).normal(size=(12, 2))
+    clone(tiny_kernel)
+    restored = pickle.loads(pickle.dumps(tiny_kernel))
+    np.testing.assert_array_equal(restored.transform(X), tiny_kernel.transform(X))
+
+
+def test_save_load_round_trip(tiny_kernel, tmp_path):
+    X = np.random.default_rng(0).normal(size=(12, 2))
+    path = tmp_path / "kernel.safetensors"
+    tiny_kernel.save(path)
+    loaded = ContextualKernel.load(path, device="cpu")
+    np.testing.assert_array_equal(loaded.transform(X), tiny_kernel.transform(X))
+    assert loaded.get_params() == {**tiny_kernel.get_params()}
+
+
+def test_load_rejects_non_skabc_files(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x80\x04not a safetensors file")
+    with pytest.raises(ValueError, match="safetensors"):
+        ContextualKernel.load(bad)
+    with pytest.raises(FileNotFoundError):
+        ContextualKernel.load(tmp_path / "missing.safetensors")
+
+
+def test_checkpoint_resume_matches_uninterrupted(blob_data, tmp_path):
+    """A fit stopped after 1 of 3 epochs and resumed ends with the same weights as one run."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 3}
+    full = ContextualKernel(**params).fit(X, y, groups=g)
+    part_first = ContextualKernel(**{**params, "checkpoint_dir": tmp_path})
+    _train_epochs(part_first, X, y, g, epochs=1)
+    resumed = ContextualKernel(**{**params, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+    assert len(resumed.net_.history) == 3
+    Xt = X[:25]
+    np.testing.assert_allclose(resumed.transform(Xt), full.transform(Xt), atol=1e-6)
+
+
+def _train_epochs(kernel, X, y, g, epochs):
+    """Run only the first ``epochs`` epochs of a fit (simulates a run killed after them)."""
+    import skorch
+
+    original = skorch.NeuralNet.partial_fit
+
+    def limited(self, *args, epochs=None, **kwargs):
+        return original(self, *args, epochs=min(epochs, limit), **kwargs)
+
+    limit = epochs
+    skorch.NeuralNet.partial_fit = limited
+    try:
+        kernel.fit(X, y, groups=g)
+    finally:
+        skorch.NeuralNet.partial_fit = original
+
+
+def test_checkpoint_of_other_configuration_is_refused(blob_data, tmp_path):
+    X, y, g = blob_data
+    ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+    with pytest.raises(ValueError, match="different configuration"):
+        ContextualKernel(**{**TINY, "d_model": 8, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+
+
+# ------------------------------------------------------------------ bad input
+def _X():
+    return np.random.default_rng(0).normal(size=(20, 2))
+
+
+def _y():
+    return np.repeat([0, 1], 10)
+
+
+@pytest.mark.parametrize(
+    "X, y, groups, error, match",
+    [
+        (np.full((20, 2), np.nan), _y(), None, ValueError, "NaN"),
+        (np.full((20, 2), np.inf), _y(), None, ValueError, "infinity"),
+        (np.zeros(20), _y(), None, ValueError, "2D array"),
+        (np.zeros((20, 2, 2)), _y(), None, ValueError, "dim"),
+        (np.zeros((1, 2)), [0], None, ValueError, "minimum of 2"),
+        (_X(), _y()[:5], None, ValueError, "inconsistent numbers of samples"),
+        (_X(), _y(), np.zeros(5), ValueError, "groups has 5 entries"),
+        (_X(), np.linspace(0, 1, 20), None, ValueError, "continuous"),
+        (_X(), np.full(20, -1), None, ValueError, "no group holds at least 2 labelled rows"),
+        (_X(), _y(), np.arange(20), ValueError, "no group holds at least 2 labelled rows"),
+        (np.array([["a", "b"]] * 20), _y(), None, ValueError, "convert"),
+    ],
+)
+def test_bad_input_raises_clear_errors(X, y, groups, error, match):
+    with pytest.raises(error, match=match):
+        ContextualKernel(**TINY).fit(X, y, groups=groups)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"attention": "nope"}, "attention"),
+        ({"compat": "cosine"}, "compat"),
+        ({"set_size": 1}, "set_size"),
+        ({"set_size": (30, 10)}, "set_size"),
+        ({"set_size": "big"}, "set_size"),
+        ({"d_model": 15, "n_heads": 2}, "divisible"),
+        ({"layer_norm": "middle"}, "layer_norm"),
+        ({"device": "tpu9"}, "device"),
+        ({"clusters_per_set": 0}, "clusters_per_set"),
+    ],
+)
+def test_bad_parameters_raise(blob_data, params, match):
+    X, y, g = blob_data
+    with pytest.raises(ValueError, match=match):
+        ContextualKernel(**{**TINY, **params}).fit(X, y, groups=g)
+
+
+def test_transform_checks_features_and_fit(tiny_kernel):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(ValueError, match="features"):
+        tiny_kernel.transform(np.zeros((5, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        tiny_kernel.transform(np.full((5, 2), np.nan))
+    with pytest.raises(NotFittedError):
+        ContextualKernel().transform(np.zeros((5, 2)))
+
+
+@pytest.mark.parametrize(
+    "X, y",
+    [
+        (np.ones((20, 2)), np.repeat([0, 1], 10)),  # all points identical
+        (np.random.default_rng(0).normal(size=(20, 2)), np.zeros(20, dtype=int)),  # one class
+        (np.repeat(np.random.default_rng(0).normal(size=(5, 2)), 4, axis=0), np.repeat([0, 1, 2, 3, 4], 4)),
+    ],
+    ids=["identical-points", "one-class", "duplicates"],
+)
+def test_degenerate_but_valid_input_works(X, y):
+    kernel = ContextualKernel(**TINY).fit(X, y)
+    A = kernel.transform(X)
+    assert np.isfinite(A).all() and A.shape == (20, 20)

@@ -1,0 +1,176 @@
+"""Unit tests of the spectral step (:mod:`skabc.spectral`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+import skabc.spectral as spectral
+from skabc.spectral import estimate_n_clusters, laplacian_eigenvalues, normalized_adjacency, spectral_labels
+
+
+def _block_affinity(sizes, noise=0.01, seed=0):
+    """Block-diagonal affinity (1 inside blocks) with small symmetric off-block noise, and its block labels."""
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    same = labels[:, None] == labels[None, :]
+    off = noise * rng.random((len(labels), len(labels)))
+    off = 0.5 * (off + off.T)
+    affinity = np.where(same, 1.0, off)
+    # shuffle the points so blocks are not contiguous
+    order = rng.permutation(len(labels))
+    return affinity[np.ix_(order, order)], labels[order]
+
+
+def _random_affinity(n, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.random((n, n)) + 0.05
+    return 0.5 * (a + a.T)
+
+
+def _dense_laplacian_eigenvalues(affinity):
+    d = affinity.sum(axis=1)
+    inv = 1.0 / np.sqrt(d)
+    lap = np.eye(len(d)) - inv[:, None] * affinity * inv[None, :]
+    return np.linalg.eigvalsh(lap)
+
+
+# --------------------------------------------------------------------------- estimate_n_clusters
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_estimate_n_clusters_block_diagonal(k):
+    """The eigengap of a k-block affinity gives k."""
+    affinity, _ = _block_affinity([6] * k, seed=k)
+    n_clusters, eigenvalues = estimate_n_clusters(affinity, max_clusters=10)
+    assert n_clusters == k
+    assert np.all(np.diff(eigenvalues) >= -1e-12)
+    assert len(eigenvalues) == min(10, 6 * k - 1) + 1
+
+
+def test_estimate_n_clusters_unequal_blocks():
+    """Blocks of different sizes are counted too."""
+    affinity, _ = _block_affinity([3, 9, 5, 12], seed=7)
+    assert estimate_n_clusters(affinity, max_clusters=8)[0] == 4
+
+
+@pytest.mark.parametrize("max_clusters", [1, 2, 3, 4])
+def test_estimate_n_clusters_capped(max_clusters):
+    """With max_clusters below the true k, the estimate never exceeds max_clusters."""
+    affinity, _ = _block_affinity([5] * 5, seed=3)
+    n_clusters, eigenvalues = estimate_n_clusters(affinity, max_clusters=max_clusters)
+    assert 1 <= n_clusters <= max_clusters
+    assert len(eigenvalues) == max_clusters + 1
+
+
+def test_estimate_n_clusters_cap_by_n():
+    """max_clusters larger than n - 1 is capped at n - 1 and still finds the blocks."""
+    affinity, _ = _block_affinity([2, 2, 2], seed=4)
+    n_clusters, eigenvalues = estimate_n_clusters(affinity, max_clusters=50)
+    assert n_clusters == 3
+    assert len(eigenvalues) == 6
+
+
+def test_estimate_n_clusters_single_point():
+    """A single point is one cluster."""
+    n_clusters, eigenvalues = estimate_n_clusters(np.ones((1, 1)), max_clusters=5)
+    assert n_clusters == 1
+    assert eigenvalues.shape == (1,)
+
+
+@pytest.mark.parametrize("n", [2, 3, 10])
+def test_estimate_n_clusters_identical_points(n):
+    """All-identical points (all-ones affinity) are one cluster."""
+    n_clusters, eigenvalues = estimate_n_clusters(np.ones((n, n)), max_clusters=5)
+    assert n_clusters == 1
+    assert eigenvalues[0] == pytest.approx(0.0, abs=1e-10)
+
+
+# --------------------------------------------------------------------------- normalized_adjacency
+
+
+def test_normalized_adjacency_zero_degree_row():
+    """A zero-degree row stays zero instead of producing NaN or inf."""
+    affinity = _random_affinity(5)
+    affinity[2, :] = 0.0
+    affinity[:, 2] = 0.0
+    adjacency = normalized_adjacency(affinity)
+    assert np.all(np.isfinite(adjacency))
+    assert np.all(adjacency[2] == 0) and np.all(adjacency[:, 2] == 0)
+    eigenvalues = laplacian_eigenvalues(affinity, 5)
+    assert np.all(np.isfinite(eigenvalues))
+
+
+def test_normalized_adjacency_formula():
+    """D^-1/2 A D^-1/2 on a positive matrix."""
+    affinity = _random_affinity(6, seed=1)
+    inv = 1.0 / np.sqrt(affinity.sum(axis=1))
+    assert np.allclose(normalized_adjacency(affinity), np.diag(inv) @ affinity @ np.diag(inv))
+
+
+# --------------------------------------------------------------------------- laplacian_eigenvalues
+
+
+def test_laplacian_eigenvalues_properties():
+    """Eigenvalues are ascending, in [0, 2], and the first is ~0 for a connected graph."""
+    affinity = _random_affinity(15, seed=2)
+    eigenvalues = laplacian_eigenvalues(affinity, 8)
+    assert eigenvalues.shape == (8,)
+    assert np.all(np.diff(eigenvalues) >= 0)
+    assert np.all(eigenvalues >= -1e-10) and np.all(eigenvalues <= 2 + 1e-10)
+    assert eigenvalues[0] == pytest.approx(0.0, abs=1e-10)
+    assert eigenvalues[1] > 1e-3
+
+
+@pytest.mark.parametrize("m", [1, 4, 14, 15, 40])
+def test_laplacian_eigenvalues_match_numpy(m):
+    """The smallest eigenvalues match numpy.linalg.eigvalsh of I - D^-1/2 A D^-1/2 (m capped at n)."""
+    affinity = _random_affinity(15, seed=3)
+    expected = _dense_laplacian_eigenvalues(affinity)[: min(m, 15)]
+    assert np.allclose(laplacian_eigenvalues(affinity, m), expected, atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["random", "blocks"])
+def test_laplacian_eigenvalues_arpack_matches_dense(monkeypatch, kind):
+    """Above DENSE_EIGEN_LIMIT the ARPACK path matches the dense path."""
+    if kind == "random":
+        affinity = _random_affinity(60, seed=4)
+    else:
+        affinity, _ = _block_affinity([20, 15, 25], seed=5)
+    dense = laplacian_eigenvalues(affinity, 6)
+    monkeypatch.setattr(spectral, "DENSE_EIGEN_LIMIT", 20)
+    sparse = laplacian_eigenvalues(affinity, 6, random_state=0)
+    assert sparse.shape == dense.shape == (6,)
+    assert np.all(np.diff(sparse) >= 0)
+    assert np.allclose(sparse, dense, atol=1e-6)
+    assert np.allclose(laplacian_eigenvalues(affinity, 6, random_state=1), dense, atol=1e-6)
+    if kind == "blocks":
+        assert estimate_n_clusters(affinity, max_clusters=5, random_state=0)[0] == 3
+
+
+# --------------------------------------------------------------------------- spectral_labels
+
+
+@pytest.mark.parametrize("sizes", [[8, 8], [5, 10, 7], [4, 4, 4, 4, 4]])
+def test_spectral_labels_recover_blocks(sizes):
+    """Spectral clustering of a block-diagonal affinity recovers the blocks."""
+    affinity, labels = _block_affinity(sizes, seed=len(sizes))
+    predicted = spectral_labels(affinity, len(sizes), random_state=0)
+    assert predicted.dtype == np.int64
+    assert predicted.shape == labels.shape
+    assert adjusted_rand_score(labels, predicted) == 1.0
+
+
+@pytest.mark.parametrize("n_clusters", [0, 1])
+def test_spectral_labels_single_cluster(n_clusters):
+    """n_clusters <= 1 gives all zeros without running spectral clustering."""
+    affinity, _ = _block_affinity([5, 5])
+    predicted = spectral_labels(affinity, n_clusters)
+    assert predicted.dtype == np.int64
+    assert np.array_equal(predicted, np.zeros(10, dtype=np.int64))
+
+
+def test_spectral_labels_single_point():
+    """A single point is labelled 0."""
+    assert spectral_labels(np.ones((1, 1)), 3).tolist() == [0]
