@@ -6,17 +6,17 @@ import copy
 import json
 import math
 import os
-from pathlib import Path
 from numbers import Integral, Real
+from pathlib import Path
 
 import numpy as np
 import torch
-from skorch import NeuralNet
-from skorch.callbacks import Callback, Checkpoint, GradientNormClipping, ProgressBar
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
+from skorch import NeuralNet
+from skorch.callbacks import Callback, Checkpoint, GradientNormClipping, ProgressBar
 from torch import nn
 
 from ._persistence import load_kernel, save_kernel

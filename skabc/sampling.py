@@ -110,7 +110,7 @@ class ClusterSetSampler:
         chosen = self._choose_classes(rng, class_sizes, k, size)
         size = min(size, int(class_sizes[chosen].sum()))
         counts = self._split_counts(rng, class_sizes[chosen], size)
-        rows = np.concatenate([rng.choice(classes[c], n, replace=False) for c, n in zip(chosen, counts)])
+        rows = np.concatenate([rng.choice(classes[c], n, replace=False) for c, n in zip(chosen, counts, strict=True)])
         labels = np.repeat(np.arange(k), counts)
         order = rng.permutation(size)
         return rows[order], labels[order]
@@ -196,7 +196,7 @@ def pad_sets(sets: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
 
 def collate_sets(items):
     """Collate ``(points, labels)`` pairs into ``({'X', 'mask'}, labels)``; padding labelled -1."""
-    sets, labels = zip(*items)
+    sets, labels = zip(*items, strict=True)
     X, mask = pad_sets(list(sets))
     y = torch.full(mask.shape, -1, dtype=torch.long)
     for b, lab in enumerate(labels):

@@ -8,9 +8,9 @@ from .loss import SameClusterBCELoss, same_cluster_matrix
 from .model import ABCNet
 
 __all__ = [
-    "ABCNet",
     "ATTENTION_BACKENDS",
     "COMPAT_FUNCTIONS",
+    "ABCNet",
     "MLPEmbedder",
     "MultiheadAttentionBlock",
     "SameClusterBCELoss",
