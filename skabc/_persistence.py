@@ -1,6 +1,7 @@
-"""Safe persistence of fitted kernels: safetensors weights + a JSON description.
+"""Safe persistence of fitted estimators: safetensors tensors + a JSON description.
 
-Nothing is ever unpickled on load: the file holds tensors and a JSON string.
+Nothing is ever unpickled on load: a file holds tensors and one JSON string.
+Writes are atomic (temporary file, then rename).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import sklearn
 import torch
 from safetensors.torch import load_file, safe_open, save_file
 
-FORMAT = "skabc.kernel"
+FORMAT = "skabc"
 FORMAT_VERSION = 1
+KERNEL_PREFIX = "kernel."
 
 
 def _plain(value):
@@ -28,31 +30,44 @@ def _plain(value):
         return value.item()
     raise TypeError(
         f"cannot save a parameter of type {type(value).__name__} in the safe format; "
-        "use pickle (or joblib) for kernels with custom modules or callables"
+        "use pickle (or joblib) for estimators with custom modules or callables"
     )
 
 
-def save_kernel(kernel, path) -> None:
-    """Atomically write ``kernel``'s weights and description to ``path``."""
+def _params(estimator, skip=()) -> dict:
+    return {k: _plain(v) for k, v in estimator.get_params(deep=False).items() if k not in skip}
+
+
+def _unlist(params: dict) -> dict:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
+
+
+def _kernel_part(kernel) -> tuple[dict, dict]:
+    meta = {
+        "params": _params(kernel, skip=("checkpoint_dir",)),
+        "n_features_in": int(kernel.n_features_in_),
+        "feature_names_in": [str(f) for f in getattr(kernel, "feature_names_in_", [])] or None,
+    }
+    tensors = {KERNEL_PREFIX + k: v.detach().cpu().contiguous() for k, v in kernel.module_.state_dict().items()}
+    return meta, tensors
+
+
+def _write(path, estimator, meta: dict, tensors: dict) -> None:
     from . import __version__
 
-    params = {k: _plain(v) for k, v in kernel.get_params(deep=False).items() if k != "checkpoint_dir"}
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "class": type(kernel).__name__,
-        "params": params,
-        "n_features_in": int(kernel.n_features_in_),
-        "feature_names_in": [str(f) for f in getattr(kernel, "feature_names_in_", [])] or None,
+        "class": type(estimator).__name__,
         "versions": {"skabc": __version__, "torch": torch.__version__, "sklearn": sklearn.__version__},
+        **meta,
     }
-    state = {k: v.detach().cpu().contiguous() for k, v in kernel.module_.state_dict().items()}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        save_file(state, tmp, metadata={"skabc": json.dumps(meta)})
+        save_file(tensors, tmp, metadata={"skabc": json.dumps(meta)})
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -60,10 +75,10 @@ def save_kernel(kernel, path) -> None:
 
 
 def read_description(path) -> dict:
-    """The JSON description stored in a saved kernel file."""
+    """The JSON description stored in a file written by skabc."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no saved kernel at {str(path)!r}")
+        raise FileNotFoundError(f"no saved skabc model at {str(path)!r}")
     try:
         with safe_open(str(path), framework="pt") as f:
             metadata = f.metadata() or {}
@@ -80,14 +95,59 @@ def read_description(path) -> dict:
     return meta
 
 
-def load_kernel(cls, path, device="auto"):
-    """Rebuild a fitted kernel of class ``cls`` from ``path``."""
+def _read(cls, path) -> tuple[dict, dict]:
     meta = read_description(path)
     if meta["class"] != cls.__name__:
         raise ValueError(f"{str(path)!r} holds a {meta['class']}, not a {cls.__name__}")
-    params = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["params"].items()}
-    kernel = cls(**params)
-    kernel._restore(meta["n_features_in"], load_file(str(path)), device)
-    if meta.get("feature_names_in"):
-        kernel.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
+    return meta, load_file(str(path))
+
+
+def _restore_kernel(kernel_cls, part: dict, tensors: dict, device):
+    try:
+        kernel = kernel_cls(**_unlist(part["params"]))
+    except TypeError as exc:
+        raise ValueError(f"the saved kernel parameters do not match this version of skabc: {exc}") from exc
+    state = {k[len(KERNEL_PREFIX):]: v for k, v in tensors.items() if k.startswith(KERNEL_PREFIX)}
+    kernel._restore(part["n_features_in"], state, device)
+    if part.get("feature_names_in"):
+        kernel.feature_names_in_ = np.asarray(part["feature_names_in"], dtype=object)
     return kernel
+
+
+def save_kernel(kernel, path) -> None:
+    """Atomically write a fitted ``ContextualKernel`` to ``path``."""
+    meta, tensors = _kernel_part(kernel)
+    _write(path, kernel, {"kernel": meta}, tensors)
+
+
+def load_kernel(cls, path, device="auto"):
+    """Rebuild a fitted kernel of class ``cls`` from ``path``."""
+    meta, tensors = _read(cls, path)
+    return _restore_kernel(cls, meta["kernel"], tensors, device)
+
+
+def save_clustering(model, path) -> None:
+    """Atomically write a fitted ``ABCClustering`` (its parameters, kernel and labels) to ``path``."""
+    kernel_meta, tensors = _kernel_part(model.kernel_)
+    tensors["labels_"] = torch.as_tensor(np.asarray(model.labels_, dtype=np.int64))
+    meta = {
+        "params": _params(model, skip=("kernel",)),
+        "kernel": kernel_meta,
+        "n_features_in": int(model.n_features_in_),
+        "n_clusters": int(model.n_clusters_),
+    }
+    _write(path, model, meta, tensors)
+
+
+def load_clustering(cls, kernel_cls, path, device="auto"):
+    """Rebuild a fitted ``ABCClustering`` from ``path``."""
+    meta, tensors = _read(cls, path)
+    kernel = _restore_kernel(kernel_cls, meta["kernel"], tensors, device)
+    model = cls(kernel=kernel, **_unlist(meta["params"]))
+    model.kernel_ = kernel
+    model.n_features_in_ = meta["n_features_in"]
+    if hasattr(kernel, "feature_names_in_"):
+        model.feature_names_in_ = kernel.feature_names_in_
+    model.labels_ = tensors["labels_"].numpy()
+    model.n_clusters_ = meta["n_clusters"]
+    return model

@@ -12,6 +12,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._persistence import load_clustering, save_clustering
 from ._validation import encode_groups, encode_labels
 from .kernel import ContextualKernel
 from .spectral import estimate_n_clusters, spectral_labels
@@ -180,6 +181,20 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
         return self._cluster(X, encode_groups(groups, X.shape[0]))[0]
 
+    def save(self, path) -> None:
+        """Write the fitted model to one safetensors file (kernel weights, labels, JSON parameters).
+
+        The write is atomic.  ``affinity_matrix_`` and ``eigenvalues_`` are not
+        stored (``predict`` recomputes what it needs).
+        """
+        check_is_fitted(self, "kernel_")
+        save_clustering(self, path)
+
+    @classmethod
+    def load(cls, path, device="auto") -> ABCClustering:
+        """Load a model written by :meth:`save`, without unpickling anything."""
+        return load_clustering(cls, ContextualKernel, path, device=device)
+
     def _fitted_kernel(self):
         if self.kernel is None:
             raise ValueError(
@@ -205,6 +220,9 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         offset = 0
         for g in np.unique(group_codes):
             rows = np.flatnonzero(group_codes == g)
+            if hasattr(self.kernel_, "check_memory"):
+                # The affinity plus the spectral step's Laplacian and working copies.
+                self.kernel_.check_memory(len(rows), n_copies=4)
             affinity = self.kernel_.transform(X[rows])
             k, eigenvalues = self._n_clusters_for(affinity, rng)
             seed = int(rng.randint(np.iinfo(np.int32).max))

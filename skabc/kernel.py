@@ -6,6 +6,7 @@ import copy
 import json
 import math
 import os
+import warnings
 from numbers import Integral, Real
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from torch import nn
 from ._persistence import load_kernel, save_kernel
 from ._runtime import resolve_device, seeded_torch, tune_allocator
 from ._validation import encode_groups, encode_labels
+from .exceptions import AffinityTooLargeError
 from .nn.backends import ATTENTION_BACKENDS
 from .nn.heads import COMPAT_FUNCTIONS
 from .nn.loss import SameClusterBCELoss
@@ -72,6 +74,25 @@ class _WarmupCosine(Callback):
     def on_batch_end(self, net, training=False, **kwargs):
         if training:
             self.step_ += 1
+
+
+class _KeepBestWeights(Callback):
+    """Remember the weights of the epoch with the lowest training loss.
+
+    Used only when a fit is interrupted (Ctrl-C): the kernel then keeps the
+    best weights seen so far instead of those of a half-finished epoch.
+    """
+
+    def on_train_begin(self, net, **kwargs):
+        losses = [row.get("train_loss") for row in net.history if "train_loss" in row]
+        self.best_loss_ = min(losses) if losses else float("inf")
+        self.best_state_ = None
+
+    def on_epoch_end(self, net, **kwargs):
+        loss = net.history[-1].get("train_loss")
+        if loss is not None and loss <= self.best_loss_:
+            self.best_loss_ = loss
+            self.best_state_ = {k: v.detach().clone() for k, v in net.module_.state_dict().items()}
 
 
 class _RedrawEachEpoch(Callback):
@@ -138,6 +159,11 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         every epoch, and a fit that finds a checkpoint of the same
         configuration there resumes from it (drawing the same sets an
         uninterrupted run would), so long trainings survive being stopped.
+    memory_limit : float, 'auto' or None, default='auto'
+        Largest dense ``n x n`` result (bytes) that :meth:`transform` and
+        :class:`ABCClustering` may build; a larger set is refused with a
+        clear error before anything is allocated.  ``'auto'``: half of the
+        physical memory; ``None``: no check.
     device : str, default='auto'
         Torch device; ``'auto'`` uses CUDA when available, else the CPU.
     random_state : int, RandomState instance or None, default=None
@@ -187,6 +213,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "pos_weight": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"}), None],
         "checkpoint_dir": [str, os.PathLike, None],
+        "memory_limit": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
         "device": [str, torch.device, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -211,6 +238,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         weight_decay=0.0,
         pos_weight=None,
         checkpoint_dir=None,
+        memory_limit="auto",
         device="auto",
         random_state=None,
         verbose=0,
@@ -232,6 +260,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         self.weight_decay = weight_decay
         self.pos_weight = pos_weight
         self.checkpoint_dir = checkpoint_dir
+        self.memory_limit = memory_limit
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
@@ -282,10 +311,26 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             if done < self.max_epochs:
                 # partial_fit keeps the (possibly restored) state and turns Ctrl-C into a clean stop.
                 self.net_.partial_fit(dataset, y=None, epochs=self.max_epochs - done)
+            self._handle_interruption()
         self.module_ = self.net_.module_
         self.module_.eval()
         self.n_training_sets_ = n_sets * self.max_epochs
         return self
+
+    def _handle_interruption(self) -> None:
+        finished = sum("train_loss" in row for row in self.net_.history)
+        if finished >= self.max_epochs:
+            return
+        keeper = dict(self.net_.callbacks_)["keep_best"]
+        if keeper.best_state_ is not None:
+            self.net_.module_.load_state_dict(keeper.best_state_)
+        warnings.warn(
+            f"ContextualKernel training was interrupted after {finished} of {self.max_epochs} epochs; "
+            f"the kernel keeps the weights with the best training loss so far ({keeper.best_loss_:.4f}). "
+            + ("Call fit again to resume from checkpoint_dir." if self.checkpoint_dir is not None else ""),
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     def _make_net(self, module: ABCNet, device: torch.device, total_steps: int) -> NeuralNet:
         return NeuralNet(
@@ -363,6 +408,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
     def _callbacks(self, total_steps: int) -> list:
         callbacks = [
             ("redraw_sets", _RedrawEachEpoch()),
+            ("keep_best", _KeepBestWeights()),
             ("grad_clip", GradientNormClipping(gradient_clip_value=1.0)),
             ("lr_schedule", _WarmupCosine(self.lr, max(total_steps, 1))),
         ]
@@ -391,7 +437,33 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self, "module_")
         X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
+        self.check_memory(X.shape[0])
         return self._affinity(X)
+
+    def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
+        """Refuse a set whose dense ``n x n`` float64 results would exceed ``memory_limit``.
+
+        Parameters
+        ----------
+        n_samples : int
+            Size of the set.
+        n_copies : float
+            How many dense ``n x n`` float64 matrices the caller will hold at once.
+
+        Raises
+        ------
+        AffinityTooLargeError
+            A ``MemoryError`` (and ``ValueError``) naming the size needed, the limit, and what to do instead.
+        """
+        limit = _memory_limit_bytes(self.memory_limit)
+        needed = n_copies * 8.0 * float(n_samples) ** 2
+        if limit is not None and needed > limit:
+            raise AffinityTooLargeError(
+                f"a set of {n_samples} points needs about {needed / 2**30:.1f} GiB for its dense "
+                f"{n_samples} x {n_samples} affinity, over memory_limit={limit / 2**30:.1f} GiB. "
+                "Cluster smaller sets (e.g. pass groups to split it), or raise memory_limit if the "
+                "machine has the memory."
+            )
 
     def fit_transform(self, X, y=None, groups=None):
         """Fit on ``(X, y, groups)``, then return the affinity of ``X`` as one set."""
@@ -467,3 +539,14 @@ def _describe_params(estimator: BaseEstimator) -> dict:
         return f"{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}"
 
     return {k: describe(v) for k, v in estimator.get_params(deep=False).items() if k not in ("verbose", "device")}
+
+
+def _memory_limit_bytes(memory_limit) -> float | None:
+    if memory_limit is None:
+        return None
+    if memory_limit == "auto":
+        try:
+            return 0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):  # not POSIX: no reliable figure
+            return None
+    return float(memory_limit)

@@ -166,7 +166,8 @@ def test_checkpoint_resume_matches_uninterrupted(blob_data, tmp_path):
     params = {**TINY, "max_epochs": 3}
     full = ContextualKernel(**params).fit(X, y, groups=g)
     part_first = ContextualKernel(**{**params, "checkpoint_dir": tmp_path})
-    _train_epochs(part_first, X, y, g, epochs=1)
+    with pytest.warns(RuntimeWarning, match="interrupted after 1 of 3 epochs"):
+        _train_epochs(part_first, X, y, g, epochs=1)
     resumed = ContextualKernel(**{**params, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
     assert len(resumed.net_.history) == 3
     Xt = X[:25]
@@ -271,3 +272,89 @@ def test_degenerate_but_valid_input_works(X, y):
     kernel = ContextualKernel(**TINY).fit(X, y)
     A = kernel.transform(X)
     assert np.isfinite(A).all() and A.shape == (20, 20)
+
+
+def test_ctrl_c_keeps_best_weights_and_a_usable_kernel(blob_data, monkeypatch):
+    """A KeyboardInterrupt mid-epoch ends fit with a warning and the best completed epoch's weights."""
+    from skabc import sampling
+
+    X, y, g = blob_data
+    calls = {"n": 0}
+    original = sampling.SampledSetsDataset.__getitem__
+
+    def interrupting(self, i):
+        calls["n"] += 1
+        if calls["n"] > 2 * 16 + 3:  # two full epochs of 16 sets, then Ctrl-C
+            raise KeyboardInterrupt
+        return original(self, i)
+
+    monkeypatch.setattr(sampling.SampledSetsDataset, "__getitem__", interrupting)
+    kernel = ContextualKernel(**{**TINY, "max_epochs": 5})
+    with pytest.warns(RuntimeWarning, match="interrupted after 2 of 5 epochs"):
+        kernel.fit(X, y, groups=g)
+    best = min(kernel.net_.history[:, "train_loss"][:2])
+    assert dict(kernel.net_.callbacks_)["keep_best"].best_loss_ == best
+    A = kernel.transform(X[:10])
+    assert np.isfinite(A).all()
+
+
+def test_memory_limit_refuses_huge_dense_affinity(tiny_kernel):
+    from skabc.exceptions import AffinityTooLargeError
+
+    small = clone(tiny_kernel)
+    small.__dict__.update({k: v for k, v in tiny_kernel.__dict__.items() if k.endswith("_")})
+    small.set_params(memory_limit=8 * 100**2)
+    assert small.transform(np.zeros((100, 2))).shape == (100, 100)
+    with pytest.raises(AffinityTooLargeError, match="memory_limit") as info:
+        small.transform(np.zeros((101, 2)))
+    assert isinstance(info.value, MemoryError) and isinstance(info.value, ValueError)
+    # The default ('auto', half the RAM) refuses a set whose affinity alone would need petabytes.
+    with pytest.raises(MemoryError, match="GiB"):
+        tiny_kernel.check_memory(10**8)
+
+
+def test_load_never_unpickles(tmp_path):
+    """A pickle crafted to run code is rejected by load without running it."""
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self):
+            import os
+
+            return (os.system, (f"touch {marker}",))
+
+    bad = tmp_path / "model.safetensors"
+    bad.write_bytes(pickle.dumps(Exploit()))
+    with pytest.raises(ValueError):
+        ContextualKernel.load(bad)
+    assert not marker.exists()
+
+
+def test_load_rejects_wrong_shapes(tiny_kernel, tmp_path):
+    import json
+
+    from safetensors.torch import load_file, safe_open, save_file
+
+    path = tmp_path / "k.safetensors"
+    tiny_kernel.save(path)
+    with safe_open(str(path), framework="pt") as f:
+        meta = json.loads(f.metadata()["skabc"])
+    meta["kernel"]["params"]["d_model"] = 32
+    save_file(load_file(str(path)), str(path), metadata={"skabc": json.dumps(meta)})
+    with pytest.raises(ValueError, match="do not fit"):
+        ContextualKernel.load(path)
+
+
+def test_load_rejects_other_format_versions(tiny_kernel, tmp_path):
+    import json
+
+    from safetensors.torch import load_file, safe_open, save_file
+
+    path = tmp_path / "k.safetensors"
+    tiny_kernel.save(path)
+    with safe_open(str(path), framework="pt") as f:
+        meta = json.loads(f.metadata()["skabc"])
+    meta["format_version"] = 999
+    save_file(load_file(str(path)), str(path), metadata={"skabc": json.dumps(meta)})
+    with pytest.raises(ValueError, match="version 999"):
+        ContextualKernel.load(path)

@@ -15,6 +15,9 @@ from torch import nn
 
 LAYER_NORM_PLACEMENTS = ("pre", "post")
 
+# Largest attention score tensor (cells) materialised at once outside training.
+INFERENCE_SCORE_CELLS = 2**25
+
 
 class MultiheadAttentionBlock(nn.Module):
     """MAB(X, Y): X attends to Y, then a row-wise feed-forward layer.
@@ -76,10 +79,20 @@ class MultiheadAttentionBlock(nn.Module):
         k = split(self.k_proj(keys), n_k)
         v = split(self.v_proj(keys), n_k)
         mask = None if key_mask is None else key_mask[:, None, None, :]
+        dropout = self.dropout if self.training else 0.0
         # SDPA scales by 1/sqrt(head width), which is what multihead attention needs.
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
-        )
+        if torch.is_grad_enabled() or batch * self.n_heads * n_q * n_k <= INFERENCE_SCORE_CELLS:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        else:
+            # Inference on a large set: queries in chunks keep the score matrix bounded.
+            rows = max(1, INFERENCE_SCORE_CELLS // (batch * self.n_heads * n_k))
+            out = torch.cat(
+                [
+                    F.scaled_dot_product_attention(q[:, :, i : i + rows], k, v, attn_mask=mask)
+                    for i in range(0, n_q, rows)
+                ],
+                dim=2,
+            )
         return self.out_proj(out.transpose(1, 2).reshape(batch, n_q, width))
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:

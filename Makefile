@@ -1,0 +1,30 @@
+# One-command set-up: each target creates .venv and installs on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU wheel of torch; install it before the package so pip never pulls a CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: demo test lint bench-circles clean
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(PY) -m skabc demo
+
+test: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
+
+bench-circles: $(VENV)/.installed
+	$(PY) benchmarks/circles.py --eval
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,228 @@
+"""ABCClustering: a drop-in for SpectralClustering on a learned kernel."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import TINY, make_blob_sets
+from sklearn import config_context
+from sklearn.base import clone
+from sklearn.cluster import SpectralClustering
+from sklearn.frozen import FrozenEstimator
+from sklearn.metrics import adjusted_rand_score
+from sklearn.model_selection import GridSearchCV, GroupKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import check_clustering
+
+from skabc import ABCClustering, ContextualKernel
+
+
+def test_fit_with_labels_trains_a_clone(blob_data):
+    X, y, g = blob_data
+    kernel = ContextualKernel(**TINY)
+    model = ABCClustering(kernel=kernel, random_state=0).fit(X, y, groups=g)
+    assert not hasattr(kernel, "module_"), "the kernel parameter must stay untouched"
+    assert model.kernel_ is not kernel and hasattr(model.kernel_, "module_")
+    assert model.labels_.shape == (len(X),)
+    assert model.n_features_in_ == 2
+
+
+def test_fit_without_labels_needs_a_fitted_kernel():
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match="needs labels"):
+        ABCClustering().fit(X)
+    with pytest.raises(ValueError, match="not fitted"):
+        ABCClustering(kernel=ContextualKernel(**TINY)).fit(X)
+    with pytest.raises(ValueError, match="not fitted"):
+        ABCClustering(kernel=ContextualKernel(**TINY)).fit(X, np.full(20, -1))
+
+
+def test_fitted_kernel_clusters_unlabelled_data(tiny_kernel):
+    X, _, _ = make_blob_sets(n_sets=1, set_size=30, random_state=5)
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X)
+    assert model.kernel_ is tiny_kernel
+    assert model.affinity_matrix_.shape == (30, 30)
+    assert model.n_clusters_ == len(np.unique(model.labels_))
+    assert 1 <= model.n_clusters_ <= 29
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
+
+
+def test_check_clustering_passes_with_a_fitted_frozen_kernel():
+    """scikit-learn's clustering check, with a kernel trained on blob sets and frozen through clone."""
+    X, y, g = make_blob_sets(n_sets=100, random_state=0)
+    kernel = ContextualKernel(**{**TINY, "d_model": 32, "max_epochs": 16, "sets_per_epoch": 128, "lr": 3e-3})
+    kernel.fit(X, y, groups=g)
+    check_clustering("ABCClustering", ABCClustering(kernel=FrozenEstimator(kernel), random_state=0))
+
+
+def test_given_n_clusters_is_respected(tiny_kernel):
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    for k in (1, 2, 5):
+        model = ABCClustering(n_clusters=k, kernel=tiny_kernel, random_state=0).fit(X)
+        assert len(np.unique(model.labels_)) == k
+        assert model.eigenvalues_ is None
+
+
+def test_max_clusters_caps_the_estimate(tiny_kernel):
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    model = ABCClustering(kernel=tiny_kernel, max_clusters=2, random_state=0).fit(X)
+    assert model.n_clusters_ <= 2
+    assert len(model.eigenvalues_) == 3
+
+
+def test_groups_are_clustered_separately(tiny_kernel):
+    X, _, g = make_blob_sets(n_sets=3, set_size=20, random_state=7)
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X, groups=g)
+    per_group = [set(model.labels_[g == s]) for s in range(3)]
+    assert not (per_group[0] & per_group[1]) and not (per_group[1] & per_group[2])
+    assert model.n_clusters_ == len(np.unique(model.labels_))
+    A = model.affinity_matrix_
+    assert sp.issparse(A) and A.shape == (60, 60)
+    assert A[g == 0][:, g == 1].nnz == 0
+    # Each group's block is the affinity of that group alone.
+    np.testing.assert_allclose(A[g == 1][:, g == 1].toarray(), tiny_kernel.transform(X[g == 1]))
+    assert len(model.eigenvalues_) == 3
+    labels = model.predict(X, groups=g)
+    assert len(np.unique(labels)) == model.n_clusters_
+
+
+def test_groups_need_not_be_contiguous(tiny_kernel):
+    X, _, g = make_blob_sets(n_sets=2, set_size=20, random_state=7)
+    perm = np.random.default_rng(0).permutation(40)
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X[perm], groups=g[perm])
+    A = model.affinity_matrix_.toarray()
+    np.testing.assert_allclose(A[np.ix_(g[perm] == 0, g[perm] == 0)], tiny_kernel.transform(X[perm][g[perm] == 0]))
+
+
+def test_unlabelled_rows_are_still_clustered(blob_data):
+    X, y, g = blob_data
+    y = y.copy()
+    y[::3] = -1
+    model = ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).fit(X, y, groups=g)
+    assert model.labels_.shape == (len(X),) and (model.labels_ >= 0).all()
+
+
+def test_same_random_state_same_labels(blob_data):
+    X, y, g = blob_data
+    a = ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).fit(X, y, groups=g)
+    b = ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).fit(X, y, groups=g)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.affinity_matrix_.toarray(), b.affinity_matrix_.toarray())
+
+
+def test_clone_and_pickle(tiny_kernel):
+    X = np.random.default_rng(0).normal(size=(25, 2))
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X)
+    assert clone(model).get_params()["kernel"] is not tiny_kernel
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.predict(X), model.predict(X))
+
+
+def test_pipeline_kernel_then_precomputed_spectral_clustering(blob_data):
+    X, y, _ = blob_data
+    pipe = make_pipeline(StandardScaler(), ContextualKernel(**TINY),
+                         SpectralClustering(n_clusters=3, affinity="precomputed", random_state=0))
+    labels = pipe.fit_predict(X[:60], y[:60])
+    assert labels.shape == (60,)
+
+
+def test_pipeline_routes_groups_to_the_kernel(blob_data):
+    X, y, g = blob_data
+    with config_context(enable_metadata_routing=True):
+        kernel = ContextualKernel(**TINY).set_fit_request(groups=True)
+        pipe = make_pipeline(StandardScaler(), kernel,
+                             SpectralClustering(n_clusters=2, affinity="precomputed", random_state=0))
+        pipe.fit(X[:60], y[:60], groups=g[:60])
+    # Two groups of 30 rows: sets were drawn within them, so no set exceeded 30 points.
+    assert pipe[1].n_features_in_ == 2
+
+
+def test_grid_search_with_group_kfold_and_routing(blob_data):
+    X, y, g = blob_data
+    X, y, g = X[g < 12], y[g < 12], g[g < 12]
+    with config_context(enable_metadata_routing=True):
+        model = ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).set_fit_request(groups=True)
+        search = GridSearchCV(model, {"kernel__compat": ["multiplicative", "additive"]},
+                              cv=GroupKFold(n_splits=3), scoring="adjusted_rand_score")
+        search.fit(X, y, groups=g)
+    assert search.best_params_["kernel__compat"] in ("multiplicative", "additive")
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+    assert isinstance(search.best_estimator_.kernel_, ContextualKernel)
+
+
+@pytest.mark.parametrize(
+    "X, y, groups, match",
+    [
+        (np.full((20, 2), np.nan), None, None, "NaN"),
+        (np.zeros(20), None, None, "2D array"),
+        (np.zeros((1, 2)), None, None, "minimum of 2"),
+        (np.zeros((20, 2)), np.zeros(3), None, "inconsistent"),
+        (np.zeros((20, 2)), None, np.zeros(3), "groups has 3 entries"),
+    ],
+)
+def test_bad_input(tiny_kernel, X, y, groups, match):
+    with pytest.raises(ValueError, match=match):
+        ABCClustering(kernel=tiny_kernel).fit(X, y, groups=groups)
+
+
+def test_bad_parameters():
+    X = np.zeros((20, 2))
+    with pytest.raises(ValueError, match="n_clusters"):
+        ABCClustering(n_clusters=0).fit(X)
+    with pytest.raises(ValueError, match="assign_labels"):
+        ABCClustering(assign_labels="magic").fit(X)
+
+
+def test_predict_checks_features(tiny_kernel):
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(np.zeros((10, 2)) + np.arange(10)[:, None])
+    with pytest.raises(ValueError, match="features"):
+        model.predict(np.zeros((10, 3)))
+
+
+@pytest.mark.parametrize("X", [np.ones((15, 2)), np.repeat(np.eye(2), 8, axis=0)], ids=["identical", "duplicates"])
+def test_degenerate_sets(tiny_kernel, X):
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X)
+    assert (model.labels_ >= 0).all() and model.n_clusters_ >= 1
+
+
+def test_shipped_circles_kernel_beats_spectral_clustering():
+    """Quality on fixed seeds: the shipped circles kernel against SpectralClustering given the true k."""
+    from skabc.datasets import make_circles_sets
+    from skabc.pretrained import load
+
+    kernel = load("circles", device="cpu")
+    X, y, g = make_circles_sets(n_sets=20, set_size=(100, 300), random_state=2024)
+    abc = ABCClustering(kernel=kernel, random_state=0).fit(X, groups=g).labels_
+    abc_ari, knn_ari = [], []
+    for s in range(20):
+        rows = g == s
+        abc_ari.append(adjusted_rand_score(y[rows], abc[rows]))
+        knn = SpectralClustering(4, affinity="nearest_neighbors", random_state=0).fit_predict(X[rows])
+        knn_ari.append(adjusted_rand_score(y[rows], knn))
+    assert np.mean(abc_ari) > 0.7
+    assert np.mean(abc_ari) > np.mean(knn_ari) + 0.2
+
+
+def test_save_load_round_trip(tiny_kernel, tmp_path):
+    X, _, g = make_blob_sets(n_sets=2, set_size=25, random_state=3)
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X, groups=g)
+    path = tmp_path / "model.safetensors"
+    model.save(path)
+    loaded = ABCClustering.load(path, device="cpu")
+    np.testing.assert_array_equal(loaded.labels_, model.labels_)
+    np.testing.assert_array_equal(loaded.predict(X, groups=g), model.predict(X, groups=g))
+    np.testing.assert_array_equal(loaded.kernel_.transform(X), tiny_kernel.transform(X))
+    assert loaded.n_clusters_ == model.n_clusters_
+    with pytest.raises(ValueError, match="holds a ABCClustering"):
+        ContextualKernel.load(path)
+
+
+def test_memory_limit_applies_to_clustering(tiny_kernel):
+    kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(memory_limit=4 * 8 * 50**2)
+    ABCClustering(kernel=kernel, random_state=0).fit(np.random.default_rng(0).normal(size=(50, 2)))
+    with pytest.raises(MemoryError, match="groups"):
+        ABCClustering(kernel=kernel, random_state=0).fit(np.random.default_rng(0).normal(size=(51, 2)))
