@@ -4,6 +4,7 @@ Usage
 -----
 python benchmarks/circles.py --train multiplicative   # or additive, pairwise, all (resumable)
 python benchmarks/circles.py --eval                   # table + JSON from the kept weights
+python benchmarks/circles.py --defaults --threads 2   # time and quality of ContextualKernel() defaults
 
 Training checkpoints every epoch under ``benchmarks/.checkpoints/<variant>``;
 run the same command again to resume.  Finished weights are written to
@@ -93,10 +94,34 @@ def evaluate(n_sets: int = 200, set_sizes=(100, 200, 300)) -> None:
     print(f"wrote {out_dir / 'circles.json'} and docs/circles_results.md")
 
 
+def defaults(threads: int, n_rows: int = 300_000, n_sets: int = 100) -> None:
+    """How good is ``ContextualKernel()`` with every parameter at its default, and how long does it take?"""
+    torch.set_num_threads(threads)
+    X, y, groups = make_circles_sets(n_sets=n_rows // 300, set_size=300, random_state=TRAIN_SEED + 1)
+    cpu, wall = time.process_time(), time.perf_counter()
+    kernel = ContextualKernel(random_state=0).fit(X, y, groups=groups)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    rows = compare_on_circles({"defaults": kernel}, set_sizes=(100, 200, 300), n_sets=n_sets, random_state=TEST_SEED)
+    table = format_table(rows)
+    print(f"ContextualKernel() on {len(X)} labelled rows: {cpu / 60:.1f} CPU-min, {wall / 60:.1f} wall-min "
+          f"({threads} threads)\n{table}")
+    out_dir = ROOT / "benchmarks" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "circles_defaults.json").write_text(json.dumps({
+        "command": f"python benchmarks/circles.py --defaults --threads {threads}",
+        "n_labelled_rows": len(X), "cpu_seconds": cpu, "wall_seconds": wall, "threads": threads,
+        "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in kernel.get_params().items()
+                   if isinstance(v, (int, float, str, tuple, type(None)))},
+        "rows": rows,
+    }, indent=2))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", choices=[*VARIANTS, "all"])
     parser.add_argument("--eval", action="store_true")
+    parser.add_argument("--defaults", action="store_true",
+                        help="train ContextualKernel() with default parameters on 300k rows; report time and ARI")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     if args.train:
@@ -104,7 +129,9 @@ def main(argv=None) -> int:
             train(variant, args.threads)
     if args.eval:
         evaluate()
-    if not (args.train or args.eval):
+    if args.defaults:
+        defaults(args.threads)
+    if not (args.train or args.eval or args.defaults):
         parser.print_help()
     return 0
 

@@ -8,11 +8,28 @@ from sklearn.utils.validation import check_consistent_length, column_or_1d
 
 UNLABELLED = -1
 
+# Beyond this magnitude float32 activations (squared in layer norms) overflow to inf/NaN.
+MAX_ABS_VALUE = 1e15
+
+
+def check_magnitude(X: np.ndarray) -> np.ndarray:
+    """Refuse finite values too large for the network's float32 arithmetic."""
+    if X.size:
+        largest = float(np.max(np.abs(X)))
+        if largest > MAX_ABS_VALUE:
+            raise ValueError(
+                f"X holds values up to {largest:.3g}, too large for the network's float32 arithmetic "
+                f"(limit {MAX_ABS_VALUE:.0e}); rescale it first, e.g. with sklearn's StandardScaler."
+            )
+    return X
+
 
 def encode_labels(y, n_samples: int) -> np.ndarray:
     """Cluster labels as codes ``0..C-1``, with ``-1`` (unlabelled) kept as ``-1``."""
     y = column_or_1d(y, warn=True)
     check_consistent_length(np.empty(n_samples), y)
+    if y.dtype == object and any(v is None or (isinstance(v, float) and v != v) for v in y):
+        raise ValueError("y contains missing labels (NaN or None); use -1 to mark unlabelled rows.")
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError("y contains NaN or infinity; use -1 to mark unlabelled rows.")
     kind = type_of_target(y, input_name="y", raise_unknown=True)

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import check_random_state
+from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -142,15 +142,16 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         self : ABCClustering
         """
         self._validate_params()
+        X_in = X
         X = validate_data(self, X, dtype=np.float32, ensure_min_samples=2)
         group_codes = encode_groups(groups, X.shape[0])
         has_labels = y is not None and np.any(encode_labels(y, X.shape[0]) >= 0)
         if has_labels:
             kernel = ContextualKernel() if self.kernel is None else clone(self.kernel)
-            self.kernel_ = kernel.fit(X, y, groups=groups)
+            self.kernel_ = kernel.fit(X_in, y, groups=groups)
         else:
             self.kernel_ = self._fitted_kernel()
-        labels, affinities, n_found, eigenvalues = self._cluster(X, group_codes)
+        labels, affinities, n_found, eigenvalues = self._cluster(X_in, X.shape[0], group_codes)
         self.labels_ = labels
         self.n_clusters_ = int(sum(n_found))
         if group_codes is None:
@@ -178,8 +179,24 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "kernel_")
+        X_in = X
         X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
-        return self._cluster(X, encode_groups(groups, X.shape[0]))[0]
+        return self._cluster(X_in, X.shape[0], encode_groups(groups, X.shape[0]))[0]
+
+    def fit_predict(self, X, y=None, groups=None):
+        """Fit (training the kernel when ``y`` has labels) and return the cluster labels of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), default=None
+        groups : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        return self.fit(X, y, groups=groups).labels_
 
     def save(self, path) -> None:
         """Write the fitted model to one safetensors file (kernel weights, labels, JSON parameters).
@@ -210,11 +227,15 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             ) from exc
         return self.kernel
 
-    def _cluster(self, X: np.ndarray, group_codes):
-        """Cluster each group as one set; returns labels, affinities, k and eigenvalues per set."""
+    def _cluster(self, X, n_samples: int, group_codes):
+        """Cluster each group as one set; returns labels, affinities, k and eigenvalues per set.
+
+        ``X`` is passed on as the caller gave it (e.g. a DataFrame), so the kernel
+        validates it against the feature names it was fitted with.
+        """
         if group_codes is None:
-            group_codes = np.zeros(X.shape[0], dtype=np.int64)
-        labels = np.empty(X.shape[0], dtype=np.int64)
+            group_codes = np.zeros(n_samples, dtype=np.int64)
+        labels = np.empty(n_samples, dtype=np.int64)
         affinities, n_found, spectra = [], [], []
         rng = check_random_state(self.random_state)
         offset = 0
@@ -223,7 +244,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             if hasattr(self.kernel_, "check_memory"):
                 # The affinity plus the spectral step's Laplacian and working copies.
                 self.kernel_.check_memory(len(rows), n_copies=4)
-            affinity = self.kernel_.transform(X[rows])
+            affinity = self.kernel_.transform(_safe_indexing(X, rows))
             k, eigenvalues = self._n_clusters_for(affinity, rng)
             seed = int(rng.randint(np.iinfo(np.int32).max))
             labels[rows] = offset + self._spectral(affinity, k, seed)

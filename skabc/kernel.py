@@ -22,7 +22,7 @@ from torch import nn
 
 from ._persistence import load_kernel, save_kernel
 from ._runtime import resolve_device, seeded_torch, tune_allocator
-from ._validation import encode_groups, encode_labels
+from ._validation import check_magnitude, encode_groups, encode_labels
 from .exceptions import AffinityTooLargeError
 from .nn.backends import ATTENTION_BACKENDS
 from .nn.heads import COMPAT_FUNCTIONS
@@ -288,7 +288,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             raise ValueError(
                 "ContextualKernel requires y to be passed, but the target y is None: it learns from cluster labels."
             )
-        X = validate_data(self, X, dtype=np.float32, ensure_min_samples=2)
+        X = check_magnitude(validate_data(self, X, dtype=np.float32, ensure_min_samples=2))
         labels = encode_labels(y, X.shape[0])
         group_codes = encode_groups(groups, X.shape[0])
         if self.d_model % self.n_heads != 0:
@@ -312,6 +312,11 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
                 # partial_fit keeps the (possibly restored) state and turns Ctrl-C into a clean stop.
                 self.net_.partial_fit(dataset, y=None, epochs=self.max_epochs - done)
             self._handle_interruption()
+        if not all(np.isfinite(row.get("train_loss", 0.0)) for row in self.net_.history):
+            raise ValueError(
+                "training diverged (the loss became NaN or infinite); lower lr or rescale X "
+                "(e.g. with sklearn's StandardScaler)."
+            )
         self.module_ = self.net_.module_
         self.module_.eval()
         self.n_training_sets_ = n_sets * self.max_epochs
@@ -436,7 +441,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             Symmetric same-cluster probabilities in [0, 1], float64.
         """
         check_is_fitted(self, "module_")
-        X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
+        X = check_magnitude(validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
         self.check_memory(X.shape[0])
         return self._affinity(X)
 

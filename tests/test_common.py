@@ -29,7 +29,6 @@ def _expected_failures(estimator) -> dict[str, str]:
     if isinstance(estimator, ABCClustering):
         failures["check_clustering"] = NO_LABELS
         failures["check_clustering(readonly_memmap=True)"] = NO_LABELS
-        failures["check_fit_score_takes_y"] = NO_LABELS
     return failures
 
 

@@ -1,0 +1,453 @@
+"""Bad-input battery: every odd input either works (finite, well-shaped output) or fails with a clear error.
+
+For each input and each entry point ("route") the outcome must be EITHER correct behaviour -- an affinity of
+shape (n, n), finite, symmetric and in [0, 1], or n non-negative integer labels -- OR a ``ValueError`` /
+``TypeError`` whose message names the problem.  An exception from inside torch/scipy internals, or NaN in an
+output, is a defect.
+
+Models are tiny and fitted once per module/session; the file runs in well under a minute on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from conftest import TINY, make_blob_sets
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from sklearn.exceptions import DataConversionWarning
+from sklearn.frozen import FrozenEstimator
+
+from skabc import ABCClustering, ContextualKernel
+
+# Entry points.  "kernel.fit" trains a tiny kernel on (X, y) and transforms X; "kernel.transform" uses the
+# session-scoped fitted kernel; "abc.fit" trains ABCClustering's kernel on (X, y); "abc.fit_unlabelled"
+# clusters X with an already fitted kernel; "abc.predict" clusters X with a fitted ABCClustering.
+KERNEL_ROUTES = ("kernel.fit", "kernel.transform")
+CLUSTER_ROUTES = ("abc.fit", "abc.fit_unlabelled", "abc.predict")
+ROUTES = KERNEL_ROUTES + CLUSTER_ROUTES
+FIT_ROUTES = ("kernel.fit", "abc.fit", "abc.fit_unlabelled")
+INFERENCE_ROUTES = ("kernel.transform", "abc.predict")
+
+SETTINGS = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    database=None,  # write no .hypothesis/ folder into the repository
+)
+
+
+# ----------------------------------------------------------------------------- helpers and fixtures
+@pytest.fixture(scope="module")
+def X30():
+    """One ordinary set of 30 points in 2-D (float64)."""
+    return make_blob_sets(n_sets=1, set_size=30, random_state=7)[0]
+
+
+@pytest.fixture(scope="module")
+def ctx(tiny_kernel, X30):
+    """The fitted models the inference routes use."""
+    fitted_abc = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X30)
+    return SimpleNamespace(kernel=tiny_kernel, abc=fitted_abc)
+
+
+def n_rows(X) -> int:
+    return X.shape[0] if hasattr(X, "shape") else len(X)
+
+
+def some_labels(n: int) -> np.ndarray:
+    """Two classes (or one when n == 1), every class with at least one row."""
+    return np.arange(n) % 2
+
+
+def run_route(route: str, X, ctx, y=None):
+    """Call one entry point on X; returns an affinity (kernel routes) or labels (cluster routes)."""
+    if y is None:
+        y = some_labels(n_rows(X))
+    if route == "kernel.fit":
+        return ContextualKernel(**TINY).fit(X, y).transform(X)
+    if route == "kernel.transform":
+        return ctx.kernel.transform(X)
+    if route == "abc.fit":
+        return ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).fit(X, y).labels_
+    if route == "abc.fit_unlabelled":
+        return ABCClustering(kernel=ctx.kernel, random_state=0).fit(X).labels_
+    if route == "abc.predict":
+        return ctx.abc.predict(X)
+    raise AssertionError(route)
+
+
+def assert_affinity(A, n: int) -> None:
+    assert isinstance(A, np.ndarray), type(A)
+    assert A.shape == (n, n)
+    assert np.all(np.isfinite(A)), f"affinity holds NaN/inf: {A.ravel()[:5]}"
+    assert A.min() >= 0.0 and A.max() <= 1.0, (A.min(), A.max())
+    np.testing.assert_array_equal(A, A.T)
+
+
+def assert_labels(labels, n: int) -> None:
+    labels = np.asarray(labels)
+    assert labels.shape == (n,)
+    assert labels.dtype.kind in "iu", f"labels must be integers, got {labels.dtype}"
+    assert np.all(labels >= 0), labels
+
+
+def assert_output(route: str, out, n: int) -> None:
+    if route in KERNEL_ROUTES:
+        assert_affinity(out, n)
+    else:
+        assert_labels(out, n)
+
+
+def works(route: str, X, ctx, y=None) -> None:
+    """The route must succeed with a correct output."""
+    assert_output(route, run_route(route, X, ctx, y), n_rows(X))
+
+
+def works_or_raises_clearly(route: str, X, ctx, match: str, y=None) -> None:
+    """Correct output, or ValueError/TypeError naming the problem; anything else (torch errors, NaN) fails."""
+    try:
+        out = run_route(route, X, ctx, y)
+    except (ValueError, TypeError) as exc:
+        assert re.search(match, str(exc)), f"unclear {type(exc).__name__}: {exc}"
+        return
+    assert_output(route, out, n_rows(X))
+
+
+def with_value(X, value, row=3, col=1):
+    X = np.array(X, dtype=np.float64)
+    X[row, col] = value
+    return X
+
+
+# --------------------------------------------------------------------------------------- values in X
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
+def test_non_finite_X_raises(route, value, X30, ctx):
+    with pytest.raises(ValueError, match=r"NaN|infinity"):
+        run_route(route, with_value(X30, value), ctx)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_value_beyond_float32_raises(route, X30, ctx):
+    with pytest.raises(ValueError, match=r"too large|infinity"):
+        run_route(route, with_value(X30, 1e300), ctx)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_huge_finite_value_works_or_raises_clearly(route, X30, ctx):
+    works_or_raises_clearly(route, with_value(X30, 1e30), ctx, match=r"(?i)too large|overflow|magnitude|exceed")
+
+
+def test_fit_on_huge_value_does_not_silently_train_nan_weights(X30):
+    """After a fit that saw one 1e30 value, ordinary data must still get a finite affinity (or fit raises)."""
+    X = with_value(X30, 1e30)
+    try:
+        kernel = ContextualKernel(**TINY).fit(X, some_labels(len(X)))
+    except ValueError as exc:
+        assert re.search(r"(?i)too large|overflow|magnitude|exceed|non-finite|nan", str(exc)), str(exc)
+        return
+    assert_affinity(kernel.transform(X30), len(X30))
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_large_but_moderate_value_works_or_raises_clearly(route, X30, ctx):
+    works_or_raises_clearly(route, with_value(X30, 1e15), ctx, match=r"(?i)too large|overflow|magnitude")
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_tiny_values_work(route, X30, ctx):
+    works(route, X30 * 1e-30, ctx)
+
+
+# ------------------------------------------------------------------------------------- types of X
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize(
+    "convert",
+    [
+        lambda X: X.astype(object),
+        lambda X: X.tolist(),
+        lambda X: X.astype(np.float32),
+        lambda X: (X * 100).astype(np.int64),
+        lambda X: (X * 100).astype(np.int32),
+    ],
+    ids=["object", "list", "float32", "int64", "int32"],
+)
+def test_numeric_containers_and_dtypes_work(route, convert, X30, ctx):
+    works(route, convert(X30), ctx)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_non_numeric_strings_raise(route, X30, ctx):
+    X = np.array([["a", "b"]] * 30)
+    with pytest.raises(ValueError, match="could not convert string to float"):
+        run_route(route, X, ctx)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_numeric_strings_work_or_raise_clearly(route, X30, ctx):
+    """scikit-learn converts numeric strings when an explicit float dtype is asked for; either outcome is fine."""
+    works_or_raises_clearly(route, X30.astype(str), ctx, match=r"(?i)string|bytes|numeric")
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("fmt", ["csr", "coo"])
+def test_sparse_X_raises(route, fmt, X30, ctx):
+    with pytest.raises((TypeError, ValueError), match=r"(?i)sparse.*dense"):
+        run_route(route, sp.csr_matrix(X30).asformat(fmt), ctx)
+
+
+# ----------------------------------------------------------------------------------------- DataFrames
+@pytest.fixture(scope="module")
+def df30(X30):
+    return pd.DataFrame(X30, columns=["a", "b"])
+
+
+@pytest.fixture(scope="module")
+def df_kernel(df30):
+    return ContextualKernel(**TINY).fit(df30, some_labels(len(df30)))
+
+
+def test_dataframe_kernel_keeps_feature_names(df30, df_kernel, X30):
+    np.testing.assert_array_equal(df_kernel.feature_names_in_, ["a", "b"])
+    assert df_kernel.n_features_in_ == 2
+    assert_affinity(df_kernel.transform(df30), 30)
+    with pytest.raises(ValueError, match="feature names should match"):
+        df_kernel.transform(df30.rename(columns={"a": "x", "b": "y"}))
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        df_kernel.transform(X30)
+
+
+def test_dataframe_clustering_keeps_feature_names(df30):
+    model = ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).fit(df30, some_labels(30))
+    np.testing.assert_array_equal(model.feature_names_in_, ["a", "b"])
+    assert_labels(model.labels_, 30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert_labels(model.predict(df30), 30)
+    with pytest.raises(ValueError, match="feature names should match"):
+        model.predict(df30.rename(columns={"a": "x", "b": "y"}))
+
+
+def test_dataframe_with_frozen_dataframe_kernel_gives_no_feature_name_warning(df30, df_kernel):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = ABCClustering(kernel=FrozenEstimator(df_kernel), random_state=0).fit(df30)
+        assert_labels(model.predict(df30), 30)
+    np.testing.assert_array_equal(model.feature_names_in_, ["a", "b"])
+    messages = [str(w.message) for w in caught if "feature names" in str(w.message)]
+    assert not messages, messages
+
+
+# ---------------------------------------------------------------------------------------- shape of X
+@pytest.mark.parametrize("route", ROUTES)
+def test_zero_rows_raise(route, ctx):
+    with pytest.raises(ValueError, match=r"0 sample\(s\)"):
+        run_route(route, np.empty((0, 2)), ctx, y=np.empty(0, dtype=int))
+
+
+@pytest.mark.parametrize("route", FIT_ROUTES)
+def test_fit_on_one_row_raises(route, X30, ctx):
+    with pytest.raises(ValueError, match=r"1 sample\(s\).*minimum of 2"):
+        run_route(route, X30[:1], ctx)
+
+
+@pytest.mark.parametrize("route", INFERENCE_ROUTES)
+def test_inference_on_one_row_works(route, X30, ctx):
+    works(route, X30[:1], ctx)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_two_rows_work(route, X30, ctx):
+    works(route, X30[:2], ctx)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_zero_features_raise(route, ctx):
+    with pytest.raises(ValueError, match=r"0 feature\(s\)"):
+        run_route(route, np.empty((5, 0)), ctx)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_constant_column_works(route, X30, ctx):
+    works(route, np.column_stack([X30[:, 0], np.full(30, 3.0)]), ctx)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_all_points_duplicated_work(route, X30, ctx):
+    works(route, np.tile(X30[:1], (30, 1)), ctx)
+
+
+@pytest.mark.parametrize("route", INFERENCE_ROUTES)
+def test_wrong_number_of_features_raises(route, ctx):
+    with pytest.raises(ValueError, match=r"X has 3 features, but .* is expecting 2 features"):
+        run_route(route, np.zeros((5, 3)), ctx)
+
+
+# --------------------------------------------------------------------------------------------------- y
+def fit_with_y(estimator: str, X, y, groups=None, kernel=None):
+    if estimator == "kernel":
+        return ContextualKernel(**TINY).fit(X, y, groups=groups).transform(X)
+    kernel = ContextualKernel(**TINY) if kernel is None else kernel
+    return ABCClustering(kernel=kernel, random_state=0).fit(X, y, groups=groups).labels_
+
+
+def assert_fit_output(estimator, out, n):
+    assert_output("kernel.fit" if estimator == "kernel" else "abc.fit", out, n)
+
+
+@pytest.mark.parametrize("estimator", ["kernel", "abc"])
+def test_single_class_y_works(estimator, X30):
+    assert_fit_output(estimator, fit_with_y(estimator, X30, np.zeros(30, dtype=int)), 30)
+
+
+def test_only_unlabelled_y(X30, tiny_kernel):
+    y = np.full(30, -1)
+    with pytest.raises(ValueError, match="no group holds at least 2 labelled rows"):
+        ContextualKernel(**TINY).fit(X30, y)
+    with pytest.raises(ValueError, match="not fitted"):
+        ABCClustering(kernel=ContextualKernel(**TINY)).fit(X30, y)
+    with pytest.raises(ValueError, match="needs labels"):
+        ABCClustering().fit(X30, y)
+    # With a fitted kernel, unlabelled rows are simply clustered.
+    assert_labels(ABCClustering(kernel=tiny_kernel, random_state=0).fit(X30, y).labels_, 30)
+
+
+@pytest.mark.parametrize("estimator", ["kernel", "abc", "abc-fitted-kernel"])
+def test_y_of_wrong_length_raises(estimator, X30, tiny_kernel):
+    kernel = tiny_kernel if estimator == "abc-fitted-kernel" else None
+    with pytest.raises(ValueError, match=r"inconsistent numbers of samples: \[30, 20\]"):
+        fit_with_y(estimator.split("-")[0], X30, some_labels(20), kernel=kernel)
+
+
+@pytest.mark.parametrize("estimator", ["kernel", "abc"])
+def test_y_column_vector_is_raveled_with_a_warning(estimator, X30):
+    with pytest.warns(DataConversionWarning, match="column-vector y"):
+        out = fit_with_y(estimator, X30, some_labels(30)[:, None])
+    assert_fit_output(estimator, out, 30)
+
+
+@pytest.mark.parametrize("estimator", ["kernel", "abc"])
+def test_y_with_two_columns_raises(estimator, X30):
+    with pytest.raises(ValueError, match=r"y should be a 1d array, got an array of shape \(30, 2\)"):
+        fit_with_y(estimator, X30, np.column_stack([some_labels(30)] * 2))
+
+
+@pytest.mark.parametrize("estimator", ["kernel", "abc"])
+@pytest.mark.parametrize(
+    "make_y",
+    [
+        lambda y: np.where(np.arange(len(y)) == 2, np.nan, y),
+        lambda y: np.where(np.arange(len(y)) == 2, np.inf, y),
+        lambda y: pd.Series(y, dtype="Int64").mask(np.arange(len(y)) == 2),
+        lambda y: pd.Series(y, dtype="float64").mask(np.arange(len(y)) == 2),
+    ],
+    ids=["float-nan", "float-inf", "Int64-NA", "series-nan"],
+)
+def test_y_with_nan_raises(estimator, make_y, X30):
+    with pytest.raises(ValueError, match="NaN"):
+        fit_with_y(estimator, X30, make_y(some_labels(30)))
+
+
+@pytest.mark.parametrize("estimator", ["kernel", "abc"])
+@pytest.mark.parametrize("missing", [np.nan, None], ids=["nan", "None"])
+def test_string_y_with_missing_label_raises_clearly(estimator, missing, X30):
+    y = np.array(["a", "b", missing] * 10, dtype=object)
+    with pytest.raises(ValueError, match=r"(?i)nan|missing|none"):
+        fit_with_y(estimator, X30, y)
+
+
+def test_fit_predict_uses_y(X30):
+    labels = ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).fit_predict(X30, some_labels(30))
+    assert_labels(labels, 30)
+
+
+def test_fit_predict_rejects_y_of_wrong_length(X30, tiny_kernel):
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        ABCClustering(kernel=tiny_kernel, random_state=0).fit_predict(X30, some_labels(20))
+
+
+# ---------------------------------------------------------------------------------------------- groups
+@pytest.mark.parametrize("estimator", ["kernel", "abc"])
+def test_groups_of_single_members_raise(estimator, X30):
+    with pytest.raises(ValueError, match="no group holds at least 2 labelled rows"):
+        fit_with_y(estimator, X30, some_labels(30), groups=np.arange(30))
+
+
+def test_groups_of_single_members_cluster_with_a_fitted_kernel(X30, tiny_kernel):
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X30, groups=np.arange(30))
+    assert_labels(model.labels_, 30)
+    assert len(np.unique(model.labels_)) == 30  # every singleton group is its own cluster
+
+
+@pytest.mark.parametrize("route", ["kernel.fit", "abc.fit", "abc.fit_unlabelled", "abc.predict"])
+def test_groups_of_wrong_length_raise(route, X30, ctx):
+    groups = np.repeat([0, 1], 10)
+    with pytest.raises(ValueError, match="groups has 20 entries but X has 30 rows"):
+        if route == "kernel.fit":
+            ContextualKernel(**TINY).fit(X30, some_labels(30), groups=groups)
+        elif route == "abc.fit":
+            ABCClustering(kernel=ContextualKernel(**TINY)).fit(X30, some_labels(30), groups=groups)
+        elif route == "abc.fit_unlabelled":
+            ABCClustering(kernel=ctx.kernel).fit(X30, groups=groups)
+        else:
+            ctx.abc.predict(X30, groups=groups)
+
+
+# ------------------------------------------------------------------- inference set 100x the training sets
+def test_set_100x_larger_than_training_sets():
+    X, y, groups = make_blob_sets(n_sets=20, set_size=20, random_state=1)
+    kernel = ContextualKernel(**{**TINY, "set_size": (5, 20)})
+    model = ABCClustering(kernel=kernel, max_clusters=5, random_state=0).fit(X, y, groups=groups)
+    assert model.kernel_.set_size == (5, 20)
+    X_big = np.random.default_rng(0).normal(size=(2000, 2))
+    assert_affinity(model.kernel_.transform(X_big), 2000)
+    assert_labels(model.predict(X_big), 2000)
+
+
+# --------------------------------------------------------------------------------------------- hypothesis
+finite_sets = hnp.arrays(
+    np.float64,
+    st.tuples(st.integers(2, 30), st.just(2)),
+    elements=st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),
+)
+
+
+@st.composite
+def sets_with_non_finite_values(draw):
+    X = draw(
+        hnp.arrays(
+            np.float64,
+            st.tuples(st.integers(2, 30), st.just(2)),
+            elements=st.one_of(st.floats(-1e6, 1e6), st.sampled_from([np.nan, np.inf, -np.inf])),
+        )
+    )
+    row = draw(st.integers(0, X.shape[0] - 1))
+    col = draw(st.integers(0, 1))
+    X[row, col] = draw(st.sampled_from([np.nan, np.inf, -np.inf]))
+    return X
+
+
+@SETTINGS
+@given(X=finite_sets)
+def test_property_finite_sets_give_valid_affinity_and_labels(tiny_kernel, X):
+    assert_affinity(tiny_kernel.transform(X), len(X))
+    assert_labels(ABCClustering(kernel=tiny_kernel, random_state=0).fit_predict(X), len(X))
+
+
+@SETTINGS
+@given(X=sets_with_non_finite_values())
+def test_property_non_finite_sets_raise(tiny_kernel, X):
+    with pytest.raises(ValueError, match=r"NaN|infinity"):
+        tiny_kernel.transform(X)
+    with pytest.raises(ValueError, match=r"NaN|infinity"):
+        ABCClustering(kernel=tiny_kernel, random_state=0).fit_predict(X)
+    with pytest.raises(ValueError, match=r"NaN|infinity"):
+        ContextualKernel(**TINY).fit(X, some_labels(len(X)))
