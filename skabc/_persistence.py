@@ -44,7 +44,7 @@ def _unlist(params: dict) -> dict:
 
 def _kernel_part(kernel) -> tuple[dict, dict]:
     meta = {
-        "params": _params(kernel, skip=("checkpoint_dir",)),
+        "params": _params(kernel, skip=("checkpoint_dir", "checkpoint_every", "verbose", "device")),
         "n_features_in": int(kernel.n_features_in_),
         "feature_names_in": [str(f) for f in getattr(kernel, "feature_names_in_", [])] or None,
     }
@@ -68,6 +68,7 @@ def _write(path, estimator, meta: dict, tensors: dict) -> None:
     os.close(fd)
     try:
         save_file(tensors, tmp, metadata={"skabc": json.dumps(meta)})
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a saved model is an ordinary readable file
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -104,7 +105,7 @@ def _read(cls, path) -> tuple[dict, dict]:
 
 def _restore_kernel(kernel_cls, part: dict, tensors: dict, device):
     try:
-        kernel = kernel_cls(**_unlist(part["params"]))
+        kernel = kernel_cls(**_unlist(part["params"]), device=device)
     except TypeError as exc:
         raise ValueError(f"the saved kernel parameters do not match this version of skabc: {exc}") from exc
     state = {k[len(KERNEL_PREFIX):]: v for k, v in tensors.items() if k.startswith(KERNEL_PREFIX)}

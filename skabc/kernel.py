@@ -95,6 +95,16 @@ class _KeepBestWeights(Callback):
             self.best_state_ = {k: v.detach().clone() for k, v in net.module_.state_dict().items()}
 
 
+class _EveryNthEpoch:
+    """Checkpoint monitor: true after every ``n``-th epoch (a class, so the net stays picklable)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, net) -> bool:
+        return len(net.history) % self.n == 0
+
+
 class _RedrawEachEpoch(Callback):
     """Tell the virtual dataset which epoch it is, so every epoch sees new sets."""
 
@@ -159,6 +169,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         every epoch, and a fit that finds a checkpoint of the same
         configuration there resumes from it (drawing the same sets an
         uninterrupted run would), so long trainings survive being stopped.
+    checkpoint_every : int, default=1
+        Save a checkpoint after every this many epochs.
     memory_limit : float, 'auto' or None, default='auto'
         Largest dense ``n x n`` result (bytes) that :meth:`transform` and
         :class:`ABCClustering` may build; a larger set is refused with a
@@ -213,6 +225,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "pos_weight": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"}), None],
         "checkpoint_dir": [str, os.PathLike, None],
+        "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
         "memory_limit": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
         "device": [str, torch.device, None],
         "random_state": ["random_state"],
@@ -238,6 +251,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         weight_decay=0.0,
         pos_weight=None,
         checkpoint_dir=None,
+        checkpoint_every=1,
         memory_limit="auto",
         device="auto",
         random_state=None,
@@ -260,6 +274,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         self.weight_decay = weight_decay
         self.pos_weight = pos_weight
         self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every = checkpoint_every
         self.memory_limit = memory_limit
         self.device = device
         self.random_state = random_state
@@ -421,7 +436,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             callbacks.append(("progress", ProgressBar()))
         if self.checkpoint_dir is not None:
             callbacks.append(
-                ("checkpoint", Checkpoint(monitor=None, dirname=str(self.checkpoint_dir), f_pickle=None,
+                ("checkpoint", Checkpoint(monitor=_EveryNthEpoch(self.checkpoint_every),
+                                          dirname=str(self.checkpoint_dir), f_pickle=None,
                                           f_criterion=None, load_best=False, **_CHECKPOINT_FILES))
             )
         return callbacks
@@ -543,7 +559,8 @@ def _describe_params(estimator: BaseEstimator) -> dict:
             return f"module:{type(value).__module__}.{type(value).__qualname__}"
         return f"{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}"
 
-    return {k: describe(v) for k, v in estimator.get_params(deep=False).items() if k not in ("verbose", "device")}
+    ignored = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit")
+    return {k: describe(v) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
 
 
 def _memory_limit_bytes(memory_limit) -> float | None:

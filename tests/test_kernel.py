@@ -358,3 +358,21 @@ def test_load_rejects_other_format_versions(tiny_kernel, tmp_path):
     save_file(load_file(str(path)), str(path), metadata={"skabc": json.dumps(meta)})
     with pytest.raises(ValueError, match="version 999"):
         ContextualKernel.load(path)
+
+
+def test_checkpoint_every_n_epochs(blob_data, tmp_path):
+    import json
+
+    X, y, g = blob_data
+    kernel = ContextualKernel(**{**TINY, "max_epochs": 4, "checkpoint_dir": tmp_path, "checkpoint_every": 2})
+    kernel.fit(X, y, groups=g)
+    history = json.loads((tmp_path / "history.json").read_text())
+    saved = [row["epoch"] for row in kernel.net_.history if row.get("event_cp")]
+    assert saved == [2, 4] and len(history) == 4
+
+
+def test_device_auto_works_without_cuda(blob_data):
+    X, y, g = blob_data
+    kernel = ContextualKernel(**{**TINY, "device": "auto"}).fit(X, y, groups=g)
+    expected = "cuda" if __import__("torch").cuda.is_available() else "cpu"
+    assert next(kernel.module_.parameters()).device.type == expected
