@@ -334,16 +334,17 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             )
         self.module_ = self.net_.module_
         self.module_.eval()
-        self.n_training_sets_ = n_sets * self.max_epochs
+        self.n_training_sets_ = n_sets * sum("train_loss" in row for row in self.net_.history)
         return self
 
     def _handle_interruption(self) -> None:
         finished = sum("train_loss" in row for row in self.net_.history)
+        keeper = dict(self.net_.callbacks_)["keep_best"]
+        best_state, keeper.best_state_ = keeper.best_state_, None  # no second copy of the weights in pickles
         if finished >= self.max_epochs:
             return
-        keeper = dict(self.net_.callbacks_)["keep_best"]
-        if keeper.best_state_ is not None:
-            self.net_.module_.load_state_dict(keeper.best_state_)
+        if best_state is not None:
+            self.net_.module_.load_state_dict(best_state)
         warnings.warn(
             f"ContextualKernel training was interrupted after {finished} of {self.max_epochs} epochs; "
             f"the kernel keeps the weights with the best training loss so far ({keeper.best_loss_:.4f}). "

@@ -9,6 +9,8 @@ ignored downstream.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -95,14 +97,35 @@ class MultiheadAttentionBlock(nn.Module):
             )
         return self.out_proj(out.transpose(1, 2).reshape(batch, n_q, width))
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def residual(self, x: torch.Tensor, attention: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Wrap an attention map in this block's residual branches, layer norms and feed-forward layer.
+
+        Parameters
+        ----------
+        x : Tensor of shape (B, n, d)
+            Queries (the residual stream).
+        attention : callable
+            Maps the queries, layer-normalised first when ``layer_norm='pre'``,
+            to the attention output of shape ``(B, n, d)``.  Other set blocks
+            (sampled, outer-product attention) plug their attention in here so
+            they share the exact residual structure of MAB.
+
+        Returns
+        -------
+        Tensor of shape (B, n, d)
+        """
         if self.pre_norm:
-            x_n = self.norm_q(x)
-            y_n = x_n if y is x else self.norm_kv(y)
-            h = x + self.drop(self.attend(x_n, y_n, key_mask))
+            h = x + self.drop(attention(self.norm_q(x)))
             return h + self.drop(self.feed_forward(self.norm_ff(h)))
-        h = self.norm_q(x + self.drop(self.attend(x, y, key_mask)))
+        h = self.norm_q(x + self.drop(attention(x)))
         return self.norm_ff(h + self.drop(self.feed_forward(h)))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if y is x:
+            # Self-attention: keys are the (normalised) queries themselves.
+            return self.residual(x, lambda q: self.attend(q, q, key_mask))
+        keys = self.norm_kv(y) if self.pre_norm else y
+        return self.residual(x, lambda q: self.attend(q, keys, key_mask))
 
 
 class SetAttentionBlock(nn.Module):
