@@ -4,18 +4,26 @@ from .backends import ATTENTION_BACKENDS, resolve_backend
 from .blocks import MultiheadAttentionBlock, SetAttentionBlock
 from .embedders import MLPEmbedder
 from .heads import COMPAT_FUNCTIONS, SimilarityHead
+from .induced import InducedSetAttentionBlock
 from .loss import SameClusterBCELoss, same_cluster_matrix
 from .model import ABCNet
+from .outer import OuterProductAttentionBlock, outer_product_attention
+from .sampled import SampledAttentionBlock, sample_windows
 
 __all__ = [
     "ATTENTION_BACKENDS",
     "COMPAT_FUNCTIONS",
     "ABCNet",
+    "InducedSetAttentionBlock",
     "MLPEmbedder",
     "MultiheadAttentionBlock",
+    "OuterProductAttentionBlock",
     "SameClusterBCELoss",
+    "SampledAttentionBlock",
     "SetAttentionBlock",
     "SimilarityHead",
+    "outer_product_attention",
     "resolve_backend",
     "same_cluster_matrix",
+    "sample_windows",
 ]

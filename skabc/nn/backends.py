@@ -14,9 +14,15 @@ from collections.abc import Callable
 from torch import nn
 
 from .blocks import SetAttentionBlock
+from .induced import InducedSetAttentionBlock
+from .outer import OuterProductAttentionBlock
+from .sampled import SampledAttentionBlock
 
 ATTENTION_BACKENDS: dict[str, Callable[..., nn.Module]] = {
-    "sab": SetAttentionBlock,
+    "sab": SetAttentionBlock,  # dense self-attention, O(n^2)
+    "isab": InducedSetAttentionBlock,  # through m inducing points, O(n m)
+    "sampled": SampledAttentionBlock,  # random Hamiltonian-cycle windows, O(n * window_size)
+    "opa": OuterProductAttentionBlock,  # outer-product attention (SAM), O(n^2 d_head) time
 }
 
 
