@@ -24,6 +24,8 @@ KERNEL_PREFIX = "kernel."
 def _plain(value):
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     if isinstance(value, np.generic):

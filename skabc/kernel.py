@@ -24,7 +24,7 @@ from ._persistence import load_kernel, save_kernel
 from ._runtime import resolve_device, seeded_torch, tune_allocator
 from ._validation import check_magnitude, encode_groups, encode_labels
 from .exceptions import AffinityTooLargeError
-from .nn.backends import ATTENTION_BACKENDS
+from .nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
 from .nn.heads import COMPAT_FUNCTIONS
 from .nn.loss import SameClusterBCELoss
 from .nn.model import ABCNet
@@ -126,10 +126,24 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    attention : str or callable, default='sab'
-        Set-to-set block: a name in :data:`skabc.nn.ATTENTION_BACKENDS`, or a
-        factory called as ``attention(d_model=, n_heads=, d_ff=, layer_norm=,
-        dropout=)`` returning a module with ``forward(x, key_mask)``.
+    attention : {'sab', 'isab', 'sampled', 'opa'} or callable, default='sab'
+        Set-to-set block: dense self-attention (``'sab'``, O(n^2)), induced
+        set attention (``'isab'``, O(n m)), sampled Hamiltonian-window
+        attention (``'sampled'``, O(n w)), outer-product attention (``'opa'``),
+        or a factory called as ``attention(d_model=, n_heads=, d_ff=,
+        layer_norm=, dropout=, **attention_options)`` returning a module with
+        ``forward(x, key_mask)``.
+    n_inducing : int, default=16
+        ``attention='isab'``: number of learned inducing points.
+    window_size : int, default=32
+        ``attention='sampled'``: points per random window.
+    n_attention_samples : int, default=1
+        ``attention='sampled'``: window samples averaged at inference.
+    window_attention : {'hamiltonian', 'dense'}, default='hamiltonian'
+        ``attention='sampled'``: attention pattern inside a window.
+    attention_options : dict, default=None
+        Extra keyword options for the backend factory (e.g. for a custom
+        callable ``attention``); they override the named options above.
     compat : {'multiplicative', 'additive'}, default='multiplicative'
         Compatibility function of the similarity head.
     n_blocks : int, default=2
@@ -209,6 +223,11 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "attention": [StrOptions(set(ATTENTION_BACKENDS)), callable],
+        "n_inducing": [Interval(Integral, 1, None, closed="left")],
+        "window_size": [Interval(Integral, 2, None, closed="left")],
+        "n_attention_samples": [Interval(Integral, 1, None, closed="left")],
+        "window_attention": [StrOptions({"hamiltonian", "dense"})],
+        "attention_options": [dict, None],
         "compat": [StrOptions(set(COMPAT_FUNCTIONS))],
         "n_blocks": [Interval(Integral, 0, None, closed="left")],
         "n_heads": [Interval(Integral, 1, None, closed="left")],
@@ -235,6 +254,11 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
     def __init__(
         self,
         attention="sab",
+        n_inducing=16,
+        window_size=32,
+        n_attention_samples=1,
+        window_attention="hamiltonian",
+        attention_options=None,
         compat="multiplicative",
         n_blocks=2,
         n_heads=4,
@@ -258,6 +282,11 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         verbose=0,
     ):
         self.attention = attention
+        self.n_inducing = n_inducing
+        self.window_size = window_size
+        self.n_attention_samples = n_attention_samples
+        self.window_attention = window_attention
+        self.attention_options = attention_options
         self.compat = compat
         self.n_blocks = n_blocks
         self.n_heads = n_heads
@@ -415,6 +444,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             layer_norm=self.layer_norm,
             dropout=self.dropout,
             embedder=embedder,
+            attention_options=self._backend_options(),
         )
         if embedder is not None:
             with torch.no_grad():
@@ -425,6 +455,10 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
                     f"it returned shape {tuple(out.shape)}."
                 )
         return module
+
+    def _backend_options(self) -> dict:
+        names = BACKEND_OPTIONS.get(self.attention, ()) if isinstance(self.attention, str) else ()
+        return {**{name: getattr(self, name) for name in names}, **(self.attention_options or {})}
 
     def _callbacks(self, total_steps: int) -> list:
         callbacks = [
@@ -554,6 +588,8 @@ def _describe_params(estimator: BaseEstimator) -> dict:
             return value
         if isinstance(value, (tuple, list)):
             return [describe(v) for v in value]
+        if isinstance(value, dict):
+            return {str(k): describe(v) for k, v in value.items()}
         if isinstance(value, np.generic):
             return value.item()
         if isinstance(value, nn.Module):

@@ -1,18 +1,65 @@
-"""The spectral step: eigengap estimate of k, then spectral clustering of an affinity."""
+"""The spectral step: eigengap estimate of k, then spectral clustering of an affinity.
+
+Every function takes a dense ``ndarray`` affinity or a scipy sparse one (e.g.
+the kNN affinity of :func:`skabc.sparse_affinity.topk_affinity`).  Dense
+input takes the original dense code path unchanged.  Sparse input never
+forms an ``n x n`` dense matrix: the graph is split into its connected
+components, and each component's smallest Laplacian eigenpairs are found by
+an iterative solver (``eigen_solver``):
+
+* ``'arpack'`` (default): ``eigsh`` for the largest eigenvalues of the
+  normalised adjacency ``D^-1/2 A D^-1/2`` (``which='LA'``), no factorisation;
+* ``'lobpcg'``: LOBPCG for the smallest eigenvalues of ``L``;
+* ``'amg'``: LOBPCG preconditioned by pyamg's smoothed aggregation (needs
+  the optional ``pyamg`` package).
+
+Solving per component is what makes disconnected graphs (common for kNN
+graphs of well-separated clusters) reliable: ``L`` then has one zero
+eigenvalue per component, and a single Lanczos run on the whole graph tends
+to return fewer copies of a repeated eigenvalue than it has.  Per
+component, the spectra are simply merged.  A graph with more components
+than eigenvalues asked for gives all zeros, and the eigengap cannot see past
+them (it then answers 1).
+"""
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import eigvalsh
-from scipy.sparse.linalg import eigsh
-from sklearn.cluster import SpectralClustering
+import scipy.sparse as sp
+from scipy.linalg import eigh, eigvalsh
+from scipy.sparse.csgraph import connected_components
+from scipy.sparse.linalg import eigsh, lobpcg
+from sklearn.cluster import SpectralClustering, k_means
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_symmetric
 
 # Below this size a full dense eigendecomposition is cheaper than ARPACK.
 DENSE_EIGEN_LIMIT = 1500
+# Connected components of a sparse graph up to this size are solved densely (at most ~0.5 MiB each).
+SPARSE_DENSE_LIMIT = 256
+
+EIGEN_SOLVERS = ("arpack", "lobpcg", "amg")
+
+# Residual tolerance of LOBPCG for eigen_tol='auto'; eigenvalue errors are about its square.
+_LOBPCG_TOL = 1e-5
+_LOBPCG_MAXITER = {"lobpcg": 2000, "amg": 200}
+# Diagonal shift of L for the AMG preconditioner only: a singular matrix makes a poor one.
+_AMG_SHIFT = 1e-5
 
 
-def normalized_adjacency(affinity: np.ndarray) -> np.ndarray:
-    """``D^-1/2 A D^-1/2``, with rows of zero degree left at zero instead of dividing by 0."""
+def normalized_adjacency(affinity):
+    """``D^-1/2 A D^-1/2``, with rows of zero degree left at zero instead of dividing by 0.
+
+    Parameters
+    ----------
+    affinity : ndarray or scipy sparse matrix of shape (n, n)
+
+    Returns
+    -------
+    adjacency : ndarray, or scipy.sparse.csr_matrix for sparse input
+    """
+    if sp.issparse(affinity):
+        return _sparse_normalized_adjacency(_as_csr(affinity))[0]
     degree = affinity.sum(axis=1)
     inv_sqrt = np.zeros_like(degree, dtype=np.float64)
     positive = degree > np.finfo(np.float64).tiny
@@ -20,14 +67,44 @@ def normalized_adjacency(affinity: np.ndarray) -> np.ndarray:
     return affinity * inv_sqrt[:, None] * inv_sqrt[None, :]
 
 
-def laplacian_eigenvalues(affinity: np.ndarray, n_eigenvalues: int, random_state=None) -> np.ndarray:
+def laplacian_eigenvalues(
+    affinity, n_eigenvalues: int, random_state=None, eigen_solver: str | None = None, eigen_tol="auto"
+) -> np.ndarray:
     """Smallest ``n_eigenvalues`` eigenvalues of ``L = I - D^-1/2 A D^-1/2``, ascending.
 
-    A full solver is used for small matrices and ARPACK (largest eigenvalues
-    of the normalised adjacency) beyond :data:`DENSE_EIGEN_LIMIT` points.
+    Parameters
+    ----------
+    affinity : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric non-negative affinity.  Dense: a full solver below
+        :data:`DENSE_EIGEN_LIMIT` points, else ARPACK on the normalised
+        adjacency (``eigen_solver`` and ``eigen_tol`` are not used).
+        Sparse: per connected component, see the module notes.
+    n_eigenvalues : int
+        How many eigenvalues; capped at ``n``.
+    random_state : int, RandomState instance or None
+        Seeds the starting vectors of the iterative solvers.
+    eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
+        Sparse solver; ``None`` is ``'arpack'``.  ``'amg'`` needs ``pyamg``.
+    eigen_tol : float or 'auto', default='auto'
+        Sparse solver tolerance: ``'auto'`` is machine precision for ARPACK
+        and a residual of ``1e-5`` for LOBPCG.
+
+    Returns
+    -------
+    eigenvalues : ndarray of shape (min(n_eigenvalues, n),)
+        A disconnected sparse graph has one (numerically) zero eigenvalue
+        per connected component; a row of zero degree gives eigenvalue 1.
     """
+    solver = _check_eigen_solver(eigen_solver)
     n = affinity.shape[0]
     n_eigenvalues = int(min(n_eigenvalues, n))
+    if sp.issparse(affinity):
+        if n_eigenvalues < 1:
+            return np.zeros(0)
+        values, _ = _smallest_eigenpairs(
+            affinity, n_eigenvalues, solver, check_random_state(random_state), eigen_tol, vectors=False
+        )
+        return values
     adjacency = normalized_adjacency(affinity)
     if n <= DENSE_EIGEN_LIMIT or n_eigenvalues >= n - 1:
         top = eigvalsh(adjacency, subset_by_index=[n - n_eigenvalues, n - 1])
@@ -39,12 +116,25 @@ def laplacian_eigenvalues(affinity: np.ndarray, n_eigenvalues: int, random_state
 
 
 def estimate_n_clusters(
-    affinity: np.ndarray, max_clusters: int, random_state=None
+    affinity, max_clusters: int, random_state=None, eigen_solver: str | None = None, eigen_tol="auto"
 ) -> tuple[int, np.ndarray]:
     """Number of clusters by the largest eigengap of the normalised Laplacian.
 
     ``k = argmax_i (lambda_{i+1} - lambda_i)`` over ``1 <= k <= min(max_clusters, n - 1)``
     (von Luxburg 2007; ABC paper section 3.4).  ``k = 1`` is a valid answer.
+
+    Parameters
+    ----------
+    affinity : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric non-negative affinity.
+    max_clusters : int
+        Largest ``k`` considered.
+    random_state : int, RandomState instance or None
+        Seeds the iterative eigensolvers.
+    eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
+        Solver for sparse affinities, see :func:`laplacian_eigenvalues`.
+    eigen_tol : float or 'auto', default='auto'
+        Tolerance of the sparse solver.
 
     Returns
     -------
@@ -56,16 +146,232 @@ def estimate_n_clusters(
     if n < 2:
         return 1, np.zeros(n)
     cap = int(max(1, min(max_clusters, n - 1)))
-    eigenvalues = laplacian_eigenvalues(affinity, cap + 1, random_state=random_state)
+    eigenvalues = laplacian_eigenvalues(
+        affinity, cap + 1, random_state=random_state, eigen_solver=eigen_solver, eigen_tol=eigen_tol
+    )
     gaps = np.diff(eigenvalues)
     return int(np.argmax(gaps) + 1), eigenvalues
 
 
-def spectral_labels(affinity: np.ndarray, n_clusters: int, **spectral_params) -> np.ndarray:
-    """Cluster a precomputed affinity with scikit-learn's ``SpectralClustering``."""
+def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
+    """Spectral clustering of a precomputed affinity.
+
+    Dense affinities go to scikit-learn's ``SpectralClustering``.  Sparse ones
+    use the component-wise eigensolver of this module (scikit-learn's sparse
+    ARPACK path factorises the shifted Laplacian, whose fill-in makes it slow
+    on kNN graphs of high-dimensional data) and then the same label
+    assignment as scikit-learn.
+
+    Parameters
+    ----------
+    affinity : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric non-negative affinity.
+    n_clusters : int
+        Number of clusters; ``<= 1`` labels everything 0.
+    **spectral_params
+        ``SpectralClustering`` parameters.  The sparse path understands
+        ``eigen_solver``, ``n_components``, ``random_state``, ``n_init``,
+        ``eigen_tol``, ``assign_labels`` and ``verbose``.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,), int64
+    """
     n = affinity.shape[0]
     if n_clusters <= 1 or n < 2:
         return np.zeros(n, dtype=np.int64)
     n_clusters = min(n_clusters, n)
+    if sp.issparse(affinity):
+        return _sparse_spectral_labels(affinity, n_clusters, **spectral_params)
     model = SpectralClustering(n_clusters=n_clusters, affinity="precomputed", **spectral_params)
     return model.fit(affinity).labels_.astype(np.int64)
+
+
+# --------------------------------------------------------------------------- sparse path
+
+
+def _sparse_spectral_labels(
+    affinity,
+    n_clusters: int,
+    *,
+    eigen_solver: str | None = None,
+    n_components: int | None = None,
+    random_state=None,
+    n_init: int = 10,
+    eigen_tol="auto",
+    assign_labels: str = "kmeans",
+    verbose: bool = False,
+) -> np.ndarray:
+    """Normalised spectral embedding of a sparse affinity, then scikit-learn's label assignment."""
+    if assign_labels not in ("kmeans", "discretize", "cluster_qr"):
+        raise ValueError(f"assign_labels must be 'kmeans', 'discretize' or 'cluster_qr', got {assign_labels!r}")
+    solver = _check_eigen_solver(eigen_solver)
+    n = affinity.shape[0]
+    n_components = int(min(n_clusters if n_components is None else n_components, n))
+    # One RandomState for the eigensolver then the assignment, as SpectralClustering does.
+    random_state = check_random_state(random_state)
+    _, vectors = _smallest_eigenpairs(affinity, n_components, solver, random_state, eigen_tol, vectors=True)
+    if verbose:
+        print(f"Computing label assignment using {assign_labels}")
+    if assign_labels == "kmeans":
+        _, labels, _ = k_means(vectors, n_clusters, random_state=random_state, n_init=n_init, verbose=verbose)
+    else:
+        # Imported here: public functions of a private scikit-learn module.
+        from sklearn.cluster._spectral import cluster_qr, discretize
+
+        if assign_labels == "cluster_qr":
+            labels = cluster_qr(vectors)
+        else:
+            labels = discretize(vectors, random_state=random_state)
+    return np.asarray(labels, dtype=np.int64)
+
+
+def _check_eigen_solver(eigen_solver: str | None) -> str:
+    if eigen_solver is None:
+        return "arpack"
+    if eigen_solver not in EIGEN_SOLVERS:
+        raise ValueError(f"eigen_solver must be one of {EIGEN_SOLVERS} or None, got {eigen_solver!r}")
+    return eigen_solver
+
+
+def _import_pyamg():
+    try:
+        import pyamg
+    except ImportError as exc:
+        raise ValueError(
+            "eigen_solver='amg' needs the optional package pyamg, which is not installed: "
+            "`pip install pyamg`, or use eigen_solver='arpack' or 'lobpcg'."
+        ) from exc
+    return pyamg
+
+
+def _as_csr(affinity) -> sp.csr_matrix:
+    """A float64 CSR copy with canonical indices, checked finite and symmetrised like scikit-learn."""
+    matrix = sp.csr_matrix(affinity, dtype=np.float64, copy=True)
+    if matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"affinity must be square, got shape {matrix.shape}")
+    matrix.sum_duplicates()
+    if not np.all(np.isfinite(matrix.data)):
+        raise ValueError("affinity contains NaN or infinite values")
+    if np.any(matrix.data < 0):
+        raise ValueError("affinity must be non-negative")
+    return sp.csr_matrix(check_symmetric(matrix, raise_warning=True))
+
+
+def _sparse_normalized_adjacency(matrix: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """``D^-1/2 A D^-1/2`` of a CSR matrix, and ``sqrt(degree)`` (0 where the degree is 0)."""
+    degree = np.asarray(matrix.sum(axis=1)).ravel()
+    sqrt_degree = np.zeros(matrix.shape[0])
+    positive = degree > np.finfo(np.float64).tiny
+    sqrt_degree[positive] = np.sqrt(degree[positive])
+    inv_sqrt = np.zeros_like(sqrt_degree)
+    inv_sqrt[positive] = 1.0 / sqrt_degree[positive]
+    adjacency = matrix.copy()
+    row_of_entry = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    adjacency.data *= inv_sqrt[row_of_entry] * inv_sqrt[adjacency.indices]
+    return adjacency, sqrt_degree
+
+
+def _smallest_eigenpairs(
+    affinity, m: int, solver: str, rng: np.random.RandomState, eigen_tol, vectors: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The ``m`` smallest eigenvalues of the sparse normalised Laplacian, ascending.
+
+    With ``vectors=True`` also the spectral embedding ``D^-1/2 x`` of their
+    eigenvectors ``x`` (zero outside each vector's component), sign-fixed as
+    scikit-learn does, shape ``(n, m)``.
+    """
+    if solver == "amg":
+        _import_pyamg()  # fail before any work
+    matrix = _as_csr(affinity)
+    n = matrix.shape[0]
+    adjacency, sqrt_degree = _sparse_normalized_adjacency(matrix)
+    # Structural zeros would connect components the Laplacian sees as separate.
+    matrix.eliminate_zeros()
+    n_comp, comp = connected_components(matrix, directed=False)
+    order = np.argsort(comp, kind="stable")
+    bounds = np.searchsorted(comp[order], np.arange(n_comp + 1))
+    sizes = np.diff(bounds)
+    # Each component of positive degree has exactly one zero eigenvalue; zero-degree points give 1.
+    proper = sqrt_degree[order[bounds[:-1]]] > 0  # a component's points all have degree > 0, or it is one point
+    n_proper = int(proper.sum())
+    per_component = max(1, m - n_proper + 1)
+
+    found_values, found_vectors, found_rows = [], [], []
+    # Largest components first, so that ties (e.g. many zero eigenvalues) keep the big ones.
+    for c in np.argsort(-sizes, kind="stable"):
+        rows = order[bounds[c] : bounds[c + 1]]
+        if not proper[c]:
+            found_values.append(np.ones(1))
+            found_vectors.append(np.ones((1, 1)))
+            found_rows.append(rows)
+            continue
+        if per_component == 1:
+            # Only the zero eigenpair is needed, and it is known exactly: x = sqrt(degree).
+            x = sqrt_degree[rows]
+            found_values.append(np.zeros(1))
+            found_vectors.append((x / np.linalg.norm(x))[:, None])
+            found_rows.append(rows)
+            continue
+        block = adjacency[rows][:, rows]
+        values, vecs = _component_eigenpairs(
+            block, sqrt_degree[rows], min(per_component, len(rows)), solver, rng, eigen_tol, vectors
+        )
+        found_values.append(values)
+        found_vectors.append(vecs)
+        found_rows.append(rows)
+
+    all_values = np.concatenate(found_values)
+    chosen = np.argsort(all_values, kind="stable")[:m]
+    values = all_values[chosen]
+    if not vectors:
+        return values, None
+    owner = np.repeat(np.arange(len(found_values)), [len(v) for v in found_values])
+    column = np.concatenate([np.arange(len(v)) for v in found_values])
+    embedding = np.zeros((n, len(chosen)))
+    for j, pick in enumerate(chosen):
+        embedding[found_rows[owner[pick]], j] = found_vectors[owner[pick]][:, column[pick]]
+    # Recover u = D^-1/2 x (zero-degree points are their own component: D taken as 1).
+    embedding /= np.where(sqrt_degree > 0, sqrt_degree, 1.0)[:, None]
+    peak = np.argmax(np.abs(embedding), axis=0)
+    embedding *= np.sign(embedding[peak, np.arange(embedding.shape[1])])
+    return values, embedding
+
+
+def _component_eigenpairs(
+    adjacency: sp.csr_matrix, sqrt_degree: np.ndarray, m: int, solver: str, rng, eigen_tol, vectors: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Smallest ``m`` eigenpairs of ``I - adjacency`` for one connected component."""
+    size = adjacency.shape[0]
+    iterative_ok = m < size - 1 if solver == "arpack" else size >= 5 * (m + 1)  # lobpcg needs room
+    if size <= SPARSE_DENSE_LIMIT or not iterative_ok:
+        dense = adjacency.toarray()
+        if vectors:
+            top, vecs = eigh(dense, subset_by_index=[size - m, size - 1])
+        else:
+            top, vecs = eigvalsh(dense, subset_by_index=[size - m, size - 1]), None
+        values = 1.0 - top
+    elif solver == "arpack":
+        tol = 0.0 if eigen_tol == "auto" else float(eigen_tol)
+        v0 = rng.uniform(-1, 1, size)
+        result = eigsh(adjacency, k=m, which="LA", v0=v0, tol=tol, return_eigenvectors=vectors)
+        top, vecs = result if vectors else (result, None)
+        values = 1.0 - top
+    else:
+        laplacian = (sp.identity(size, format="csr") - adjacency).tocsr()
+        preconditioner = None
+        if solver == "amg":
+            pyamg = _import_pyamg()
+            shifted = (laplacian + _AMG_SHIFT * sp.identity(size, format="csr")).tocsr()
+            preconditioner = pyamg.smoothed_aggregation_solver(shifted).aspreconditioner()
+        # One spare vector speeds LOBPCG up; the first guess is the exact zero eigenvector.
+        start = rng.standard_normal((size, m + 1))
+        start[:, 0] = sqrt_degree
+        tol = _LOBPCG_TOL if eigen_tol == "auto" else float(eigen_tol)
+        values, vecs = lobpcg(
+            laplacian, start, M=preconditioner, tol=tol, largest=False, maxiter=_LOBPCG_MAXITER[solver]
+        )
+        ascending = np.argsort(values, kind="stable")[:m]
+        return values[ascending], (vecs[:, ascending] if vectors else None)
+    ascending = np.argsort(values, kind="stable")
+    return values[ascending], (vecs[:, ascending] if vectors else None)

@@ -376,3 +376,41 @@ def test_device_auto_works_without_cuda(blob_data):
     kernel = ContextualKernel(**{**TINY, "device": "auto"}).fit(X, y, groups=g)
     expected = "cuda" if __import__("torch").cuda.is_available() else "cpu"
     assert next(kernel.module_.parameters()).device.type == expected
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"attention": "isab", "n_inducing": 5},
+        {"attention": "sampled", "window_size": 6, "n_attention_samples": 2},
+        {"attention": "sampled", "window_attention": "dense"},
+        {"attention": "opa"},
+    ],
+    ids=["isab", "sampled", "sampled-dense", "opa"],
+)
+def test_backends_through_the_estimator(blob_data, params, tmp_path):
+    X, y, g = blob_data
+    kernel = ContextualKernel(**{**TINY, **params}).fit(X, y, groups=g)
+    A = kernel.transform(X[:30])
+    assert A.shape == (30, 30) and np.isfinite(A).all()
+    np.testing.assert_array_equal(A, kernel.transform(X[:30]))  # inference is deterministic
+    if params["attention"] == "isab":
+        assert kernel.module_.blocks[0].inducing.shape[0] == 5
+    # The safe format keeps backend options and buffers (e.g. the sampled blocks' seeds).
+    kernel.save(tmp_path / "k.safetensors")
+    np.testing.assert_array_equal(ContextualKernel.load(tmp_path / "k.safetensors", device="cpu").transform(X[:30]), A)
+
+
+def test_attention_options_reach_a_custom_factory(blob_data):
+    from skabc.nn import SetAttentionBlock
+
+    seen = {}
+
+    def factory(**kwargs):
+        seen.update(kwargs)
+        kwargs.pop("marker")
+        return SetAttentionBlock(**kwargs)
+
+    X, y, g = blob_data
+    ContextualKernel(**{**TINY, "attention": factory, "attention_options": {"marker": 7}}).fit(X, y, groups=g)
+    assert seen["marker"] == 7 and seen["d_model"] == TINY["d_model"]

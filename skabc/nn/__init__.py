@@ -1,6 +1,6 @@
 """Torch building blocks of ABC: attention blocks, backends, heads, embedders, loss."""
 
-from .backends import ATTENTION_BACKENDS, resolve_backend
+from .backends import ATTENTION_BACKENDS, BACKEND_OPTIONS, resolve_backend
 from .blocks import MultiheadAttentionBlock, SetAttentionBlock
 from .embedders import MLPEmbedder
 from .heads import COMPAT_FUNCTIONS, SimilarityHead
@@ -12,6 +12,7 @@ from .sampled import SampledAttentionBlock, sample_windows
 
 __all__ = [
     "ATTENTION_BACKENDS",
+    "BACKEND_OPTIONS",
     "COMPAT_FUNCTIONS",
     "ABCNet",
     "InducedSetAttentionBlock",

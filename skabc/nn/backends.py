@@ -26,6 +26,15 @@ ATTENTION_BACKENDS: dict[str, Callable[..., nn.Module]] = {
 }
 
 
+# Estimator parameters that configure each named backend (passed as keyword options).
+BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "sab": (),
+    "isab": ("n_inducing",),
+    "sampled": ("window_size", "n_attention_samples", "window_attention"),
+    "opa": (),
+}
+
+
 def resolve_backend(attention: str | Callable[..., nn.Module]) -> Callable[..., nn.Module]:
     """Return the block factory named by ``attention`` (or ``attention`` itself if callable)."""
     if callable(attention):

@@ -1,0 +1,332 @@
+"""Tests of the large-n path: sparse kNN affinities (:mod:`skabc.sparse_affinity`) and sparse spectral step."""
+
+from __future__ import annotations
+
+import sys
+import time
+from itertools import pairwise
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from scipy.sparse.csgraph import connected_components
+from sklearn.cluster import SpectralClustering
+from sklearn.metrics import adjusted_rand_score
+from sklearn.neighbors import NearestNeighbors
+
+import skabc.spectral as spectral
+from skabc.nn.heads import SimilarityHead
+from skabc.sparse_affinity import dense_to_topk, kernel_topk_affinity, topk_affinity
+from skabc.spectral import estimate_n_clusters, laplacian_eigenvalues, normalized_adjacency, spectral_labels
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _head_and_embeddings(n=40, d=8, compat="multiplicative", seed=0):
+    torch.manual_seed(seed)
+    head = SimilarityHead(d, compat=compat).eval()
+    with torch.no_grad():
+        if compat == "multiplicative":
+            head.bias.fill_(0.3)
+    return head, torch.randn(1, n, d)
+
+
+def _dense_affinity(head, z):
+    """The dense learned affinity, built as ContextualKernel.transform does."""
+    with torch.inference_mode():
+        affinity = torch.sigmoid(head(z)[0]).double().numpy()
+    return 0.5 * (affinity + affinity.T)
+
+
+def _blobs(sizes, dim=2, separation=20.0, seed=0):
+    """Unit Gaussian blobs of the given sizes, centres ``separation`` apart on a line; returns X, y."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(len(sizes)), sizes)
+    centers = np.zeros((len(sizes), dim))
+    centers[:, 0] = separation * np.arange(len(sizes))
+    return centers[y] + rng.standard_normal((len(y), dim)), y
+
+
+def _knn_affinity(X, n_neighbors, sigma=3.0):
+    """Symmetric Gaussian-kernel kNN affinity (a stand-in for the learned one)."""
+    n = len(X)
+    distances, indices = NearestNeighbors(n_neighbors=n_neighbors + 1).fit(X).kneighbors(X)
+    weights = np.exp(-0.5 * (distances[:, 1:] / sigma) ** 2)
+    indptr = np.arange(0, n * n_neighbors + 1, n_neighbors)
+    affinity = sp.csr_matrix((weights.ravel(), indices[:, 1:].ravel(), indptr), shape=(n, n))
+    return affinity.maximum(affinity.T).tocsr()
+
+
+def _bridged(affinity, y, weight=1e-3):
+    """Connect consecutive clusters by one weak edge each, so the graph is connected."""
+    affinity = affinity.tolil()
+    firsts = [np.flatnonzero(y == c)[0] for c in np.unique(y)]
+    for a, b in pairwise(firsts):
+        affinity[a, b] = affinity[b, a] = weight
+    return affinity.tocsr()
+
+
+def _same_matrix(left, right, atol=1e-6):
+    left, right = left.tocsr(), right.tocsr()
+    left.sort_indices()
+    right.sort_indices()
+    assert left.shape == right.shape
+    assert np.array_equal(left.indptr, right.indptr)
+    assert np.array_equal(left.indices, right.indices)
+    assert np.allclose(left.data, right.data, rtol=0, atol=atol)
+
+
+@pytest.fixture
+def no_densify(monkeypatch):
+    """Make any sparse toarray/todense raise."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a sparse matrix was densified")
+
+    for cls in (sp.csr_matrix, sp.csc_matrix, sp.coo_matrix, sp.lil_matrix, sp.dok_matrix, sp.dia_matrix,
+                sp.bsr_matrix, sp.csr_array, sp.csc_array, sp.coo_array):
+        monkeypatch.setattr(cls, "toarray", refuse)
+        monkeypatch.setattr(cls, "todense", refuse)
+
+
+# --------------------------------------------------------------------------- topk_affinity
+
+
+@pytest.mark.parametrize("compat", ["multiplicative", "additive"])
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_topk_matches_dense_reference(compat, k):
+    """Blockwise top-k of the head equals dense_to_topk of the dense affinity: same pattern, same values."""
+    head, z = _head_and_embeddings(compat=compat)
+    sparse = topk_affinity(head, z, k)
+    assert sp.isspmatrix_csr(sparse) and sparse.dtype == np.float64
+    _same_matrix(sparse, dense_to_topk(_dense_affinity(head, z), k))
+
+
+@pytest.mark.parametrize("k", [1, 4, 10])
+def test_topk_structure(k):
+    """Exactly symmetric, no diagonal, each row's k best kept: >= k entries per row, <= 2k on average.
+
+    A single row can hold more than 2k entries (a point chosen by many others), so the bound is on the total.
+    """
+    head, z = _head_and_embeddings(n=50, seed=1)
+    sparse = topk_affinity(head, z, k)
+    assert (sparse != sparse.T).nnz == 0
+    assert np.all(sparse.diagonal() == 0)
+    assert not np.any(sparse.tocoo().row == sparse.tocoo().col)
+    counts = np.diff(sparse.indptr)
+    assert counts.min() >= k
+    assert sparse.nnz <= 2 * k * 50
+    dense = _dense_affinity(head, z)
+    np.fill_diagonal(dense, -np.inf)
+    for i in range(0, 50, 7):
+        best = np.argsort(-dense[i])[:k]
+        assert set(best) <= set(sparse.indices[sparse.indptr[i] : sparse.indptr[i + 1]])
+
+
+def test_topk_block_rows_do_not_matter():
+    """Tiny, odd and large row blocks give the same matrix."""
+    head, z = _head_and_embeddings(n=37, seed=2)
+    reference = topk_affinity(head, z, 5, block_rows=1000)
+    for block_rows in (1, 3, 36, None):
+        _same_matrix(topk_affinity(head, z, 5, block_rows=block_rows), reference, atol=1e-7)
+
+
+def test_topk_all_neighbours_is_dense_affinity():
+    """n_neighbors >= n - 1 keeps every pair: the dense affinity without its diagonal."""
+    head, z = _head_and_embeddings(n=12, seed=3)
+    dense = _dense_affinity(head, z)
+    np.fill_diagonal(dense, 0.0)
+    for k in (11, 50):
+        assert np.allclose(topk_affinity(head, z, k).toarray(), dense, atol=1e-6)
+        assert np.allclose(dense_to_topk(dense, k).toarray(), dense)
+
+
+def test_topk_bad_input():
+    head, z = _head_and_embeddings(n=5)
+    with pytest.raises(ValueError, match="shape"):
+        topk_affinity(head, z[0], 2)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="n_neighbors"):
+            topk_affinity(head, z, bad)
+    with pytest.raises(ValueError, match="block_rows"):
+        topk_affinity(head, z, 2, block_rows=0)
+    single = topk_affinity(head, z[:, :1], 3)
+    assert single.shape == (1, 1) and single.nnz == 0
+
+
+def test_kernel_topk_affinity_matches_transform(tiny_kernel, blob_data):
+    """On a fitted kernel, the sparse affinity is transform(X) on the kNN pattern."""
+    X = blob_data[0][:60]
+    sparse = kernel_topk_affinity(tiny_kernel, X, 6, block_rows=16)
+    _same_matrix(sparse, dense_to_topk(tiny_kernel.transform(X), 6))
+
+
+# --------------------------------------------------------------------------- sparse eigenvalues
+
+
+def test_sparse_normalized_adjacency_matches_dense():
+    """Same values as the dense formula, sparse output, zero-degree row left at zero."""
+    affinity = sp.random(30, 30, density=0.2, random_state=0, format="csr")
+    affinity = (affinity + affinity.T).tolil()
+    affinity[4] = 0.0
+    affinity[:, 4] = 0.0
+    affinity = affinity.tocsr()
+    result = normalized_adjacency(affinity)
+    assert sp.issparse(result)
+    assert np.all(np.isfinite(result.data))
+    assert np.allclose(result.toarray(), normalized_adjacency(affinity.toarray()))
+
+
+@pytest.mark.parametrize("dense_limit", [spectral.SPARSE_DENSE_LIMIT, 10])
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_sparse_eigengap_on_knn_blobs(monkeypatch, k, dense_limit):
+    """The sparse eigengap finds k separated blobs and matches the dense path on the densified matrix.
+
+    8-D blobs: the kNN graph of a single 2-D blob has a grid-like spectrum whose eigengap is not at 1.
+    """
+    X, _ = _blobs([80] * k, dim=8, seed=k)
+    affinity = _knn_affinity(X, n_neighbors=15)
+    monkeypatch.setattr(spectral, "SPARSE_DENSE_LIMIT", dense_limit)
+    n_clusters, eigenvalues = estimate_n_clusters(affinity, max_clusters=7, random_state=0)
+    dense_k, dense_eigenvalues = estimate_n_clusters(affinity.toarray(), max_clusters=7)
+    assert n_clusters == dense_k == k
+    assert eigenvalues.shape == dense_eigenvalues.shape == (8,)
+    assert np.allclose(eigenvalues, dense_eigenvalues, atol=1e-6)
+    assert np.all(np.diff(eigenvalues) >= -1e-12)
+
+
+@pytest.mark.parametrize("solver", ["arpack", "lobpcg"])
+def test_sparse_eigenvalues_connected_graph(solver):
+    """On a connected graph (weakly bridged blobs) the iterative solvers match the dense path."""
+    X, y = _blobs([150, 170, 160], seed=4)
+    affinity = _bridged(_knn_affinity(X, n_neighbors=10), y)
+    expected = laplacian_eigenvalues(affinity.toarray(), 6)
+    result = laplacian_eigenvalues(affinity, 6, random_state=0, eigen_solver=solver)
+    assert np.allclose(result, expected, atol=1e-6)
+    assert estimate_n_clusters(affinity, 6, random_state=0, eigen_solver=solver)[0] == 3
+
+
+def test_sparse_lobpcg_agrees_with_arpack(monkeypatch):
+    """LOBPCG and ARPACK give the same eigenvalues on a disconnected graph solved iteratively."""
+    monkeypatch.setattr(spectral, "SPARSE_DENSE_LIMIT", 10)
+    X, _ = _blobs([120, 140], seed=5)
+    affinity = _knn_affinity(X, n_neighbors=10)
+    arpack = laplacian_eigenvalues(affinity, 9, random_state=0, eigen_solver="arpack")
+    lobpcg = laplacian_eigenvalues(affinity, 9, random_state=1, eigen_solver="lobpcg")
+    assert np.allclose(arpack, lobpcg, atol=1e-6)
+    assert np.allclose(arpack, laplacian_eigenvalues(affinity, 9, random_state=3), atol=1e-8)
+
+
+@pytest.mark.parametrize("dense_limit", [spectral.SPARSE_DENSE_LIMIT, 10])
+def test_sparse_zero_degree_rows(monkeypatch, dense_limit):
+    """Points without any edge give eigenvalue 1 (as in the dense path), never NaN."""
+    monkeypatch.setattr(spectral, "SPARSE_DENSE_LIMIT", dense_limit)
+    X, y = _blobs([40, 40], seed=6)
+    affinity = _knn_affinity(X, n_neighbors=8).tolil()
+    for i in (3, 50):
+        affinity[i, :] = 0.0
+        affinity[:, i] = 0.0
+    affinity = affinity.tocsr()  # rows 3 and 50 hold explicit zeros
+    eigenvalues = laplacian_eigenvalues(affinity, 80)
+    assert np.all(np.isfinite(eigenvalues))
+    assert np.allclose(eigenvalues, laplacian_eigenvalues(affinity.toarray(), 80), atol=1e-8)
+    affinity.eliminate_zeros()
+    labels = spectral_labels(affinity, 2, random_state=0)
+    keep = np.setdiff1d(np.arange(80), [3, 50])
+    assert adjusted_rand_score(y[keep], labels[keep]) == 1.0
+
+
+def test_sparse_many_components():
+    """More components than eigenvalues: all zeros, found without solving anything."""
+    blocks = sp.block_diag([np.ones((3, 3)) - np.eye(3)] * 10, format="csr")
+    assert np.allclose(laplacian_eigenvalues(blocks, 4), 0.0)
+    assert estimate_n_clusters(blocks, 3)[0] == 1
+
+
+def test_sparse_amg_agrees_with_arpack():
+    pytest.importorskip("pyamg")
+    X, y = _blobs([150, 170, 160], seed=7)
+    affinity = _bridged(_knn_affinity(X, n_neighbors=10), y)
+    arpack = laplacian_eigenvalues(affinity, 6, random_state=0)
+    assert np.allclose(laplacian_eigenvalues(affinity, 6, random_state=0, eigen_solver="amg"), arpack, atol=1e-6)
+    labels = spectral_labels(affinity, 3, random_state=0, eigen_solver="amg")
+    assert adjusted_rand_score(y, labels) == 1.0
+
+
+def test_sparse_amg_without_pyamg(monkeypatch):
+    """Without pyamg, eigen_solver='amg' fails clearly, naming the package."""
+    monkeypatch.setitem(sys.modules, "pyamg", None)  # makes `import pyamg` raise ImportError
+    affinity = _knn_affinity(_blobs([30, 30])[0], n_neighbors=5)
+    with pytest.raises(ValueError, match="pyamg"):
+        laplacian_eigenvalues(affinity, 3, eigen_solver="amg")
+    with pytest.raises(ValueError, match="pyamg"):
+        spectral_labels(affinity, 2, eigen_solver="amg")
+
+
+def test_sparse_bad_solver_and_input():
+    affinity = _knn_affinity(_blobs([30, 30])[0], n_neighbors=5)
+    with pytest.raises(ValueError, match="eigen_solver"):
+        laplacian_eigenvalues(affinity, 3, eigen_solver="magic")
+    with pytest.raises(ValueError, match="eigen_solver"):
+        spectral_labels(affinity, 2, eigen_solver="magic")
+    with pytest.raises(ValueError, match="assign_labels"):
+        spectral_labels(affinity, 2, assign_labels="magic")
+    negative = affinity.copy()
+    negative.data[0] = -1.0
+    with pytest.raises(ValueError, match="non-negative"):
+        laplacian_eigenvalues(negative, 3)
+    with pytest.warns(UserWarning, match="symmetric"):
+        laplacian_eigenvalues(sp.triu(affinity, format="csr"), 3)
+
+
+# --------------------------------------------------------------------------- sparse spectral_labels
+
+
+@pytest.mark.parametrize("connected", [False, True])
+@pytest.mark.parametrize("assign_labels", ["kmeans", "cluster_qr", "discretize"])
+def test_sparse_spectral_labels_recover_blobs(no_densify, connected, assign_labels):
+    """Three separated blobs are recovered from a sparse kNN affinity without densifying it.
+
+    Disconnected: the embedding is the exact per-component null vectors; connected (weak bridges): one
+    component above SPARSE_DENSE_LIMIT, so the iterative solver runs.
+    """
+    X, y = _blobs([300, 280, 320], seed=8)
+    affinity = _knn_affinity(X, n_neighbors=10)
+    if connected:
+        affinity = _bridged(affinity, y)
+    assert connected_components(affinity)[0] == (1 if connected else 3)
+    with pytest.raises(AssertionError, match="densified"):
+        affinity.toarray()
+    labels = spectral_labels(affinity, 3, random_state=0, assign_labels=assign_labels, n_init=4)
+    assert labels.dtype == np.int64 and labels.shape == y.shape
+    assert adjusted_rand_score(y, labels) == 1.0
+
+
+def test_sparse_spectral_labels_parameters_like_abc():
+    """The parameters ABCClustering passes are accepted; results are reproducible and match sklearn."""
+    X, y = _blobs([150, 170, 160], seed=9)
+    affinity = _bridged(_knn_affinity(X, n_neighbors=10), y)
+    params = dict(eigen_solver="lobpcg", n_components=4, random_state=3, n_init=5, eigen_tol="auto",
+                  assign_labels="kmeans", verbose=False)
+    first = spectral_labels(affinity, 3, **params)
+    assert np.array_equal(first, spectral_labels(affinity, 3, **params))
+    reference = SpectralClustering(3, affinity="precomputed", random_state=0).fit(affinity).labels_
+    assert adjusted_rand_score(reference, first) == 1.0
+    assert spectral_labels(affinity, 1).tolist() == [0] * len(y)
+
+
+# --------------------------------------------------------------------------- scaling smoke test
+
+
+def test_sparse_scaling_smoke():
+    """20,000 points in 5 blobs: eigengap and labels through the sparse path in seconds."""
+    X, y = _blobs([4000] * 5, seed=10)
+    affinity = _knn_affinity(X, n_neighbors=10)
+    start = time.perf_counter()
+    n_clusters, _ = estimate_n_clusters(affinity, max_clusters=10, random_state=0)
+    labels = spectral_labels(affinity, n_clusters, random_state=0, n_init=2)
+    elapsed = time.perf_counter() - start
+    assert n_clusters == 5
+    assert adjusted_rand_score(y, labels) == 1.0
+    assert elapsed < 60  # seconds on a loaded 2-core box; typically about one
