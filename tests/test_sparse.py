@@ -24,12 +24,9 @@ from skabc.spectral import estimate_n_clusters, laplacian_eigenvalues, normalize
 
 
 def _head_and_embeddings(n=40, d=8, compat="multiplicative", seed=0):
+    """A randomly initialised head and random embeddings of shape (1, n, d)."""
     torch.manual_seed(seed)
-    head = SimilarityHead(d, compat=compat).eval()
-    with torch.no_grad():
-        if compat == "multiplicative":
-            head.bias.fill_(0.3)
-    return head, torch.randn(1, n, d)
+    return SimilarityHead(d, compat=compat).eval(), torch.randn(1, n, d)
 
 
 def _dense_affinity(head, z):
