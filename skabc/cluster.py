@@ -161,7 +161,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             order = np.argsort(group_codes, kind="stable")
             inverse = np.empty_like(order)
             inverse[order] = np.arange(len(order))
-            blocks = sp.block_diag(affinities, format="csr")
+            blocks = sp.block_diag([sp.csr_matrix(a) for a in affinities], format="csr")
             self.affinity_matrix_ = blocks[inverse][:, inverse]
             self.eigenvalues_ = eigenvalues
         return self
@@ -241,7 +241,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         offset = 0
         for g in np.unique(group_codes):
             rows = np.flatnonzero(group_codes == g)
-            if hasattr(self.kernel_, "check_memory"):
+            dense = not getattr(self.kernel_, "uses_sparse_affinity", lambda n: False)(len(rows))
+            if dense and hasattr(self.kernel_, "check_memory"):
                 # The affinity plus the spectral step's Laplacian and working copies.
                 self.kernel_.check_memory(len(rows), n_copies=4)
             affinity = self.kernel_.transform(_safe_indexing(X, rows))
@@ -259,7 +260,13 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         n = affinity.shape[0]
         if self.n_clusters is not None:
             return min(self.n_clusters, n), None
-        return estimate_n_clusters(affinity, self.max_clusters, random_state=int(rng.randint(2**31 - 1)))
+        return estimate_n_clusters(
+            affinity,
+            self.max_clusters,
+            random_state=int(rng.randint(2**31 - 1)),
+            eigen_solver=self.eigen_solver,
+            eigen_tol=self.eigen_tol,
+        )
 
     def _spectral(self, affinity: np.ndarray, k: int, seed: int) -> np.ndarray:
         labels = spectral_labels(

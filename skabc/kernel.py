@@ -35,8 +35,12 @@ from .sampling import (
     check_set_size,
     collate_sets,
 )
+from .sparse_affinity import topk_affinity
 
 _CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_history": "history.json"}
+
+# affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
+SPARSE_AUTO_MIN_SAMPLES = 10_000
 
 # Rows of the affinity computed at once at inference, bounding the (rows, n) logit block.
 _INFERENCE_BLOCK_CELLS = 2**24
@@ -185,6 +189,13 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         uninterrupted run would), so long trainings survive being stopped.
     checkpoint_every : int, default=1
         Save a checkpoint after every this many epochs.
+    affinity_mode : {'auto', 'dense', 'sparse'}, default='auto'
+        What :meth:`transform` returns: the dense ``n x n`` affinity, or a
+        sparse one holding each point's ``n_neighbors`` highest learned
+        affinities (computed block by block, never dense).  ``'auto'``: dense
+        up to :data:`SPARSE_AUTO_MIN_SAMPLES` points, sparse beyond.
+    n_neighbors : int, default=30
+        Neighbours kept per point in the sparse affinity.
     memory_limit : float, 'auto' or None, default='auto'
         Largest dense ``n x n`` result (bytes) that :meth:`transform` and
         :class:`ABCClustering` may build; a larger set is refused with a
@@ -245,6 +256,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         "pos_weight": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"}), None],
         "checkpoint_dir": [str, os.PathLike, None],
         "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
+        "affinity_mode": [StrOptions({"auto", "dense", "sparse"})],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "memory_limit": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
         "device": [str, torch.device, None],
         "random_state": ["random_state"],
@@ -276,6 +289,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         pos_weight=None,
         checkpoint_dir=None,
         checkpoint_every=1,
+        affinity_mode="auto",
+        n_neighbors=30,
         memory_limit="auto",
         device="auto",
         random_state=None,
@@ -304,6 +319,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         self.pos_weight = pos_weight
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every = checkpoint_every
+        self.affinity_mode = affinity_mode
+        self.n_neighbors = n_neighbors
         self.memory_limit = memory_limit
         self.device = device
         self.random_state = random_state
@@ -488,13 +505,22 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        affinity : ndarray of shape (n_samples, n_samples)
-            Symmetric same-cluster probabilities in [0, 1], float64.
+        affinity : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_samples)
+            Symmetric same-cluster probabilities in [0, 1], float64; sparse
+            (each point's ``n_neighbors`` strongest pairs) in sparse mode.
         """
         check_is_fitted(self, "module_")
         X = check_magnitude(validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
+        if self.uses_sparse_affinity(X.shape[0]):
+            return topk_affinity(self.module_.head, self._encode(X), self.n_neighbors)
         self.check_memory(X.shape[0])
         return self._affinity(X)
+
+    def uses_sparse_affinity(self, n_samples: int) -> bool:
+        """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points."""
+        if self.affinity_mode == "auto":
+            return n_samples > SPARSE_AUTO_MIN_SAMPLES
+        return self.affinity_mode == "sparse"
 
     def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
         """Refuse a set whose dense ``n x n`` float64 results would exceed ``memory_limit``.
@@ -517,21 +543,27 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             raise AffinityTooLargeError(
                 f"a set of {n_samples} points needs about {needed / 2**30:.1f} GiB for its dense "
                 f"{n_samples} x {n_samples} affinity, over memory_limit={limit / 2**30:.1f} GiB. "
-                "Cluster smaller sets (e.g. pass groups to split it), or raise memory_limit if the "
-                "machine has the memory."
+                "Use affinity_mode='sparse' (each point's n_neighbors strongest pairs), cluster smaller "
+                "sets (e.g. pass groups to split it), or raise memory_limit if the machine has the memory."
             )
 
     def fit_transform(self, X, y=None, groups=None):
         """Fit on ``(X, y, groups)``, then return the affinity of ``X`` as one set."""
         return self.fit(X, y, groups=groups).transform(X)
 
+    def _encode(self, X: np.ndarray) -> torch.Tensor:
+        """Contextual embeddings ``(1, n, d_model)`` of the set ``X``."""
+        module = self.module_
+        module.eval()
+        device = next(module.parameters()).device
+        with torch.inference_mode():
+            return module.encode(torch.as_tensor(X, device=device)[None])
+
     def _affinity(self, X: np.ndarray) -> np.ndarray:
         module = self.module_
-        device = next(module.parameters()).device
         n = X.shape[0]
-        module.eval()
+        z = self._encode(X)
         with torch.inference_mode():
-            z = module.encode(torch.as_tensor(X, device=device)[None])
             rows = max(1, _INFERENCE_BLOCK_CELLS // max(n, 1))
             affinity = np.empty((n, n), dtype=np.float64)
             for start in range(0, n, rows):
@@ -596,7 +628,9 @@ def _describe_params(estimator: BaseEstimator) -> dict:
             return f"module:{type(value).__module__}.{type(value).__qualname__}"
         return f"{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}"
 
-    ignored = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit")
+    # Settings that do not change training: a checkpoint made under other values still resumes.
+    ignored = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit", "affinity_mode",
+               "n_neighbors")
     return {k: describe(v) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
 
 

@@ -95,45 +95,6 @@ def topk_affinity(
     return _symmetric_union(indices, values, n)
 
 
-def kernel_topk_affinity(kernel, X, n_neighbors: int, block_rows: int | None = None) -> sp.csr_matrix:
-    """Sparse kNN version of ``kernel.transform(X)`` for a fitted :class:`~skabc.ContextualKernel`.
-
-    ``X`` is encoded as one set exactly as :meth:`ContextualKernel.transform`
-    does, then reduced by :func:`topk_affinity`, so no dense ``n x n``
-    affinity is built (``memory_limit`` is not checked).  The encoder itself
-    still attends over the whole set: its own cost depends on the attention
-    backend.
-
-    Parameters
-    ----------
-    kernel : ContextualKernel
-        A fitted kernel.
-    X : array-like of shape (n_samples, n_features)
-        One set.
-    n_neighbors : int
-        Neighbours kept per point, self excluded.
-    block_rows : int, default=None
-        Rows scored at once, see :func:`topk_affinity`.
-
-    Returns
-    -------
-    affinity : scipy.sparse.csr_matrix of shape (n_samples, n_samples), float64
-        Equal, on its sparsity pattern, to ``kernel.transform(X)``.
-    """
-    from sklearn.utils.validation import check_is_fitted, validate_data
-
-    from ._validation import check_magnitude
-
-    check_is_fitted(kernel, "module_")
-    X = check_magnitude(validate_data(kernel, X, dtype=np.float32, reset=False, ensure_min_samples=1))
-    module = kernel.module_
-    module.eval()
-    device = next(module.parameters()).device
-    with torch.inference_mode():
-        z = module.encode(torch.as_tensor(X, device=device)[None])
-    return topk_affinity(module.head, z, n_neighbors, block_rows=block_rows)
-
-
 def dense_to_topk(affinity: np.ndarray, n_neighbors: int) -> sp.csr_matrix:
     """The sparse kNN affinity of a dense one, with the conventions of :func:`topk_affinity`.
 

@@ -17,7 +17,7 @@ from sklearn.neighbors import NearestNeighbors
 
 import skabc.spectral as spectral
 from skabc.nn.heads import SimilarityHead
-from skabc.sparse_affinity import dense_to_topk, kernel_topk_affinity, topk_affinity
+from skabc.sparse_affinity import dense_to_topk, topk_affinity
 from skabc.spectral import estimate_n_clusters, laplacian_eigenvalues, normalized_adjacency, spectral_labels
 
 # --------------------------------------------------------------------------- helpers
@@ -152,11 +152,42 @@ def test_topk_bad_input():
     assert single.shape == (1, 1) and single.nnz == 0
 
 
-def test_kernel_topk_affinity_matches_transform(tiny_kernel, blob_data):
-    """On a fitted kernel, the sparse affinity is transform(X) on the kNN pattern."""
+def test_sparse_mode_transform_matches_dense_on_the_knn_pattern(tiny_kernel, blob_data):
+    """affinity_mode='sparse' gives transform(X) (dense mode) restricted to the kNN pattern."""
+    import pickle
+
     X = blob_data[0][:60]
-    sparse = kernel_topk_affinity(tiny_kernel, X, 6, block_rows=16)
+    sparse_kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(affinity_mode="sparse", n_neighbors=6)
+    sparse = sparse_kernel.transform(X)
+    assert sp.issparse(sparse)
     _same_matrix(sparse, dense_to_topk(tiny_kernel.transform(X), 6))
+
+
+def test_auto_mode_switches_to_sparse_above_the_threshold(tiny_kernel, monkeypatch):
+    import pickle
+
+    from skabc import kernel as kernel_module
+
+    kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(n_neighbors=5)
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    assert not sp.issparse(kernel.transform(X))
+    monkeypatch.setattr(kernel_module, "SPARSE_AUTO_MIN_SAMPLES", 30)
+    assert sp.issparse(kernel.transform(X))
+    assert not sp.issparse(kernel.set_params(affinity_mode="dense").transform(X))
+
+
+def test_abc_clustering_on_sparse_affinity(tiny_kernel):
+    """The eigengap and spectral step run on the sparse kNN affinity end to end."""
+    import pickle
+
+    from skabc import ABCClustering
+
+    kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(affinity_mode="sparse", n_neighbors=8)
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(c, 0.05, size=(40, 2)) for c in ((-2, -2), (2, 2), (2, -2))])
+    model = ABCClustering(kernel=kernel, random_state=0).fit(X)
+    assert sp.issparse(model.affinity_matrix_)
+    assert model.labels_.shape == (120,) and model.n_clusters_ >= 1
 
 
 # --------------------------------------------------------------------------- sparse eigenvalues
