@@ -355,6 +355,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         if self.d_model % self.n_heads != 0:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}.")
         set_size = check_set_size(self.set_size)
+        self._check_training_memory(set_size[1])
         sampler = ClusterSetSampler(labels, group_codes, set_size, check_clusters_per_set(self.clusters_per_set))
         device = resolve_device(self.device)
         tune_allocator()
@@ -515,6 +516,23 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             return topk_affinity(self.module_.head, self._encode(X), self.n_neighbors)
         self.check_memory(X.shape[0])
         return self._affinity(X)
+
+    def _check_training_memory(self, largest_set: int) -> None:
+        """Refuse a training configuration whose per-step pair tensors would not fit.
+
+        Each step keeps, per set and block, attention scores for every head and
+        the ``n x n`` logits, targets and loss for backpropagation (float32);
+        dense attention makes that quadratic in ``set_size``.
+        """
+        limit = _memory_limit_bytes(self.memory_limit)
+        pair_tensors = self.n_blocks * (self.n_heads + 1) + 4
+        needed = 4.0 * self.batch_size * float(largest_set) ** 2 * pair_tensors
+        if limit is not None and needed > limit:
+            raise AffinityTooLargeError(
+                f"training on sets of up to {largest_set} points in batches of {self.batch_size} needs about "
+                f"{needed / 2**30:.1f} GiB per step, over memory_limit={limit / 2**30:.1f} GiB; "
+                "lower set_size or batch_size (the kernel applies to larger sets than it was trained on)."
+            )
 
     def uses_sparse_affinity(self, n_samples: int) -> bool:
         """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points."""

@@ -414,3 +414,31 @@ def test_attention_options_reach_a_custom_factory(blob_data):
     X, y, g = blob_data
     ContextualKernel(**{**TINY, "attention": factory, "attention_options": {"marker": 7}}).fit(X, y, groups=g)
     assert seen["marker"] == 7 and seen["d_model"] == TINY["d_model"]
+
+
+def test_training_memory_is_checked_before_training(blob_data):
+    from skabc.exceptions import AffinityTooLargeError
+
+    X, y, g = blob_data
+    with pytest.raises(AffinityTooLargeError, match="lower set_size or batch_size"):
+        ContextualKernel(**{**TINY, "set_size": (10, 1_000_000)}).fit(X, y, groups=g)
+
+
+def test_interrupted_save_keeps_the_previous_file(tiny_kernel, tmp_path, monkeypatch):
+    """Writes go to a temporary file renamed into place: a failure leaves the old model intact."""
+    from skabc import _persistence
+
+    path = tmp_path / "k.safetensors"
+    tiny_kernel.save(path)
+    before = path.read_bytes()
+
+    def broken_save(tensors, filename, metadata=None):
+        with open(filename, "wb") as f:
+            f.write(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_persistence, "save_file", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        tiny_kernel.save(path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["k.safetensors"]
