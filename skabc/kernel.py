@@ -582,10 +582,11 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         n = X.shape[0]
         z = self._encode(X)
         with torch.inference_mode():
+            projected = module.head.project(z)
             rows = max(1, _INFERENCE_BLOCK_CELLS // max(n, 1))
             affinity = np.empty((n, n), dtype=np.float64)
             for start in range(0, n, rows):
-                block = module.head.block_logits(z, slice(start, start + rows))
+                block = module.head.block_logits(z, slice(start, start + rows), projected)
                 affinity[start : start + rows] = torch.sigmoid(block[0]).double().cpu().numpy()
         # Blocks are symmetric up to rounding; make it exact.
         affinity += affinity.T

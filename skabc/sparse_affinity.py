@@ -83,9 +83,10 @@ def topk_affinity(
     indices = np.empty((n, k), dtype=np.int64)
     values = np.empty((n, k), dtype=np.float64)
     with torch.inference_mode():
+        projected = head.project(z)
         for start in range(0, n, block_rows):
             stop = min(start + block_rows, n)
-            logits = head.block_logits(z, slice(start, stop))[0]
+            logits = head.block_logits(z, slice(start, stop), projected)[0]
             local = torch.arange(stop - start, device=logits.device)
             logits[local, local + start] = -torch.inf  # self is never a neighbour
             top, idx = torch.topk(logits, k, dim=1, sorted=False)

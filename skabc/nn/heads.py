@@ -59,8 +59,14 @@ class SimilarityHead(nn.Module):
 
     def compatibility(self, z_rows: torch.Tensor, z_cols: torch.Tensor) -> torch.Tensor:
         """Asymmetric scores ``compat(z_i, z_j)`` of shape ``(B, n_rows, n_cols)``."""
-        q = self.query(z_rows)
-        k = self.key(z_cols)
+        return self.scores(self.query(z_rows), self.key(z_cols))
+
+    def project(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queries and keys of the embeddings ``z``; computed once, reused by every block."""
+        return self.query(z), self.key(z)
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Asymmetric scores from projected queries ``(B, r, h)`` and keys ``(B, c, h)``."""
         if self.compat == "multiplicative":
             return q @ k.transpose(1, 2) * self.scale + self.bias
         batch, n_rows, width = q.shape
@@ -84,10 +90,13 @@ class SimilarityHead(nn.Module):
         scores = self.compatibility(z, z)
         return 0.5 * (scores + scores.transpose(1, 2))
 
-    def block_logits(self, z: torch.Tensor, rows: slice) -> torch.Tensor:
+    def block_logits(
+        self, z: torch.Tensor, rows: slice, projected: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> torch.Tensor:
         """Symmetric logits of the rows ``rows`` against all points, ``(B, |rows|, n)``.
 
-        Lets inference fill a large affinity block by block.
+        Lets inference fill a large affinity block by block; pass
+        ``projected=head.project(z)`` to avoid re-projecting all points per block.
         """
-        z_rows = z[:, rows]
-        return 0.5 * (self.compatibility(z_rows, z) + self.compatibility(z, z_rows).transpose(1, 2))
+        q, k = self.project(z) if projected is None else projected
+        return 0.5 * (self.scores(q[:, rows], k) + self.scores(q, k[:, rows]).transpose(1, 2))
