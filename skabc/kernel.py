@@ -150,7 +150,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         callable ``attention``); they override the named options above.
     compat : {'multiplicative', 'additive'}, default='multiplicative'
         Compatibility function of the similarity head.
-    n_blocks : int, default=2
+    n_blocks : int, default=3
         Number of stacked attention blocks; ``0`` is the pairwise ablation.
     n_heads : int, default=4
         Attention heads per block.
@@ -172,7 +172,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
     sets_per_epoch : int, default=None
         Training sets drawn per epoch.  ``None``: enough sets to cover the
         labelled rows once, between 8 and 64 batches.
-    max_epochs : int, default=10
+    max_epochs : int, default=15
         Number of epochs; fresh sets are drawn every epoch.
     batch_size : int, default=32
         Sets per optimisation step.
@@ -273,7 +273,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         window_attention="hamiltonian",
         attention_options=None,
         compat="multiplicative",
-        n_blocks=2,
+        n_blocks=3,
         n_heads=4,
         d_model=128,
         layer_norm="pre",
@@ -282,7 +282,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         set_size=(50, 200),
         clusters_per_set=None,
         sets_per_epoch=None,
-        max_epochs=10,
+        max_epochs=15,
         batch_size=32,
         lr=1e-3,
         weight_decay=0.0,
