@@ -587,7 +587,9 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             affinity = np.empty((n, n), dtype=np.float64)
             for start in range(0, n, rows):
                 block = module.head.block_logits(z, slice(start, start + rows), projected)
-                affinity[start : start + rows] = torch.sigmoid(block[0]).double().cpu().numpy()
+                # Sigmoid in float64: confident "different cluster" logits stay positive instead of
+                # underflowing to 0, so the affinity graph stays connected for the spectral step.
+                affinity[start : start + rows] = torch.sigmoid(block[0].double()).cpu().numpy()
         # Blocks are symmetric up to rounding; make it exact.
         affinity += affinity.T
         affinity *= 0.5

@@ -90,8 +90,8 @@ def topk_affinity(
             local = torch.arange(stop - start, device=logits.device)
             logits[local, local + start] = -torch.inf  # self is never a neighbour
             top, idx = torch.topk(logits, k, dim=1, sorted=False)
-            # float32 sigmoid, then float64: the same values as ContextualKernel.transform.
-            values[start:stop] = torch.sigmoid(top).double().cpu().numpy()
+            # Sigmoid in float64, as ContextualKernel.transform does (no underflow to 0).
+            values[start:stop] = torch.sigmoid(top.double()).cpu().numpy()
             indices[start:stop] = idx.cpu().numpy()
     return _symmetric_union(indices, values, n)
 

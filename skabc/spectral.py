@@ -24,6 +24,8 @@ them (it then answers 1).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import eigh, eigvalsh
@@ -185,7 +187,11 @@ def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
     if sp.issparse(affinity):
         return _sparse_spectral_labels(affinity, n_clusters, **spectral_params)
     model = SpectralClustering(n_clusters=n_clusters, affinity="precomputed", **spectral_params)
-    return model.fit(affinity).labels_.astype(np.int64)
+    with warnings.catch_warnings():
+        # A learned affinity may split into components (confident "different cluster" pairs);
+        # those components are clusters, which the embedding represents correctly.
+        warnings.filterwarnings("ignore", message="Graph is not fully connected", category=UserWarning)
+        return model.fit(affinity).labels_.astype(np.int64)
 
 
 # --------------------------------------------------------------------------- sparse path
