@@ -67,6 +67,16 @@ def _figure(kernels, seed, out, ABCClustering, make_circles_sets, np):
     return out
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="skabc",
@@ -79,12 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Cluster fresh sets of points on 4 overlapping circles with the shipped ABC kernels and "
         "with SpectralClustering given the true number of clusters; print the mean ARI and save a picture.",
     )
-    demo.add_argument("--sets", type=int, default=20, help="fresh test sets per set size (default: 20)")
+    demo.add_argument("--sets", type=_positive_int, default=20, help="fresh test sets per set size (default: 20)")
     demo.add_argument("--seed", type=int, default=2024, help="seed of the test sets (default: 2024)")
     demo.add_argument("--plot", default="circles_demo.png", metavar="PNG",
                       help="where to save the picture ('' to skip; default: circles_demo.png)")
     demo.add_argument("--train", action="store_true", help="train a kernel from scratch instead of the shipped one")
-    demo.add_argument("--epochs", type=int, default=20, help="epochs for --train (default: 20, ~5 CPU-min)")
+    demo.add_argument("--epochs", type=_positive_int, default=20, help="epochs for --train (default: 20, ~5 CPU-min)")
     demo.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     demo.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     demo.set_defaults(func=_demo)

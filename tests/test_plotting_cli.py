@@ -46,10 +46,12 @@ def test_cli_without_command_prints_help(capsys):
     assert "demo" in capsys.readouterr().out
 
 
-def test_cli_rejects_unknown_options():
+@pytest.mark.parametrize("argv", [["demo", "--no-such-option"], ["demo", "--sets", "0"], ["demo", "--epochs", "x"]])
+def test_cli_rejects_bad_options(argv, capsys):
     with pytest.raises(SystemExit) as info:
-        main(["demo", "--no-such-option"])
+        main(argv)
     assert info.value.code == 2
+    assert "error" in capsys.readouterr().err
 
 
 def test_cli_demo_prints_table_and_saves_picture(tmp_path, capsys):
