@@ -60,3 +60,60 @@ def test_cli_demo_prints_table_and_saves_picture(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "ABC multiplicative (eigengap k)" in text and "SpectralClustering rbf (true k)" in text
     assert out.stat().st_size > 10_000
+
+
+def test_cli_train_cluster_evaluate_round_trip(tmp_path, capsys):
+    """A user's own files: train a kernel, cluster with it, evaluate the labels."""
+    from conftest import make_blob_sets
+
+    X, y, g = make_blob_sets(n_sets=20, set_size=30, random_state=0)
+    np.save(tmp_path / "X.npy", X)
+    np.savetxt(tmp_path / "y.csv", y, fmt="%d", header="label", comments="")
+    np.save(tmp_path / "g.npy", g)
+    kernel = tmp_path / "k.safetensors"
+    args = ["train", str(tmp_path / "X.npy"), str(tmp_path / "y.csv"), "--groups", str(tmp_path / "g.npy"),
+            "-o", str(kernel), "--d-model", "16", "--n-blocks", "1", "--set-size", "10", "30", "--epochs", "1", "-q"]
+    assert main(args) == 0 and kernel.exists()
+    labels = tmp_path / "labels.npy"
+    picture = tmp_path / "clusters.png"
+    args = ["cluster", str(tmp_path / "X.npy"), "--kernel", str(kernel), "--groups", str(tmp_path / "g.npy"),
+            "-o", str(labels), "--plot", str(picture)]
+    assert main(args) == 0
+    assert np.load(labels).shape == (600,) and picture.stat().st_size > 1000
+    np.save(tmp_path / "truth.npy", y + 10 * g)
+    capsys.readouterr()
+    assert main(["evaluate", str(labels), str(tmp_path / "truth.npy")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ARI ") and "NMI " in out
+
+
+def test_cli_cluster_with_shipped_kernel(tmp_path):
+    from skabc.datasets import make_circles_sets
+
+    X, _, _ = make_circles_sets(n_sets=1, set_size=120, random_state=0)
+    np.savetxt(tmp_path / "X.csv", X, delimiter=",", header="a,b", comments="")
+    argv = ["cluster", str(tmp_path / "X.csv"), "--pretrained", "circles", "-o", str(tmp_path / "l.txt"), "-q"]
+    assert main(argv) == 0
+    assert len(np.loadtxt(tmp_path / "l.txt")) == 120
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["cluster", "missing.npy", "--pretrained", "circles", "-o", "l.npy"], "does not exist"),
+        (["cluster", "{bad}", "--pretrained", "circles", "-o", "l.npy"], "cannot read X"),
+        (["cluster", "{X}", "--pretrained", "nope", "-o", "l.npy"], "unknown pretrained kernel"),
+        (["cluster", "{X}", "--kernel", "{bad}", "-o", "l.npy"], "not a safetensors file"),
+        (["evaluate", "{X1}", "{X2}"], "entries"),
+    ],
+)
+def test_cli_bad_files_give_a_message_not_a_traceback(tmp_path, capsys, argv, message):
+    (tmp_path / "bad.npy").write_bytes(b"not numpy")
+    np.save(tmp_path / "X.npy", np.zeros((10, 2)))
+    np.save(tmp_path / "X1.npy", np.zeros(10))
+    np.save(tmp_path / "X2.npy", np.zeros(9))
+    paths = {"bad": tmp_path / "bad.npy", "X": tmp_path / "X.npy", "X1": tmp_path / "X1.npy", "X2": tmp_path / "X2.npy"}
+    argv = [a.format(**paths) for a in argv]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
