@@ -4,13 +4,13 @@ PY := $(VENV)/bin/python
 # The CPU wheel of torch; install it before the package so pip never pulls a CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test lint bench-circles clean
+.PHONY: demo test docs lint bench-circles clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,docs]"
 	touch $@
 
 demo: $(VENV)/.installed
@@ -20,6 +20,10 @@ test: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
+# The documentation site (Sphinx + gallery), offline, warnings as errors.
+docs: $(VENV)/.installed
+	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
+
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 
@@ -27,4 +31,4 @@ bench-circles: $(VENV)/.installed
 	$(PY) benchmarks/circles.py --eval
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache docs/_build docs/auto_examples docs/sg_execution_times.rst
