@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.parallel import Parallel, delayed
+from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from ._persistence import load_clustering, save_clustering
 from ._validation import encode_groups, encode_labels
@@ -51,8 +54,13 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     assign_labels : {'kmeans', 'discretize', 'cluster_qr'}, default='kmeans'
         Label assignment in the embedding space.
     n_jobs : int, default=None
-        Accepted for compatibility with ``SpectralClustering``; a precomputed
-        affinity needs no neighbour search, so it has no effect.
+        Number of sets clustered in parallel by ``fit`` and ``predict`` when
+        ``groups`` is given, through :class:`joblib.Parallel` (``None``: 1,
+        unless a :func:`joblib.parallel_config` context says otherwise, e.g.
+        ``backend='dask'`` to spread the sets over Dask workers).  A single
+        set is always clustered in the calling process.  Results do not
+        depend on it: every set's seeds are drawn from ``random_state``
+        before any work is dispatched.
     verbose : int, default=0
         Verbosity of the spectral step.
 
@@ -227,43 +235,95 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             ) from exc
         return self.kernel
 
+    def predict_many(self, sets, n_jobs=None):
+        """Cluster many independent sets with the fitted kernel, in parallel.
+
+        Each set is clustered exactly as ``predict(set)`` would cluster it
+        alone (labels start at 0 in every set), so the result equals
+        ``[self.predict(s) for s in sets]``.  The sets are dispatched with
+        :class:`joblib.Parallel`; run the call inside
+        ``joblib.parallel_config(backend='dask')`` to spread them over the
+        workers of a :class:`dask.distributed.Client` (the fitted kernel is
+        pickled to the workers).
+
+        Parameters
+        ----------
+        sets : iterable of array-like of shape (n_samples_i, n_features)
+            The sets to cluster, each with at least one row.
+        n_jobs : int, default=None
+            Number of sets clustered at once (``None``: 1, unless a
+            :func:`joblib.parallel_config` context sets it; ``-1``: all
+            workers).  The labels do not depend on it.
+
+        Returns
+        -------
+        labels : list of ndarray of shape (n_samples_i,)
+            Cluster labels of each set, in the order of ``sets``.
+        """
+        check_is_fitted(self, "kernel_")
+        sets = list(sets)
+        for s in sets:  # validate here so bad input fails before anything is dispatched
+            validate_data(self, s, dtype=np.float32, reset=False, ensure_min_samples=1)
+        # The seeds predict(s) would draw, set after set: fixed before dispatch, so
+        # scheduling cannot change them (an int random_state gives every set the same seeds).
+        seeds = [self._draw_seeds(check_random_state(self.random_state), 1)[0] for _ in sets]
+        results = self._map_sets(sets, seeds, n_jobs)
+        return [labels for labels, *_ in results]
+
     def _cluster(self, X, n_samples: int, group_codes):
         """Cluster each group as one set; returns labels, affinities, k and eigenvalues per set.
 
         ``X`` is passed on as the caller gave it (e.g. a DataFrame), so the kernel
-        validates it against the feature names it was fitted with.
+        validates it against the feature names it was fitted with.  The groups are
+        clustered in parallel over ``n_jobs``; ids are then offset group after group
+        so they are unique across groups.
         """
         if group_codes is None:
             group_codes = np.zeros(n_samples, dtype=np.int64)
+        groups = np.unique(group_codes)
+        seeds = self._draw_seeds(check_random_state(self.random_state), len(groups))
+        rows_of = [np.flatnonzero(group_codes == g) for g in groups]
+        results = self._map_sets([_safe_indexing(X, rows) for rows in rows_of], seeds, self.n_jobs)
         labels = np.empty(n_samples, dtype=np.int64)
         affinities, n_found, spectra = [], [], []
-        rng = check_random_state(self.random_state)
         offset = 0
-        for g in np.unique(group_codes):
-            rows = np.flatnonzero(group_codes == g)
-            dense = not getattr(self.kernel_, "uses_sparse_affinity", lambda n: False)(len(rows))
-            if dense and hasattr(self.kernel_, "check_memory"):
-                # The affinity plus the spectral step's Laplacian and working copies.
-                self.kernel_.check_memory(len(rows), n_copies=4)
-            affinity = self.kernel_.transform(_safe_indexing(X, rows))
-            k, eigenvalues = self._n_clusters_for(affinity, rng)
-            seed = int(rng.randint(np.iinfo(np.int32).max))
-            labels[rows] = offset + self._spectral(affinity, k, seed)
-            found = len(np.unique(labels[rows]))
+        for rows, (set_labels, affinity, found, eigenvalues) in zip(rows_of, results, strict=True):
+            labels[rows] = offset + set_labels
             offset += found
             affinities.append(affinity)
             n_found.append(found)
             spectra.append(eigenvalues)
         return labels, affinities, n_found, spectra
 
-    def _n_clusters_for(self, affinity: np.ndarray, rng):
+    def _draw_seeds(self, rng, n_sets: int) -> list:
+        """Per-set ``(eigengap seed or None, spectral seed)``, drawn in the order of the serial loop."""
+        seeds = []
+        for _ in range(n_sets):
+            eig_seed = None if self.n_clusters is not None else int(rng.randint(2**31 - 1))
+            seeds.append((eig_seed, int(rng.randint(np.iinfo(np.int32).max))))
+        return seeds
+
+    def _map_sets(self, sets: list, seeds: list, n_jobs) -> list:
+        """``_cluster_one`` over the sets, in order: in this process for one set, else with joblib."""
+        if len(sets) == 1:
+            return [_cluster_one(self, sets[0], *seeds[0])]
+        # Ship the parameters and the fitted kernel only, not labels_ or affinity_matrix_ of an earlier fit.
+        light = type(self)(**{**self.get_params(deep=False), "kernel": None})
+        light.kernel_ = self.kernel_
+        # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
+        n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
+        bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
+        tasks = (delayed(_cluster_chunk)(light, sets[a:b], seeds[a:b]) for a, b in pairwise(bounds))
+        return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
+
+    def _n_clusters_for(self, affinity: np.ndarray, seed):
         n = affinity.shape[0]
         if self.n_clusters is not None:
             return min(self.n_clusters, n), None
         return estimate_n_clusters(
             affinity,
             self.max_clusters,
-            random_state=int(rng.randint(2**31 - 1)),
+            random_state=seed,
             eigen_solver=self.eigen_solver,
             eigen_tol=self.eigen_tol,
         )
@@ -290,3 +350,26 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
+
+
+def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
+    """Cluster one set with ``model.kernel_``; returns (labels from 0, affinity, k found, eigenvalues).
+
+    A module-level function so joblib can ship it, with the fitted model, to
+    worker processes or Dask workers.
+    """
+    kernel = model.kernel_
+    n = _num_samples(X)
+    dense = not getattr(kernel, "uses_sparse_affinity", lambda n: False)(n)
+    if dense and hasattr(kernel, "check_memory"):
+        # The affinity plus the spectral step's Laplacian and working copies.
+        kernel.check_memory(n, n_copies=4)
+    affinity = kernel.transform(X)
+    k, eigenvalues = model._n_clusters_for(affinity, eig_seed)
+    labels = model._spectral(affinity, k, seed)
+    return labels, affinity, len(np.unique(labels)), eigenvalues
+
+
+def _cluster_chunk(model: ABCClustering, sets: list, seeds: list) -> list:
+    """``_cluster_one`` over a chunk of sets, in order (one joblib task)."""
+    return [_cluster_one(model, X, *seed) for X, seed in zip(sets, seeds, strict=True)]

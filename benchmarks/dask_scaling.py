@@ -1,0 +1,96 @@
+"""Scale-out of ABCClustering.predict_many over a local Dask cluster: 1 worker vs 2 workers.
+
+Usage
+-----
+OMP_NUM_THREADS=1 python benchmarks/dask_scaling.py            # 64 sets of 300 points
+OMP_NUM_THREADS=1 python benchmarks/dask_scaling.py --sets 128 --size 200
+
+Clusters the sets with the shipped ``circles`` kernel through
+``ABCClustering.predict_many`` inside ``joblib.parallel_config(backend='dask')``
+on a ``LocalCluster`` of 1 and then 2 worker processes (one thread each, so
+torch and BLAS use one core per worker), checks that the labels match the
+serial run, and writes the wall times and the speed-up to
+``benchmarks/results/dask_scaling.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from distributed import Client, LocalCluster
+from joblib import parallel_config
+
+import skabc
+from skabc import ABCClustering
+from skabc.datasets import make_circles_sets
+from skabc.pretrained import load
+
+RESULTS = Path(__file__).resolve().parent / "results" / "dask_scaling.json"
+
+
+def _time_on_cluster(model, sets, n_workers: int, repeats: int):
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, env=env) as cluster, Client(cluster):
+        with parallel_config(backend="dask"):
+            model.predict_many(sets[:n_workers])  # warm-up: workers import torch and receive the kernel
+            times, labels = [], None
+            for _ in range(repeats):
+                start = time.perf_counter()
+                labels = model.predict_many(sets)
+                times.append(time.perf_counter() - start)
+    return times, labels
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", type=int, default=64)
+    parser.add_argument("--size", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    X, _, groups = make_circles_sets(n_sets=args.sets, set_size=args.size, random_state=args.seed)
+    sets = [X[groups == g] for g in np.unique(groups)]
+    model = ABCClustering(kernel=load("circles", device="cpu"), random_state=0).fit(sets[0])
+
+    start = time.perf_counter()
+    serial = model.predict_many(sets, n_jobs=1)
+    serial_s = time.perf_counter() - start
+
+    rows = {}
+    for n_workers in (1, 2):
+        times, labels = _time_on_cluster(model, sets, n_workers, args.repeats)
+        same = all(np.array_equal(a, b) for a, b in zip(labels, serial, strict=True))
+        rows[n_workers] = {"wall_s": times, "best_s": min(times), "labels_match_serial": same}
+        print(f"{n_workers} worker(s): best {min(times):.2f} s of {[round(t, 2) for t in times]}; "
+              f"labels match serial: {same}")
+    speedup = rows[1]["best_s"] / rows[2]["best_s"]
+    print(f"in-process serial (n_jobs=1): {serial_s:.2f} s")
+    print(f"speed-up 2 workers vs 1: {speedup:.2f}x")
+
+    result = {
+        "n_sets": args.sets, "set_size": args.size, "kernel": "circles", "repeats": args.repeats,
+        "serial_in_process_s": serial_s, "workers": {str(k): v for k, v in rows.items()}, "speedup_2_vs_1": speedup,
+        "cpu_count": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "python": platform.python_version(), "torch": torch.__version__, "skabc": skabc.__version__,
+        "command": " ".join(["OMP_NUM_THREADS=1 python benchmarks/dask_scaling.py", *(argv or sys.argv[1:])]),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
