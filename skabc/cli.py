@@ -135,10 +135,14 @@ def _cluster(args: argparse.Namespace) -> int:
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
     kernel = ContextualKernel.load(args.kernel) if args.kernel else load(args.pretrained)
     model = ABCClustering(n_clusters=args.n_clusters, kernel=kernel, random_state=args.seed)
-    labels = model.fit_predict(X, groups=groups)
+    if groups is None:
+        labels = model.fit_predict(X)
+        n_clusters = model.n_clusters_
+    else:
+        labels, n_clusters = _cluster_groups_with_progress(model, X, groups, quiet=args.quiet)
     _write_labels(labels, args.output)
     if not args.quiet:
-        print(f"{len(labels)} points in {model.n_clusters_} clusters; labels written to {args.output}")
+        print(f"{len(labels)} points in {n_clusters} clusters; labels written to {args.output}")
     if args.plot:
         import matplotlib
 
@@ -153,6 +157,21 @@ def _cluster(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"Saved the picture to {args.plot}")
     return 0
+
+
+def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
+    """Cluster each group as its own set with a progress bar; ids unique across groups, as fit does."""
+    import numpy as np
+    from tqdm.auto import tqdm
+
+    labels = np.empty(len(X), dtype=np.int64)
+    offset = 0
+    for g in tqdm(np.unique(groups), desc="clustering sets", unit="set", disable=quiet):
+        rows = np.flatnonzero(groups == g)
+        found = model.fit_predict(X[rows])
+        labels[rows] = found + offset
+        offset += len(np.unique(found))
+    return labels, offset
 
 
 def _evaluate(args: argparse.Namespace) -> int:

@@ -80,6 +80,12 @@ def test_cli_train_cluster_evaluate_round_trip(tmp_path, capsys):
             "-o", str(labels), "--plot", str(picture)]
     assert main(args) == 0
     assert np.load(labels).shape == (600,) and picture.stat().st_size > 1000
+    assert "clustering sets" in capsys.readouterr().err  # progress bar over the 20 sets
+    quiet = tmp_path / "quiet.npy"
+    assert main([*args[:-4], "-o", str(quiet), "-q"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""
+    np.testing.assert_array_equal(np.load(quiet), np.load(labels))
     np.save(tmp_path / "truth.npy", y + 10 * g)
     capsys.readouterr()
     assert main(["evaluate", str(labels), str(tmp_path / "truth.npy")]) == 0
