@@ -21,23 +21,28 @@ FORMAT_VERSION = 1
 KERNEL_PREFIX = "kernel."
 
 
-def _plain(value):
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
+def _refuse_non_plain(value):
     raise TypeError(
         f"cannot save a parameter of type {type(value).__name__} in the safe format; "
         "use pickle (or joblib) for estimators with custom modules or callables"
     )
 
 
+def json_ready(value, other=_refuse_non_plain):
+    """A parameter value as JSON (tuples as lists); ``other(value)`` handles anything else."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_ready(v, other) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [json_ready(v, other) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return other(value)
+
+
 def _params(estimator, skip=()) -> dict:
-    return {k: _plain(v) for k, v in estimator.get_params(deep=False).items() if k not in skip}
+    return {k: json_ready(v) for k, v in estimator.get_params(deep=False).items() if k not in skip}
 
 
 def _unlist(params: dict) -> dict:

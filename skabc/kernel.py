@@ -20,7 +20,7 @@ from skorch import NeuralNet
 from skorch.callbacks import Callback, Checkpoint, GradientNormClipping, ProgressBar
 from torch import nn
 
-from ._persistence import load_kernel, save_kernel
+from ._persistence import json_ready, load_kernel, save_kernel
 from ._runtime import resolve_device, seeded_torch, tune_allocator
 from ._validation import check_magnitude, encode_groups, encode_labels
 from .exceptions import AffinityTooLargeError
@@ -640,23 +640,17 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
 def _describe_params(estimator: BaseEstimator) -> dict:
     """JSON-ready description of an estimator's parameters (callables by qualified name)."""
 
-    def describe(value):
-        if isinstance(value, (str, int, float, bool)) or value is None:
-            return value
-        if isinstance(value, (tuple, list)):
-            return [describe(v) for v in value]
-        if isinstance(value, dict):
-            return {str(k): describe(v) for k, v in value.items()}
-        if isinstance(value, np.generic):
-            return value.item()
-        if isinstance(value, nn.Module):
-            return f"module:{type(value).__module__}.{type(value).__qualname__}"
-        return f"{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}"
-
     # Settings that do not change training: a checkpoint made under other values still resumes.
     ignored = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit", "affinity_mode",
                "n_neighbors")
-    return {k: describe(v) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
+    return {k: json_ready(v, _name_of) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
+
+
+def _name_of(value) -> str:
+    """Custom modules and callables are described by their qualified name."""
+    if isinstance(value, nn.Module):
+        return f"module:{type(value).__module__}.{type(value).__qualname__}"
+    return f"{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}"
 
 
 def _memory_limit_bytes(memory_limit) -> float | None:
