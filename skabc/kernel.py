@@ -25,6 +25,7 @@ from ._runtime import resolve_device, seeded_torch, tune_allocator
 from ._validation import check_magnitude, encode_groups, encode_labels
 from .exceptions import AffinityTooLargeError
 from .nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
+from .nn.embedders import EMBEDDERS
 from .nn.heads import COMPAT_FUNCTIONS
 from .nn.loss import SameClusterBCELoss
 from .nn.model import ABCNet
@@ -160,10 +161,13 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         Layer-norm placement in the blocks (``'post'`` is the Set Transformer's).
     dropout : float, default=0.0
         Dropout inside the blocks.
-    embedder : nn.Module or callable, default=None
-        Row-wise input embedder.  ``None`` uses an MLP; a module is deep-copied
-        at fit; a callable is called as ``embedder(n_features, d_model)``.  It
-        must map ``(m, n_features)`` to ``(m, d_model)``.
+    embedder : {'mlp', 'conv4'}, nn.Module or callable, default=None
+        Row-wise input embedder.  ``None`` or ``'mlp'``: an MLP;
+        ``'conv4'``: the paper's four-block CNN for square single-channel
+        images given as rows of ``side * side`` pixels, followed by an MLP
+        (:class:`skabc.nn.Conv4Embedder`).  A module is deep-copied at fit; a
+        callable is called as ``embedder(n_features, d_model)``.  It must map
+        ``(m, n_features)`` to ``(m, d_model)``.
     set_size : int or (int, int), default=(50, 200)
         Size of each training set, or the range it is drawn from.
     clusters_per_set : int or (int, int), default=None
@@ -249,7 +253,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         "d_model": [Interval(Integral, 1, None, closed="left")],
         "layer_norm": [StrOptions({"pre", "post"})],
         "dropout": [Interval(Real, 0, 1, closed="left")],
-        "embedder": [nn.Module, callable, None],
+        "embedder": [StrOptions(set(EMBEDDERS)), nn.Module, callable, None],
         "set_size": ["array-like", Interval(Integral, 2, None, closed="left")],
         "clusters_per_set": ["array-like", Interval(Integral, 1, None, closed="left"), None],
         "sets_per_epoch": [Interval(Integral, 1, None, closed="left"), None],
@@ -450,7 +454,9 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
 
     def _build_module(self, n_features: int) -> ABCNet:
         embedder = self.embedder
-        if isinstance(embedder, nn.Module):
+        if isinstance(embedder, str):
+            embedder = EMBEDDERS[embedder](n_features, self.d_model)
+        elif isinstance(embedder, nn.Module):
             embedder = copy.deepcopy(embedder)  # never train the user's own object
         elif embedder is not None:
             embedder = embedder(n_features, self.d_model)

@@ -2,7 +2,7 @@
 
 from .backends import ATTENTION_BACKENDS, BACKEND_OPTIONS, resolve_backend
 from .blocks import MultiheadAttentionBlock, SetAttentionBlock
-from .embedders import MLPEmbedder
+from .embedders import EMBEDDERS, Conv4Embedder, MLPEmbedder, conv4_backbone
 from .heads import COMPAT_FUNCTIONS, SimilarityHead
 from .induced import InducedSetAttentionBlock
 from .loss import SameClusterBCELoss, same_cluster_matrix
@@ -14,7 +14,9 @@ __all__ = [
     "ATTENTION_BACKENDS",
     "BACKEND_OPTIONS",
     "COMPAT_FUNCTIONS",
+    "EMBEDDERS",
     "ABCNet",
+    "Conv4Embedder",
     "InducedSetAttentionBlock",
     "MLPEmbedder",
     "MultiheadAttentionBlock",
@@ -23,6 +25,7 @@ __all__ = [
     "SampledAttentionBlock",
     "SetAttentionBlock",
     "SimilarityHead",
+    "conv4_backbone",
     "outer_product_attention",
     "resolve_backend",
     "same_cluster_matrix",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from torch import nn
@@ -33,3 +34,63 @@ class MLPEmbedder(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+def conv4_backbone(in_channels: int = 1, width: int = 64) -> nn.Sequential:
+    """The four-block CNN of the ABC paper's Figure 3 (conv4 of few-shot learning).
+
+    Each block is a 3x3 convolution, batch norm, ReLU and 2x2 max pooling; a
+    28 x 28 image ends as ``width`` channels of 1 x 1, flattened to ``width``
+    features.  Larger images are averaged over what is left after pooling.
+    """
+    layers: list[nn.Module] = []
+    channels = in_channels
+    for _ in range(4):
+        layers += [
+            nn.Conv2d(channels, width, kernel_size=3, padding=1),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        ]
+        channels = width
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    return nn.Sequential(*layers)
+
+
+class Conv4Embedder(nn.Module):
+    """Image embedder: conv4 backbone, then an MLP to ``d_model``.
+
+    Accepts square single-channel images as flat rows ``(m, side * side)``
+    (the layout :class:`~skabc.ContextualKernel` and scikit-learn use) or as
+    ``(m, 1, side, side)`` tensors.
+
+    Parameters
+    ----------
+    n_features : int
+        Pixels per image; must be a perfect square (784 for 28 x 28).
+    d_model : int
+        Output width.
+    width : int, default=64
+        Channels of the convolutions (the backbone's output width).
+    """
+
+    def __init__(self, n_features: int, d_model: int, width: int = 64) -> None:
+        super().__init__()
+        side = math.isqrt(n_features)
+        if side * side != n_features or side < 1:
+            raise ValueError(
+                f"the conv4 embedder takes square images given as rows of side*side pixels; "
+                f"{n_features} features is not a perfect square."
+            )
+        self.side = side
+        self.backbone = conv4_backbone(1, width)
+        self.head = MLPEmbedder(width, d_model)
+
+    def forward(self, x):
+        if x.dim() == 2:
+            x = x.reshape(x.shape[0], 1, self.side, self.side)
+        return self.head(self.backbone(x))
+
+
+#: Named embedders accepted by ``ContextualKernel(embedder=...)``.
+EMBEDDERS = {"mlp": MLPEmbedder, "conv4": Conv4Embedder}

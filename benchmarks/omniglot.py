@@ -1,0 +1,339 @@
+"""Omniglot clustering (ABC paper, section 5.2 and Table 4), trained on two CPU cores.
+
+Usage
+-----
+python benchmarks/omniglot.py --train            # all stages; run again to resume after a stop
+python benchmarks/omniglot.py --train --stage 1  # only the CNN (or 2: set encoder, 3: assemble)
+python benchmarks/omniglot.py --select           # model selection on held-out background alphabets
+python benchmarks/omniglot.py --eval             # Table 4 on the 20 evaluation alphabets (shipped weights)
+
+Recipe (end-to-end training as in the paper would take days on this machine):
+
+1. Stage 1, the image embedder.  The conv4 CNN of the paper's Figure 3 is
+   trained as a classifier over the characters of ``CNN_ALPHABETS`` (22 of
+   the 30 background alphabets), every rotation by 90 degrees counting as a
+   new character, with random shifts of up to 2 pixels.
+2. Stage 2, the set encoder.  The CNN is frozen; the images of
+   ``ENCODER_ALPHABETS`` (5 other background alphabets, characters the CNN
+   never saw, so their embeddings look like those of new alphabets) and their
+   rotations are embedded once, and a :class:`~skabc.ContextualKernel` (MLP
+   -> 2 SABs -> multiplicative head) is trained on sets of 100 of them drawn
+   within (alphabet, rotation) groups.
+3. Assembly.  The CNN and the stage-2 kernel become one kernel with
+   ``embedder='conv4'`` that takes 28 x 28 images as rows of 784 pixels;
+   it is written to ``skabc/pretrained/omniglot.safetensors``.
+
+``VALIDATION_ALPHABETS`` (the last 3 background alphabets) are used for model
+selection; the 20 evaluation alphabets are used only by ``--eval``.
+Checkpoints (every ``--checkpoint-minutes``) live in
+``benchmarks/.checkpoints/omniglot``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from skabc._runtime import tune_allocator
+from skabc.datasets import load_omniglot
+from skabc.nn import conv4_backbone
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKPOINTS = ROOT / "benchmarks" / ".checkpoints" / "omniglot"
+DATA_HOME = ROOT.parent / "shared" / "data" / "omniglot"
+RESULTS = ROOT / "benchmarks" / "results"
+DOCS = ROOT / "docs"
+
+SPLIT_SEED = 2020
+STAGE1 = dict(steps=10_000, batch=128, lr=2e-3, weight_decay=1e-4, max_shift=2, seed=1)
+
+
+def background_split(n_alphabets: int = 30) -> dict[str, np.ndarray]:
+    """Fixed split of the 30 background alphabets: CNN / set encoder / validation."""
+    order = np.random.default_rng(SPLIT_SEED).permutation(n_alphabets)
+    return {"cnn": np.sort(order[:22]), "encoder": np.sort(order[22:27]), "validation": np.sort(order[27:])}
+
+
+def load_background():
+    return load_omniglot("background", image_size=28, data_home=DATA_HOME)
+
+
+# ----------------------------------------------------------------- stage 1
+class _Classifier(nn.Module):
+    def __init__(self, n_classes: int) -> None:
+        super().__init__()
+        self.backbone = conv4_backbone(1, 64)
+        self.classify = nn.Linear(64, n_classes)
+
+    def forward(self, x):
+        return self.classify(self.backbone(x))
+
+
+def _augment(images: np.ndarray, rotations: np.ndarray, rng: np.random.Generator, max_shift: int) -> np.ndarray:
+    """Rotate each image by ``rotations * 90`` degrees and shift it by up to ``max_shift`` pixels."""
+    out = np.empty_like(images)
+    side = images.shape[-1]
+    padded = np.pad(images, ((0, 0), (max_shift, max_shift), (max_shift, max_shift)))
+    shifts = rng.integers(0, 2 * max_shift + 1, size=(len(images), 2))
+    for i, (rot, (dy, dx)) in enumerate(zip(rotations, shifts, strict=True)):
+        out[i] = np.rot90(padded[i, dy : dy + side, dx : dx + side], k=int(rot))
+    return out
+
+
+def train_stage1(checkpoint_minutes: float) -> Path:
+    out = CHECKPOINTS / "stage1_cnn.safetensors"
+    if out.exists():
+        print(f"stage 1 done: {out}")
+        return out
+    data = load_background()
+    keep = np.isin(data.alphabet, background_split()["cnn"])
+    images, chars = data.images[keep], data.target[keep]
+    _, classes = np.unique(chars, return_inverse=True)
+    n_classes = 4 * (classes.max() + 1)
+    cfg = STAGE1
+    torch.manual_seed(cfg["seed"])
+    model = _Classifier(n_classes)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    state_file = CHECKPOINTS / "stage1_state.pt"
+    step, cpu_before = 0, 0.0
+    if state_file.exists():
+        state = torch.load(state_file, weights_only=True)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step, cpu_before = int(state["step"]), float(state["cpu_seconds"])
+        print(f"stage 1: resuming at step {step}")
+    CHECKPOINTS.mkdir(parents=True, exist_ok=True)
+    loss_fn = nn.CrossEntropyLoss()
+    start_cpu, last_save, running = time.process_time(), time.monotonic(), []
+    model.train()
+    while step < cfg["steps"]:
+        # Batches are a pure function of the step, so a resumed run draws what an uninterrupted one would.
+        rng = np.random.default_rng([cfg["seed"], step])
+        idx = rng.integers(0, len(images), size=cfg["batch"])
+        rot = rng.integers(0, 4, size=cfg["batch"])
+        batch = torch.from_numpy(_augment(images[idx], rot, rng, cfg["max_shift"]))[:, None]
+        target = torch.from_numpy(classes[idx] * 4 + rot)
+        lr = cfg["lr"] * 0.5 * (1 + math.cos(math.pi * step / cfg["steps"]))
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss = loss_fn(model(batch), target)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        running.append(loss.item())
+        step += 1
+        if step % 200 == 0:
+            print(f"stage 1 step {step}/{cfg['steps']} loss {np.mean(running):.3f} lr {lr:.2e}", flush=True)
+            running = []
+        if time.monotonic() - last_save > 60 * checkpoint_minutes or step == cfg["steps"]:
+            cpu = cpu_before + time.process_time() - start_cpu
+            tmp = state_file.with_suffix(".tmp")
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                        "cpu_seconds": cpu}, tmp)
+            tmp.replace(state_file)
+            last_save = time.monotonic()
+    cpu = cpu_before + time.process_time() - start_cpu
+    save_file({k: v.contiguous() for k, v in model.backbone.state_dict().items()}, str(out),
+              metadata={"cpu_seconds": f"{cpu:.1f}", "n_classes": str(n_classes)})
+    print(f"stage 1: {cfg['steps']} steps, {cpu / 60:.1f} CPU-min, saved {out}")
+    return out
+
+
+def load_backbone() -> nn.Module:
+    backbone = conv4_backbone(1, 64)
+    backbone.load_state_dict(load_file(str(CHECKPOINTS / "stage1_cnn.safetensors")))
+    return backbone.eval()
+
+
+# ----------------------------------------------------------------- stage 2
+STAGE2 = dict(d_model=128, n_heads=4, n_blocks=2, compat="multiplicative", layer_norm="pre",
+              set_size=100, batch_size=32, sets_per_epoch=3200, max_epochs=60, lr=1e-3,
+              random_state=2)
+
+
+@torch.inference_mode()
+def embed(backbone: nn.Module, images: np.ndarray, batch: int = 1024) -> np.ndarray:
+    """Frozen CNN features (n, 64) of images (n, 28, 28)."""
+    parts = [backbone(torch.from_numpy(images[i : i + batch])[:, None]).numpy() for i in range(0, len(images), batch)]
+    return np.concatenate(parts)
+
+
+def rotated_embeddings(backbone: nn.Module, data, alphabets: np.ndarray):
+    """Embeddings of the images of ``alphabets`` and their 3 rotations, each rotation a new character.
+
+    Returns ``(features, labels, groups)``; groups are (alphabet, rotation) pairs.
+    """
+    keep = np.isin(data.alphabet, alphabets)
+    images, chars, alpha = data.images[keep], data.target[keep], data.alphabet[keep]
+    feats, labels, groups = [], [], []
+    for rot in range(4):
+        feats.append(embed(backbone, np.ascontiguousarray(np.rot90(images, k=rot, axes=(1, 2)))))
+        labels.append(chars * 4 + rot)
+        groups.append(alpha * 4 + rot)
+    return np.concatenate(feats), np.concatenate(labels), np.concatenate(groups)
+
+
+def train_stage2(threads: int):
+    from skabc import ContextualKernel
+
+    out = CHECKPOINTS / "stage2_kernel.safetensors"
+    if out.exists():
+        print(f"stage 2 done: {out}")
+        return ContextualKernel.load(out)
+    data = load_background()
+    X, y, groups = rotated_embeddings(load_backbone(), data, background_split()["encoder"])
+    print(f"stage 2: {len(X)} embeddings, {len(np.unique(y))} characters, {len(np.unique(groups))} groups")
+    kernel = ContextualKernel(**STAGE2, checkpoint_dir=CHECKPOINTS / "stage2", verbose=1)
+    start = time.process_time()
+    kernel.fit(X, y, groups=groups)
+    cpu = time.process_time() - start
+    kernel.save(out)
+    wall = sum(kernel.net_.history[:, "dur"])
+    (CHECKPOINTS / "stage2_time.json").write_text(json.dumps({"wall_seconds": wall, "cpu_seconds_last_run": cpu}))
+    print(f"stage 2: {len(kernel.net_.history)} epochs, {wall / 60:.1f} min training wall time, saved {out}")
+    return kernel
+
+
+# ---------------------------------------------------------------- assembly
+def assemble(out: Path | None = None):
+    """One kernel taking 784-pixel rows: CNN backbone + the stage-2 MLP, blocks and head."""
+    from skabc import ContextualKernel
+    from skabc.pretrained import PRETRAINED_DIR
+
+    out = PRETRAINED_DIR / "omniglot.safetensors" if out is None else out
+    stage2 = ContextualKernel.load(CHECKPOINTS / "stage2_kernel.safetensors", device="cpu")
+    backbone = load_file(str(CHECKPOINTS / "stage1_cnn.safetensors"))
+    state = {}
+    for name, tensor in stage2.module_.state_dict().items():
+        if name.startswith("embedder."):
+            name = "embedder.head." + name[len("embedder."):]
+        state[name] = tensor
+    state.update({"embedder.backbone." + k: v for k, v in backbone.items()})
+    params = {k: v for k, v in stage2.get_params(deep=False).items()}
+    params.update(embedder="conv4", checkpoint_dir=None, verbose=0, device="auto")
+    kernel = ContextualKernel(**params)
+    kernel._restore(28 * 28, state, "cpu")
+    kernel.save(out)
+    print(f"assembled kernel saved to {out}")
+    return kernel
+
+
+# -------------------------------------------------------------- evaluation
+def draw_sets(labels: np.ndarray, alphabet: np.ndarray, alphabets, n_per_alphabet: int, seed: int,
+              n_clusters: int | None = None):
+    """Yield ``(alphabet, rows, true_labels)`` per set: 100 images of one alphabet (paper's protocol).
+
+    The number of characters is drawn uniformly from 5 (the fewest that fill
+    100 images) up to what the alphabet holds, or fixed to ``n_clusters``.
+    """
+    from skabc.sampling import ClusterSetSampler
+
+    for a in alphabets:
+        rows = np.flatnonzero(alphabet == a)
+        sampler = ClusterSetSampler(labels[rows], None, set_size=100, clusters_per_set=n_clusters)
+        for i in range(n_per_alphabet):
+            picked, truth = sampler.draw(np.random.default_rng([seed, int(a), i]))
+            yield a, rows[picked], truth
+
+
+def median_gamma(X: np.ndarray) -> float:
+    """RBF width from the median squared distance of the set (the usual heuristic)."""
+    sq = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    return 1.0 / float(np.median(sq[np.triu_indices(len(X), 1)]))
+
+
+def baselines(features: np.ndarray, k: int, seed: int) -> dict[str, np.ndarray]:
+    """Context-free clusterers on the CNN embeddings, given the true k."""
+    import warnings
+
+    from sklearn.cluster import KMeans, SpectralClustering
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {
+            "kmeans": KMeans(k, n_init=10, random_state=seed).fit_predict(features),
+            "spectral_rbf": SpectralClustering(k, affinity="rbf", gamma=median_gamma(features),
+                                               random_state=seed).fit_predict(features),
+            "spectral_knn": SpectralClustering(k, affinity="nearest_neighbors", n_neighbors=10,
+                                               random_state=seed).fit_predict(features),
+        }
+
+
+def k_candidates(affinity: np.ndarray, max_clusters: int = 50) -> dict[str, int]:
+    """Estimates of k compared in model selection."""
+    from skabc.spectral import estimate_n_clusters
+
+    out = {}
+    for p in (1, 2, 4, 8):
+        out[f"eigengap_p{p}"] = estimate_n_clusters(affinity**p, max_clusters)[0]
+    hard = (affinity > 0.5).astype(float)
+    out["eigengap_thr"] = estimate_n_clusters(hard, max_clusters)[0]
+    out["degree_thr"] = round((1.0 / hard.sum(1)).sum())
+    out["degree_soft"] = round((1.0 / affinity.sum(1)).sum())
+    return out
+
+
+def select(n_per_alphabet: int = 100, seed: int = 7) -> None:
+    """Model selection on the validation background alphabets (never the evaluation ones)."""
+    from sklearn.metrics import normalized_mutual_info_score as nmi
+
+    from skabc import ContextualKernel
+    from skabc.spectral import spectral_labels
+
+    kernel = ContextualKernel.load(CHECKPOINTS / "stage2_kernel.safetensors", device="cpu")
+    data = load_background()
+    feats = embed(load_backbone(), data.images)
+    scores: dict[str, list] = {}
+    errors: dict[str, list] = {}
+    for _, rows, truth in draw_sets(data.target, data.alphabet, background_split()["validation"],
+                                    n_per_alphabet, seed):
+        k = len(np.unique(truth))
+        A = kernel.transform(feats[rows])
+        for name, k_hat in k_candidates(A).items():
+            errors.setdefault(name, []).append(abs(k_hat - k))
+            for p in (1, 4):
+                labels = spectral_labels(A**p, k_hat, random_state=0)
+                scores.setdefault(f"{name}/spectral_p{p}", []).append(nmi(truth, labels))
+        for p in (1, 4):
+            scores.setdefault(f"known/spectral_p{p}", []).append(nmi(truth, spectral_labels(A**p, k, random_state=0)))
+        for name, labels in baselines(feats[rows], k, 0).items():
+            scores.setdefault(f"known/{name}", []).append(nmi(truth, labels))
+    for name, values in sorted(scores.items(), key=lambda kv: -np.mean(kv[1])):
+        est = name.split("/")[0]
+        err = f"  |k_hat-k| {np.mean(errors[est]):.2f}" if est in errors else ""
+        print(f"{name:32s} NMI {np.mean(values):.4f} +- {np.std(values) / np.sqrt(len(values)):.4f}{err}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--train", action="store_true")
+    parser.add_argument("--stage", type=int, choices=[1, 2, 3])
+    parser.add_argument("--select", action="store_true", help="model selection on validation alphabets")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--checkpoint-minutes", type=float, default=2.0)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    tune_allocator()
+    if args.train:
+        if args.stage in (None, 1):
+            train_stage1(args.checkpoint_minutes)
+        if args.stage in (None, 2):
+            train_stage2(args.threads)
+        if args.stage in (None, 3):
+            assemble()
+    if args.select:
+        select()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

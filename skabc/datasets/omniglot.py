@@ -1,0 +1,177 @@
+"""Omniglot handwritten characters, read straight from the official zip archives.
+
+Nothing is downloaded: the two archives of the official repository
+(``images_background.zip``, 30 alphabets, and ``images_evaluation.zip``,
+20 alphabets) must already be on disk.  Each 105 x 105 drawing is decoded
+from the archive and resized once, in memory.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+from sklearn.utils import Bunch
+
+#: Environment variable naming a folder that holds the archives.
+DATA_ENV = "SKABC_DATA"
+
+ARCHIVES = {"background": "images_background.zip", "evaluation": "images_evaluation.zip"}
+#: Image counts of the official archives, used to recognise a truncated one.
+EXPECTED_IMAGES = {"background": 19_280, "evaluation": 13_180}
+
+_ENTRY = re.compile(r"^images_(?:background|evaluation)/([^/]+)/(character\d+)/(\d{4})_(\d{2})\.png$")
+
+
+def omniglot_search_paths(data_home: str | os.PathLike | None = None) -> list[Path]:
+    """Folders :func:`load_omniglot` looks in, in order.
+
+    ``data_home`` (when given), then ``$SKABC_DATA`` (when set), then
+    ``~/skabc_data``; each folder is tried as is and with an ``omniglot``
+    subfolder.
+    """
+    roots: list[Path] = []
+    if data_home is not None:
+        roots.append(Path(data_home).expanduser())
+    if os.environ.get(DATA_ENV):
+        roots.append(Path(os.environ[DATA_ENV]).expanduser())
+    roots.append(Path("~/skabc_data").expanduser())
+    return [folder for root in roots for folder in (root, root / "omniglot")]
+
+
+def find_omniglot_archive(subset: str = "background", data_home: str | os.PathLike | None = None) -> Path:
+    """Path of the archive of ``subset``; ``FileNotFoundError`` listing where it looked."""
+    _check_subset(subset)
+    name = ARCHIVES[subset]
+    searched = omniglot_search_paths(data_home)
+    for folder in searched:
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(
+        f"Omniglot archive {name!r} not found; looked in: {', '.join(str(p) for p in searched)}. "
+        f"Put the official {name} from https://github.com/brendenlake/omniglot (folder python/) in one of "
+        f"these folders, pass data_home=, or set ${DATA_ENV}. skabc never downloads data."
+    )
+
+
+def load_omniglot(
+    subset: str = "background",
+    image_size: int = 28,
+    data_home: str | os.PathLike | None = None,
+    expect_complete: bool | None = None,
+) -> Bunch:
+    """Load one Omniglot split from its official zip archive.
+
+    Parameters
+    ----------
+    subset : {'background', 'evaluation'}
+        ``'background'``: 30 alphabets, 964 characters (for training);
+        ``'evaluation'``: the 20 held-out alphabets, 659 characters.
+    image_size : int, default=28
+        Side of the returned square images (the 105 x 105 originals are
+        resized with an antialiasing filter; 105 keeps them as they are).
+    data_home : str or path, default=None
+        Folder holding the archive; see :func:`omniglot_search_paths` for
+        where else it is looked for.
+    expect_complete : bool, default=None
+        Require the official image count (19,280 / 13,180), so a truncated
+        archive is an error.  ``None``: require it only for archives with
+        the official file name found through the default search.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        ``images`` (n, image_size, image_size) float32 in [0, 1], ink = 1;
+        ``data``, the same flattened to (n, image_size**2); ``target``, the
+        character of every image (0 .. n_characters-1, in archive order);
+        ``alphabet``, the alphabet index of every image; ``drawer``, the
+        drawer number 1-20 from the file name; ``alphabet_names``;
+        ``character_names`` (``'<Alphabet>/characterNN'``) indexed by target;
+        ``character_ids``, the official 1-1623 id of every character; and
+        ``archive``, the path read.
+
+    Raises
+    ------
+    FileNotFoundError
+        No archive in any searched folder (the message lists them).
+    ValueError
+        The file is not a readable Omniglot archive (corrupt, truncated, or
+        holding other content), or a parameter is invalid.
+    """
+    _check_subset(subset)
+    if isinstance(image_size, bool) or not isinstance(image_size, int | np.integer) or image_size < 1:
+        raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
+    try:
+        from PIL import Image
+    except ImportError as exc:  # pragma: no cover - Pillow is a dependency
+        raise ImportError("load_omniglot needs Pillow to decode PNG files: pip install pillow") from exc
+
+    path = find_omniglot_archive(subset, data_home)
+    if expect_complete is None:
+        expect_complete = path.name == ARCHIVES[subset]
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ValueError(
+            f"{path} is not a readable zip archive ({exc}); expected the official {ARCHIVES[subset]}."
+        ) from exc
+
+    with archive:
+        entries = sorted(
+            (match.groups(), info) for info in archive.infolist() if (match := _ENTRY.match(info.filename))
+        )
+        if not entries:
+            raise ValueError(
+                f"{path} holds no Omniglot drawings (expected entries like "
+                f"images_{subset}/<Alphabet>/characterNN/<id>_<nn>.png)."
+            )
+        if expect_complete and len(entries) != EXPECTED_IMAGES[subset]:
+            raise ValueError(
+                f"{path} holds {len(entries)} drawings, the official {ARCHIVES[subset]} holds "
+                f"{EXPECTED_IMAGES[subset]}: the archive is truncated or not the official one."
+            )
+        images = np.empty((len(entries), image_size, image_size), dtype=np.float32)
+        alphabets: dict[str, int] = {}
+        characters: dict[tuple[str, str], int] = {}
+        character_ids: list[int] = []
+        target = np.empty(len(entries), dtype=np.int64)
+        alphabet = np.empty(len(entries), dtype=np.int64)
+        drawer = np.empty(len(entries), dtype=np.int64)
+        for row, ((alpha, char, char_id, nn), info) in enumerate(entries):
+            try:
+                with Image.open(io.BytesIO(archive.read(info))) as picture:
+                    grey = picture.convert("L")
+                    if image_size != grey.width or image_size != grey.height:
+                        grey = grey.resize((image_size, image_size), Image.Resampling.LANCZOS)
+                    pixels = np.asarray(grey, dtype=np.float32)
+            except Exception as exc:  # zlib / PIL errors: one clear message naming the entry
+                raise ValueError(f"{path}: cannot decode {info.filename} ({exc}); the archive is corrupt.") from exc
+            images[row] = 1.0 - np.clip(pixels / 255.0, 0.0, 1.0)  # strokes are dark on white
+            alphabet[row] = alphabets.setdefault(alpha, len(alphabets))
+            if (alpha, char) not in characters:
+                characters[(alpha, char)] = len(characters)
+                character_ids.append(int(char_id))
+            target[row] = characters[(alpha, char)]
+            drawer[row] = int(nn)
+
+    return Bunch(
+        images=images,
+        data=images.reshape(len(images), -1),
+        target=target,
+        alphabet=alphabet,
+        drawer=drawer,
+        alphabet_names=np.array(list(alphabets)),
+        character_names=np.array([f"{a}/{c}" for a, c in characters]),
+        character_ids=np.array(character_ids),
+        archive=str(path),
+        DESCR=__doc__,
+    )
+
+
+def _check_subset(subset) -> None:
+    if subset not in ARCHIVES:
+        raise ValueError(f"subset must be one of {sorted(ARCHIVES)}, got {subset!r}")

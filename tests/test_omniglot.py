@@ -1,0 +1,137 @@
+"""The Omniglot loader (synthetic archives, and the real ones when present) and the conv4 embedder."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from skabc import ContextualKernel
+from skabc.datasets import load_omniglot
+from skabc.datasets.omniglot import omniglot_search_paths
+from skabc.nn import Conv4Embedder
+
+REAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "omniglot"
+
+
+def _png(ink: np.ndarray) -> bytes:
+    """A 1-bit PNG like Omniglot's: white background (1), black strokes (0)."""
+    picture = Image.fromarray(np.where(ink, 0, 255).astype(np.uint8)).convert("1")
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def make_archive(path: Path, subset: str = "background", alphabets=("Alpha", "Beta"), characters=3, drawers=4):
+    rng = np.random.default_rng(0)
+    char_id = 1
+    with zipfile.ZipFile(path, "w") as archive:
+        for alphabet in alphabets:
+            for c in range(1, characters + 1):
+                for d in range(1, drawers + 1):
+                    ink = np.zeros((105, 105), dtype=bool)
+                    ink[10 * c : 10 * c + 20, :] = True  # character c: a horizontal bar at its own height
+                    ink[rng.integers(0, 105), rng.integers(0, 105)] = True
+                    name = f"images_{subset}/{alphabet}/character{c:02d}/{char_id:04d}_{d:02d}.png"
+                    archive.writestr(name, _png(ink))
+                char_id += 1
+    return path
+
+
+def test_synthetic_archive_is_read_without_extraction(tmp_path):
+    make_archive(tmp_path / "images_background.zip")
+    data = load_omniglot("background", image_size=28, data_home=tmp_path, expect_complete=False)
+    assert data.images.shape == (24, 28, 28) and data.data.shape == (24, 784)
+    assert data.images.dtype == np.float32 and 0.0 <= data.images.min() and data.images.max() <= 1.0
+    assert list(data.alphabet_names) == ["Alpha", "Beta"]
+    np.testing.assert_array_equal(np.bincount(data.target), [4] * 6)
+    np.testing.assert_array_equal(data.alphabet, np.repeat([0, 1], 12))
+    np.testing.assert_array_equal(np.unique(data.drawer), [1, 2, 3, 4])
+    assert data.character_names[4] == "Beta/character02" and data.character_ids[4] == 5
+    # Ink is 1: the bar of character 1 sits in rows 10-29 of the 105-pixel original.
+    first = load_omniglot("background", image_size=105, data_home=tmp_path, expect_complete=False).images[0]
+    assert first[15].mean() > 0.95 and first[50].mean() < 0.05
+
+
+def test_full_size_count_is_enforced_for_official_names(tmp_path):
+    make_archive(tmp_path / "images_background.zip")
+    with pytest.raises(ValueError, match="truncated"):
+        load_omniglot("background", data_home=tmp_path)
+
+
+def test_search_order_and_missing_archive_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKABC_DATA", str(tmp_path / "env"))
+    paths = omniglot_search_paths(tmp_path / "home")
+    assert paths[:4] == [tmp_path / "home", tmp_path / "home" / "omniglot", tmp_path / "env",
+                         tmp_path / "env" / "omniglot"]
+    with pytest.raises(FileNotFoundError, match="images_evaluation.zip.*looked in.*never downloads"):
+        load_omniglot("evaluation", data_home=tmp_path / "home")
+    (tmp_path / "env" / "omniglot").mkdir(parents=True)
+    make_archive(tmp_path / "env" / "omniglot" / "images_evaluation.zip", subset="evaluation")
+    data = load_omniglot("evaluation", data_home=tmp_path / "home", expect_complete=False)
+    assert data.archive.endswith("images_evaluation.zip") and len(data.target) == 24
+
+
+def test_corrupt_archives_give_clear_errors(tmp_path):
+    (tmp_path / "images_background.zip").write_bytes(b"not a zip at all")
+    with pytest.raises(ValueError, match="not a readable zip archive"):
+        load_omniglot(data_home=tmp_path)
+    with zipfile.ZipFile(tmp_path / "images_background.zip", "w") as archive:
+        archive.writestr("images_background/A/character01/0001_01.png", b"\x89PNG broken")
+    with pytest.raises(ValueError, match="cannot decode .*0001_01.png"):
+        load_omniglot(data_home=tmp_path, expect_complete=False)
+    with zipfile.ZipFile(tmp_path / "images_background.zip", "w") as archive:
+        archive.writestr("readme.txt", "something else")
+    with pytest.raises(ValueError, match="holds no Omniglot drawings"):
+        load_omniglot(data_home=tmp_path)
+
+
+@pytest.mark.parametrize("bad", [{"subset": "train"}, {"image_size": 0}, {"image_size": 2.5}])
+def test_bad_parameters(tmp_path, bad):
+    with pytest.raises(ValueError):
+        load_omniglot(data_home=tmp_path, **bad)
+
+
+@pytest.mark.skipif(not (REAL_DATA / "images_evaluation.zip").exists(), reason="real Omniglot archives not present")
+def test_real_evaluation_archive():
+    data = load_omniglot("evaluation", data_home=REAL_DATA)
+    assert data.data.shape == (13_180, 784)
+    assert len(data.alphabet_names) == 20 and data.target.max() + 1 == 659
+    np.testing.assert_array_equal(np.bincount(data.target), np.full(659, 20))
+    assert data.character_ids.min() == 965 and data.character_ids.max() == 1623
+    assert 0.03 < data.images.mean() < 0.2  # ink is the minority
+
+
+def test_conv4_embedder_shapes_and_errors():
+    torch.manual_seed(0)
+    embedder = Conv4Embedder(784, 32).eval()
+    rows = torch.rand(5, 784)
+    out = embedder(rows)
+    assert out.shape == (5, 32)
+    torch.testing.assert_close(embedder(rows.reshape(5, 1, 28, 28)), out)
+    with pytest.raises(ValueError, match="perfect square"):
+        Conv4Embedder(100 + 1, 32)
+
+
+def test_kernel_with_conv4_embedder_trains_saves_and_is_equivariant(tmp_path):
+    make_archive(tmp_path / "images_background.zip", characters=4, drawers=6)
+    data = load_omniglot(data_home=tmp_path, expect_complete=False)
+    kernel = ContextualKernel(embedder="conv4", d_model=16, n_blocks=1, n_heads=2, set_size=12, max_epochs=1,
+                              sets_per_epoch=4, batch_size=2, random_state=0)
+    kernel.fit(data.data, data.target, groups=data.alphabet)
+    affinity = kernel.transform(data.data[:12])
+    assert affinity.shape == (12, 12)
+    np.testing.assert_allclose(affinity, affinity.T)
+    order = np.random.default_rng(1).permutation(12)
+    np.testing.assert_allclose(kernel.transform(data.data[:12][order]), affinity[order][:, order], atol=1e-5)
+    kernel.save(tmp_path / "k.safetensors")
+    again = ContextualKernel.load(tmp_path / "k.safetensors")
+    assert again.get_params()["embedder"] == "conv4"
+    np.testing.assert_allclose(again.transform(data.data[:12]), affinity, atol=1e-6)
+    with pytest.raises(ValueError, match="perfect square"):
+        ContextualKernel(embedder="conv4", max_epochs=1).fit(np.random.rand(20, 10), np.arange(20) % 2)
