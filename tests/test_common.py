@@ -5,6 +5,7 @@ from __future__ import annotations
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skabc import ABCClustering, ContextualKernel
+from skabc.preprocessing import SetCanonicalizer
 
 TINY = dict(d_model=8, n_heads=2, n_blocks=1, set_size=(2, 20), sets_per_epoch=8, batch_size=8, max_epochs=1,
             random_state=0, device="cpu")
@@ -17,9 +18,16 @@ NO_LABELS = (
     "fit without y needs a fitted kernel (no pretrained default is shipped yet); "
     "tests/test_cluster.py runs this check on ABCClustering with a fitted, frozen kernel"
 )
+PER_SET = (
+    "by design: transform canonicalises the X it is given as one set (centring, principal axes and scale "
+    "are those of the whole set), so transforming a subset does not give rows of the transformed whole; "
+    "row order does not matter (transform is row-permutation equivariant, and that check passes)"
+)
 
 
 def _expected_failures(estimator) -> dict[str, str]:
+    if isinstance(estimator, SetCanonicalizer):
+        return {"check_methods_subset_invariance": PER_SET}
     failures = {
         "check_methods_sample_order_invariance": CONTEXT
         + "; for ABCClustering also the ids of the clusters follow the order of the points",
@@ -33,7 +41,7 @@ def _expected_failures(estimator) -> dict[str, str]:
 
 
 @parametrize_with_checks(
-    [ContextualKernel(**TINY), ABCClustering(kernel=ContextualKernel(**TINY), random_state=0)],
+    [ContextualKernel(**TINY), ABCClustering(kernel=ContextualKernel(**TINY), random_state=0), SetCanonicalizer()],
     expected_failed_checks=_expected_failures,
 )
 def test_sklearn_compatible(estimator, check):

@@ -2,5 +2,26 @@
 
 from .circles import make_circles_sets
 from .omniglot import load_omniglot
+from .synthetic import (
+    FAMILY_WEIGHTS,
+    add_background_noise,
+    embed_in_dimensions,
+    make_blobs_set,
+    make_clustering_sets,
+    make_curves_set,
+    make_moons_set,
+    make_rings_set,
+)
 
-__all__ = ["load_omniglot", "make_circles_sets"]
+__all__ = [
+    "FAMILY_WEIGHTS",
+    "add_background_noise",
+    "embed_in_dimensions",
+    "load_omniglot",
+    "make_blobs_set",
+    "make_circles_sets",
+    "make_clustering_sets",
+    "make_curves_set",
+    "make_moons_set",
+    "make_rings_set",
+]

@@ -1,0 +1,226 @@
+"""Per-set input canonicalisation: any set, of any width and scale, to a fixed width.
+
+One neural kernel has one input width, but tabular data comes with any number of
+features in any units.  :func:`canonicalize_set` maps a whole set ``X`` of shape
+``(n, d)``, for any ``d >= 1``, to a fixed width ``n_components`` by a fixed,
+parameter-free procedure computed *on that set alone*:
+
+(a) centre every column and divide it by its standard deviation; a column of
+    (near-)zero variance, such as zero padding, becomes exactly 0;
+(b) rotate to the principal axes of the standardised set (SVD), components by
+    decreasing variance; directions of (near-)zero variance become exactly 0;
+(c) fix the sign of every axis: positive third moment (skewness) along it;
+    a (near-)symmetric axis is oriented so that its farthest point is on the
+    positive side; an axis symmetric on both counts is left as the SVD gives it;
+(d) keep the first ``n_components`` axes, zero-padding when there are fewer;
+(e) divide by the root-mean-square radius of the kept coordinates,
+    ``sqrt(mean_i ||z_i||^2)``, and multiply by :data:`TARGET_RMS_RADIUS`
+    (1.0): every non-constant set comes out with unit RMS radius.
+
+The result is invariant to translating ``X``, to scaling it globally or per
+column, to permuting or appending constant (e.g. zero) columns, and to the sign
+convention of the SVD; it is *equivariant* to permuting rows (the rows of the
+output are permuted the same way).  These invariances are exact up to rounding
+except where the set's principal variances are (nearly) tied: there the
+principal axes themselves are undetermined, and so is the rotation within the
+tied subspace.  Constant sets and sets of one point map to zeros.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_array, validate_data
+
+#: RMS radius of every non-constant canonicalised set (step e).
+TARGET_RMS_RADIUS = 1.0
+
+# (a) A column whose standard deviation is at most this fraction of its largest |value| is constant.
+_CONSTANT_TOL = 1e-12
+# (b) Principal directions with a singular value at most this fraction of the largest are dropped.
+_RANK_TOL = 1e-9
+# (c) |skewness| at most this counts as symmetric, and so does |max + min| <= this * (max - min).
+_SYMMETRY_TOL = 1e-6
+
+_FLOAT_DTYPES = (np.float64, np.float32)
+
+
+def canonicalize_set(X, n_components: int = 16) -> np.ndarray:
+    """Map one set of any width and scale to ``n_components`` canonical coordinates.
+
+    The steps, the invariances and the constant are described in the module
+    documentation of :mod:`skabc.preprocessing`.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        One set: ``n_samples >= 1`` points with ``n_features >= 1`` finite
+        features.
+    n_components : int, default=16
+        Width of the output.
+
+    Returns
+    -------
+    Z : ndarray of shape (n_samples, n_components)
+        Canonical coordinates, ``float32`` for ``float32`` input and
+        ``float64`` otherwise (the computation is always in ``float64``).
+        Columns by decreasing variance; the root-mean-square of the row norms
+        is :data:`TARGET_RMS_RADIUS`, or every entry is 0 for a constant set.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not 2-D, is empty, or holds NaN or infinity, or if
+        ``n_components`` is not a positive integer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skabc.preprocessing import canonicalize_set
+    >>> X = np.random.default_rng(0).normal(size=(50, 3)) * [1, 10, 100] + 7
+    >>> Z = canonicalize_set(X, n_components=4)
+    >>> Z.shape
+    (50, 4)
+    >>> bool(np.allclose(canonicalize_set(2 * X[:, ::-1] - 3, n_components=4), Z))
+    True
+    """
+    if isinstance(n_components, bool) or not isinstance(n_components, Integral) or n_components < 1:
+        raise ValueError(f"n_components must be a positive integer, got {n_components!r}.")
+    X = check_array(X, dtype=_FLOAT_DTYPES, ensure_min_samples=1, ensure_min_features=1, input_name="X")
+    return _canonicalize(X, int(n_components))
+
+
+def _canonicalize(X: np.ndarray, n_components: int) -> np.ndarray:
+    """Steps (a)-(e) on a validated finite 2-D float array."""
+    n = X.shape[0]
+    out = np.zeros((n, n_components), dtype=X.dtype if X.dtype == np.float32 else np.float64)
+
+    # (a) Standardise.  Dividing by the largest |value| first keeps huge values from overflowing and
+    # changes nothing else (the step is invariant to per-column scaling anyway).
+    Z = np.asarray(X, dtype=np.float64)
+    peak = np.max(np.abs(Z), axis=0)
+    Z = Z / np.where(peak > 0, peak, 1.0)
+    Z = Z - Z.mean(axis=0)
+    std = np.sqrt(np.mean(Z * Z, axis=0))
+    varying = std > _CONSTANT_TOL * np.max(np.abs(Z), axis=0, initial=0.0) + np.finfo(np.float64).tiny
+    if not varying.any():
+        return out
+    Z = Z[:, varying] / std[varying]
+
+    # (b) Principal axes, by decreasing variance; drop directions of (numerically) zero variance.
+    U, s, _ = np.linalg.svd(Z, full_matrices=False)
+    rank = int(np.count_nonzero(s > _RANK_TOL * s[0]))
+    k = min(rank, n_components)
+    P = U[:, :k] * s[:k]
+
+    # (c) Orientation: positive skewness, else farthest point on the positive side, else as is.
+    m2 = np.sum(P * P, axis=0)
+    m3 = np.sum(P * P * P, axis=0)
+    skewed = np.abs(m3) * np.sqrt(n) > _SYMMETRY_TOL * m2**1.5
+    high, low = P.max(axis=0), P.min(axis=0)
+    lopsided = np.abs(high + low) > _SYMMETRY_TOL * (high - low)
+    sign = np.where(skewed, np.sign(m3), np.where(lopsided, np.sign(high + low), 1.0))
+    P = P * sign
+
+    # (d) + (e) Keep the first n_components axes (zero padding stays in `out`), unit RMS radius.
+    rms = np.sqrt(np.sum(m2[:k]) / n)
+    out[:, :k] = P * (TARGET_RMS_RADIUS / rms)
+    return out
+
+
+class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Canonicalise a set to a fixed width (see :func:`canonicalize_set`).
+
+    A scikit-learn wrapper of :func:`canonicalize_set`, for pipelines.
+    :meth:`transform` treats the ``X`` it is given as **one set**: every
+    output row depends on all the rows of that ``X`` (centring, principal
+    axes, scale are those of the set), so transforming a subset does not give
+    the corresponding rows of the transformed whole.  Rows are handled
+    equivariantly: reordering the rows of ``X`` reorders the output the same
+    way.
+
+    Nothing is learned: :meth:`fit` only validates ``X`` and records
+    ``n_features_in_`` (and ``feature_names_in_``), which :meth:`transform`
+    then checks, as usual in scikit-learn.  An unfitted instance transforms
+    sets of any width.
+
+    Parameters
+    ----------
+    n_components : int, default=16
+        Width of the output.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+        Number of features seen during :meth:`fit`.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during :meth:`fit`, when ``X`` has string
+        column names.
+
+    See Also
+    --------
+    canonicalize_set : The function applied to every set.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skabc.preprocessing import SetCanonicalizer
+    >>> X = np.random.default_rng(0).normal(size=(30, 5))
+    >>> SetCanonicalizer(n_components=8).fit_transform(X).shape
+    (30, 8)
+    """
+
+    _parameter_constraints: dict = {"n_components": [Interval(Integral, 1, None, closed="left")]}
+
+    def __init__(self, n_components=16):
+        self.n_components = n_components
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Validate ``X`` and record its number of features; nothing is learned.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A set.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : SetCanonicalizer
+        """
+        validate_data(self, X, dtype=_FLOAT_DTYPES, ensure_min_samples=1)
+        return self
+
+    def transform(self, X):
+        """Canonicalise ``X`` as one set.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One set, with the features seen in :meth:`fit` if fitted.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_components)
+            ``float32`` for ``float32`` input, ``float64`` otherwise.
+        """
+        if not hasattr(self, "n_features_in_"):
+            self._validate_params()
+        X = validate_data(self, X, dtype=_FLOAT_DTYPES, ensure_min_samples=1, reset=False)
+        return _canonicalize(X, self.n_components)
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_components
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.requires_fit = False  # stateless: fit learns nothing
+        tags.input_tags.allow_nan = False
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags

@@ -1,0 +1,187 @@
+"""canonicalize_set / SetCanonicalizer: fixed width, invariances, equivariance, edge cases."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.pipeline import make_pipeline
+from sklearn.utils._param_validation import InvalidParameterError
+
+from skabc.preprocessing import TARGET_RMS_RADIUS, SetCanonicalizer, canonicalize_set
+
+
+def _skewed_set(n=120, d=6, seed=0):
+    """A set with well-separated principal variances and skewed axes (principal axes well defined)."""
+    rng = np.random.default_rng(seed)
+    latent = rng.exponential(size=(n, d)) * np.geomspace(4.0, 0.5, d)
+    mix = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    return latent @ mix * rng.uniform(0.5, 3.0, d) + rng.normal(0, 5, d)
+
+
+X0 = _skewed_set()
+Z0 = canonicalize_set(X0)
+
+
+def test_fixed_width_dtype_and_unit_rms_radius():
+    assert Z0.shape == (len(X0), 16)
+    assert Z0.dtype == np.float64
+    assert_allclose(np.sqrt(np.mean(np.sum(Z0**2, axis=1))), TARGET_RMS_RADIUS)
+    # Fewer features than components: the rest is exactly zero padding.
+    assert np.all(Z0[:, X0.shape[1]:] == 0)
+    assert np.all(np.any(Z0[:, : X0.shape[1]] != 0, axis=0))
+    # Components by decreasing variance, uncorrelated, centred.
+    variances = Z0.var(axis=0)
+    assert np.all(np.diff(variances) <= 1e-12)
+    cov = np.cov(Z0[:, :6].T)
+    assert_allclose(cov - np.diag(np.diag(cov)), 0, atol=1e-10)
+    assert_allclose(Z0.mean(axis=0), 0, atol=1e-12)
+
+
+def test_more_features_than_components_and_than_points():
+    rng = np.random.default_rng(1)
+    wide = canonicalize_set(rng.normal(size=(200, 40)), n_components=16)
+    assert wide.shape == (200, 16) and np.all(np.any(wide != 0, axis=0))
+    # 10 points span at most 9 directions: the rest is exactly zero.
+    few = canonicalize_set(rng.normal(size=(10, 40)), n_components=16)
+    assert few.shape == (10, 16)
+    assert np.all(np.any(few[:, :9] != 0, axis=0)) and np.all(few[:, 9:] == 0)
+    assert canonicalize_set(rng.normal(size=(30, 5)), n_components=2).shape == (30, 2)
+
+
+@pytest.mark.parametrize(
+    "dtype, expected", [(np.float32, np.float32), (np.float64, np.float64), (np.int64, np.float64)]
+)
+def test_output_dtype(dtype, expected):
+    X = (X0 * 10).astype(dtype)
+    Z = canonicalize_set(X)
+    assert Z.dtype == expected
+    assert_allclose(Z, canonicalize_set(X.astype(np.float64)), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        pytest.param(lambda X: X + np.arange(X.shape[1]) * 10.0 - 3.0, id="translation"),
+        pytest.param(lambda X: X * 1e-3, id="global-scale-small"),
+        pytest.param(lambda X: X * 7e4, id="global-scale-large"),
+        pytest.param(lambda X: X * np.array([1e-2, 3.0, -1.0, 50.0, -0.2, 1e3]), id="per-column-scale-and-sign"),
+        pytest.param(lambda X: X[:, [3, 0, 5, 1, 4, 2]], id="column-permutation"),
+        pytest.param(lambda X: np.hstack([X, np.zeros((len(X), 20))]), id="zero-padding"),
+        pytest.param(lambda X: np.hstack([np.full((len(X), 2), 4.2), X, np.zeros((len(X), 1))]), id="constant-columns"),
+        pytest.param(lambda X: -X, id="negation"),
+    ],
+)
+def test_invariances(transform):
+    assert_allclose(canonicalize_set(transform(X0.copy())), Z0, atol=1e-8)
+
+
+def test_huge_and_tiny_values_do_not_overflow():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_allclose(canonicalize_set(X0 * 1e300), Z0, atol=1e-8)
+        assert_allclose(canonicalize_set(X0 * 1e-300), Z0, atol=1e-8)
+
+
+def test_row_permutation_equivariance():
+    perm = np.random.default_rng(3).permutation(len(X0))
+    assert_allclose(canonicalize_set(X0[perm]), Z0[perm], atol=1e-6)
+
+
+def test_deterministic():
+    assert np.array_equal(canonicalize_set(X0), canonicalize_set(X0.copy()))
+
+
+def test_positive_skewness_orientation():
+    third = np.sum(Z0[:, :6] ** 3, axis=0)
+    assert np.all(third > 0)
+
+
+def _flipped_svd(svd):
+    def flipped(a, *args, **kwargs):
+        U, s, Vt = svd(a, *args, **kwargs)
+        signs = np.where(np.arange(len(s)) % 2 == 0, -1.0, 1.0)
+        return U * signs, s, Vt * signs[:, None]
+
+    return flipped
+
+
+def test_independent_of_svd_sign_convention(monkeypatch):
+    monkeypatch.setattr(np.linalg, "svd", _flipped_svd(np.linalg.svd))
+    assert np.array_equal(canonicalize_set(X0), Z0)
+
+
+def test_symmetric_axis_tie_break(monkeypatch):
+    # Zero third moment (b + c = 3.5 and b^3 + c^3 = 27.875 cancel -3, -1 and 0.5) but lopsided extremes: the
+    # farthest point (c ~ 3.03 > 3) must come out on the positive side, whatever the SVD's sign.
+    b, c = sorted(np.roots([1.0, -3.5, (42.875 - 27.875) / 10.5]))
+    values = np.array([-3.0, -1.0, 0.5, b, c])[:, None]
+    assert abs(np.sum((values - values.mean()) ** 3)) < 1e-10 and c > 3.0
+    Z = canonicalize_set(values)
+    assert Z[4, 0] > 0 and Z[0, 0] < 0
+    assert_allclose(canonicalize_set(-values), Z, atol=1e-12)
+    monkeypatch.setattr(np.linalg, "svd", _flipped_svd(np.linalg.svd))
+    assert_allclose(canonicalize_set(values), Z, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "X", [np.array([[1.0, -2.0, 3.0]]), np.full((7, 3), 5.5), np.zeros((4, 2)), np.array([[1e300], [1e300]])]
+)
+def test_one_point_and_constant_sets_give_zeros_without_warnings(X):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Z = canonicalize_set(X, n_components=5)
+    assert Z.shape == (len(X), 5)
+    assert np.all(Z == 0)
+
+
+@pytest.mark.parametrize(
+    "X, match",
+    [
+        (np.array([[1.0, np.nan], [2.0, 3.0]]), "NaN"),
+        (np.array([[1.0, np.inf], [2.0, 3.0]]), "infinity"),
+        (np.arange(5.0), "2D"),
+        (np.zeros((2, 3, 4)), "dim"),
+        (np.zeros((0, 3)), "sample"),
+        (np.zeros((3, 0)), "feature"),
+    ],
+)
+def test_bad_input_raises(X, match):
+    with pytest.raises(ValueError, match=match):
+        canonicalize_set(X)
+
+
+@pytest.mark.parametrize("n_components", [0, -1, 1.5, True, "16"])
+def test_bad_n_components_raises(n_components):
+    with pytest.raises(ValueError, match="n_components"):
+        canonicalize_set(X0, n_components=n_components)
+
+
+def test_transformer_matches_function_and_is_stateless():
+    est = SetCanonicalizer(n_components=8)
+    Z = est.fit_transform(X0)
+    assert_allclose(Z, canonicalize_set(X0, n_components=8))
+    assert est.n_features_in_ == X0.shape[1]
+    # Fit learns nothing: a fitted instance transforms another set as the function does.
+    other = _skewed_set(n=50, seed=5)
+    assert_allclose(est.transform(other), canonicalize_set(other, n_components=8))
+    # Unfitted, any width is accepted; fitted, the width must match.
+    assert SetCanonicalizer().transform(np.hstack([X0, X0 ** 2])).shape == (len(X0), 16)
+    with pytest.raises(ValueError, match="features"):
+        est.transform(X0[:, :3])
+    assert list(est.get_feature_names_out()) == [f"setcanonicalizer{i}" for i in range(8)]
+    assert est.__sklearn_tags__().requires_fit is False
+
+
+def test_transformer_parameter_validation_and_pandas_output():
+    with pytest.raises(InvalidParameterError, match="n_components"):
+        SetCanonicalizer(n_components=0).fit(X0)
+    with pytest.raises(InvalidParameterError, match="n_components"):
+        SetCanonicalizer(n_components=0).transform(X0)
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(X0, columns=[f"f{i}" for i in range(X0.shape[1])])
+    out = make_pipeline(SetCanonicalizer(n_components=4)).set_output(transform="pandas").fit_transform(frame)
+    assert list(out.columns) == [f"setcanonicalizer{i}" for i in range(4)]
+    assert_allclose(out.to_numpy(), Z0[:, :4] / np.sqrt(np.mean(np.sum(Z0[:, :4] ** 2, axis=1))))

@@ -1,0 +1,288 @@
+"""Synthetic clustering sets: shapes, labels, noise semantics, seeds, padding, bad parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from scipy.spatial.distance import pdist
+
+from skabc.datasets import (
+    FAMILY_WEIGHTS,
+    add_background_noise,
+    embed_in_dimensions,
+    make_blobs_set,
+    make_clustering_sets,
+    make_curves_set,
+    make_moons_set,
+    make_rings_set,
+)
+from skabc.preprocessing import canonicalize_set
+
+GENERATORS = [
+    (make_blobs_set, "n_clusters"),
+    (make_rings_set, "n_rings"),
+    (make_moons_set, "n_moons"),
+    (make_curves_set, "n_curves"),
+]
+
+
+@pytest.mark.parametrize("make, count", GENERATORS)
+@pytest.mark.parametrize("n_features", [2, 7])
+def test_single_set_shapes_and_label_counts(make, count, n_features):
+    X, y = make(150, **{count: 4}, n_features=n_features, random_state=0)
+    assert X.shape == (150, n_features) and X.dtype == np.float64
+    assert y.shape == (150,) and y.dtype == np.int64
+    assert np.array_equal(np.unique(y), np.arange(4))
+    assert np.all(np.isfinite(X))
+    # Blobs fill their dimensions; planar shapes span a random plane, plus the others with embed_noise.
+    planar = make is not make_blobs_set
+    assert np.linalg.matrix_rank(X - X.mean(axis=0)) == (2 if planar else n_features)
+    if planar:
+        X, _ = make(150, **{count: 4}, n_features=n_features, embed_noise=0.01, random_state=0)
+        assert np.linalg.matrix_rank(X - X.mean(axis=0)) == n_features
+
+
+@pytest.mark.parametrize("make, count", GENERATORS)
+def test_single_set_seeded(make, count):
+    X1, y1 = make(80, **{count: 3}, random_state=7)
+    X2, y2 = make(80, **{count: 3}, random_state=7)
+    X3, _ = make(80, **{count: 3}, random_state=8)
+    assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
+    assert not np.allclose(X1, X3)
+
+
+@pytest.mark.parametrize("make, count", GENERATORS)
+def test_noise_points_are_singletons(make, count):
+    X, y = make(200, **{count: 3}, noise_fraction=0.1, random_state=1)
+    assert X.shape[0] == 200
+    labels, sizes = np.unique(y, return_counts=True)
+    noise = labels >= 3
+    assert noise.sum() == 20
+    assert np.all(sizes[noise] == 1)
+    assert np.array_equal(labels[~noise], np.arange(3))
+    assert np.array_equal(labels[noise], np.arange(3, 23))
+
+
+def test_blobs_one_dimension_and_weights():
+    X, y = make_blobs_set(1000, n_clusters=3, n_features=1, weights=[8, 1, 1], random_state=0)
+    assert X.shape == (1000, 1)
+    sizes = np.bincount(y)
+    assert sizes[0] > 700 and sizes[1] < 200 and sizes[2] < 200
+
+
+def test_blobs_min_separation():
+    X, y = make_blobs_set(900, n_clusters=6, n_features=2, cluster_std=1.0, anisotropy=1.0, imbalance=0.0,
+                          min_separation=4.0, random_state=0)
+    centroids = np.array([X[y == c].mean(axis=0) for c in range(6)])
+    # Centres at least 4 * (1 + 1) apart; centroids of ~150 points are within ~0.2 of them.
+    assert pdist(centroids).min() > 7.5
+
+
+def test_blobs_varying_density_and_anisotropy():
+    X, y = make_blobs_set(1000, n_clusters=5, n_features=3, cluster_std=(0.1, 10.0), anisotropy=1.0,
+                          imbalance=0.0, random_state=0)
+    spreads = np.array([X[y == c].std(axis=0).mean() for c in range(5)])
+    assert spreads.max() / spreads.min() > 5
+    X, y = make_blobs_set(4000, n_clusters=1, n_features=4, cluster_std=2.0, anisotropy=10.0, random_state=0)
+    axes = np.sqrt(np.linalg.eigvalsh(np.cov(X.T)))
+    assert 8 < axes.max() / axes.min() < 12
+    assert 1.7 < np.exp(np.log(axes).mean()) < 2.3  # geometric mean of the axis spreads: cluster_std
+    X, y = make_blobs_set(2000, n_clusters=1, n_features=4, cluster_std=1.0, anisotropy=1.0, random_state=0)
+    axes = np.sqrt(np.linalg.eigvalsh(np.cov(X.T)))
+    assert axes.max() / axes.min() < 1.3
+
+
+def test_concentric_rings_share_a_centre():
+    X, y = make_rings_set(300, n_rings=3, layout="concentric", noise=0.0, radius_range=(0.3, 1.0), random_state=0)
+    radius = np.linalg.norm(X, axis=1)
+    per_ring = [radius[y == c] for c in range(3)]
+    assert all(np.ptp(r) < 1e-9 for r in per_ring)
+    assert 0.3 <= per_ring[0][0] < per_ring[1][0] < per_ring[2][0] <= 1.0
+
+
+def _circle_radius(P):
+    """Radius of the least-squares circle through 2-D points."""
+    A = np.column_stack([2 * P, np.ones(len(P))])
+    (a, b, c), *_ = np.linalg.lstsq(A, (P**2).sum(axis=1), rcond=None)
+    return np.sqrt(c + a**2 + b**2)
+
+
+def test_moons_are_unit_half_circles():
+    X, y = make_moons_set(400, n_moons=3, noise=0.0, random_state=0)
+    for c in range(3):
+        assert_allclose(_circle_radius(X[y == c]), 1.0, rtol=1e-9)
+        # A half circle (+- arc_jitter): the farthest two points are nearly a diameter apart.
+        assert 1.7 < pdist(X[y == c]).max() <= 2.0 + 1e-9
+
+
+def test_curves_kinds():
+    X, y = make_curves_set(300, n_curves=2, kinds=("arc",), noise=0.0, random_state=0)
+    for c in range(2):
+        radius = _circle_radius(X[y == c])
+        assert 0.3 - 1e-9 <= radius <= 1.0 + 1e-9
+    X, y = make_curves_set(300, n_curves=2, kinds="sine", noise=0.0, random_state=0)
+    # A sine wave is not a circle: the residuals of a circle fit are large.
+    P = X[y == 0]
+    A = np.column_stack([2 * P, np.ones(len(P))])
+    residual = np.linalg.lstsq(A, (P**2).sum(axis=1), rcond=None)[1]
+    assert residual.size == 0 or residual[0] > 1e-3
+    X, y = make_curves_set(200, n_curves=2, kinds=["spiral"], n_features=5, random_state=0)
+    assert X.shape == (200, 5) and set(np.unique(y)) == {0, 1}
+
+
+def test_embed_in_dimensions():
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    E = embed_in_dimensions(X, 10, random_state=0)
+    assert E.shape == (60, 10)
+    assert_allclose(pdist(E), pdist(X), rtol=1e-10)
+    # Noise only in the orthogonal directions: distances can only grow, and the structure's plane stays exact.
+    N = embed_in_dimensions(X, 10, noise_std=0.1, random_state=0)
+    assert np.all(pdist(N) >= pdist(X) - 1e-10)
+    assert not np.allclose(pdist(N), pdist(X))
+    assert np.array_equal(embed_in_dimensions(X, 10, noise_std=0.1, random_state=0), N)
+    same = embed_in_dimensions(X, 2, noise_std=0.5, random_state=1)
+    assert_allclose(pdist(same), pdist(X), rtol=1e-10)
+    with pytest.raises(ValueError, match="smaller than the 2 columns"):
+        embed_in_dimensions(X, 1)
+
+
+def test_add_background_noise():
+    X, y = make_blobs_set(90, n_clusters=3, random_state=0)
+    X = np.hstack([X, np.zeros((90, 1))])
+    Xn, yn = add_background_noise(X, y, fraction=0.25, random_state=0)
+    n_noise = round(0.25 * 90 / 0.75)
+    assert Xn.shape == (90 + n_noise, 3) and yn.shape == (90 + n_noise,)
+    assert np.array_equal(Xn[:90], X) and np.array_equal(yn[:90], y)
+    assert np.array_equal(yn[90:], np.arange(3, 3 + n_noise))
+    extent = X.max(axis=0) - X.min(axis=0)
+    assert np.all(Xn[90:] >= X.min(axis=0) - 0.1 * extent) and np.all(Xn[90:] <= X.max(axis=0) + 0.1 * extent)
+    assert np.all(Xn[:, 2] == 0)
+    X0, y0 = add_background_noise(X, y, fraction=0.0)
+    assert np.array_equal(X0, X) and np.array_equal(y0, y)
+
+
+def _sets(X, y, groups):
+    return [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
+
+
+def test_clustering_sets_shapes_groups_labels():
+    X, y, groups = make_clustering_sets(n_sets=40, set_size=(30, 60), n_features=(1, 12), random_state=0)
+    assert X.dtype == np.float32 and y.dtype == np.int64 and groups.dtype == np.int64
+    assert X.shape[0] == y.shape[0] == groups.shape[0]
+    assert np.array_equal(np.unique(groups), np.arange(40))
+    assert np.all(np.diff(groups) >= 0)  # set after set
+    sizes = np.bincount(groups)
+    assert sizes.min() >= 30 and sizes.max() <= 60
+    # Labels never shared between sets.
+    for label in np.unique(y):
+        assert len(np.unique(groups[y == label])) == 1
+    # Each set's non-zero columns are a prefix of the columns: the rest is exact zero padding.
+    widths = []
+    for xs, _ in _sets(X, y, groups):
+        used = np.any(xs != 0, axis=0)
+        width = int(used.sum())
+        assert np.all(used[:width]) and not np.any(used[width:])
+        widths.append(width)
+    assert 1 <= min(widths) and max(widths) == X.shape[1] <= 12
+    assert len(set(widths)) > 3
+
+
+def test_clustering_sets_seeded():
+    first = make_clustering_sets(n_sets=20, set_size=(20, 40), n_features=(1, 30), random_state=3)
+    second = make_clustering_sets(n_sets=20, set_size=(20, 40), n_features=(1, 30), random_state=3)
+    other = make_clustering_sets(n_sets=20, set_size=(20, 40), n_features=(1, 30), random_state=4)
+    for a, b in zip(first, second, strict=True):
+        assert np.array_equal(a, b)
+    assert first[0].shape != other[0].shape or not np.array_equal(first[0], other[0])
+
+
+def test_clustering_sets_width_and_dimensions():
+    X, y, groups = make_clustering_sets(n_sets=30, set_size=50, n_features=(3, 7), max_features=10, random_state=0)
+    assert X.shape == (1500, 10)
+    assert np.all(X[:, 7:] == 0)
+    for xs, _ in _sets(X, y, groups):
+        assert 3 <= np.any(xs != 0, axis=0).sum() <= 7
+    X, _, _ = make_clustering_sets(n_sets=20, set_size=40, n_features=1, random_state=0)
+    assert X.shape == (800, 1) and np.all(X[:, 0] != 0)
+    X, _, _ = make_clustering_sets(n_sets=10, set_size=40, n_features=5, dtype=np.float64, random_state=0)
+    assert X.shape == (400, 5) and X.dtype == np.float64
+
+
+def test_clustering_sets_max_clusters_and_noise():
+    X, y, groups = make_clustering_sets(n_sets=60, set_size=(100, 150), n_features=(2, 6), max_clusters=4,
+                                        noise_probability=0.0, random_state=0)
+    counts = [len(np.unique(ys)) for _, ys in _sets(X, y, groups)]
+    assert max(counts) <= 4 and min(counts) >= 1 and len(set(counts)) == 4
+    X, y, groups = make_clustering_sets(n_sets=20, set_size=200, families={"blobs": 1.0}, max_clusters=3,
+                                        noise_probability=1.0, noise_fraction=0.1, random_state=0)
+    for _, ys in _sets(X, y, groups):
+        sizes = np.unique(ys, return_counts=True)[1]
+        assert np.sum(sizes == 1) >= 20  # the 20 noise points, each alone
+        assert np.sum(sizes > 1) <= 3
+
+
+def test_uniform_family_is_one_cluster():
+    X, y, groups = make_clustering_sets(n_sets=10, set_size=(50, 80), families=["uniform"], noise_probability=1.0,
+                                        random_state=0)
+    for _, ys in _sets(X, y, groups):
+        assert len(np.unique(ys)) == 1 and len(ys) >= 50
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_WEIGHTS))
+def test_every_family_generates(family):
+    X, y, groups = make_clustering_sets(n_sets=8, set_size=(40, 80), families=family, n_features=(1, 20),
+                                        random_state=0)
+    assert np.all(np.isfinite(X)) and len(np.unique(groups)) == 8
+    for xs, ys in _sets(X, y, groups):
+        if family != "uniform":
+            assert len(np.unique(ys)) >= 1
+        if family in ("rings", "moons", "curves", "mixed"):
+            assert np.any(xs != 0, axis=0).sum() >= 2
+        # The padded set canonicalises like the unpadded one.
+        width = int(np.any(xs != 0, axis=0).sum())
+        assert_allclose(canonicalize_set(xs), canonicalize_set(xs[:, :width]), atol=1e-5)
+
+
+def test_family_weights_sum_to_one():
+    assert sum(FAMILY_WEIGHTS.values()) == pytest.approx(1.0)
+    assert FAMILY_WEIGHTS["blobs"] + FAMILY_WEIGHTS["densities"] == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: make_blobs_set(0), "n_samples must be an integer >= 1"),
+        (lambda: make_blobs_set(10, n_clusters=0), "n_clusters must be an integer >= 1"),
+        (lambda: make_blobs_set(3, n_clusters=5), "fewer than n_clusters=5"),
+        (lambda: make_blobs_set(10, n_clusters=2, noise_fraction=0.9), "fewer than n_clusters=2"),
+        (lambda: make_blobs_set(10, cluster_std=(2.0, 1.0)), "cluster_std must satisfy low <= high"),
+        (lambda: make_blobs_set(10, cluster_std=0.0), "cluster_std must be positive"),
+        (lambda: make_blobs_set(10, anisotropy=0.5), "anisotropy must be a finite number >= 1.0"),
+        (lambda: make_blobs_set(10, anisotropy=(3.0, 2.0)), "anisotropy must satisfy low <= high"),
+        (lambda: make_blobs_set(10, n_clusters=2, weights=[1, 2, 3]), "weights must be 2 positive"),
+        (lambda: make_blobs_set(10, noise_fraction=1.0), "noise_fraction must be a finite number"),
+        (lambda: make_rings_set(10, n_features=1), "n_features must be an integer >= 2"),
+        (lambda: make_rings_set(10, layout="spiral"), "layout must be one of"),
+        (lambda: make_moons_set(10, noise=-1.0), "noise must be a finite number >= 0"),
+        (lambda: make_curves_set(10, kinds=("arc", "zigzag")), "kinds must be a non-empty sequence"),
+        (lambda: make_curves_set(10, kinds=()), "kinds must be a non-empty sequence"),
+        (lambda: add_background_noise(np.zeros((3, 2)), [0.5, 1, 2]), "integer labels"),
+        (lambda: add_background_noise(np.zeros((3, 2)), [0, 1, 2], fraction=1.0), "fraction must be"),
+        (lambda: embed_in_dimensions(np.zeros(3), 4), "2-D array"),
+        (lambda: make_clustering_sets(0), "n_sets must be an integer >= 1"),
+        (lambda: make_clustering_sets(2, set_size=(50, 10)), "set_size must satisfy low <= high"),
+        (lambda: make_clustering_sets(2, n_features=(0, 5)), "n_features must be an integer >= 1"),
+        (lambda: make_clustering_sets(2, n_features=(2, 50), max_features=20), "max_features=20 is smaller"),
+        (lambda: make_clustering_sets(2, families={"blobs": 1, "galaxies": 1}), "families must name some of"),
+        (lambda: make_clustering_sets(2, families={"blobs": 0}), "families needs a positive weight"),
+        (lambda: make_clustering_sets(2, families={"blobs": -1}), "must be a finite number >= 0"),
+        (lambda: make_clustering_sets(2, noise_fraction=(0.1, 1.0)), "noise_fraction must be below 1"),
+        (lambda: make_clustering_sets(2, noise_probability=2.0), "noise_probability must be"),
+        (lambda: make_clustering_sets(2, dtype=np.int32), "dtype must be a floating-point type"),
+        (lambda: make_clustering_sets(2, max_clusters=0), "max_clusters must be an integer >= 1"),
+    ],
+)
+def test_bad_parameters_raise(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
