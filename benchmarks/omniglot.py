@@ -2,6 +2,8 @@
 
 Usage
 -----
+Pass ``--data-home DIR`` (the folder of the two official zips) or set ``$SKABC_DATA``.
+
 python benchmarks/omniglot.py --train            # all stages; run again to resume after a stop
 python benchmarks/omniglot.py --train --stage 1  # only the CNN (or 2: set encoder, 3: assemble)
 python benchmarks/omniglot.py --select           # model selection on held-out background alphabets
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import platform
 import sys
 import time
 from pathlib import Path
@@ -49,7 +52,8 @@ from skabc.nn import conv4_backbone
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "benchmarks" / ".checkpoints" / "omniglot"
-DATA_HOME = ROOT.parent / "shared" / "data" / "omniglot"
+# Where the archives are: --data-home, else load_omniglot's search ($SKABC_DATA, ~/skabc_data).
+DATA_HOME = None
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs"
 
@@ -313,16 +317,188 @@ def select(n_per_alphabet: int = 100, seed: int = 7) -> None:
         print(f"{name:32s} NMI {np.mean(values):.4f} +- {np.std(values) / np.sqrt(len(values)):.4f}{err}")
 
 
+EVAL_SEED, EVAL_SETS_PER_ALPHABET = 20201, 50
+
+
+def _evaluate_alphabet(model_params: dict, images: np.ndarray, feats: np.ndarray, target: np.ndarray,
+                       alphabet: np.ndarray, a: int, n_sets: int) -> dict:
+    """All tasks on one evaluation alphabet; returns lists of per-set scores."""
+    from sklearn.metrics import adjusted_rand_score as ari
+    from sklearn.metrics import normalized_mutual_info_score as nmi
+
+    from skabc.pretrained import load_clustering
+
+    torch.set_num_threads(1)
+    out: dict[str, list] = {}
+
+    def record(key, truth, labels):
+        out.setdefault(f"{key}/nmi", []).append(nmi(truth, labels))
+        out.setdefault(f"{key}/ari", []).append(ari(truth, labels))
+
+    for task, fixed_k in (("variable", None), ("k20", 20)):
+        for i, (_, rows, truth) in enumerate(draw_sets(target, alphabet, [a], n_sets, EVAL_SEED, fixed_k)):
+            k = len(np.unique(truth))
+            seed = i
+            if task == "variable":
+                model = load_clustering("omniglot", random_state=seed, **model_params)
+                labels = model.fit_predict(images[rows])
+                record("abc/unknown", truth, labels)
+                out.setdefault("k_true", []).append(k)
+                out.setdefault("k_hat", []).append(model.n_clusters_)
+            model = load_clustering("omniglot", n_clusters=k, random_state=seed, **model_params)
+            record(f"abc/{'known' if task == 'variable' else 'k20'}", truth, model.fit_predict(images[rows]))
+            for name, labels in baselines(feats[rows], k, seed).items():
+                record(f"{name}/{'known' if task == 'variable' else 'k20'}", truth, labels)
+    return out
+
+
+REPRODUCE_KEYS = ("abc/unknown/nmi", "abc/known/nmi", "abc/k20/nmi", "kmeans/known/nmi")
+
+
+def reproduce(data_home=None, n_sets: int = 3) -> dict[str, list[float]]:
+    """Per-set scores of the first ``n_sets`` sets of every task on the first evaluation alphabet.
+
+    Stored in the results JSON; ``tests/test_pretrained.py`` recomputes them
+    from a fresh install and requires equality.
+    """
+    from skabc.pretrained import load
+
+    kernel = load("omniglot", device="cpu")
+    data = load_omniglot("evaluation", image_size=28, data_home=data_home)
+    feats = embed(kernel.module_.embedder.backbone.eval(), data.images)
+    scores = _evaluate_alphabet({}, data.data, feats, data.target, data.alphabet, 0, n_sets)
+    return {key: [float(v) for v in scores[key]] for key in REPRODUCE_KEYS}
+
+
+def evaluate(n_sets: int = EVAL_SETS_PER_ALPHABET, n_jobs: int = 2) -> None:
+    """Table 4 of the paper on the 20 evaluation alphabets, from the shipped weights."""
+    from joblib import Parallel, delayed
+
+    from skabc.pretrained import load
+
+    start = time.perf_counter()
+    kernel = load("omniglot", device="cpu")
+    data = load_omniglot("evaluation", image_size=28, data_home=DATA_HOME)
+    feats = embed(kernel.module_.embedder.backbone.eval(), data.images)
+    alphabets = range(len(data.alphabet_names))
+    per_alphabet = Parallel(n_jobs=n_jobs)(
+        delayed(_evaluate_alphabet)({}, data.data, feats, data.target, data.alphabet, a, n_sets) for a in alphabets
+    )
+    seconds = time.perf_counter() - start
+    write_results(data.alphabet_names, per_alphabet, n_sets, seconds, reproduce(DATA_HOME))
+
+
+def _mean(values) -> float:
+    return float(np.mean(values))
+
+
+def write_results(names, per_alphabet: list[dict], n_sets: int, seconds: float, check: dict) -> None:
+    keys = sorted(per_alphabet[0])
+    rows = {}
+    for name, scores in zip(names, per_alphabet, strict=True):
+        row = {key: _mean(v) for key, v in scores.items() if key not in ("k_true", "k_hat")}
+        row["k_abs_error"] = _mean(np.abs(np.array(scores["k_hat"]) - np.array(scores["k_true"])))
+        row["k_hat_mean"] = _mean(scores["k_hat"])
+        row["k_true_mean"] = _mean(scores["k_true"])
+        rows[str(name)] = row
+    mean = {key: _mean([r[key] for r in rows.values()]) for key in next(iter(rows.values()))}
+    stage1 = load_file_metadata(CHECKPOINTS / "stage1_cnn.safetensors")
+    result = {
+        "benchmark": "omniglot",
+        "command": "python benchmarks/omniglot.py --eval",
+        "protocol": f"20 evaluation alphabets x {n_sets} sets of 100 images per task; variable k uniform in "
+                    "[5, characters of the alphabet], and k = 20",
+        "eval_seed": EVAL_SEED,
+        "seconds": seconds,
+        "training_cpu_minutes": training_cpu_minutes(),
+        "stage1": stage1,
+        "stage2": {k: (list(v) if isinstance(v, tuple) else v) for k, v in STAGE2.items()},
+        "split": {k: v.tolist() for k, v in background_split().items()},
+        "mean": mean,
+        "per_alphabet": rows,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "keys": keys,
+        "reproduce": check,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "omniglot.json").write_text(json.dumps(result, indent=1))
+    (DOCS / "omniglot_results.md").write_text(markdown(result))
+    print(markdown(result))
+
+
+def training_cpu_minutes() -> dict:
+    stage1 = float(load_file_metadata(CHECKPOINTS / "stage1_cnn.safetensors").get("cpu_seconds", "nan"))
+    stage2_file = CHECKPOINTS / "stage2_time.json"
+    stage2 = json.loads(stage2_file.read_text())["wall_seconds"] if stage2_file.exists() else float("nan")
+    return {"stage1_cnn": stage1 / 60, "stage2_set_encoder": stage2 / 60}
+
+
+def load_file_metadata(path: Path) -> dict:
+    from safetensors import safe_open
+
+    if not path.exists():
+        return {}
+    with safe_open(str(path), framework="pt") as f:
+        return dict(f.metadata() or {})
+
+
+def markdown(result: dict) -> str:
+    rows, mean = result["per_alphabet"], result["mean"]
+
+    def table(title: str, columns: list[tuple[str, str]], extra=None) -> list[str]:
+        head = "| Alphabet | " + " | ".join(c for c, _ in columns) + (" | " + extra[0] if extra else "") + " |"
+        lines = [f"### {title}", "", head, "|---|" + "---:|" * (len(columns) + (1 if extra else 0))]
+        for name, row in [*rows.items(), ("**mean**", mean)]:
+            cells = [f"{row[key]:.4f}" for _, key in columns]
+            if extra:
+                cells.append(extra[1](row))
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        return [*lines, ""]
+
+    k_err = ("k_hat / k (mean abs. error)", lambda r: f"{r['k_hat_mean']:.1f} / {r['k_true_mean']:.1f} "
+                                                     f"({r['k_abs_error']:.2f})")
+    t = result["training_cpu_minutes"]
+    out = [
+        "# Omniglot results",
+        "",
+        f"Measured by `{result['command']}` on the shipped weights `skabc.pretrained.load('omniglot')` "
+        f"({result['protocol']}; evaluation seed {result['eval_seed']}; {result['seconds'] / 60:.1f} min). "
+        "The 20 evaluation alphabets were never used for training or model selection.",
+        "",
+        f"Training: stage 1 (conv4 CNN classifier) {t['stage1_cnn']:.1f} CPU-min, stage 2 (set encoder on "
+        f"frozen embeddings) {t['stage2_set_encoder']:.1f} min wall on one thread.",
+        "",
+        "Paper (Table 2, ABC multiplicative): NMI 0.874 (k unknown), 0.893 (k known), 0.884 (k = 20).",
+        "",
+    ]
+    out += table("ABC, NMI (the paper's Table 4)", [("k unknown", "abc/unknown/nmi"), ("k known", "abc/known/nmi"),
+                                                    ("k = 20", "abc/k20/nmi")], k_err)
+    out += table("ABC, ARI", [("k unknown", "abc/unknown/ari"), ("k known", "abc/known/ari"),
+                              ("k = 20", "abc/k20/ari")])
+    out += table("Context-free baselines on the same CNN embeddings, given the true k, NMI",
+                 [("KMeans k known", "kmeans/known/nmi"), ("KMeans k = 20", "kmeans/k20/nmi"),
+                  ("Spectral rbf k known", "spectral_rbf/known/nmi"), ("Spectral rbf k = 20", "spectral_rbf/k20/nmi"),
+                  ("Spectral kNN k known", "spectral_knn/known/nmi"), ("Spectral kNN k = 20", "spectral_knn/k20/nmi")])
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", action="store_true")
     parser.add_argument("--stage", type=int, choices=[1, 2, 3])
     parser.add_argument("--select", action="store_true", help="model selection on validation alphabets")
+    parser.add_argument("--eval", action="store_true", help="Table 4 on the evaluation alphabets")
+    parser.add_argument("--sets", type=int, default=EVAL_SETS_PER_ALPHABET, help="sets per alphabet and task")
+    parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--data-home", help="folder holding images_background.zip and images_evaluation.zip")
     parser.add_argument("--checkpoint-minutes", type=float, default=2.0)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     tune_allocator()
+    global DATA_HOME
+    DATA_HOME = args.data_home
     if args.train:
         if args.stage in (None, 1):
             train_stage1(args.checkpoint_minutes)
@@ -332,6 +508,8 @@ def main(argv=None) -> int:
             assemble()
     if args.select:
         select()
+    if args.eval:
+        evaluate(args.sets, args.jobs)
     return 0
 
 

@@ -15,7 +15,7 @@ import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from skorch import NeuralNet
 from skorch.callbacks import Callback, Checkpoint, GradientNormClipping, ProgressBar
 from torch import nn
@@ -29,6 +29,7 @@ from .nn.embedders import EMBEDDERS
 from .nn.heads import COMPAT_FUNCTIONS
 from .nn.loss import SameClusterBCELoss
 from .nn.model import ABCNet
+from .preprocessing import canonicalize_set
 from .sampling import (
     ClusterSetSampler,
     SampledSetsDataset,
@@ -161,6 +162,14 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         Layer-norm placement in the blocks (``'post'`` is the Set Transformer's).
     dropout : float, default=0.0
         Dropout inside the blocks.
+    canonical_features : int, default=None
+        If set, every set is first mapped to this many canonical coordinates
+        by :func:`skabc.preprocessing.canonicalize_set` (standardised,
+        rotated to principal axes, sign-fixed, truncated or zero-padded,
+        scaled to unit RMS radius), in training and at inference alike.  The
+        kernel then accepts sets of any number of features and is invariant
+        to translation and scaling of the features (the shipped generic
+        kernel uses 16).
     embedder : {'mlp', 'conv4'}, nn.Module or callable, default=None
         Row-wise input embedder.  ``None`` or ``'mlp'``: an MLP;
         ``'conv4'``: the paper's four-block CNN for square single-channel
@@ -190,6 +199,11 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         AdamW weight decay.
     pos_weight : float or 'balanced', default=None
         Weight of same-cluster cells in the loss.
+    warm_start : bool, default=False
+        If true and the kernel is already fitted, ``fit`` starts from the
+        current weights (fine-tuning, e.g. from a shipped pretrained kernel)
+        instead of a fresh initialisation; the optimizer and learning-rate
+        schedule start afresh.  The architecture parameters must not change.
     checkpoint_dir : str or path, default=None
         If set, weights, optimizer state and history are saved there after
         every epoch, and a fit that finds a checkpoint of the same
@@ -253,6 +267,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         "d_model": [Interval(Integral, 1, None, closed="left")],
         "layer_norm": [StrOptions({"pre", "post"})],
         "dropout": [Interval(Real, 0, 1, closed="left")],
+        "canonical_features": [Interval(Integral, 1, None, closed="left"), None],
         "embedder": [StrOptions(set(EMBEDDERS)), nn.Module, callable, None],
         "set_size": ["array-like", Interval(Integral, 2, None, closed="left")],
         "clusters_per_set": ["array-like", Interval(Integral, 1, None, closed="left"), None],
@@ -262,6 +277,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         "lr": [Interval(Real, 0, None, closed="neither")],
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "pos_weight": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"}), None],
+        "warm_start": ["boolean"],
         "checkpoint_dir": [str, os.PathLike, None],
         "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
         "affinity_mode": [StrOptions({"auto", "dense", "sparse"})],
@@ -286,6 +302,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         d_model=64,
         layer_norm="pre",
         dropout=0.0,
+        canonical_features=None,
         embedder=None,
         set_size=(50, 200),
         clusters_per_set=None,
@@ -295,6 +312,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         lr=1e-3,
         weight_decay=0.0,
         pos_weight=None,
+        warm_start=False,
         checkpoint_dir=None,
         checkpoint_every=1,
         affinity_mode="auto",
@@ -316,6 +334,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         self.d_model = d_model
         self.layer_norm = layer_norm
         self.dropout = dropout
+        self.canonical_features = canonical_features
         self.embedder = embedder
         self.set_size = set_size
         self.clusters_per_set = clusters_per_set
@@ -325,6 +344,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         self.lr = lr
         self.weight_decay = weight_decay
         self.pos_weight = pos_weight
+        self.warm_start = warm_start
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every = checkpoint_every
         self.affinity_mode = affinity_mode
@@ -357,6 +377,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             raise ValueError(
                 "ContextualKernel requires y to be passed, but the target y is None: it learns from cluster labels."
             )
+        previous = self.module_.state_dict() if (self.warm_start and hasattr(self, "module_")) else None
         X = check_magnitude(validate_data(self, X, dtype=np.float32, ensure_min_samples=2))
         labels = encode_labels(y, X.shape[0])
         group_codes = encode_groups(groups, X.shape[0])
@@ -372,11 +393,13 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         n_sets = self._n_sets_per_epoch(n_labelled, set_size)
         steps = self.max_epochs * math.ceil(n_sets / self.batch_size)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        dataset = SampledSetsDataset(X, sampler, n_sets, self.batch_size, seed)
+        dataset = SampledSetsDataset(X, sampler, n_sets, self.batch_size, seed, set_transform=self._set_transform())
 
         with seeded_torch(seed, device):
             self.net_ = self._make_net(self._build_module(X.shape[1]), device, steps)
             self.net_.initialize()
+            if previous is not None:
+                self._load_warm_start(previous)
             done = self._resume_from_checkpoint()
             if done < self.max_epochs:
                 # partial_fit keeps the (possibly restored) state and turns Ctrl-C into a clean stop.
@@ -391,6 +414,21 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         self.module_.eval()
         self.n_training_sets_ = n_sets * sum("train_loss" in row for row in self.net_.history)
         return self
+
+    def _load_warm_start(self, state: dict) -> None:
+        try:
+            self.net_.module_.load_state_dict(state, strict=True)
+        except RuntimeError as exc:
+            raise ValueError(
+                "warm_start=True needs the same architecture as the fitted kernel (n_blocks, d_model, "
+                f"n_heads, attention, embedder, canonical_features, input width): {exc}"
+            ) from exc
+
+    def _set_transform(self):
+        """The per-set input map applied before the network (``None``: identity)."""
+        if self.canonical_features is None:
+            return None
+        return _Canonicalize(int(self.canonical_features))
 
     def _handle_interruption(self) -> None:
         finished = sum("train_loss" in row for row in self.net_.history)
@@ -453,6 +491,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         return int(np.clip(covering, 8 * self.batch_size, 64 * self.batch_size))
 
     def _build_module(self, n_features: int) -> ABCNet:
+        if self.canonical_features is not None:
+            n_features = int(self.canonical_features)
         embedder = self.embedder
         if isinstance(embedder, str):
             embedder = EMBEDDERS[embedder](n_features, self.d_model)
@@ -521,11 +561,17 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             (each point's ``n_neighbors`` strongest pairs) in sparse mode.
         """
         check_is_fitted(self, "module_")
-        X = check_magnitude(validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
+        X = self._validate_set(X)
         if self.uses_sparse_affinity(X.shape[0]):
             return topk_affinity(self.module_.head, self._encode(X), self.n_neighbors)
         self.check_memory(X.shape[0])
         return self._affinity(X)
+
+    def _validate_set(self, X) -> np.ndarray:
+        """Validate a set for inference; canonical kernels accept any number of features."""
+        if self.canonical_features is not None:
+            return check_magnitude(check_array(X, dtype=np.float32, ensure_min_samples=1))
+        return check_magnitude(validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
 
     def _check_training_memory(self, largest_set: int) -> None:
         """Refuse a training configuration whose per-step pair tensors would not fit.
@@ -584,6 +630,9 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         module = self.module_
         module.eval()
         device = next(module.parameters()).device
+        transform = self._set_transform()
+        if transform is not None:
+            X = transform(X)
         with torch.inference_mode():
             return module.encode(torch.as_tensor(X, device=device)[None])
 
@@ -643,12 +692,22 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         return tags
 
 
+class _Canonicalize:
+    """Picklable per-set map to canonical coordinates (float32 for the network)."""
+
+    def __init__(self, n_components: int) -> None:
+        self.n_components = n_components
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        return canonicalize_set(np.asarray(X, dtype=np.float32), self.n_components).astype(np.float32, copy=False)
+
+
 def _describe_params(estimator: BaseEstimator) -> dict:
     """JSON-ready description of an estimator's parameters (callables by qualified name)."""
 
     # Settings that do not change training: a checkpoint made under other values still resumes.
     ignored = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit", "affinity_mode",
-               "n_neighbors")
+               "n_neighbors", "warm_start")
     return {k: json_ready(v, _name_of) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
 
 

@@ -163,10 +163,15 @@ class SampledSetsDataset(Dataset):
     Set ``i`` of epoch ``e`` depends only on ``(seed, e, i)``, so training is
     reproducible whatever the loader does.  Consecutive blocks of
     ``batch_size`` sets share one drawn size, which keeps padding small.
+    ``set_transform``, when given, maps each drawn set (as a whole) before
+    it is batched, e.g. to canonical coordinates.
     """
 
-    def __init__(self, X: np.ndarray, sampler: ClusterSetSampler, n_sets: int, batch_size: int, seed: int) -> None:
+    def __init__(
+        self, X: np.ndarray, sampler: ClusterSetSampler, n_sets: int, batch_size: int, seed: int, set_transform=None
+    ) -> None:
         self.X = X
+        self.set_transform = set_transform
         self.sampler = sampler
         self.n_sets = int(n_sets)
         self.batch_size = int(batch_size)
@@ -180,7 +185,8 @@ class SampledSetsDataset(Dataset):
         size_rng = np.random.default_rng([self.seed, self.epoch, i // self.batch_size, 0])
         rng = np.random.default_rng([self.seed, self.epoch, i, 1])
         rows, labels = self.sampler.draw(rng, self.sampler.draw_set_size(size_rng))
-        return self.X[rows], labels
+        points = self.X[rows]
+        return (points if self.set_transform is None else self.set_transform(points)), labels
 
 
 def pad_sets(sets: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:

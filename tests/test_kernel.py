@@ -442,3 +442,31 @@ def test_interrupted_save_keeps_the_previous_file(tiny_kernel, tmp_path, monkeyp
         tiny_kernel.save(path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["k.safetensors"]
+
+
+def test_canonical_features_accept_any_width_and_ignore_translation_and_scale():
+
+    X, y, groups = make_blob_sets(n_sets=20, set_size=30, random_state=4)
+    X = np.hstack([X, np.zeros((len(X), 3))])  # zero padding, as for sets of mixed widths
+    kernel = ContextualKernel(**{**TINY, "canonical_features": 6}).fit(X, y, groups=groups)
+    assert kernel.module_.embedder.net[0].in_features == 6
+    A = kernel.transform(X[:30, :2])
+    np.testing.assert_allclose(kernel.transform(5.0 * X[:30, :2] - 3.0), A, atol=1e-5)
+    np.testing.assert_allclose(kernel.transform(np.hstack([X[:30, :2], np.ones((30, 7))])), A, atol=1e-5)
+    assert kernel.transform(np.random.default_rng(0).normal(size=(12, 40))).shape == (12, 12)
+    plain = ContextualKernel(**TINY).fit(X, y, groups=groups)
+    with pytest.raises(ValueError, match="features"):
+        plain.transform(X[:30, :2])
+
+
+def test_warm_start_continues_from_the_fitted_weights(blob_data):
+    X, y, groups = blob_data
+    kernel = ContextualKernel(**TINY).fit(X, y, groups=groups)
+    start = {k: v.clone() for k, v in kernel.module_.state_dict().items()}
+    cold = ContextualKernel(**{**TINY, "random_state": 1}).fit(X, y, groups=groups)
+    warm = kernel.set_params(warm_start=True, random_state=1, lr=1e-5).fit(X, y, groups=groups)
+    moved_warm = max(float((warm.module_.state_dict()[k] - v).abs().max()) for k, v in start.items())
+    moved_cold = max(float((cold.module_.state_dict()[k] - v).abs().max()) for k, v in start.items())
+    assert moved_warm < 1e-3 < moved_cold
+    with pytest.raises(ValueError, match="same architecture"):
+        kernel.set_params(d_model=32).fit(X, y, groups=groups)

@@ -1,7 +1,7 @@
 """Data generators and loaders."""
 
 from .circles import make_circles_sets
-from .omniglot import load_omniglot
+from .omniglot import load_omniglot, load_omniglot_sample
 from .synthetic import (
     FAMILY_WEIGHTS,
     add_background_noise,
@@ -18,6 +18,7 @@ __all__ = [
     "add_background_noise",
     "embed_in_dimensions",
     "load_omniglot",
+    "load_omniglot_sample",
     "make_blobs_set",
     "make_circles_sets",
     "make_clustering_sets",

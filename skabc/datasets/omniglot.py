@@ -175,3 +175,29 @@ def load_omniglot(
 def _check_subset(subset) -> None:
     if subset not in ARCHIVES:
         raise ValueError(f"subset must be one of {sorted(ARCHIVES)}, got {subset!r}")
+
+
+def load_omniglot_sample() -> Bunch:
+    """A small bundled sample of the Omniglot evaluation set (no archive needed).
+
+    240 drawings of 12 characters of the Tengwar alphabet (20 drawers each),
+    28 x 28, taken from the official ``images_evaluation.zip`` (MIT licence,
+    Lake et al. 2015) and stored in the package as 8-bit greyscale.  Handy for
+    examples and tests; the full data comes from :func:`load_omniglot`.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        ``images`` (240, 28, 28) float32 in [0, 1] with ink = 1, ``data``
+        (240, 784), ``target`` (character 0-11), ``drawer`` and
+        ``character_names``.
+    """
+    with np.load(Path(__file__).resolve().parent / "data" / "omniglot_tengwar_sample.npz") as stored:
+        images = stored["images"].astype(np.float32) / 255.0
+        return Bunch(
+            images=images,
+            data=images.reshape(len(images), -1),
+            target=stored["target"].astype(np.int64),
+            drawer=stored["drawer"].astype(np.int64),
+            character_names=stored["character_names"],
+        )
