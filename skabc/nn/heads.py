@@ -100,3 +100,72 @@ class SimilarityHead(nn.Module):
         """
         q, k = self.project(z) if projected is None else projected
         return 0.5 * (self.scores(q[:, rows], k) + self.scores(q, k[:, rows]).transpose(1, 2))
+
+    def rank_factors(
+        self, z: torch.Tensor, projected: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Factors ``(left, right)`` that rank every row of the symmetric logits, or ``None``.
+
+        For the multiplicative head, ``logits[b, i, j] = left[b, i] . right[b, j] + c[b, i]``
+        with a constant ``c[b, i]`` per row, so each row of ``left @ right^T`` orders the
+        points exactly as that row of the logits does (up to float rounding): the top-k
+        partners of every point need one matrix product of width ``r`` per block and
+        nothing else.  ``r = min(d_model, 2 * d_head)``:
+
+        * ``left = (Wq^T k + Wk^T q) * scale / 2``, ``right = z`` (width ``d_model``), since
+          the ``j``-dependent part of ``(q_i . k_j + q_j . k_i) * scale / 2`` is
+          ``(Wq^T k_i + Wk^T q_i) . z_j * scale / 2`` (the projection biases cancel);
+        * or ``left = [q, k] * scale / 2``, ``right = [k, q]`` (width ``2 * d_head``; ``c`` is
+          the bias).
+
+        The additive head has no such factorisation: ``None``.
+
+        Parameters
+        ----------
+        z : torch.Tensor of shape (B, n, d_model)
+            Contextual embeddings.
+        projected : (q, k), optional
+            ``self.project(z)``, if already computed.
+
+        Returns
+        -------
+        (left, right) : pair of torch.Tensor of shape (B, n, r), or None
+        """
+        if self.compat != "multiplicative":
+            return None
+        q, k = self.project(z) if projected is None else projected
+        half = 0.5 * self.scale
+        if z.shape[-1] <= 2 * q.shape[-1]:
+            left = (k @ self.query.weight + q @ self.key.weight) * half
+            return left, z
+        return torch.cat([q, k], dim=-1) * half, torch.cat([k, q], dim=-1)
+
+    def pair_logits(
+        self, projected: tuple[torch.Tensor, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor
+    ) -> torch.Tensor:
+        """Symmetric logits of the pairs ``(rows, cols)`` of one set (indices broadcast together).
+
+        Parameters
+        ----------
+        projected : (q, k)
+            ``self.project(z)`` for one set, each of shape ``(1, n, d_head)`` or ``(n, d_head)``;
+            the logits are computed in their dtype.
+        rows, cols : LongTensor
+            Point indices, broadcastable to a common shape (e.g. ``rows`` of shape ``(r, 1)``
+            and ``cols`` of shape ``(r, m)`` for ``m`` partners of each of ``r`` points).
+
+        Returns
+        -------
+        torch.Tensor of the broadcast shape of ``rows`` and ``cols``
+            ``(compat(i, j) + compat(j, i)) / 2``, the entries ``forward(z)[0, i, j]``.
+        """
+        q, k = projected
+        if q.dim() == 3:
+            q, k = q[0], k[0]
+        q_i, k_i, q_j, k_j = q[rows], k[rows], q[cols], k[cols]
+        if self.compat == "multiplicative":
+            dots = (q_i * k_j).sum(-1) + (q_j * k_i).sum(-1)
+            return 0.5 * self.scale * dots + self.bias.to(q.dtype)
+        weight, bias = self.score.weight.to(q.dtype)[0], self.score.bias.to(q.dtype)[0]
+        both = torch.tanh(q_i + k_j) @ weight + torch.tanh(q_j + k_i) @ weight
+        return 0.5 * both + bias
