@@ -170,8 +170,11 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         kernel then accepts sets of any number of features and is invariant
         to translation and scaling of the features (the shipped generic
         kernel uses 16).
-    embedder : {'mlp', 'conv4'}, nn.Module or callable, default=None
+    embedder : {'mlp', 'fourier', 'conv4'}, nn.Module or callable, default=None
         Row-wise input embedder.  ``None`` or ``'mlp'``: an MLP;
+        ``'fourier'``: learnable multi-scale Fourier features, then an MLP
+        (:class:`skabc.nn.FourierEmbedder`; learns locality much faster on
+        low-dimensional geometric data);
         ``'conv4'``: the paper's four-block CNN for square single-channel
         images given as rows of ``side * side`` pixels, followed by an MLP
         (:class:`skabc.nn.Conv4Embedder`).  A module is deep-copied at fit; a

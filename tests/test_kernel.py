@@ -470,3 +470,16 @@ def test_warm_start_continues_from_the_fitted_weights(blob_data):
     assert moved_warm < 1e-3 < moved_cold
     with pytest.raises(ValueError, match="same architecture"):
         kernel.set_params(d_model=32).fit(X, y, groups=groups)
+
+
+def test_fourier_embedder_trains_saves_and_reloads(tmp_path, blob_data):
+    X, y, groups = blob_data
+    kernel = ContextualKernel(**{**TINY, "embedder": "fourier"}).fit(X, y, groups=groups)
+    frequencies = kernel.module_.embedder.frequencies
+    assert frequencies.shape == (64, 2) and frequencies.requires_grad
+    A = kernel.transform(X[:30])
+    order = np.random.default_rng(0).permutation(30)
+    np.testing.assert_allclose(kernel.transform(X[:30][order]), A[order][:, order], atol=1e-5)
+    kernel.save(tmp_path / "fourier.safetensors")
+    again = ContextualKernel.load(tmp_path / "fourier.safetensors")
+    np.testing.assert_allclose(again.transform(X[:30]), A, atol=1e-6)

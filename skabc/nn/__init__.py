@@ -2,7 +2,7 @@
 
 from .backends import ATTENTION_BACKENDS, BACKEND_OPTIONS, resolve_backend
 from .blocks import MultiheadAttentionBlock, SetAttentionBlock
-from .embedders import EMBEDDERS, Conv4Embedder, MLPEmbedder, conv4_backbone
+from .embedders import EMBEDDERS, Conv4Embedder, FourierEmbedder, MLPEmbedder, conv4_backbone
 from .heads import COMPAT_FUNCTIONS, SimilarityHead
 from .induced import InducedSetAttentionBlock
 from .loss import SameClusterBCELoss, same_cluster_matrix
@@ -17,6 +17,7 @@ __all__ = [
     "EMBEDDERS",
     "ABCNet",
     "Conv4Embedder",
+    "FourierEmbedder",
     "InducedSetAttentionBlock",
     "MLPEmbedder",
     "MultiheadAttentionBlock",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import torch
 from torch import nn
 
 
@@ -92,5 +93,44 @@ class Conv4Embedder(nn.Module):
         return self.head(self.backbone(x))
 
 
+class FourierEmbedder(nn.Module):
+    """Learnable Fourier features at many scales, then an MLP (for low-dimensional geometry).
+
+    Each point ``x`` becomes ``[sin(W x), cos(W x), x]`` before the MLP.  Dot
+    products of such features approximate shift-invariant kernels (random
+    Fourier features, Rahimi & Recht 2007), so the multiplicative similarity
+    head and the attention scores can express "close points belong together"
+    from the first step, which a plain MLP on coordinates learns slowly.  The
+    rows of ``W`` point in random directions with lengths spread
+    log-uniformly over ``frequency_range`` (for inputs of about unit radius,
+    e.g. canonical coordinates) and are trained with the rest.
+
+    Parameters
+    ----------
+    n_features : int
+        Input width.
+    d_model : int
+        Output width.
+    n_frequencies : int, default=64
+        Number of frequencies (the features are twice that, plus ``x``).
+    frequency_range : (float, float), default=(0.5, 32.0)
+        Range of the frequency lengths at initialisation.
+    """
+
+    def __init__(self, n_features: int, d_model: int, n_frequencies: int = 64,
+                 frequency_range: tuple[float, float] = (0.5, 32.0)) -> None:
+        super().__init__()
+        directions = torch.randn(n_frequencies, n_features)
+        directions = directions / directions.norm(dim=1, keepdim=True).clamp(min=1e-12)
+        low, high = math.log(frequency_range[0]), math.log(frequency_range[1])
+        lengths = torch.exp(low + (high - low) * torch.rand(n_frequencies, 1))
+        self.frequencies = nn.Parameter(directions * lengths)
+        self.mlp = MLPEmbedder(2 * n_frequencies + n_features, d_model, hidden=[2 * d_model])
+
+    def forward(self, x):
+        phase = x @ self.frequencies.T
+        return self.mlp(torch.cat([torch.sin(phase), torch.cos(phase), x], dim=-1))
+
+
 #: Named embedders accepted by ``ContextualKernel(embedder=...)``.
-EMBEDDERS = {"mlp": MLPEmbedder, "conv4": Conv4Embedder}
+EMBEDDERS = {"mlp": MLPEmbedder, "conv4": Conv4Embedder, "fourier": FourierEmbedder}
