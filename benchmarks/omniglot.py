@@ -15,12 +15,12 @@ Recipe (end-to-end training as in the paper would take days on this machine):
    trained as a classifier over the characters of ``CNN_ALPHABETS`` (22 of
    the 30 background alphabets), every rotation by 90 degrees counting as a
    new character, with random shifts of up to 2 pixels.
-2. Stage 2, the set encoder.  The CNN is frozen; the images of
-   ``ENCODER_ALPHABETS`` (5 other background alphabets, characters the CNN
-   never saw, so their embeddings look like those of new alphabets) and their
-   rotations are embedded once, and a :class:`~skabc.ContextualKernel` (MLP
-   -> 2 SABs -> multiplicative head) is trained on sets of 100 of them drawn
-   within (alphabet, rotation) groups.
+2. Stage 2, the set encoder.  The CNN is frozen; the images of 27
+   background alphabets (the 22 above and 5 others whose characters the CNN
+   never saw, so their embeddings look like those of new alphabets) and
+   their rotations are embedded once, and a :class:`~skabc.ContextualKernel`
+   (MLP -> 2 SABs -> multiplicative head) is trained on sets of 100 of them
+   drawn within (alphabet, rotation) groups.
 3. Assembly.  The CNN and the stage-2 kernel become one kernel with
    ``embedder='conv4'`` that takes 28 x 28 images as rows of 784 pixels;
    it is written to ``skabc/pretrained/omniglot.safetensors``.
@@ -160,8 +160,8 @@ def load_backbone() -> nn.Module:
 
 # ----------------------------------------------------------------- stage 2
 STAGE2 = dict(d_model=128, n_heads=4, n_blocks=2, compat="multiplicative", layer_norm="pre",
-              set_size=100, batch_size=32, sets_per_epoch=3200, max_epochs=60, lr=1e-3,
-              random_state=2)
+              set_size=100, batch_size=32, sets_per_epoch=3200, max_epochs=12, lr=1e-3, dropout=0.1,
+              weight_decay=0.01, random_state=2)
 
 
 @torch.inference_mode()
@@ -194,7 +194,11 @@ def train_stage2(threads: int):
         print(f"stage 2 done: {out}")
         return ContextualKernel.load(out)
     data = load_background()
-    X, y, groups = rotated_embeddings(load_backbone(), data, background_split()["encoder"])
+    split = background_split()
+    # All non-validation background alphabets: the 5 the CNN never saw (embeddings like those of new
+    # alphabets) and the 22 it was trained on (variety).  With the 5 alone the set encoder memorised
+    # their characters (training loss 0.005; validation NMI, k known, 0.80 against KMeans' 0.91).
+    X, y, groups = rotated_embeddings(load_backbone(), data, np.concatenate([split["encoder"], split["cnn"]]))
     print(f"stage 2: {len(X)} embeddings, {len(np.unique(y))} characters, {len(np.unique(groups))} groups")
     kernel = ContextualKernel(**STAGE2, checkpoint_dir=CHECKPOINTS / "stage2", verbose=1)
     start = time.process_time()
@@ -272,49 +276,46 @@ def baselines(features: np.ndarray, k: int, seed: int) -> dict[str, np.ndarray]:
         }
 
 
-def k_candidates(affinity: np.ndarray, max_clusters: int = 50) -> dict[str, int]:
-    """Estimates of k compared in model selection."""
-    from skabc.spectral import estimate_n_clusters
-
-    out = {}
-    for p in (1, 2, 4, 8):
-        out[f"eigengap_p{p}"] = estimate_n_clusters(affinity**p, max_clusters)[0]
-    hard = (affinity > 0.5).astype(float)
-    out["eigengap_thr"] = estimate_n_clusters(hard, max_clusters)[0]
-    out["degree_thr"] = round((1.0 / hard.sum(1)).sum())
-    out["degree_soft"] = round((1.0 / affinity.sum(1)).sum())
-    return out
+SELECT_POWERS = (1.0, 2.0, 4.0, 8.0)
 
 
-def select(n_per_alphabet: int = 100, seed: int = 7) -> None:
-    """Model selection on the validation background alphabets (never the evaluation ones)."""
+def select(n_per_alphabet: int = 100, seed: int = 7) -> dict:
+    """Choose ``affinity_power`` on the validation background alphabets (never the evaluation ones).
+
+    For every power the same sharpened affinity feeds the eigengap and the
+    spectral embedding, exactly as ``ABCClustering(affinity_power=p)`` does.
+    """
     from sklearn.metrics import normalized_mutual_info_score as nmi
 
     from skabc import ContextualKernel
-    from skabc.spectral import spectral_labels
+    from skabc.spectral import estimate_n_clusters, spectral_labels
 
     kernel = ContextualKernel.load(CHECKPOINTS / "stage2_kernel.safetensors", device="cpu")
     data = load_background()
     feats = embed(load_backbone(), data.images)
     scores: dict[str, list] = {}
-    errors: dict[str, list] = {}
     for _, rows, truth in draw_sets(data.target, data.alphabet, background_split()["validation"],
                                     n_per_alphabet, seed):
         k = len(np.unique(truth))
         A = kernel.transform(feats[rows])
-        for name, k_hat in k_candidates(A).items():
-            errors.setdefault(name, []).append(abs(k_hat - k))
-            for p in (1, 4):
-                labels = spectral_labels(A**p, k_hat, random_state=0)
-                scores.setdefault(f"{name}/spectral_p{p}", []).append(nmi(truth, labels))
-        for p in (1, 4):
-            scores.setdefault(f"known/spectral_p{p}", []).append(nmi(truth, spectral_labels(A**p, k, random_state=0)))
+        for p in SELECT_POWERS:
+            k_hat, _ = estimate_n_clusters(A**p, 50)
+            scores.setdefault(f"unknown/p{p:g}", []).append(nmi(truth, spectral_labels(A**p, k_hat, random_state=0)))
+            scores.setdefault(f"k_error/p{p:g}", []).append(abs(k_hat - k))
+            scores.setdefault(f"known/p{p:g}", []).append(nmi(truth, spectral_labels(A**p, k, random_state=0)))
         for name, labels in baselines(feats[rows], k, 0).items():
-            scores.setdefault(f"known/{name}", []).append(nmi(truth, labels))
-    for name, values in sorted(scores.items(), key=lambda kv: -np.mean(kv[1])):
-        est = name.split("/")[0]
-        err = f"  |k_hat-k| {np.mean(errors[est]):.2f}" if est in errors else ""
-        print(f"{name:32s} NMI {np.mean(values):.4f} +- {np.std(values) / np.sqrt(len(values)):.4f}{err}")
+            scores.setdefault(f"baseline/{name}", []).append(nmi(truth, labels))
+    summary = {key: float(np.mean(v)) for key, v in scores.items()}
+    for key, values in scores.items():
+        print(f"{key:24s} {np.mean(values):.4f} +- {np.std(values) / np.sqrt(len(values)):.4f}")
+    best = max(SELECT_POWERS, key=lambda p: summary[f"unknown/p{p:g}"])
+    print(f"best affinity_power (k unknown): {best:g}")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "omniglot_select.json").write_text(json.dumps(
+        {"command": "python benchmarks/omniglot.py --select", "validation_alphabets":
+         background_split()["validation"].tolist(), "sets": len(scores["known/p1"]), "seed": seed,
+         "scores": summary, "best_affinity_power": best}, indent=1))
+    return summary
 
 
 EVAL_SEED, EVAL_SETS_PER_ALPHABET = 20201, 50
@@ -448,7 +449,7 @@ def markdown(result: dict) -> str:
 
     def table(title: str, columns: list[tuple[str, str]], extra=None) -> list[str]:
         head = "| Alphabet | " + " | ".join(c for c, _ in columns) + (" | " + extra[0] if extra else "") + " |"
-        lines = [f"### {title}", "", head, "|---|" + "---:|" * (len(columns) + (1 if extra else 0))]
+        lines = [f"## {title}", "", head, "|---|" + "---:|" * (len(columns) + (1 if extra else 0))]
         for name, row in [*rows.items(), ("**mean**", mean)]:
             cells = [f"{row[key]:.4f}" for _, key in columns]
             if extra:
@@ -470,6 +471,22 @@ def markdown(result: dict) -> str:
         f"frozen embeddings) {t['stage2_set_encoder']:.1f} min wall on one thread.",
         "",
         "Paper (Table 2, ABC multiplicative): NMI 0.874 (k unknown), 0.893 (k known), 0.884 (k = 20).",
+        "",
+    ]
+    best_free = max(("KMeans", mean["kmeans/known/nmi"]), ("SpectralClustering rbf", mean["spectral_rbf/known/nmi"]),
+                    key=lambda kv: kv[1])
+    out += [
+        "## Summary",
+        "",
+        f"- k unknown (eigengap on the affinity raised to the power 4, chosen on validation alphabets): NMI "
+        f"{mean['abc/unknown/nmi']:.3f} (paper 0.874), mean |k_hat - k| {mean['k_abs_error']:.2f}; the eigengap "
+        f"over-estimates k on average ({mean['k_hat_mean']:.1f} for {mean['k_true_mean']:.1f}); "
+        "the error is largest on the "
+        "hardest alphabets (Oriya, Sylheti, Tengwar).",
+        f"- k known: NMI {mean['abc/known/nmi']:.3f} (paper 0.893); k = 20: {mean['abc/k20/nmi']:.3f} (paper 0.884).",
+        f"- The context-free baselines on the same frozen CNN embeddings, given the true k, are stronger with k "
+        f"known: {best_free[0]} {best_free[1]:.3f}. On these embeddings the set encoder has not yet earned its "
+        "place when k is known; its value is that it needs no k.",
         "",
     ]
     out += table("ABC, NMI (the paper's Table 4)", [("k unknown", "abc/unknown/nmi"), ("k known", "abc/known/nmi"),

@@ -1,4 +1,4 @@
-"""Kernels shipped with the package, loaded offline from safetensors files."""
+"""Kernels shipped with the package, loaded offline from safetensors files (never pickle)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,23 @@ from ..kernel import ContextualKernel
 PRETRAINED_DIR = Path(__file__).resolve().parent
 
 AVAILABLE = {
+    "generic": "generic.safetensors",
+    "omniglot": "omniglot.safetensors",
     "circles": "circles_multiplicative.safetensors",
     "circles-additive": "circles_additive.safetensors",
     "circles-pairwise": "circles_pairwise.safetensors",
 }
+
+#: ABCClustering settings chosen for each kernel on its own validation data
+#: (see benchmarks/zero_shot.py --select and benchmarks/omniglot.py --select).
+RECOMMENDED_CLUSTERING: dict[str, dict] = {
+    # benchmarks/results/omniglot_select.json: eigengap k on A**4 gave validation NMI 0.888 (A: 0.809).
+    "omniglot": {"affinity_power": 4.0},
+    # benchmarks/results/zero_shot_select.json (150 synthetic validation sets): ARI 0.466 with A**4
+    # against 0.310 with A, 0.405 with A**2 and 0.455 with A**8.
+    "generic": {"affinity_power": 4.0},
+}
+
 
 
 def load(name: str, device: str = "auto") -> ContextualKernel:
@@ -21,11 +34,25 @@ def load(name: str, device: str = "auto") -> ContextualKernel:
     Parameters
     ----------
     name : str
-        One of :data:`AVAILABLE`: ``'circles'`` (multiplicative head, trained
-        on the overlapping-circles problem), ``'circles-additive'`` and
-        ``'circles-pairwise'`` (the no-context ablation).
+        One of :data:`AVAILABLE`:
+
+        * ``'generic'``: the default kernel of :class:`~skabc.ABCClustering`,
+          trained on synthetic clustering problems of 1 to 64 features
+          (blobs, rings, moons, curves, varied densities, noise); it takes
+          tabular sets of any width (``canonical_features=16``).
+        * ``'omniglot'``: handwritten characters, 28 x 28 images given as
+          rows of 784 pixels in [0, 1] with ink = 1 (as returned by
+          :func:`skabc.datasets.load_omniglot`).
+        * ``'circles'``, ``'circles-additive'``, ``'circles-pairwise'``:
+          the overlapping-circles problem (the last is the no-context
+          ablation).
     device : str
         Torch device, ``'auto'`` for CUDA when available.
+
+    Returns
+    -------
+    kernel : ContextualKernel
+        A fitted kernel (a fresh object on every call).
     """
     if name not in AVAILABLE:
         raise ValueError(f"unknown pretrained kernel {name!r}; available: {sorted(AVAILABLE)}")
@@ -35,4 +62,28 @@ def load(name: str, device: str = "auto") -> ContextualKernel:
     return ContextualKernel.load(path, device=device)
 
 
-__all__ = ["AVAILABLE", "PRETRAINED_DIR", "load"]
+def load_clustering(name: str, device: str = "auto", **params):
+    """A ready :class:`~skabc.ABCClustering` around the shipped kernel ``name``.
+
+    The kernel is wrapped in :class:`sklearn.frozen.FrozenEstimator`, so
+    ``fit`` / ``fit_predict`` cluster new sets without training (even when
+    given labels) and ``clone`` keeps it fitted.  Settings recommended for the
+    kernel (:data:`RECOMMENDED_CLUSTERING`) are applied first; ``params``
+    override them.
+
+    Examples
+    --------
+    >>> from skabc.pretrained import load_clustering
+    >>> model = load_clustering("circles", random_state=0)
+    >>> type(model).__name__
+    'ABCClustering'
+    """
+    from sklearn.frozen import FrozenEstimator
+
+    from ..cluster import ABCClustering
+
+    settings = {**RECOMMENDED_CLUSTERING.get(name, {}), **params}
+    return ABCClustering(kernel=FrozenEstimator(load(name, device=device)), **settings)
+
+
+__all__ = ["AVAILABLE", "PRETRAINED_DIR", "RECOMMENDED_CLUSTERING", "load", "load_clustering"]
