@@ -38,7 +38,7 @@ DOCS = ROOT / "docs"
 TRAIN_SEED, VALIDATION_SEED = 31337, 4242
 POOL = dict(n_sets=16_000, set_size=(200, 700), n_features=(1, 64), max_clusters=15)
 # set_size >= every pool set: each training set is one whole drawn set (all its clusters, noise included).
-KERNEL = dict(canonical_features=16, d_model=64, n_blocks=4, n_heads=4, compat="multiplicative",
+KERNEL = dict(canonical_features=16, embedder="fourier", d_model=64, n_blocks=4, n_heads=4, compat="multiplicative",
               layer_norm="pre", set_size=700, batch_size=16, sets_per_epoch=512, max_epochs=70,
               lr=1e-3, random_state=0)
 
@@ -616,11 +616,66 @@ def evaluate(n_seeds: int = 20, sizes=SIZES, jobs: int = 2, quick: bool = False,
     return result
 
 
+SELECT_POWERS = (1.0, 2.0, 4.0, 8.0)
+
+
+def select(kernel_path: str | None = None, n_sets: int = 150, jobs: int = 2) -> dict:
+    """Choose ``affinity_power`` for the generic kernel on synthetic validation sets.
+
+    The sets come from the training distribution with another seed (and
+    larger sizes, 300-1,500 points), never from the benchmark's datasets.
+    """
+    from joblib import Parallel, delayed
+
+    X, y, groups = make_clustering_sets(n_sets=n_sets, set_size=(300, 1500), n_features=(1, 64),
+                                        max_clusters=15, random_state=VALIDATION_SEED)
+    sets = [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
+    chunks = [sets[i::jobs] for i in range(jobs)]
+    scores = [row for part in Parallel(n_jobs=jobs)(delayed(_select_chunk)(c, kernel_path) for c in chunks)
+              for row in part]
+    summary = {}
+    for p in SELECT_POWERS:
+        ari = [row[p][0] for row in scores]
+        err = [row[p][1] for row in scores]
+        summary[p] = {"mean_ari": float(np.mean(ari)), "se": float(np.std(ari) / np.sqrt(len(ari))),
+                      "mean_abs_k_error": float(np.mean(err))}
+        print(f"affinity_power {p:g}: ARI {np.mean(ari):.4f} +- {summary[p]['se']:.4f}, |k_hat - k| {np.mean(err):.2f}")
+    best = max(summary, key=lambda p: summary[p]["mean_ari"])
+    print(f"best affinity_power: {best:g} (set RECOMMENDED_CLUSTERING['generic'] in skabc/pretrained)")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "zero_shot_select.json").write_text(json.dumps(
+        {"command": "python benchmarks/zero_shot.py --select", "validation_seed": VALIDATION_SEED, "n_sets": n_sets,
+         "set_size": [300, 1500], "powers": {str(k): v for k, v in summary.items()}, "best": best}, indent=1))
+    return summary
+
+
+def _select_chunk(sets, kernel_path):
+    from sklearn.metrics import adjusted_rand_score
+
+    from skabc.pretrained import load
+    from skabc.spectral import estimate_n_clusters, spectral_labels
+
+    torch.set_num_threads(1)
+    kernel = load("generic", device="cpu") if kernel_path is None else ContextualKernel.load(kernel_path, device="cpu")
+    rows = []
+    for X, y in sets:
+        A = kernel.transform(X)
+        k = len(np.unique(y))
+        row = {}
+        for p in SELECT_POWERS:
+            k_hat, _ = estimate_n_clusters(A**p, 50, random_state=0)
+            labels = spectral_labels(A**p, k_hat, random_state=0)
+            row[p] = (adjusted_rand_score(y, labels), abs(k_hat - k))
+        rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval", action="store_true", help="run the zero-shot benchmark")
+    parser.add_argument("--select", action="store_true", help="choose affinity_power on synthetic validation sets")
     parser.add_argument("--seeds", type=int, default=20, help="seeds per toy dataset and size (--eval)")
     parser.add_argument("--jobs", type=int, default=2, help="joblib workers over (dataset, seed, size) (--eval)")
     parser.add_argument("--quick", action="store_true", help="--eval smoke test: 2 seeds, n = 500, no picture")
@@ -629,6 +684,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.train:
         train(args.threads)
+    if args.select:
+        select(args.kernel, jobs=args.jobs)
     if args.eval:
         command = "python benchmarks/zero_shot.py " + " ".join(argv if argv is not None else sys.argv[1:])
         evaluate(n_seeds=args.seeds, jobs=args.jobs, quick=args.quick, kernel_path=args.kernel, command=command.strip())

@@ -18,7 +18,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 from ._persistence import load_clustering, save_clustering
 from ._validation import encode_groups, encode_labels
 from .kernel import ContextualKernel
-from .spectral import estimate_n_clusters, spectral_labels
+from .spectral import eigengap_spectral_labels, estimate_n_clusters, spectral_labels
 
 
 class ABCClustering(ClusterMixin, BaseEstimator):
@@ -35,12 +35,25 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         Number of clusters.  ``None`` estimates it per set by the largest
         eigengap of ``L = I - D^-1/2 A D^-1/2``, at most ``max_clusters``.
     kernel : ContextualKernel, default=None
-        The learned kernel.  With labels, ``fit`` trains a clone of it
-        (``None``: ``ContextualKernel()``); without, it must already be fitted
-        (wrap it in :class:`sklearn.frozen.FrozenEstimator` to keep it fitted
-        through ``clone``).
+        The learned kernel.  ``None`` uses the shipped generic kernel
+        (``skabc.pretrained.load('generic')``, trained on synthetic clustering
+        problems; any number of features): without labels it clusters ``X``
+        zero-shot, with labels ``fit`` first fine-tunes a copy of it on them
+        (warm start, :data:`FINE_TUNE` settings).  A kernel you give is
+        trained (a clone of it) when ``fit`` gets labels; without labels it
+        must already be fitted (wrap it in
+        :class:`sklearn.frozen.FrozenEstimator` to keep it fitted through
+        ``clone``).
     max_clusters : int, default=50
         Upper bound of the eigengap estimate.
+    affinity_power : float or 'auto', default='auto'
+        The learned affinity is raised elementwise to this power before the
+        spectral step (eigengap and embedding).  Powers above 1 sharpen it:
+        probabilities near 1 stay, moderate cross-cluster probabilities
+        fade, which helps the eigengap find the number of clusters of a soft
+        kernel.  ``'auto'``: the value chosen on validation data for the
+        shipped generic kernel when ``kernel=None``
+        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else 1.
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
         Passed to :class:`~sklearn.cluster.SpectralClustering`.
     n_components : int, default=None
@@ -69,7 +82,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     labels_ : ndarray of shape (n_samples,)
         Cluster labels; with ``groups``, ids are unique across groups.
     affinity_matrix_ : ndarray of shape (n_samples, n_samples) or sparse matrix
-        Learned affinity (block-diagonal sparse when ``groups`` is given).
+        Affinity given to the spectral step: the learned one raised to
+        ``affinity_power`` (block-diagonal sparse when ``groups`` is given).
     n_clusters_ : int
         Number of clusters found (summed over groups).
     eigenvalues_ : ndarray or list of ndarray
@@ -95,6 +109,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "kernel": [HasMethods(["fit", "transform"]), None],
         "max_clusters": [Interval(Integral, 1, None, closed="left")],
+        "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
@@ -111,6 +126,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         *,
         kernel=None,
         max_clusters=50,
+        affinity_power="auto",
         eigen_solver=None,
         n_components=None,
         random_state=None,
@@ -123,6 +139,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.max_clusters = max_clusters
+        self.affinity_power = affinity_power
         self.eigen_solver = eigen_solver
         self.n_components = n_components
         self.random_state = random_state
@@ -155,7 +172,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         group_codes = encode_groups(groups, X.shape[0])
         has_labels = y is not None and np.any(encode_labels(y, X.shape[0]) >= 0)
         if has_labels:
-            kernel = ContextualKernel() if self.kernel is None else clone(self.kernel)
+            kernel = _generic_kernel().set_params(**FINE_TUNE) if self.kernel is None else clone(self.kernel)
             self.kernel_ = kernel.fit(X_in, y, groups=groups)
         else:
             self.kernel_ = self._fitted_kernel()
@@ -222,10 +239,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
 
     def _fitted_kernel(self):
         if self.kernel is None:
-            raise ValueError(
-                "ABCClustering needs labels y to train its kernel, or a fitted `kernel` "
-                "(e.g. ABCClustering(kernel=FrozenEstimator(fitted_kernel)))."
-            )
+            return _generic_kernel()
         try:
             check_is_fitted(self.kernel)
         except NotFittedError as exc:
@@ -308,13 +322,23 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         if len(sets) == 1:
             return [_cluster_one(self, sets[0], *seeds[0])]
         # Ship the parameters and the fitted kernel only, not labels_ or affinity_matrix_ of an earlier fit.
-        light = type(self)(**{**self.get_params(deep=False), "kernel": None})
+        # affinity_power is resolved here: 'auto' depends on `kernel`, which the copy drops.
+        light = type(self)(**{**self.get_params(deep=False), "kernel": None, "affinity_power": self._affinity_power()})
         light.kernel_ = self.kernel_
         # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
         n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
         bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
         tasks = (delayed(_cluster_chunk)(light, sets[a:b], seeds[a:b]) for a, b in pairwise(bounds))
         return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
+
+    def _affinity_power(self) -> float:
+        if self.affinity_power != "auto":
+            return float(self.affinity_power)
+        if self.kernel is None:
+            from .pretrained import RECOMMENDED_CLUSTERING
+
+            return float(RECOMMENDED_CLUSTERING.get("generic", {}).get("affinity_power", 1.0))
+        return 1.0
 
     def _n_clusters_for(self, affinity: np.ndarray, seed):
         n = affinity.shape[0]
@@ -340,16 +364,24 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             assign_labels=self.assign_labels,
             verbose=self.verbose,
         )
-        # Relabel 0..k'-1 in order of appearance so ids are compact within a set.
-        _, first = np.unique(labels, return_index=True)
-        remap = np.empty(labels.max() + 1, dtype=np.int64)
-        remap[labels[np.sort(first)]] = np.arange(len(first))
-        return remap[labels]
+        return _compact(labels)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
+
+
+#: ``ContextualKernel`` settings used when ``ABCClustering(kernel=None)`` gets labels: a short
+#: fine-tuning of the generic kernel on sets drawn from the user's labelled rows.
+FINE_TUNE = dict(warm_start=True, set_size=(50, 200), clusters_per_set=None, sets_per_epoch=None,
+                 batch_size=32, max_epochs=10, lr=3e-4)
+
+
+def _generic_kernel() -> ContextualKernel:
+    from .pretrained import load
+
+    return load("generic")
 
 
 def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
@@ -365,9 +397,29 @@ def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
         # The affinity plus the spectral step's Laplacian and working copies.
         kernel.check_memory(n, n_copies=4)
     affinity = kernel.transform(X)
-    k, eigenvalues = model._n_clusters_for(affinity, eig_seed)
-    labels = model._spectral(affinity, k, seed)
+    power = model._affinity_power()
+    if power != 1.0:
+        affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
+    if model.n_clusters is None and sp.issparse(affinity):
+        # Large sparse sets: one eigensolve serves the eigengap and the embedding.
+        labels, _, eigenvalues = eigengap_spectral_labels(
+            affinity, model.max_clusters, eig_seed, eigen_solver=model.eigen_solver,
+            n_components=model.n_components, random_state=seed, n_init=model.n_init,
+            eigen_tol=model.eigen_tol, assign_labels=model.assign_labels, verbose=model.verbose,
+        )
+        labels = _compact(labels)
+    else:
+        k, eigenvalues = model._n_clusters_for(affinity, eig_seed)
+        labels = model._spectral(affinity, k, seed)
     return labels, affinity, len(np.unique(labels)), eigenvalues
+
+
+def _compact(labels: np.ndarray) -> np.ndarray:
+    """Relabel 0..k'-1 in order of first appearance, so ids are compact within a set."""
+    _, first = np.unique(labels, return_index=True)
+    remap = np.empty(labels.max() + 1, dtype=np.int64)
+    remap[labels[np.sort(first)]] = np.arange(len(first))
+    return remap[labels]
 
 
 def _cluster_chunk(model: ABCClustering, sets: list, seeds: list) -> list:

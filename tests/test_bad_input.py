@@ -314,8 +314,8 @@ def test_only_unlabelled_y(X30, tiny_kernel):
         ContextualKernel(**TINY).fit(X30, y)
     with pytest.raises(ValueError, match="not fitted"):
         ABCClustering(kernel=ContextualKernel(**TINY)).fit(X30, y)
-    with pytest.raises(ValueError, match="needs labels"):
-        ABCClustering().fit(X30, y)
+    # The default (generic pretrained) kernel clusters them zero-shot.
+    assert_labels(ABCClustering(random_state=0).fit(X30, y).labels_, 30)
     # With a fitted kernel, unlabelled rows are simply clustered.
     assert_labels(ABCClustering(kernel=tiny_kernel, random_state=0).fit(X30, y).labels_, 30)
 
