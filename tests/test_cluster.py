@@ -224,3 +224,15 @@ def test_memory_limit_applies_to_clustering(tiny_kernel):
     ABCClustering(kernel=kernel, random_state=0).fit(np.random.default_rng(0).normal(size=(50, 2)))
     with pytest.raises(MemoryError, match="groups"):
         ABCClustering(kernel=kernel, random_state=0).fit(np.random.default_rng(0).normal(size=(51, 2)))
+
+
+def test_affinity_power_sharpens_what_the_spectral_step_sees(tiny_kernel):
+    X, _, _ = make_blob_sets(n_sets=1, set_size=30, random_state=5)
+    plain = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X)
+    sharp = ABCClustering(kernel=tiny_kernel, affinity_power=3.0, random_state=0).fit(X)
+    np.testing.assert_allclose(sharp.affinity_matrix_, plain.affinity_matrix_**3)
+    # 'auto' means 1 for a kernel you give, and the generic kernel's chosen value without one.
+    np.testing.assert_allclose(plain.affinity_matrix_, tiny_kernel.transform(X))
+    assert ABCClustering()._affinity_power() == 4.0
+    with pytest.raises(ValueError, match="affinity_power"):
+        ABCClustering(kernel=tiny_kernel, affinity_power=0).fit(X)
