@@ -156,7 +156,7 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     ----------
     n_features_in_ : int
         Number of features seen during :meth:`fit`.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during :meth:`fit`, when ``X`` has string
         column names.
 
