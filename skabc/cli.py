@@ -129,12 +129,16 @@ def _train(args: argparse.Namespace) -> int:
 def _cluster(args: argparse.Namespace) -> int:
     from .cluster import ABCClustering
     from .kernel import ContextualKernel
-    from .pretrained import load
+    from .pretrained import load_clustering
 
     X = _read_array(args.X, "X", 2)
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
-    kernel = ContextualKernel.load(args.kernel) if args.kernel else load(args.pretrained)
-    model = ABCClustering(n_clusters=args.n_clusters, kernel=kernel, random_state=args.seed)
+    if args.kernel:
+        model = ABCClustering(n_clusters=args.n_clusters, kernel=ContextualKernel.load(args.kernel),
+                              random_state=args.seed)
+    else:
+        # A shipped kernel comes with the clustering settings chosen for it (e.g. affinity_power).
+        model = load_clustering(args.pretrained or "generic", n_clusters=args.n_clusters, random_state=args.seed)
     if groups is None:
         labels = model.fit_predict(X)
         n_clusters = model.n_clusters_
@@ -239,13 +243,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     cluster = sub.add_parser(
         "cluster", help="cluster points with a saved or shipped kernel",
-        description="Cluster points (.npy or .csv) with a saved kernel (--kernel) or a shipped one (--pretrained).",
+        description="Cluster points (.npy or .csv) with a saved kernel (--kernel) or a shipped one (--pretrained; "
+                    "default: the generic kernel, zero-shot).",
     )
     cluster.add_argument("X", help="points, (n, d) .npy or .csv")
     cluster.add_argument("-o", "--output", required=True, help="labels file to write (.npy, or text otherwise)")
-    source = cluster.add_mutually_exclusive_group(required=True)
+    source = cluster.add_mutually_exclusive_group()
     source.add_argument("--kernel", help="a kernel saved by `skabc train` or ContextualKernel.save")
-    source.add_argument("--pretrained", help="a shipped kernel, e.g. 'circles'")
+    source.add_argument("--pretrained", help="a shipped kernel: 'generic' (default), 'omniglot', 'circles', ...")
     cluster.add_argument("--n-clusters", type=_positive_int, default=None, help="default: eigengap estimate")
     cluster.add_argument("--groups", help="cluster each group of rows as its own set")
     cluster.add_argument("--plot", metavar="PNG", help="also save a scatter plot of the clusters")

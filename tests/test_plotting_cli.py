@@ -103,6 +103,18 @@ def test_cli_cluster_with_shipped_kernel(tmp_path):
     assert len(np.loadtxt(tmp_path / "l.txt")) == 120
 
 
+def test_cli_cluster_defaults_to_the_generic_kernel_zero_shot(tmp_path, capsys):
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = make_blobs(n_samples=300, centers=3, n_features=5, cluster_std=0.5, random_state=0)
+    np.save(tmp_path / "X.npy", X)
+    assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.npy")]) == 0
+    labels = np.load(tmp_path / "l.npy")
+    assert adjusted_rand_score(y, labels) > 0.9
+    assert "3 clusters" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
