@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+from threadpoolctl import threadpool_limits
 from torch import nn
 
 from skabc._runtime import tune_allocator
@@ -324,13 +325,22 @@ EVAL_SEED, EVAL_SETS_PER_ALPHABET = 20201, 50
 def _evaluate_alphabet(model_params: dict, images: np.ndarray, feats: np.ndarray, target: np.ndarray,
                        alphabet: np.ndarray, a: int, n_sets: int) -> dict:
     """All tasks on one evaluation alphabet; returns lists of per-set scores."""
+
+
+    torch.set_num_threads(1)
+    out: dict[str, list] = {}
+    # One BLAS thread, as in the joblib workers that produced the published table: the scores are
+    # then the same bit for bit wherever this runs (tests/test_pretrained.py recomputes some).
+    with threadpool_limits(1):
+        _evaluate_sets(model_params, images, feats, target, alphabet, a, n_sets, out)
+    return out
+
+
+def _evaluate_sets(model_params, images, feats, target, alphabet, a, n_sets, out) -> None:
     from sklearn.metrics import adjusted_rand_score as ari
     from sklearn.metrics import normalized_mutual_info_score as nmi
 
     from skabc.pretrained import load_clustering
-
-    torch.set_num_threads(1)
-    out: dict[str, list] = {}
 
     def record(key, truth, labels):
         out.setdefault(f"{key}/nmi", []).append(nmi(truth, labels))
@@ -350,7 +360,6 @@ def _evaluate_alphabet(model_params: dict, images: np.ndarray, feats: np.ndarray
             record(f"abc/{'known' if task == 'variable' else 'k20'}", truth, model.fit_predict(images[rows]))
             for name, labels in baselines(feats[rows], k, seed).items():
                 record(f"{name}/{'known' if task == 'variable' else 'k20'}", truth, labels)
-    return out
 
 
 REPRODUCE_KEYS = ("abc/unknown/nmi", "abc/known/nmi", "abc/k20/nmi", "kmeans/known/nmi")
