@@ -322,7 +322,7 @@ def select(n_per_alphabet: int = 100, seed: int = 7) -> dict:
 EVAL_SEED, EVAL_SETS_PER_ALPHABET = 20201, 50
 
 
-def _evaluate_alphabet(model_params: dict, images: np.ndarray, feats: np.ndarray, target: np.ndarray,
+def _evaluate_alphabet(images: np.ndarray, feats: np.ndarray, target: np.ndarray,
                        alphabet: np.ndarray, a: int, n_sets: int) -> dict:
     """All tasks on one evaluation alphabet; returns lists of per-set scores."""
 
@@ -332,15 +332,18 @@ def _evaluate_alphabet(model_params: dict, images: np.ndarray, feats: np.ndarray
     # One BLAS thread, as in the joblib workers that produced the published table: the scores are
     # then the same bit for bit wherever this runs (tests/test_pretrained.py recomputes some).
     with threadpool_limits(1):
-        _evaluate_sets(model_params, images, feats, target, alphabet, a, n_sets, out)
+        _evaluate_sets(images, feats, target, alphabet, a, n_sets, out)
     return out
 
 
-def _evaluate_sets(model_params, images, feats, target, alphabet, a, n_sets, out) -> None:
+def _evaluate_sets(images, feats, target, alphabet, a, n_sets, out) -> None:
     from sklearn.metrics import adjusted_rand_score as ari
     from sklearn.metrics import normalized_mutual_info_score as nmi
 
     from skabc.pretrained import load_clustering
+
+    # The shipped kernel is loaded once; set_params keeps it (frozen) for every set and task.
+    model = load_clustering("omniglot", device="cpu")
 
     def record(key, truth, labels):
         out.setdefault(f"{key}/nmi", []).append(nmi(truth, labels))
@@ -351,13 +354,12 @@ def _evaluate_sets(model_params, images, feats, target, alphabet, a, n_sets, out
             k = len(np.unique(truth))
             seed = i
             if task == "variable":
-                model = load_clustering("omniglot", random_state=seed, **model_params)
-                labels = model.fit_predict(images[rows])
+                labels = model.set_params(n_clusters=None, random_state=seed).fit_predict(images[rows])
                 record("abc/unknown", truth, labels)
                 out.setdefault("k_true", []).append(k)
                 out.setdefault("k_hat", []).append(model.n_clusters_)
-            model = load_clustering("omniglot", n_clusters=k, random_state=seed, **model_params)
-            record(f"abc/{'known' if task == 'variable' else 'k20'}", truth, model.fit_predict(images[rows]))
+            labels = model.set_params(n_clusters=k, random_state=seed).fit_predict(images[rows])
+            record(f"abc/{'known' if task == 'variable' else 'k20'}", truth, labels)
             for name, labels in baselines(feats[rows], k, seed).items():
                 record(f"{name}/{'known' if task == 'variable' else 'k20'}", truth, labels)
 
@@ -376,7 +378,7 @@ def reproduce(data_home=None, n_sets: int = 3) -> dict[str, list[float]]:
     kernel = load("omniglot", device="cpu")
     data = load_omniglot("evaluation", image_size=28, data_home=data_home)
     feats = embed(kernel.module_.embedder.backbone.eval(), data.images)
-    scores = _evaluate_alphabet({}, data.data, feats, data.target, data.alphabet, 0, n_sets)
+    scores = _evaluate_alphabet(data.data, feats, data.target, data.alphabet, 0, n_sets)
     return {key: [float(v) for v in scores[key]] for key in REPRODUCE_KEYS}
 
 
@@ -392,7 +394,7 @@ def evaluate(n_sets: int = EVAL_SETS_PER_ALPHABET, n_jobs: int = 2) -> None:
     feats = embed(kernel.module_.embedder.backbone.eval(), data.images)
     alphabets = range(len(data.alphabet_names))
     per_alphabet = Parallel(n_jobs=n_jobs)(
-        delayed(_evaluate_alphabet)({}, data.data, feats, data.target, data.alphabet, a, n_sets) for a in alphabets
+        delayed(_evaluate_alphabet)(data.data, feats, data.target, data.alphabet, a, n_sets) for a in alphabets
     )
     seconds = time.perf_counter() - start
     write_results(data.alphabet_names, per_alphabet, n_sets, seconds, reproduce(DATA_HOME))
