@@ -127,6 +127,11 @@ def laplacian_eigenvalues(
     return np.sort(1.0 - top)
 
 
+def _largest_eigengap(eigenvalues: np.ndarray) -> int:
+    """``k = argmax_i (lambda_{i+1} - lambda_i)`` (1-based) of ascending eigenvalues."""
+    return int(np.argmax(np.diff(eigenvalues)) + 1)
+
+
 def estimate_n_clusters(
     affinity, max_clusters: int, random_state=None, eigen_solver: str | None = None, eigen_tol="auto"
 ) -> tuple[int, np.ndarray]:
@@ -161,8 +166,7 @@ def estimate_n_clusters(
     eigenvalues = laplacian_eigenvalues(
         affinity, cap + 1, random_state=random_state, eigen_solver=eigen_solver, eigen_tol=eigen_tol
     )
-    gaps = np.diff(eigenvalues)
-    return int(np.argmax(gaps) + 1), eigenvalues
+    return _largest_eigengap(eigenvalues), eigenvalues
 
 
 def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
@@ -311,7 +315,7 @@ def eigengap_spectral_labels(
         affinity, max(n_eigen, wanted), solver, check_random_state(eigen_random_state), eigen_tol, vectors=True
     )
     eigenvalues = values[:n_eigen]
-    n_clusters = int(np.argmax(np.diff(eigenvalues)) + 1)
+    n_clusters = _largest_eigengap(eigenvalues)
     if n_clusters <= 1:
         return np.zeros(n, dtype=np.int64), n_clusters, eigenvalues
     embedding = vectors[:, : (n_clusters if n_components is None else wanted)]
