@@ -169,6 +169,64 @@ def estimate_n_clusters(
     return _largest_eigengap(eigenvalues), eigenvalues
 
 
+def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: int) -> list[int]:
+    """The ``n_candidates`` values of ``k`` with the largest eigengaps, largest gap first.
+
+    Parameters
+    ----------
+    eigenvalues : ndarray
+        Smallest Laplacian eigenvalues, ascending (as :func:`estimate_n_clusters` returns them).
+    n_candidates : int
+        How many candidates at most.
+
+    Returns
+    -------
+    candidates : list of int
+        ``k = i`` for the gaps ``lambda_{i+1} - lambda_i`` in decreasing order
+        (ties: smaller ``k`` first); the first is the eigengap estimate.
+    """
+    gaps = np.diff(np.asarray(eigenvalues, dtype=np.float64))
+    if gaps.size == 0:
+        return [1]
+    order = np.argsort(-gaps, kind="stable")[: max(1, int(n_candidates))]
+    return [int(i) + 1 for i in order]
+
+
+def pair_log_likelihood(probabilities, labels: np.ndarray, eps: float = 1e-6) -> float:
+    """Bernoulli log-likelihood of a partition under same-cluster probabilities.
+
+    ``sum_{i<j} [s_ij log p_ij + (1 - s_ij) log(1 - p_ij)]`` with
+    ``s_ij = 1`` when ``labels[i] == labels[j]``: how well the partition
+    explains the pair probabilities a :class:`~skabc.ContextualKernel` was
+    trained (with this very loss) to output.  For a sparse matrix only the
+    stored pairs count.
+
+    Parameters
+    ----------
+    probabilities : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric, values in ``[0, 1]``.
+    labels : ndarray of shape (n,)
+    eps : float
+        Probabilities are clipped to ``[eps, 1 - eps]`` so one confident
+        mistake costs a finite amount.
+
+    Returns
+    -------
+    float
+    """
+    labels = np.asarray(labels)
+    if sp.issparse(probabilities):
+        coo = sp.triu(probabilities, k=1, format="coo")
+        rows, cols, p = coo.row, coo.col, np.asarray(coo.data, dtype=np.float64)
+    else:
+        probabilities = np.asarray(probabilities)
+        rows, cols = np.triu_indices(probabilities.shape[0], k=1)
+        p = probabilities[rows, cols].astype(np.float64)
+    p = np.clip(p, eps, 1.0 - eps)
+    same = labels[rows] == labels[cols]
+    return float(np.where(same, np.log(p), np.log1p(-p)).sum())
+
+
 def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
     """Spectral clustering of a precomputed affinity.
 
@@ -199,6 +257,8 @@ def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
     n_clusters = min(n_clusters, n)
     if sp.issparse(affinity):
         return _sparse_spectral_labels(affinity, n_clusters, **spectral_params)
+    if spectral_params.get("assign_labels") == "njw":
+        return _dense_njw_labels(affinity, n_clusters, **spectral_params)
     model = SpectralClustering(n_clusters=n_clusters, affinity="precomputed", **spectral_params)
     with warnings.catch_warnings():
         # A learned affinity may split into components (confident "different cluster" pairs);
@@ -233,16 +293,55 @@ def _sparse_spectral_labels(
     return _assign(vectors, n_clusters, assign_labels, random_state, n_init, verbose)
 
 
+#: Label assignments: scikit-learn's three, and ``'njw'`` (Ng, Jordan & Weiss 2001: k-means on the
+#: rows of the spectral embedding scaled to unit length).
+ASSIGN_LABELS = ("kmeans", "discretize", "cluster_qr", "njw")
+
+
 def _check_assign_labels(assign_labels: str) -> None:
-    if assign_labels not in ("kmeans", "discretize", "cluster_qr"):
-        raise ValueError(f"assign_labels must be 'kmeans', 'discretize' or 'cluster_qr', got {assign_labels!r}")
+    if assign_labels not in ASSIGN_LABELS:
+        raise ValueError(f"assign_labels must be one of {ASSIGN_LABELS}, got {assign_labels!r}")
+
+
+def _dense_njw_labels(
+    affinity: np.ndarray,
+    n_clusters: int,
+    *,
+    eigen_solver: str | None = None,
+    n_components: int | None = None,
+    random_state=None,
+    n_init: int = 10,
+    eigen_tol="auto",
+    assign_labels: str = "njw",
+    verbose: bool = False,
+) -> np.ndarray:
+    """``assign_labels='njw'`` on a dense affinity: scikit-learn's embedding, then :func:`_assign`.
+
+    The eigensolver and its seeding are those of ``SpectralClustering`` (one
+    RandomState for the embedding, then the assignment), so only the
+    assignment differs from the other options.
+    """
+    from sklearn.manifold import spectral_embedding
+
+    random_state = check_random_state(random_state)
+    n_components = n_clusters if n_components is None else n_components
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Graph is not fully connected", category=UserWarning)
+        maps = spectral_embedding(affinity, n_components=n_components, eigen_solver=eigen_solver,
+                                  random_state=random_state, eigen_tol=eigen_tol, drop_first=False)
+    return _assign(maps, n_clusters, assign_labels, random_state, n_init, verbose)
 
 
 def _assign(vectors: np.ndarray, n_clusters: int, assign_labels: str, random_state, n_init: int, verbose) -> np.ndarray:
     """scikit-learn's label assignment in the spectral embedding ``vectors``."""
     if verbose:
         print(f"Computing label assignment using {assign_labels}")
-    if assign_labels == "kmeans":
+    if assign_labels in ("kmeans", "njw"):
+        if assign_labels == "njw":
+            # Unit rows: a point's direction in the embedding says which cluster it leans to, its
+            # length mostly how well it is connected; many small clusters separate better this way.
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
         _, labels, _ = k_means(vectors, n_clusters, random_state=random_state, n_init=n_init, verbose=verbose)
     else:
         # Imported here: public functions of a private scikit-learn module.

@@ -300,7 +300,8 @@ def test_eigengap_spectral_labels_sparse_options(monkeypatch):
 
     monkeypatch.setattr(spectral, "_assign", spy)
     for params, width in ((dict(), 3), (dict(n_components=2), 2), (dict(n_components=12), 12),
-                          (dict(assign_labels="cluster_qr"), 3), (dict(assign_labels="discretize"), 3)):
+                          (dict(assign_labels="cluster_qr"), 3), (dict(assign_labels="discretize"), 3),
+                          (dict(assign_labels="njw"), 3)):
         labels, k, eigenvalues = eigengap_spectral_labels(affinity, 5, 0, random_state=0, **params)
         assert k == 3 and eigenvalues.shape == (6,)
         assert widths[-1] == width

@@ -312,7 +312,7 @@ def test_sparse_bad_solver_and_input():
 
 
 @pytest.mark.parametrize("connected", [False, True])
-@pytest.mark.parametrize("assign_labels", ["kmeans", "cluster_qr", "discretize"])
+@pytest.mark.parametrize("assign_labels", ["kmeans", "cluster_qr", "discretize", "njw"])
 def test_sparse_spectral_labels_recover_blobs(no_densify, connected, assign_labels):
     """Three separated blobs are recovered from a sparse kNN affinity without densifying it.
 

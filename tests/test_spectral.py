@@ -162,6 +162,37 @@ def test_spectral_labels_recover_blocks(sizes):
     assert adjusted_rand_score(labels, predicted) == 1.0
 
 
+@pytest.mark.parametrize("sizes", [[20, 30, 25], [4, 6, 5, 7, 3, 5, 6, 4, 5, 5]])
+def test_njw_assignment_recovers_blocks(sizes):
+    """assign_labels='njw' recovers the blocks too, many small ones included."""
+    affinity, labels = _block_affinity(sizes, noise=0.05, seed=len(sizes))
+    predicted = spectral_labels(affinity, len(sizes), random_state=0, assign_labels="njw")
+    assert predicted.dtype == np.int64
+    assert adjusted_rand_score(labels, predicted) == 1.0
+
+
+def test_njw_is_kmeans_on_unit_rows_of_the_sklearn_embedding():
+    """'njw' differs from 'kmeans' only by scaling the embedding rows to unit length."""
+    from sklearn.cluster import k_means
+    from sklearn.manifold import spectral_embedding
+    from sklearn.utils import check_random_state
+
+    affinity = _random_affinity(40, seed=3) ** 4
+    rng = check_random_state(5)
+    maps = spectral_embedding(affinity, n_components=4, random_state=rng, drop_first=False)
+    maps /= np.linalg.norm(maps, axis=1, keepdims=True)
+    _, expected, _ = k_means(maps, 4, random_state=rng, n_init=10)
+    predicted = spectral_labels(affinity, 4, random_state=5, assign_labels="njw")
+    assert np.array_equal(predicted, expected)
+    assert not np.array_equal(predicted, spectral_labels(affinity, 4, random_state=5))
+
+
+def test_unknown_assign_labels_is_refused():
+    affinity, _ = _block_affinity([5, 5])
+    with pytest.raises(ValueError, match="assign_labels"):
+        spectral_labels(affinity, 2, assign_labels="magic")
+
+
 @pytest.mark.parametrize("n_clusters", [0, 1])
 def test_spectral_labels_single_cluster(n_clusters):
     """n_clusters <= 1 gives all zeros without running spectral clustering."""
@@ -174,3 +205,28 @@ def test_spectral_labels_single_cluster(n_clusters):
 def test_spectral_labels_single_point():
     """A single point is labelled 0."""
     assert spectral_labels(np.ones((1, 1)), 3).tolist() == [0]
+
+
+def test_eigengap_candidates_order_and_first_is_the_estimate():
+    affinity, _ = _block_affinity([6, 7, 5, 8], noise=0.05, seed=2)
+    k, eigenvalues = estimate_n_clusters(affinity, 10)
+    candidates = spectral.eigengap_candidates(eigenvalues, 3)
+    assert candidates[0] == k == 4 and len(candidates) == 3 and len(set(candidates)) == 3
+    gaps = np.diff(eigenvalues)
+    assert [gaps[c - 1] for c in candidates] == sorted(gaps, reverse=True)[:3]
+    assert spectral.eigengap_candidates(np.zeros(1), 5) == [1]
+
+
+def test_pair_log_likelihood_prefers_the_true_partition_and_counts_stored_pairs_when_sparse():
+    import scipy.sparse as sp
+
+    probabilities, labels = _block_affinity([5, 6, 4], noise=0.1, seed=1)
+    probabilities = np.clip(probabilities, 0, 0.95)
+    truth = spectral.pair_log_likelihood(probabilities, labels)
+    merged = spectral.pair_log_likelihood(probabilities, np.minimum(labels, 1))
+    split = spectral.pair_log_likelihood(probabilities, np.where(np.arange(15) % 2 == 0, labels, labels + 3))
+    assert truth > merged and truth > split
+    # Sparse: only the stored pairs (here the upper triangle of the same-cluster blocks) count.
+    stored = sp.csr_matrix(np.where(labels[:, None] == labels[None, :], probabilities, 0.0))
+    expected = np.log(0.95) * sum(s * (s - 1) / 2 for s in (5, 6, 4))
+    assert np.isclose(spectral.pair_log_likelihood(stored, labels), expected)
