@@ -18,7 +18,16 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 from ._persistence import load_clustering, save_clustering
 from ._validation import encode_groups, encode_labels
 from .kernel import ContextualKernel
-from .spectral import eigengap_spectral_labels, estimate_n_clusters, spectral_labels
+from .spectral import (
+    eigengap_candidates,
+    eigengap_spectral_labels,
+    estimate_n_clusters,
+    pair_log_likelihood,
+    spectral_labels,
+)
+
+#: How many eigengap candidates ``n_clusters_selection='likelihood'`` compares.
+LIKELIHOOD_CANDIDATES = 5
 
 
 class ABCClustering(ClusterMixin, BaseEstimator):
@@ -46,6 +55,16 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``clone``).
     max_clusters : int, default=50
         Upper bound of the eigengap estimate.
+    n_clusters_selection : {'eigengap', 'likelihood'}, default='eigengap'
+        How ``k`` is estimated when ``n_clusters`` is None.  ``'eigengap'``:
+        the largest eigengap.  ``'likelihood'``: the
+        :data:`LIKELIHOOD_CANDIDATES` largest eigengaps each propose a ``k``,
+        the set is clustered for each, and the partition that best explains
+        the kernel's same-cluster probabilities wins (highest
+        :func:`~skabc.spectral.pair_log_likelihood` of the affinity before
+        ``affinity_power``; the kernel must output probabilities in
+        ``[0, 1]``, as a :class:`ContextualKernel` does).  It costs one
+        spectral clustering per candidate.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:
@@ -64,8 +83,11 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         k-means restarts of the label assignment.
     eigen_tol : float or 'auto', default='auto'
         Eigensolver tolerance.
-    assign_labels : {'kmeans', 'discretize', 'cluster_qr'}, default='kmeans'
-        Label assignment in the embedding space.
+    assign_labels : {'kmeans', 'discretize', 'cluster_qr', 'njw'}, default='kmeans'
+        Label assignment in the embedding space: scikit-learn's three, or
+        ``'njw'`` (Ng, Jordan & Weiss 2001), k-means on the rows of the
+        spectral embedding scaled to unit length, which separates many small
+        clusters better (the shipped Omniglot model uses it).
     n_jobs : int, default=None
         Number of sets clustered in parallel by ``fit`` and ``predict`` when
         ``groups`` is given, through :class:`joblib.Parallel` (``None``: 1,
@@ -109,13 +131,14 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "kernel": [HasMethods(["fit", "transform"]), None],
         "max_clusters": [Interval(Integral, 1, None, closed="left")],
+        "n_clusters_selection": [StrOptions({"eigengap", "likelihood"})],
         "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "eigen_tol": [Interval(Real, 0.0, None, closed="left"), StrOptions({"auto"})],
-        "assign_labels": [StrOptions({"kmeans", "discretize", "cluster_qr"})],
+        "assign_labels": [StrOptions({"kmeans", "discretize", "cluster_qr", "njw"})],
         "n_jobs": [Integral, None],
         "verbose": ["verbose"],
     }
@@ -126,6 +149,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         *,
         kernel=None,
         max_clusters=50,
+        n_clusters_selection="eigengap",
         affinity_power="auto",
         eigen_solver=None,
         n_components=None,
@@ -139,6 +163,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.max_clusters = max_clusters
+        self.n_clusters_selection = n_clusters_selection
         self.affinity_power = affinity_power
         self.eigen_solver = eigen_solver
         self.n_components = n_components
@@ -396,11 +421,14 @@ def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
     if dense and hasattr(kernel, "check_memory"):
         # The affinity plus the spectral step's Laplacian and working copies.
         kernel.check_memory(n, n_copies=4)
-    affinity = kernel.transform(X)
+    probabilities = kernel.transform(X)
+    affinity = probabilities
     power = model._affinity_power()
     if power != 1.0:
         affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
-    if model.n_clusters is None and sp.issparse(affinity):
+    if model.n_clusters is None and model.n_clusters_selection == "likelihood":
+        labels, eigenvalues = _likelihood_labels(model, probabilities, affinity, eig_seed, seed)
+    elif model.n_clusters is None and sp.issparse(affinity):
         # Large sparse sets: one eigensolve serves the eigengap and the embedding.
         labels, _, eigenvalues = eigengap_spectral_labels(
             affinity, model.max_clusters, eig_seed, eigen_solver=model.eigen_solver,
@@ -412,6 +440,25 @@ def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
         k, eigenvalues = model._n_clusters_for(affinity, eig_seed)
         labels = model._spectral(affinity, k, seed)
     return labels, affinity, len(np.unique(labels)), eigenvalues
+
+
+def _likelihood_labels(model: ABCClustering, probabilities, affinity, eig_seed, seed: int):
+    """Cluster for each eigengap candidate ``k``; keep the partition most likely under the kernel."""
+    values = probabilities.data if sp.issparse(probabilities) else probabilities
+    if values.size and (np.min(values) < 0 or np.max(values) > 1):
+        raise ValueError(
+            "n_clusters_selection='likelihood' needs a kernel whose affinity holds same-cluster probabilities "
+            f"in [0, 1]; this one gave values in [{np.min(values):.3g}, {np.max(values):.3g}]. "
+            "Use n_clusters_selection='eigengap'."
+        )
+    _, eigenvalues = model._n_clusters_for(affinity, eig_seed)
+    best_labels, best_score = None, -np.inf
+    for k in eigengap_candidates(eigenvalues, LIKELIHOOD_CANDIDATES):
+        labels = model._spectral(affinity, k, seed)
+        score = pair_log_likelihood(probabilities, labels)
+        if score > best_score:
+            best_labels, best_score = labels, score
+    return best_labels, eigenvalues
 
 
 def _compact(labels: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import TINY, make_blob_sets
 from sklearn import config_context
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.cluster import SpectralClustering
 from sklearn.frozen import FrozenEstimator
 from sklearn.metrics import adjusted_rand_score
@@ -238,3 +238,54 @@ def test_affinity_power_sharpens_what_the_spectral_step_sees(tiny_kernel):
     assert ABCClustering()._affinity_power() == RECOMMENDED_CLUSTERING["generic"]["affinity_power"] > 1
     with pytest.raises(ValueError, match="affinity_power"):
         ABCClustering(kernel=tiny_kernel, affinity_power=0).fit(X)
+
+
+class _BlockProbabilityKernel(TransformerMixin, BaseEstimator):
+    """A fixed 'kernel': column 0 of X is the true cluster id; pairs get ``inside`` / ``across``
+    probabilities, except that clusters 0 and 1 are ``confused`` with each other."""
+
+    def __init__(self, inside=0.9, across=0.02, confused=0.45, scale=1.0):
+        self.inside, self.across, self.confused, self.scale = inside, across, confused, scale
+
+    def fit(self, X, y=None, groups=None):
+        self.fitted_ = True
+        return self
+
+    def transform(self, X):
+        ids = np.asarray(X)[:, 0].astype(int)
+        same = ids[:, None] == ids[None, :]
+        pair01 = np.isin(ids, [0, 1])
+        A = np.where(same, self.inside, self.across)
+        A = np.where(pair01[:, None] & pair01[None, :] & ~same, self.confused, A)
+        return self.scale * A
+
+
+def _block_points(sizes, seed=0):
+    ids = np.repeat(np.arange(len(sizes)), sizes)
+    rng = np.random.default_rng(seed)
+    return np.column_stack([ids, rng.normal(size=len(ids))]).astype(np.float32), ids
+
+
+def test_likelihood_selection_keeps_the_partition_the_probabilities_support():
+    """Clusters 0 and 1 touch (p = 0.45 across them): the eigengap merges them, the likelihood does not."""
+    X, ids = _block_points([12, 12, 12, 12, 12])
+    kernel = FrozenEstimator(_BlockProbabilityKernel().fit(X))
+    gap = ABCClustering(kernel=kernel, affinity_power=1.0, random_state=0).fit(X)
+    likely = ABCClustering(kernel=kernel, affinity_power=1.0, n_clusters_selection="likelihood",
+                           random_state=0).fit(X)
+    assert gap.n_clusters_ == 4
+    assert likely.n_clusters_ == 5
+    assert adjusted_rand_score(ids, likely.labels_) == 1.0
+    # Below 0.5 across two clusters is evidence to split them; above it, to merge them.
+    merged = ABCClustering(kernel=FrozenEstimator(_BlockProbabilityKernel(confused=0.7).fit(X)),
+                           affinity_power=1.0, n_clusters_selection="likelihood", random_state=0).fit(X)
+    assert merged.n_clusters_ == 4
+
+
+def test_likelihood_selection_needs_probabilities():
+    X, _ = _block_points([10, 10])
+    kernel = FrozenEstimator(_BlockProbabilityKernel(scale=3.0).fit(X))
+    with pytest.raises(ValueError, match=r"probabilities in \[0, 1\]"):
+        ABCClustering(kernel=kernel, n_clusters_selection="likelihood").fit(X)
+    with pytest.raises(ValueError, match="n_clusters_selection"):
+        ABCClustering(kernel=kernel, n_clusters_selection="magic").fit(X)
