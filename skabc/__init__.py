@@ -1,8 +1,9 @@
 """skabc: Attention-Based Clustering (a kernel learned from context) for scikit-learn."""
 
 from .cluster import ABCClustering
+from .ensemble import KernelEnsemble
 from .kernel import ContextualKernel
 
 __version__ = "0.1.0"
 
-__all__ = ["ABCClustering", "ContextualKernel", "__version__"]
+__all__ = ["ABCClustering", "ContextualKernel", "KernelEnsemble", "__version__"]

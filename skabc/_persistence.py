@@ -136,6 +136,12 @@ def load_kernel(cls, path, device="auto"):
 
 def save_clustering(model, path) -> None:
     """Atomically write a fitted ``ABCClustering`` (its parameters, kernel and labels) to ``path``."""
+    if not hasattr(model.kernel_, "module_"):
+        raise TypeError(
+            f"ABCClustering.save stores a ContextualKernel, and this model's kernel is a "
+            f"{type(model.kernel_).__name__}; save that kernel with its own save() (KernelEnsemble has one) "
+            "and the clustering parameters with get_params()"
+        )
     kernel_meta, tensors = _kernel_part(model.kernel_)
     tensors["labels_"] = torch.as_tensor(np.asarray(model.labels_, dtype=np.int64))
     meta = {
@@ -159,3 +165,31 @@ def load_clustering(cls, kernel_cls, path, device="auto"):
     model.labels_ = tensors["labels_"].numpy()
     model.n_clusters_ = meta["n_clusters"]
     return model
+
+
+def _member_prefix(i: int) -> str:
+    return f"members.{i}."
+
+
+def save_ensemble(ensemble, path) -> None:
+    """Atomically write a fitted ``KernelEnsemble`` of ContextualKernels to ``path``."""
+    members, tensors = [], {}
+    for i, kernel in enumerate(ensemble.kernels_):
+        meta, part = _kernel_part(kernel)
+        members.append(meta)
+        tensors.update({_member_prefix(i) + k[len(KERNEL_PREFIX):]: v for k, v in part.items()})
+    _write(path, ensemble, {"params": _params(ensemble, skip=("kernel",)), "members": members}, tensors)
+
+
+def load_ensemble(cls, kernel_cls, path, device="auto"):
+    """Rebuild a fitted ``KernelEnsemble`` of class ``cls`` from ``path``."""
+    meta, tensors = _read(cls, path)
+    kernels = []
+    for i, part in enumerate(meta["members"]):
+        prefix = _member_prefix(i)
+        own = {KERNEL_PREFIX + k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+        kernels.append(_restore_kernel(kernel_cls, part, own, device))
+    ensemble = cls.from_fitted(kernels)
+    params = _unlist(meta["params"])
+    params.pop("n_members", None)  # from_fitted sets it from the members
+    return ensemble.set_params(**params)

@@ -128,13 +128,12 @@ def _train(args: argparse.Namespace) -> int:
 
 def _cluster(args: argparse.Namespace) -> int:
     from .cluster import ABCClustering
-    from .kernel import ContextualKernel
-    from .pretrained import load_clustering
+    from .pretrained import load_clustering, load_saved_kernel
 
     X = _read_array(args.X, "X", 2)
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
     if args.kernel:
-        model = ABCClustering(n_clusters=args.n_clusters, kernel=ContextualKernel.load(args.kernel),
+        model = ABCClustering(n_clusters=args.n_clusters, kernel=load_saved_kernel(args.kernel),
                               random_state=args.seed)
     else:
         # A shipped kernel comes with the clustering settings chosen for it (e.g. affinity_power).
@@ -249,7 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("X", help="points, (n, d) .npy or .csv")
     cluster.add_argument("-o", "--output", required=True, help="labels file to write (.npy, or text otherwise)")
     source = cluster.add_mutually_exclusive_group()
-    source.add_argument("--kernel", help="a kernel saved by `skabc train` or ContextualKernel.save")
+    source.add_argument("--kernel",
+                        help="a kernel saved by `skabc train`, ContextualKernel.save or KernelEnsemble.save")
     source.add_argument("--pretrained", help="a shipped kernel: 'generic' (default), 'omniglot', 'circles', ...")
     cluster.add_argument("--n-clusters", type=_positive_int, default=None, help="default: eigengap estimate")
     cluster.add_argument("--groups", help="cluster each group of rows as its own set")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skabc.cluster
-from skabc import ABCClustering, ContextualKernel
+from skabc import ABCClustering, ContextualKernel, KernelEnsemble
 from skabc.preprocessing import SetCanonicalizer
 
 TINY = dict(d_model=8, n_heads=2, n_blocks=1, set_size=(2, 20), sets_per_epoch=8, batch_size=8, max_epochs=1,
@@ -35,7 +35,7 @@ def _expected_failures(estimator) -> dict[str, str]:
         "check_methods_sample_order_invariance": CONTEXT
         + "; for ABCClustering also the ids of the clusters follow the order of the points",
     }
-    if isinstance(estimator, ContextualKernel):
+    if isinstance(estimator, (ContextualKernel, KernelEnsemble)):
         failures["check_methods_subset_invariance"] = CONTEXT
     if isinstance(estimator, ABCClustering) and estimator.kernel is not None:
         failures["check_clustering"] = NO_LABELS
@@ -46,6 +46,7 @@ def _expected_failures(estimator) -> dict[str, str]:
 @parametrize_with_checks(
     [
         ContextualKernel(**TINY),
+        KernelEnsemble(ContextualKernel(**TINY), n_members=2, random_state=0),
         ABCClustering(kernel=ContextualKernel(**TINY), random_state=0),
         ABCClustering(random_state=0),
         SetCanonicalizer(),

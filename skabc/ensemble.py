@@ -1,0 +1,182 @@
+"""An ensemble of learned kernels: the mean of their same-cluster probabilities.
+
+Kernels trained from different seeds make different mistakes on sets unlike
+their training data (a new alphabet, a new domain); the mean of their
+probabilities is a better calibrated, more accurate affinity (a deep
+ensemble).  The ensemble is itself a kernel: ``ABCClustering(kernel=...)``,
+a Pipeline, or any ``affinity='precomputed'`` clusterer takes it as is.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import HasMethods, Interval
+from sklearn.utils.validation import check_is_fitted
+
+from ._persistence import load_ensemble, save_ensemble
+from .kernel import ContextualKernel
+
+
+class KernelEnsemble(TransformerMixin, BaseEstimator):
+    """Mean affinity of several kernels trained from different seeds.
+
+    Parameters
+    ----------
+    kernel : estimator, default=None
+        The kernel to train ``n_members`` times (a clone each time, with its
+        ``random_state`` drawn from this ensemble's ``random_state``);
+        ``None`` means ``ContextualKernel()``.
+    n_members : int, default=3
+        Number of kernels.
+    random_state : int, RandomState instance or None, default=None
+        Seeds of the members.
+
+    Attributes
+    ----------
+    kernels_ : list of estimators
+        The fitted members.
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    Examples
+    --------
+    >>> from skabc import ContextualKernel, KernelEnsemble
+    >>> from skabc.datasets import make_circles_sets
+    >>> X, y, groups = make_circles_sets(n_sets=32, set_size=60, random_state=0)
+    >>> member = ContextualKernel(d_model=16, n_blocks=1, max_epochs=1, set_size=60)
+    >>> ensemble = KernelEnsemble(member, n_members=2, random_state=0).fit(X, y, groups=groups)
+    >>> ensemble.transform(X[:60]).shape
+    (60, 60)
+    """
+
+    _parameter_constraints: dict = {
+        "kernel": [HasMethods(["fit", "transform"]), None],
+        "n_members": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, kernel=None, n_members=3, random_state=None):
+        self.kernel = kernel
+        self.n_members = n_members
+        self.random_state = random_state
+
+    def fit(self, X, y=None, groups=None):
+        """Train ``n_members`` clones of ``kernel`` on the same labelled sets, from different seeds.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Cluster labels (as for :meth:`ContextualKernel.fit`).
+        groups : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : KernelEnsemble
+        """
+        self._validate_params()
+        base = ContextualKernel() if self.kernel is None else self.kernel
+        rng = check_random_state(self.random_state)
+        members = []
+        for _ in range(self.n_members):
+            member = clone(base)
+            seed = int(rng.randint(np.iinfo(np.int32).max))
+            if "random_state" in member.get_params():
+                member.set_params(random_state=seed)
+            members.append(member.fit(X, y, groups=groups))
+        self._set_members(members)
+        return self
+
+    @classmethod
+    def from_fitted(cls, kernels) -> KernelEnsemble:
+        """An ensemble of kernels that are already fitted (e.g. trained separately, or loaded).
+
+        Parameters
+        ----------
+        kernels : list of fitted estimators
+            Same input width; each ``transform`` returns an ``(n, n)`` affinity.
+
+        Returns
+        -------
+        ensemble : KernelEnsemble
+            Fitted; its ``kernel`` parameter is an unfitted clone of the first member.
+        """
+        kernels = list(kernels)
+        if not kernels:
+            raise ValueError("from_fitted needs at least one fitted kernel")
+        for kernel in kernels:
+            check_is_fitted(kernel)
+        widths = {getattr(k, "n_features_in_", None) for k in kernels}
+        if len(widths) != 1:
+            raise ValueError(f"the kernels were fitted on different numbers of features: {sorted(map(str, widths))}")
+        ensemble = cls(kernel=clone(kernels[0]), n_members=len(kernels))
+        ensemble._set_members(kernels)
+        return ensemble
+
+    def _set_members(self, members: list) -> None:
+        self.kernels_ = members
+        first = members[0]
+        self.n_features_in_ = first.n_features_in_
+        if hasattr(first, "feature_names_in_"):
+            self.feature_names_in_ = first.feature_names_in_
+
+    def transform(self, X):
+        """Mean of the members' affinities of the set ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One set.
+
+        Returns
+        -------
+        affinity : ndarray of shape (n_samples, n_samples), or sparse matrix
+            Dense when every member returns a dense affinity; sparse members
+            (large sets) give the mean over the union of their stored pairs.
+        """
+        check_is_fitted(self, "kernels_")
+        total = None
+        for kernel in self.kernels_:
+            affinity = kernel.transform(X)
+            total = affinity if total is None else total + affinity
+        if sp.issparse(total):
+            return (total / len(self.kernels_)).tocsr()
+        return total / len(self.kernels_)
+
+    def uses_sparse_affinity(self, n_samples: int) -> bool:
+        """Whether ``transform`` of ``n_samples`` points returns a sparse affinity (as the members do)."""
+        check_is_fitted(self, "kernels_")
+        first = self.kernels_[0]
+        return bool(getattr(first, "uses_sparse_affinity", lambda n: False)(n_samples))
+
+    def check_memory(self, n_samples: int, n_copies: int = 1) -> None:
+        """Refuse a dense affinity that would not fit (one more copy: the running sum)."""
+        check_is_fitted(self, "kernels_")
+        first = self.kernels_[0]
+        if hasattr(first, "check_memory"):
+            first.check_memory(n_samples, n_copies=n_copies + 1)
+
+    def save(self, path) -> None:
+        """Write every member to one safetensors file (weights + JSON description); atomic."""
+        check_is_fitted(self, "kernels_")
+        for kernel in self.kernels_:
+            if not isinstance(kernel, ContextualKernel):
+                raise TypeError(f"only ensembles of ContextualKernel can be saved, got a {type(kernel).__name__}")
+        save_ensemble(self, path)
+
+    @classmethod
+    def load(cls, path, device="auto") -> KernelEnsemble:
+        """Load an ensemble written by :meth:`save`, without unpickling anything."""
+        return load_ensemble(cls, ContextualKernel, path, device=device)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.target_tags.required = True
+        tags.transformer_tags.preserves_dtype = []
+        return tags
