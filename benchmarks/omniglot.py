@@ -18,15 +18,18 @@ Recipe (end-to-end training as in the paper would take days on this machine):
 2. Stage 2, the set encoder.  The CNN is frozen; the images of 27
    background alphabets (the 22 above and 5 others whose characters the CNN
    never saw, so their embeddings look like those of new alphabets) and
-   their rotations are embedded once, and a :class:`~skabc.ContextualKernel`
-   (MLP -> 2 SABs -> multiplicative head) is trained on sets of 100 of them
-   drawn within (alphabet, rotation) groups.
-3. Assembly.  The CNN and the stage-2 kernel become one kernel with
-   ``embedder='conv4'`` that takes 28 x 28 images as rows of 784 pixels;
-   it is written to ``skabc/pretrained/omniglot.safetensors``.
+   their rotations are embedded once, and three :class:`~skabc.ContextualKernel`
+   (MLP -> 2 SABs -> multiplicative head), one per seed of ``STAGE2_SEEDS``,
+   are trained on sets of 100 of them drawn within (alphabet, rotation) groups.
+3. Assembly.  The CNN and each stage-2 kernel become one kernel with
+   ``embedder='conv4'`` that takes 28 x 28 images as rows of 784 pixels; a
+   :class:`~skabc.KernelEnsemble` averages the three and is written to
+   ``skabc/pretrained/omniglot.safetensors``.
 
-``VALIDATION_ALPHABETS`` (the last 3 background alphabets) are used for model
-selection; the 20 evaluation alphabets are used only by ``--eval``.
+The 3 validation alphabets of ``background_split()`` are used for model
+selection (``--select``: the clustering settings of
+``RECOMMENDED_CLUSTERING['omniglot']``); the 20 evaluation alphabets are used
+only by ``--eval``.
 Checkpoints (every ``--checkpoint-minutes``) live in
 ``benchmarks/.checkpoints/omniglot``.
 """

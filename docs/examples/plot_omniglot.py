@@ -5,7 +5,8 @@ Clustering handwritten characters of an unseen alphabet
 The shipped ``omniglot`` kernel was trained on the 30 background alphabets
 of Omniglot only. Here it clusters drawings of Tengwar, one of the 20
 held-out alphabets, without being told how many characters there are: the
-number of clusters comes from the eigengap of the learned affinity.
+largest eigengaps of the learned affinity propose numbers of clusters, and
+the kernel's own probabilities choose among them.
 
 The drawings come from the small sample bundled with the package
 (:func:`skabc.datasets.load_omniglot_sample`); with the official archives on
