@@ -217,13 +217,24 @@ def pair_log_likelihood(probabilities, labels: np.ndarray, eps: float = 1e-6) ->
     labels = np.asarray(labels)
     if sp.issparse(probabilities):
         coo = sp.triu(probabilities, k=1, format="coo")
-        rows, cols, p = coo.row, coo.col, np.asarray(coo.data, dtype=np.float64)
-    else:
-        probabilities = np.asarray(probabilities)
-        rows, cols = np.triu_indices(probabilities.shape[0], k=1)
-        p = probabilities[rows, cols].astype(np.float64)
+        same = labels[coo.row] == labels[coo.col]
+        return _bernoulli_log_likelihood(np.asarray(coo.data, dtype=np.float64), same, eps)
+    probabilities = np.asarray(probabilities)
+    n = probabilities.shape[0]
+    total = 0.0
+    # Row blocks of the strict upper triangle: memory stays O(block * n) on large dense sets.
+    block = max(1, 2**22 // max(n, 1))
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        p = probabilities[start:stop].astype(np.float64)
+        same = labels[start:stop, None] == labels[None, :]
+        upper = np.arange(start, stop)[:, None] < np.arange(n)[None, :]
+        total += _bernoulli_log_likelihood(p[upper], same[upper], eps)
+    return float(total)
+
+
+def _bernoulli_log_likelihood(p: np.ndarray, same: np.ndarray, eps: float) -> float:
     p = np.clip(p, eps, 1.0 - eps)
-    same = labels[rows] == labels[cols]
     return float(np.where(same, np.log(p), np.log1p(-p)).sum())
 
 
