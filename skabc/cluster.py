@@ -41,8 +41,9 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     Parameters
     ----------
     n_clusters : int, default=None
-        Number of clusters.  ``None`` estimates it per set by the largest
-        eigengap of ``L = I - D^-1/2 A D^-1/2``, at most ``max_clusters``.
+        Number of clusters.  ``None`` estimates it per set from the
+        eigengaps of ``L = I - D^-1/2 A D^-1/2`` (at most ``max_clusters``),
+        as ``n_clusters_selection`` says.
     kernel : ContextualKernel, default=None
         The learned kernel.  ``None`` uses the shipped generic kernel
         (``skabc.pretrained.load('generic')``, trained on synthetic clustering
