@@ -571,6 +571,10 @@ def markdown(result: dict) -> str:
                  [("KMeans k known", "kmeans/known/nmi"), ("KMeans k = 20", "kmeans/k20/nmi"),
                   ("Spectral rbf k known", "spectral_rbf/known/nmi"), ("Spectral rbf k = 20", "spectral_rbf/k20/nmi"),
                   ("Spectral kNN k known", "spectral_knn/known/nmi"), ("Spectral kNN k = 20", "spectral_knn/k20/nmi")])
+    out += table("Context-free baselines on the same CNN embeddings, given the true k, ARI",
+                 [("KMeans k known", "kmeans/known/ari"), ("KMeans k = 20", "kmeans/k20/ari"),
+                  ("Spectral rbf k known", "spectral_rbf/known/ari"), ("Spectral rbf k = 20", "spectral_rbf/k20/ari"),
+                  ("Spectral kNN k known", "spectral_knn/known/ari"), ("Spectral kNN k = 20", "spectral_knn/k20/ari")])
     return "\n".join(out)
 
 
