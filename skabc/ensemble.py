@@ -88,7 +88,8 @@ class KernelEnsemble(TransformerMixin, BaseEstimator):
             seed = int(rng.randint(np.iinfo(np.int32).max))
             if "random_state" in member.get_params():
                 member.set_params(random_state=seed)
-            members.append(member.fit(X, y, groups=groups))
+            # groups only when given: a plain transformer kernel need not take it.
+            members.append(member.fit(X, y) if groups is None else member.fit(X, y, groups=groups))
         self._set_members(members)
         return self
 
