@@ -19,6 +19,7 @@ from ._persistence import load_clustering, save_clustering
 from ._validation import encode_groups, encode_labels
 from .kernel import ContextualKernel
 from .spectral import (
+    ASSIGN_LABELS,
     eigengap_candidates,
     eigengap_spectral_labels,
     estimate_n_clusters,
@@ -139,7 +140,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         "random_state": ["random_state"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "eigen_tol": [Interval(Real, 0.0, None, closed="left"), StrOptions({"auto"})],
-        "assign_labels": [StrOptions({"kmeans", "discretize", "cluster_qr", "njw"})],
+        "assign_labels": [StrOptions(set(ASSIGN_LABELS))],
         "n_jobs": [Integral, None],
         "verbose": ["verbose"],
     }

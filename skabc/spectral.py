@@ -266,10 +266,8 @@ def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
     if n_clusters <= 1 or n < 2:
         return np.zeros(n, dtype=np.int64)
     n_clusters = min(n_clusters, n)
-    if sp.issparse(affinity):
-        return _sparse_spectral_labels(affinity, n_clusters, **spectral_params)
-    if spectral_params.get("assign_labels") == "njw":
-        return _dense_njw_labels(affinity, n_clusters, **spectral_params)
+    if sp.issparse(affinity) or spectral_params.get("assign_labels") == "njw":
+        return _embedding_labels(affinity, n_clusters, **spectral_params)
     model = SpectralClustering(n_clusters=n_clusters, affinity="precomputed", **spectral_params)
     with warnings.catch_warnings():
         # A learned affinity may split into components (confident "different cluster" pairs);
@@ -281,7 +279,7 @@ def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
 # --------------------------------------------------------------------------- sparse path
 
 
-def _sparse_spectral_labels(
+def _embedding_labels(
     affinity,
     n_clusters: int,
     *,
@@ -293,14 +291,27 @@ def _sparse_spectral_labels(
     assign_labels: str = "kmeans",
     verbose: bool = False,
 ) -> np.ndarray:
-    """Normalised spectral embedding of a sparse affinity, then scikit-learn's label assignment."""
+    """Normalised spectral embedding, then :func:`_assign`.
+
+    Sparse affinities use this module's component-wise eigensolver; dense
+    ones (reached only for ``assign_labels='njw'``, which scikit-learn lacks)
+    use scikit-learn's ``spectral_embedding`` exactly as ``SpectralClustering``
+    calls it, so only the assignment differs from the other options.
+    """
     _check_assign_labels(assign_labels)
-    solver = _check_eigen_solver(eigen_solver)
-    n = affinity.shape[0]
-    n_components = int(min(n_clusters if n_components is None else n_components, n))
     # One RandomState for the eigensolver then the assignment, as SpectralClustering does.
     random_state = check_random_state(random_state)
-    _, vectors = _smallest_eigenpairs(affinity, n_components, solver, random_state, eigen_tol, vectors=True)
+    n_components = int(min(n_clusters if n_components is None else n_components, affinity.shape[0]))
+    if sp.issparse(affinity):
+        solver = _check_eigen_solver(eigen_solver)
+        _, vectors = _smallest_eigenpairs(affinity, n_components, solver, random_state, eigen_tol, vectors=True)
+    else:
+        from sklearn.manifold import spectral_embedding
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Graph is not fully connected", category=UserWarning)
+            vectors = spectral_embedding(affinity, n_components=n_components, eigen_solver=eigen_solver,
+                                         random_state=random_state, eigen_tol=eigen_tol, drop_first=False)
     return _assign(vectors, n_clusters, assign_labels, random_state, n_init, verbose)
 
 
@@ -312,35 +323,6 @@ ASSIGN_LABELS = ("kmeans", "discretize", "cluster_qr", "njw")
 def _check_assign_labels(assign_labels: str) -> None:
     if assign_labels not in ASSIGN_LABELS:
         raise ValueError(f"assign_labels must be one of {ASSIGN_LABELS}, got {assign_labels!r}")
-
-
-def _dense_njw_labels(
-    affinity: np.ndarray,
-    n_clusters: int,
-    *,
-    eigen_solver: str | None = None,
-    n_components: int | None = None,
-    random_state=None,
-    n_init: int = 10,
-    eigen_tol="auto",
-    assign_labels: str = "njw",
-    verbose: bool = False,
-) -> np.ndarray:
-    """``assign_labels='njw'`` on a dense affinity: scikit-learn's embedding, then :func:`_assign`.
-
-    The eigensolver and its seeding are those of ``SpectralClustering`` (one
-    RandomState for the embedding, then the assignment), so only the
-    assignment differs from the other options.
-    """
-    from sklearn.manifold import spectral_embedding
-
-    random_state = check_random_state(random_state)
-    n_components = n_clusters if n_components is None else n_components
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Graph is not fully connected", category=UserWarning)
-        maps = spectral_embedding(affinity, n_components=n_components, eigen_solver=eigen_solver,
-                                  random_state=random_state, eigen_tol=eigen_tol, drop_first=False)
-    return _assign(maps, n_clusters, assign_labels, random_state, n_init, verbose)
 
 
 def _assign(vectors: np.ndarray, n_clusters: int, assign_labels: str, random_state, n_init: int, verbose) -> np.ndarray:

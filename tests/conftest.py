@@ -38,3 +38,14 @@ def blob_data():
 def tiny_kernel(blob_data):
     X, y, groups = blob_data
     return ContextualKernel(**TINY).fit(X, y, groups=groups)
+
+
+def same_matrix(left, right, atol=1e-6):
+    """Assert two sparse matrices have the same pattern and (within atol) the same values."""
+    left, right = left.tocsr(), right.tocsr()
+    left.sort_indices()
+    right.sort_indices()
+    assert left.shape == right.shape
+    assert np.array_equal(left.indptr, right.indptr)
+    assert np.array_equal(left.indices, right.indices)
+    assert np.allclose(left.data, right.data, rtol=0, atol=atol)

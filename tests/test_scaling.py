@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from conftest import same_matrix
 from sklearn.metrics import adjusted_rand_score
 from sklearn.neighbors import NearestNeighbors
 
@@ -81,16 +82,6 @@ def _row_topk_recall(head, z, k, **ivf_options) -> float:
     return float(np.mean([len(np.intersect1d(a, b)) for a, b in zip(exact, approx, strict=True)]) / k)
 
 
-def _same_matrix(left, right, atol=1e-6):
-    left, right = left.tocsr(), right.tocsr()
-    left.sort_indices()
-    right.sort_indices()
-    assert left.shape == right.shape
-    assert np.array_equal(left.indptr, right.indptr)
-    assert np.array_equal(left.indices, right.indices)
-    assert np.allclose(left.data, right.data, rtol=0, atol=atol)
-
-
 # --------------------------------------------------------------------------- SimilarityHead.rank_factors / pair_logits
 
 
@@ -141,7 +132,7 @@ def test_exact_search_equals_the_dense_reference(d_model, d_head, block_rows):
     head = _random_head(d_model, d_head=d_head, seed=2)
     z = torch.randn(1, 45, d_model)
     sparse = topk_affinity(head, z, 6, block_rows=block_rows, search="exact")
-    _same_matrix(sparse, dense_to_topk(_dense_affinity(head, z), 6))
+    same_matrix(sparse, dense_to_topk(_dense_affinity(head, z), 6))
 
 
 def test_exact_search_of_the_additive_head():
@@ -149,7 +140,7 @@ def test_exact_search_of_the_additive_head():
     head = _random_head(8, compat="additive", seed=3)
     z = torch.randn(1, 30, 8)
     for search in ("auto", "exact"):
-        _same_matrix(topk_affinity(head, z, 4, search=search), dense_to_topk(_dense_affinity(head, z), 4))
+        same_matrix(topk_affinity(head, z, 4, search=search), dense_to_topk(_dense_affinity(head, z), 4))
 
 
 def test_search_arguments_are_checked():
@@ -169,7 +160,7 @@ def test_search_arguments_are_checked():
 def test_ivf_with_one_cell_is_exact():
     """Fewer points than one cell: a single cell holds every candidate, so 'ivf' is the exact search."""
     head, z = _random_head(8, seed=4), torch.randn(1, 120, 8)
-    _same_matrix(topk_affinity(head, z, 7, search="ivf"), topk_affinity(head, z, 7, search="exact"))
+    same_matrix(topk_affinity(head, z, 7, search="ivf"), topk_affinity(head, z, 7, search="exact"))
 
 
 def test_ivf_structure_values_and_determinism(monkeypatch):
@@ -186,8 +177,8 @@ def test_ivf_structure_values_and_determinism(monkeypatch):
     dense = _dense_affinity(head, z)
     coo = sparse.tocoo()
     assert np.allclose(coo.data, dense[coo.row, coo.col], rtol=0, atol=1e-6)
-    _same_matrix(topk_affinity(head, z, k, search="ivf", n_probe=3), sparse, atol=0)
-    _same_matrix(topk_affinity(head, z, k, search="ivf", n_probe=3, random_state=0), sparse, atol=0)
+    same_matrix(topk_affinity(head, z, k, search="ivf", n_probe=3), sparse, atol=0)
+    same_matrix(topk_affinity(head, z, k, search="ivf", n_probe=3, random_state=0), sparse, atol=0)
 
 
 def test_ivf_recall_on_clustered_embeddings(monkeypatch):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from conftest import same_matrix
 from scipy.sparse.csgraph import connected_components
 from sklearn.cluster import SpectralClustering
 from sklearn.metrics import adjusted_rand_score
@@ -64,16 +65,6 @@ def _bridged(affinity, y, weight=1e-3):
     return affinity.tocsr()
 
 
-def _same_matrix(left, right, atol=1e-6):
-    left, right = left.tocsr(), right.tocsr()
-    left.sort_indices()
-    right.sort_indices()
-    assert left.shape == right.shape
-    assert np.array_equal(left.indptr, right.indptr)
-    assert np.array_equal(left.indices, right.indices)
-    assert np.allclose(left.data, right.data, rtol=0, atol=atol)
-
-
 @pytest.fixture
 def no_densify(monkeypatch):
     """Make any sparse toarray/todense raise."""
@@ -97,7 +88,7 @@ def test_topk_matches_dense_reference(compat, k):
     head, z = _head_and_embeddings(compat=compat)
     sparse = topk_affinity(head, z, k)
     assert sp.isspmatrix_csr(sparse) and sparse.dtype == np.float64
-    _same_matrix(sparse, dense_to_topk(_dense_affinity(head, z), k))
+    same_matrix(sparse, dense_to_topk(_dense_affinity(head, z), k))
 
 
 @pytest.mark.parametrize("k", [1, 4, 10])
@@ -126,7 +117,7 @@ def test_topk_block_rows_do_not_matter():
     head, z = _head_and_embeddings(n=37, seed=2)
     reference = topk_affinity(head, z, 5, block_rows=1000)
     for block_rows in (1, 3, 36, None):
-        _same_matrix(topk_affinity(head, z, 5, block_rows=block_rows), reference, atol=1e-7)
+        same_matrix(topk_affinity(head, z, 5, block_rows=block_rows), reference, atol=1e-7)
 
 
 def test_topk_all_neighbours_is_dense_affinity():
@@ -160,7 +151,7 @@ def test_sparse_mode_transform_matches_dense_on_the_knn_pattern(tiny_kernel, blo
     sparse_kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(affinity_mode="sparse", n_neighbors=6)
     sparse = sparse_kernel.transform(X)
     assert sp.issparse(sparse)
-    _same_matrix(sparse, dense_to_topk(tiny_kernel.transform(X), 6))
+    same_matrix(sparse, dense_to_topk(tiny_kernel.transform(X), 6))
 
 
 def test_auto_mode_switches_to_sparse_above_the_threshold(tiny_kernel, monkeypatch):
