@@ -29,6 +29,7 @@ from .nn.embedders import EMBEDDERS
 from .nn.heads import COMPAT_FUNCTIONS
 from .nn.loss import SameClusterBCELoss
 from .nn.model import ABCNet
+from .nn.sampled import SampledAttentionBlock
 from .preprocessing import canonicalize_set
 from .sampling import (
     ClusterSetSampler,
@@ -144,7 +145,10 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
     window_size : int, default=32
         ``attention='sampled'``: points per random window.
     n_attention_samples : int, default=1
-        ``attention='sampled'``: window samples averaged at inference.
+        ``attention='sampled'``: window samples averaged at inference (more
+        samples, less variance, proportionally more time).  Inference-only:
+        changing it with ``set_params`` on a fitted kernel takes effect
+        without refitting.
     window_attention : {'hamiltonian', 'dense'}, default='hamiltonian'
         ``attention='sampled'``: attention pattern inside a window.
     attention_options : dict, default=None
@@ -531,6 +535,19 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         names = BACKEND_OPTIONS.get(self.attention, ()) if isinstance(self.attention, str) else ()
         return {**{name: getattr(self, name) for name in names}, **(self.attention_options or {})}
 
+    def _apply_inference_options(self, module: nn.Module) -> None:
+        """Give the fitted blocks the current inference-only options, so set_params needs no refit.
+
+        ``n_attention_samples`` only sets how many window samples the sampled
+        backend averages in eval mode; the weights do not depend on it.
+        """
+        samples = self._backend_options().get("n_attention_samples")
+        if samples is None:
+            return
+        for block in module.modules():
+            if isinstance(block, SampledAttentionBlock):
+                block.n_attention_samples = int(samples)
+
     def _callbacks(self, total_steps: int) -> list:
         callbacks = [
             ("redraw_sets", _RedrawEachEpoch()),
@@ -632,6 +649,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         """Contextual embeddings ``(1, n, d_model)`` of the set ``X``."""
         module = self.module_
         module.eval()
+        self._apply_inference_options(module)
         device = next(module.parameters()).device
         transform = self._set_transform()
         if transform is not None:

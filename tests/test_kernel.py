@@ -6,6 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
+import torch
 from conftest import TINY, make_blob_sets
 from sklearn.base import clone
 
@@ -399,6 +400,22 @@ def test_backends_through_the_estimator(blob_data, params, tmp_path):
     # The safe format keeps backend options and buffers (e.g. the sampled blocks' seeds).
     kernel.save(tmp_path / "k.safetensors")
     np.testing.assert_array_equal(ContextualKernel.load(tmp_path / "k.safetensors", device="cpu").transform(X[:30]), A)
+
+
+def test_n_attention_samples_applies_to_a_fitted_kernel_without_refit(blob_data, tmp_path):
+    X, y, g = blob_data
+    kernel = ContextualKernel(**{**TINY, "attention": "sampled", "window_size": 6}).fit(X, y, groups=g)
+    one = kernel.transform(X[:30])
+    weights = {k: v.clone() for k, v in kernel.module_.state_dict().items()}
+    averaged = kernel.set_params(n_attention_samples=4).transform(X[:30])
+    assert not np.allclose(one, averaged)  # four window samples, not one
+    assert all(b.n_attention_samples == 4 for b in kernel.module_.blocks)
+    assert all(torch.equal(v, kernel.module_.state_dict()[k]) for k, v in weights.items())
+    np.testing.assert_array_equal(kernel.set_params(n_attention_samples=1).transform(X[:30]), one)
+    # A loaded kernel takes the option the same way.
+    kernel.save(tmp_path / "k.safetensors")
+    loaded = ContextualKernel.load(tmp_path / "k.safetensors", device="cpu")
+    np.testing.assert_array_equal(loaded.set_params(n_attention_samples=4).transform(X[:30]), averaged)
 
 
 def test_attention_options_reach_a_custom_factory(blob_data):
