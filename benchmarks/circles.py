@@ -135,48 +135,62 @@ BACKENDS = {
 }
 
 
+# Outer-product attention scores every pair through a d_head-wide tanh, O(n^2 d) elementwise work that
+# made one epoch of BACKEND_BUDGET take minutes on a CPU core; it is compared with SAB on this smaller
+# budget instead (2 blocks of width 32, sets of 100-150 points), both trained the same way.
+SMALL_BUDGET = dict(BACKEND_BUDGET, n_blocks=2, d_model=32, set_size=(100, 150), max_epochs=60)
+SMALL_BACKENDS = ("sab", "opa")
+
+
+def _budget(small: bool, epochs: int) -> dict:
+    return dict(SMALL_BUDGET) if small else dict(BACKEND_BUDGET, max_epochs=epochs)
+
+
 # The long budget is the one of the shipped multiplicative circles kernel (VARIANTS above), so that
 # kernel is the SAB entry of the long comparison and only the other backends need training.
 LONG_EPOCHS = VARIANTS["multiplicative"]["max_epochs"]
 
 
-def _backend_tag(name: str, epochs: int) -> str:
+def _backend_tag(name: str, epochs: int, small: bool = False) -> str:
     """Checkpoint name of one backend at one budget (the 40-epoch names predate the long budget)."""
+    if small:
+        return f"backend_{name}_small"
     return f"backend_{name}" if epochs == BACKEND_BUDGET["max_epochs"] else f"backend_{name}_e{epochs}"
 
 
-def _backend_weights(name: str, epochs: int) -> Path:
-    if name == "sab" and epochs == LONG_EPOCHS:
+def _backend_weights(name: str, epochs: int, small: bool = False) -> Path:
+    if name == "sab" and epochs == LONG_EPOCHS and not small:
         return PRETRAINED_DIR / "circles_multiplicative.safetensors"
-    return CHECKPOINTS / f"{_backend_tag(name, epochs)}.safetensors"
+    return CHECKPOINTS / f"{_backend_tag(name, epochs, small)}.safetensors"
 
 
-def train_backend(name: str, threads: int, epochs: int) -> None:
+def train_backend(name: str, threads: int, epochs: int, small: bool = False) -> None:
     """Train one attention backend with the budget shared by all (same data, epochs, architecture)."""
     torch.set_num_threads(threads)
-    if name == "sab" and epochs == LONG_EPOCHS:
+    if name == "sab" and epochs == LONG_EPOCHS and not small:
         print(f"sab at {epochs} epochs is the shipped circles kernel (python benchmarks/circles.py --train "
               "multiplicative); nothing to train")
         return
     X, y, groups = make_circles_sets(n_sets=10_000, set_size=300, random_state=TRAIN_SEED)
     attention, options = BACKENDS[name]
-    kernel = ContextualKernel(**dict(BACKEND_BUDGET, max_epochs=epochs), attention=attention, **options,
-                              checkpoint_dir=CHECKPOINTS / _backend_tag(name, epochs), verbose=1)
+    kernel = ContextualKernel(**_budget(small, epochs), attention=attention, **options,
+                              checkpoint_dir=CHECKPOINTS / _backend_tag(name, epochs, small), verbose=1)
     start = time.process_time()
     kernel.fit(X, y, groups=groups)
-    kernel.save(_backend_weights(name, epochs))
+    kernel.save(_backend_weights(name, epochs, small))
     print(f"{name}: {(time.process_time() - start) / 60:.1f} CPU-min")
 
 
-def evaluate_backends(epochs: int, n_sets: int = 200, n_sets_large: int = 20) -> None:
+def evaluate_backends(epochs: int, n_sets: int = 200, n_sets_large: int = 20, small: bool = False) -> None:
     kernels, train_seconds = {}, {}
-    for name in BACKENDS:
-        path = _backend_weights(name, epochs)
+    for name in SMALL_BACKENDS if small else BACKENDS:
+        path = _backend_weights(name, epochs, small)
         if not path.exists():
-            print(f"skipping {name}: no weights at {path} (run --train-backend {name} --epochs {epochs})")
+            how = "--small" if small else f"--epochs {epochs}"
+            print(f"skipping {name}: no weights at {path} (run --train-backend {name} {how})")
             continue
         kernels[name] = ContextualKernel.load(path)
-        checkpoint = "multiplicative" if path.parent == PRETRAINED_DIR else _backend_tag(name, epochs)
+        checkpoint = "multiplicative" if path.parent == PRETRAINED_DIR else _backend_tag(name, epochs, small)
         history_file = CHECKPOINTS / checkpoint / "history.json"
         if history_file.exists():
             train_seconds[name] = sum(row["dur"] for row in json.loads(history_file.read_text()))
@@ -186,11 +200,15 @@ def evaluate_backends(epochs: int, n_sets: int = 200, n_sets_large: int = 20) ->
     print(format_table(rows))
     out_dir = ROOT / "benchmarks" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
-    suffix = "" if epochs == BACKEND_BUDGET["max_epochs"] else f"_e{epochs}"
-    budget = dict(BACKEND_BUDGET, max_epochs=epochs)
+    if small:
+        suffix, flag = "_small", " --small"
+    else:
+        suffix = "" if epochs == BACKEND_BUDGET["max_epochs"] else f"_e{epochs}"
+        flag = "" if not suffix else f" --epochs {epochs}"
+    budget = _budget(small, epochs)
     (out_dir / f"circles_backends{suffix}.json").write_text(json.dumps({
-        "command": "python benchmarks/circles.py --eval-backends"
-                   + ("" if not suffix else f" --epochs {epochs}"),
+        "command": "python benchmarks/circles.py --eval-backends" + flag,
+        "small": small,
         "budget": {k: (list(v) if isinstance(v, tuple) else v) for k, v in budget.items()},
         "backend_options": {k: {"attention": a, **o} for k, (a, o) in BACKENDS.items()},
         "n_sets": {"200": n_sets, "2000": n_sets_large},
@@ -201,22 +219,28 @@ def evaluate_backends(epochs: int, n_sets: int = 200, n_sets_large: int = 20) ->
 def _write_backends_doc(out_dir: Path) -> None:
     """docs/backends_results.md from every budget evaluated so far (one table each)."""
     sections = []
-    for path in sorted(out_dir.glob("circles_backends*.json"), key=lambda p: json.loads(p.read_text())
-                       ["budget"]["max_epochs"]):
-        result = json.loads(path.read_text())
-        epochs = result["budget"]["max_epochs"]
+    results = [(path, json.loads(path.read_text())) for path in out_dir.glob("circles_backends*.json")]
+    for path, result in sorted(results, key=lambda r: (r[1].get("small", False), r[1]["budget"]["max_epochs"])):
+        budget = result["budget"]
+        epochs = budget["max_epochs"]
         minutes = ", ".join(f"{name} {seconds / 60:.0f}" for name, seconds in result["training_wall_seconds"].items())
         note = (" The SAB entry is the shipped circles kernel (`--train multiplicative`, the same budget)."
                 if epochs == LONG_EPOCHS else "")
+        title = f"{epochs} epochs"
+        if result.get("small"):
+            low, high = budget["set_size"]
+            title = (f"Outer-product attention against SAB: small budget ({budget['n_blocks']} blocks, d_model "
+                     f"{budget['d_model']}, sets of {low}-{high} points, {epochs} epochs)")
         sections.append(
-            f"## {epochs} epochs\n\n`{result['command']}`; raw numbers in `benchmarks/results/{path.name}`. "
+            f"## {title}\n\n`{result['command']}`; raw numbers in `benchmarks/results/{path.name}`. "
             f"Training wall minutes (from the training history, one thread each; other jobs sometimes shared the two "
             f"cores, so these are upper bounds): {minutes}.{note}\n\n" + format_table(result["rows"]) + "\n")
     (ROOT / "docs" / "backends_results.md").write_text(
         "# Attention backends on the circles problem\n\n"
-        "Every backend of one table trained with the same budget (6 blocks, d_model 64, the same training sets: "
-        "epochs of 1,024 sets of 100-300 points), then tested on fresh sets of 200 points (200 sets) and of "
-        "2,000 points (20 sets, 7-20x larger than any training set). Mean ARI ± s.e.\n\n"
+        "Every backend of one table trained with the same budget (unless the title says otherwise 6 blocks, "
+        "d_model 64, the same training sets: epochs of 1,024 sets of 100-300 points), then tested on fresh "
+        "sets of 200 points (200 sets) and of 2,000 points (20 sets, 7-20x larger than any training set). "
+        "Mean ARI ± s.e.\n\n"
         + "\n".join(sections) + "\n" + _options_note() + "\n")
 
 
@@ -236,6 +260,8 @@ def main(argv=None) -> int:
     parser.add_argument("--train-backend", choices=list(BACKENDS),
                         help="train one attention backend with the shared budget (resumable)")
     parser.add_argument("--eval-backends", action="store_true", help="compare the trained backends")
+    parser.add_argument("--small", action="store_true",
+                        help="the small budget of the outer-product attention comparison (sab and opa only)")
     parser.add_argument("--epochs", type=int, default=BACKEND_BUDGET["max_epochs"],
                         help=f"budget of --train-backend / --eval-backends (default %(default)s; "
                              f"{LONG_EPOCHS} reuses the shipped SAB circles kernel)")
@@ -248,9 +274,9 @@ def main(argv=None) -> int:
     if args.defaults:
         defaults(args.threads)
     if args.train_backend:
-        train_backend(args.train_backend, args.threads, args.epochs)
+        train_backend(args.train_backend, args.threads, args.epochs, args.small)
     if args.eval_backends:
-        evaluate_backends(args.epochs)
+        evaluate_backends(args.epochs, small=args.small)
     if not (args.train or args.eval or args.defaults or args.train_backend or args.eval_backends):
         parser.print_help()
     return 0
