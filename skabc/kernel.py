@@ -38,7 +38,7 @@ from .sampling import (
     check_set_size,
     collate_sets,
 )
-from .sparse_affinity import topk_affinity
+from .sparse_affinity import row_keys, topk_affinity
 
 _CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_history": "history.json"}
 
@@ -225,6 +225,15 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         up to :data:`SPARSE_AUTO_MIN_SAMPLES` points, sparse beyond.
     n_neighbors : int, default=30
         Neighbours kept per point in the sparse affinity.
+    n_random_neighbors : int, default=10
+        Random partners added per point in the sparse affinity, with their
+        exact learned affinities.  The top-``n_neighbors`` of a point within
+        its cluster are mostly its nearest points, so without them a large
+        cluster becomes a thin local mesh that the eigengap splits into many
+        pieces; random partners tie each cluster together (see
+        :mod:`skabc.sparse_affinity`).  They are drawn from the points'
+        values (:func:`~skabc.sparse_affinity.row_keys`), so permuting the
+        rows permutes the result.  ``0`` keeps the plain kNN graph.
     memory_limit : float, 'auto' or None, default='auto'
         Largest dense ``n x n`` result (bytes) that :meth:`transform` and
         :class:`ABCClustering` may build; a larger set is refused with a
@@ -289,6 +298,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
         "affinity_mode": [StrOptions({"auto", "dense", "sparse"})],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "n_random_neighbors": [Interval(Integral, 0, None, closed="left")],
         "memory_limit": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
         "device": [str, torch.device, None],
         "random_state": ["random_state"],
@@ -324,6 +334,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         checkpoint_every=1,
         affinity_mode="auto",
         n_neighbors=30,
+        n_random_neighbors=10,
         memory_limit="auto",
         device="auto",
         random_state=None,
@@ -356,6 +367,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         self.checkpoint_every = checkpoint_every
         self.affinity_mode = affinity_mode
         self.n_neighbors = n_neighbors
+        self.n_random_neighbors = n_random_neighbors
         self.memory_limit = memory_limit
         self.device = device
         self.random_state = random_state
@@ -578,12 +590,14 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         -------
         affinity : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_samples)
             Symmetric same-cluster probabilities in [0, 1], float64; sparse
-            (each point's ``n_neighbors`` strongest pairs) in sparse mode.
+            in sparse mode (each point's ``n_neighbors`` strongest pairs and
+            ``n_random_neighbors`` random ones).
         """
         check_is_fitted(self, "module_")
         X = self._validate_set(X)
         if self.uses_sparse_affinity(X.shape[0]):
-            return topk_affinity(self.module_.head, self._encode(X), self.n_neighbors)
+            return topk_affinity(self.module_.head, self._encode(X), self.n_neighbors,
+                                 n_random=self.n_random_neighbors, point_keys=row_keys(X))
         self.check_memory(X.shape[0])
         return self._affinity(X)
 
@@ -728,7 +742,7 @@ def _describe_params(estimator: BaseEstimator) -> dict:
 
     # Settings that do not change training: a checkpoint made under other values still resumes.
     ignored = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit", "affinity_mode",
-               "n_neighbors", "warm_start")
+               "n_neighbors", "n_random_neighbors", "warm_start")
     return {k: json_ready(v, _name_of) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
 
 

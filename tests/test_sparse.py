@@ -18,7 +18,7 @@ from sklearn.neighbors import NearestNeighbors
 
 import skabc.spectral as spectral
 from skabc.nn.heads import SimilarityHead
-from skabc.sparse_affinity import dense_to_topk, topk_affinity
+from skabc.sparse_affinity import dense_to_topk, random_partners, row_keys, topk_affinity
 from skabc.spectral import estimate_n_clusters, laplacian_eigenvalues, normalized_adjacency, spectral_labels
 
 # --------------------------------------------------------------------------- helpers
@@ -89,6 +89,18 @@ def test_topk_matches_dense_reference(compat, k):
     sparse = topk_affinity(head, z, k)
     assert sp.isspmatrix_csr(sparse) and sparse.dtype == np.float64
     same_matrix(sparse, dense_to_topk(_dense_affinity(head, z), k))
+    # Random partners carry their exact learned affinity, for every head and search.
+    keys = row_keys(np.random.default_rng(k).normal(size=(z.shape[1], 2)))
+    for search in ["exact", "ivf"] if compat == "multiplicative" else ["exact"]:
+        with_random = topk_affinity(head, z, k, search=search, n_random=4, point_keys=keys, random_state=5)
+        reference = dense_to_topk(_dense_affinity(head, z), k, n_random=4, point_keys=keys, random_state=5)
+        if search == "exact":
+            same_matrix(with_random, reference)
+        else:  # approximate neighbours, but every random pair is there with its exact value
+            partners = random_partners(z.shape[1], 4, keys, random_state=5)
+            rows = np.repeat(np.arange(z.shape[1]), 4)
+            np.testing.assert_allclose(np.asarray(with_random[rows, partners.ravel()]).ravel(),
+                                       _dense_affinity(head, z)[rows, partners.ravel()], rtol=1e-6)
 
 
 @pytest.mark.parametrize("k", [1, 4, 10])
@@ -151,7 +163,60 @@ def test_sparse_mode_transform_matches_dense_on_the_knn_pattern(tiny_kernel, blo
     sparse_kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(affinity_mode="sparse", n_neighbors=6)
     sparse = sparse_kernel.transform(X)
     assert sp.issparse(sparse)
-    same_matrix(sparse, dense_to_topk(tiny_kernel.transform(X), 6))
+    # The kNN pattern plus the estimator's random partners (drawn from the rows' values).
+    dense = tiny_kernel.transform(X)
+    random = sparse_kernel.n_random_neighbors
+    same_matrix(sparse, dense_to_topk(dense, 6, n_random=random, point_keys=row_keys(X)))
+    same_matrix(sparse_kernel.set_params(n_random_neighbors=0).transform(X), dense_to_topk(dense, 6))
+
+
+# --------------------------------------------------------------------------- random partners
+
+
+def test_random_partners_form_a_regular_graph_without_self_pairs():
+    n, m = 50, 7
+    partners = random_partners(n, m, row_keys(np.random.default_rng(0).normal(size=(n, 3))), random_state=3)
+    assert partners.shape == (n, m) and partners.dtype == np.int64
+    assert not (partners == np.arange(n)[:, None]).any()
+    assert all(len(set(row)) == m for row in partners)  # distinct partners per point
+    np.testing.assert_array_equal(np.bincount(partners.ravel(), minlength=n), np.full(n, m))  # no hubs
+    assert random_partners(4, 10).shape == (4, 3)  # capped at n - 1
+    assert not np.array_equal(random_partners(n, m, random_state=0), random_partners(n, m, random_state=1))
+    with pytest.raises(ValueError, match="n_random"):
+        random_partners(n, -1)
+    with pytest.raises(ValueError, match="keys"):
+        random_partners(n, 2, np.zeros(n - 1))
+
+
+def test_random_partners_follow_the_points_when_rows_are_permuted():
+    X = np.random.default_rng(1).normal(size=(40, 5)).astype(np.float32)
+    keys = row_keys(X)
+    assert keys.dtype == np.uint64 and len(np.unique(keys)) == len(X)
+    perm = np.random.default_rng(2).permutation(len(X))
+    np.testing.assert_array_equal(row_keys(X[perm]), keys[perm])
+    np.testing.assert_array_equal(row_keys(np.vstack([X[:1], X[:1]])), keys[[0, 0]])  # equal rows, equal keys
+    A = np.random.default_rng(3).uniform(size=(40, 40))
+    A = 0.5 * (A + A.T)
+    sparse = dense_to_topk(A, 2, n_random=5, point_keys=keys).toarray()
+    permuted = dense_to_topk(A[np.ix_(perm, perm)], 2, n_random=5, point_keys=row_keys(X[perm])).toarray()
+    np.testing.assert_array_equal(permuted, sparse[np.ix_(perm, perm)])
+
+
+def test_random_partners_keep_the_eigengap_of_large_clusters_whose_knn_graph_is_a_chain():
+    """Two rings whose affinity is high everywhere within a ring and slightly higher nearby.
+
+    The top-k of every point are its ring neighbours, so the kNN graph is two long chains whose
+    Laplacian has many small eigenvalues; random partners (with their true, high affinity) tie
+    each ring together and the eigengap finds the two clusters.
+    """
+    n = 300
+    angle = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    within = 0.9 + 0.09 * np.cos(angle[:, None] - angle[None, :])
+    A = np.block([[within, np.full((n, n), 0.01)], [np.full((n, n), 0.01), within]])
+    plain = estimate_n_clusters(dense_to_topk(A, 6), 20, random_state=0)[0]
+    with_random = estimate_n_clusters(dense_to_topk(A, 6, n_random=5), 20, random_state=0)[0]
+    assert plain > 2
+    assert with_random == 2
 
 
 def test_auto_mode_switches_to_sparse_above_the_threshold(tiny_kernel, monkeypatch):
