@@ -231,10 +231,77 @@ def evaluate_backends(epochs: int, n_sets: int = 200, n_sets_large: int = 20, sm
     _write_backends_doc(out_dir)
 
 
+LARGE_SIZES = {10_000: 3, 100_000: 1}  # set size -> number of sets
+LARGE_BACKENDS = ("sab", "isab", "sampled-dense-128")
+
+
+def evaluate_large(epochs: int, threads: int) -> None:
+    """The long-trained backends on sets 30-1,000x larger than their training sets, sparse affinity.
+
+    ``ABCClustering(kernel=..., random_state=0).fit_predict`` with ``affinity_mode='sparse'``: each point's
+    30 strongest learned pairs, the eigengap for k.  SAB's O(n^2) encoder is run up to 10,000 points only.
+    """
+    from sklearn.metrics import adjusted_rand_score
+
+    from skabc import ABCClustering
+
+    torch.set_num_threads(threads)
+    kernels = {}
+    for name in LARGE_BACKENDS:
+        path = _backend_weights(name, epochs)
+        if path.exists():
+            kernels[name] = path
+    for label, (name, longer) in EQUAL_TIME.items():
+        if _backend_weights(name, longer).exists():
+            kernels[label] = _backend_weights(name, longer)
+    rows = []
+    for size, n_sets in LARGE_SIZES.items():
+        X_all, y_all, groups = make_circles_sets(n_sets=n_sets, set_size=size, random_state=TEST_SEED + size)
+        for name, path in kernels.items():
+            if name == "sab" and size > 10_000:
+                continue
+            kernel = ContextualKernel.load(path, device="cpu").set_params(affinity_mode="sparse")
+            for g in range(n_sets):
+                X, y = X_all[groups == g], y_all[groups == g]
+                start = time.perf_counter()
+                labels = ABCClustering(kernel=kernel, random_state=0).fit_predict(X)
+                seconds = time.perf_counter() - start
+                rows.append({"method": f"ABC {name} (sparse, eigengap k)", "set_size": size, "set": g,
+                             "ari": float(adjusted_rand_score(y, labels)), "k_found": len(set(labels)),
+                             "fit_predict_s": round(seconds, 2)})
+                print(rows[-1], flush=True)
+    out_dir = ROOT / "benchmarks" / "results"
+    (out_dir / "circles_backends_large.json").write_text(json.dumps({
+        "command": f"python benchmarks/circles.py --eval-large --epochs {epochs} --threads {threads}",
+        "epochs": epochs, "threads": threads, "rows": rows}, indent=2))
+    _write_backends_doc(out_dir)
+
+
+def _large_table(result: dict) -> str:
+    methods = list(dict.fromkeys(r["method"] for r in result["rows"]))
+    sizes = sorted({r["set_size"] for r in result["rows"]})
+    lines = ["| method | " + " | ".join(f"n = {s:,}: ARI / k found / s" for s in sizes) + " |",
+             "|---|" + "---|" * len(sizes)]
+    for method in methods:
+        cells = []
+        for size in sizes:
+            rows = [r for r in result["rows"] if r["method"] == method and r["set_size"] == size]
+            if not rows:
+                cells.append("not run (O(n^2) encoder)")
+                continue
+            ari = sum(r["ari"] for r in rows) / len(rows)
+            k = "/".join(str(r["k_found"]) for r in rows)
+            secs = sum(r["fit_predict_s"] for r in rows) / len(rows)
+            cells.append(f"{ari:.3f} / {k} / {secs:.1f}")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _write_backends_doc(out_dir: Path) -> None:
     """docs/backends_results.md from every budget evaluated so far (one table each)."""
     sections = []
-    results = [(path, json.loads(path.read_text())) for path in out_dir.glob("circles_backends*.json")]
+    results = [(path, json.loads(path.read_text())) for path in out_dir.glob("circles_backends*.json")
+               if path.name != "circles_backends_large.json"]
     for path, result in sorted(results, key=lambda r: (r[1].get("small", False), r[1]["budget"]["max_epochs"])):
         budget = result["budget"]
         epochs = budget["max_epochs"]
@@ -260,7 +327,20 @@ def _write_backends_doc(out_dir: Path) -> None:
         "d_model 64, the same training sets: epochs of 1,024 sets of 100-300 points), then tested on fresh "
         "sets of 200 points (200 sets) and of 2,000 points (20 sets, 7-20x larger than any training set). "
         "Mean ARI ± s.e.\n\n"
-        + "\n".join(sections) + "\n" + _options_note() + "\n")
+        + "\n".join(sections) + _large_section(out_dir) + "\n" + _options_note() + "\n")
+
+
+def _large_section(out_dir: Path) -> str:
+    path = out_dir / "circles_backends_large.json"
+    if not path.exists():
+        return ""
+    result = json.loads(path.read_text())
+    sizes = ", ".join(f"{n_sets} set(s) of {size:,}" for size, n_sets in LARGE_SIZES.items())
+    return (f"\n## Large sets, sparse affinity ({result['epochs']}-epoch kernels)\n\n`{result['command']}`; "
+            f"raw numbers in `benchmarks/results/{path.name}`. {sizes} points on 4 overlapping circles "
+            "(the kernels were trained on 100-300); `affinity_mode='sparse'` (30 learned neighbours per point), "
+            "k by the eigengap; ARI (mean over sets), k found per set, fit_predict seconds (mean).\n\n"
+            + _large_table(result) + "\n")
 
 
 def _options_note() -> str:
@@ -279,6 +359,8 @@ def main(argv=None) -> int:
     parser.add_argument("--train-backend", choices=list(BACKENDS),
                         help="train one attention backend with the shared budget (resumable)")
     parser.add_argument("--eval-backends", action="store_true", help="compare the trained backends")
+    parser.add_argument("--eval-large", action="store_true",
+                        help="the long-trained backends on sets of 10,000 and 100,000 points (sparse affinity)")
     parser.add_argument("--small", action="store_true",
                         help="the small budget of the outer-product attention comparison (sab and opa only)")
     parser.add_argument("--epochs", type=int, default=BACKEND_BUDGET["max_epochs"],
@@ -296,7 +378,10 @@ def main(argv=None) -> int:
         train_backend(args.train_backend, args.threads, args.epochs, args.small)
     if args.eval_backends:
         evaluate_backends(args.epochs, small=args.small)
-    if not (args.train or args.eval or args.defaults or args.train_backend or args.eval_backends):
+    if args.eval_large:
+        evaluate_large(args.epochs, args.threads)
+    if not (args.train or args.eval or args.defaults or args.train_backend or args.eval_backends
+            or args.eval_large):
         parser.print_help()
     return 0
 
