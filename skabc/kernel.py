@@ -150,7 +150,12 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         changing it with ``set_params`` on a fitted kernel takes effect
         without refitting.
     window_attention : {'hamiltonian', 'dense'}, default='hamiltonian'
-        ``attention='sampled'``: attention pattern inside a window.
+        ``attention='sampled'``: attention pattern inside a window: the
+        Sampled Transformer's Hamiltonian path (each point sees its two path
+        neighbours, O(n) per block) or dense attention within the window
+        (O(n w)).  For clustering prefer ``'dense'`` with windows of ~128
+        points: on the circles benchmark the Hamiltonian pattern did not
+        learn (``docs/backends_results.md``).
     attention_options : dict, default=None
         Extra keyword options for the backend factory (e.g. for a custom
         callable ``attention``); they override the named options above.
