@@ -230,7 +230,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         up to :data:`SPARSE_AUTO_MIN_SAMPLES` points, sparse beyond.
     n_neighbors : int, default=30
         Neighbours kept per point in the sparse affinity.
-    n_random_neighbors : int, default=10
+    n_random_neighbors : int, default=20
         Random partners added per point in the sparse affinity, with their
         exact learned affinities.  The top-``n_neighbors`` of a point within
         its cluster are mostly its nearest points, so without them a large
@@ -339,7 +339,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         checkpoint_every=1,
         affinity_mode="auto",
         n_neighbors=30,
-        n_random_neighbors=10,
+        n_random_neighbors=20,
         memory_limit="auto",
         device="auto",
         random_state=None,
