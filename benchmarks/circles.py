@@ -338,7 +338,8 @@ def _large_section(out_dir: Path) -> str:
     sizes = ", ".join(f"{n_sets} set(s) of {size:,}" for size, n_sets in LARGE_SIZES.items())
     return (f"\n## Large sets, sparse affinity ({result['epochs']}-epoch kernels)\n\n`{result['command']}`; "
             f"raw numbers in `benchmarks/results/{path.name}`. {sizes} points on 4 overlapping circles "
-            "(the kernels were trained on 100-300); `affinity_mode='sparse'` (30 learned neighbours per point), "
+            "(the kernels were trained on 100-300); `affinity_mode='sparse'` (each point's 30 strongest learned "
+            "pairs and 20 random partners), "
             "k by the eigengap; ARI (mean over sets), k found per set, fit_predict seconds (mean).\n\n"
             + _large_table(result) + "\n")
 
