@@ -135,27 +135,30 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
     ----------
     attention : {'sab', 'isab', 'sampled', 'opa'} or callable, default='sab'
         Set-to-set block: dense self-attention (``'sab'``, O(n^2)), induced
-        set attention (``'isab'``, O(n m)), sampled Hamiltonian-window
-        attention (``'sampled'``, O(n w)), outer-product attention (``'opa'``),
+        set attention (``'isab'``, O(n m)), attention within random windows
+        (``'sampled'``, O(n w)), outer-product attention (``'opa'``),
         or a factory called as ``attention(d_model=, n_heads=, d_ff=,
         layer_norm=, dropout=, **attention_options)`` returning a module with
         ``forward(x, key_mask)``.
     n_inducing : int, default=16
         ``attention='isab'``: number of learned inducing points.
-    window_size : int, default=32
-        ``attention='sampled'``: points per random window.
-    n_attention_samples : int, default=1
+    window_size : int, default=128
+        ``attention='sampled'``: points per random window.  A set of at most
+        this many points is one window, i.e. dense attention.
+    n_attention_samples : int, default=4
         ``attention='sampled'``: window samples averaged at inference (more
-        samples, less variance, proportionally more time).  Inference-only:
-        changing it with ``set_params`` on a fitted kernel takes effect
-        without refitting.
-    window_attention : {'hamiltonian', 'dense'}, default='hamiltonian'
-        ``attention='sampled'``: attention pattern inside a window: the
-        Sampled Transformer's Hamiltonian path (each point sees its two path
-        neighbours, O(n) per block) or dense attention within the window
-        (O(n w)).  For clustering prefer ``'dense'`` with windows of ~128
-        points: on the circles benchmark the Hamiltonian pattern did not
-        learn (``docs/backends_results.md``).
+        samples, less variance, proportionally more time; sets that fit in
+        one dense window are computed once).  Inference-only: changing it
+        with ``set_params`` on a fitted kernel takes effect without
+        refitting.
+    window_attention : {'dense', 'hamiltonian'}, default='dense'
+        ``attention='sampled'``: attention pattern inside a window: dense
+        attention among the window's points (O(n w) per block; the Sampled
+        Transformer's random element sampling) or its Hamiltonian path
+        pattern (each point sees itself and its two path neighbours, O(n)).
+        The defaults are the configuration that came within 0.025 ARI of
+        SAB on the circles benchmark; the Hamiltonian pattern did not learn
+        that problem (``docs/backends_results.md``).
     attention_options : dict, default=None
         Extra keyword options for the backend factory (e.g. for a custom
         callable ``attention``); they override the named options above.
@@ -314,9 +317,9 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         self,
         attention="sab",
         n_inducing=16,
-        window_size=32,
-        n_attention_samples=1,
-        window_attention="hamiltonian",
+        window_size=128,
+        n_attention_samples=4,
+        window_attention="dense",
         attention_options=None,
         compat="multiplicative",
         n_blocks=4,

@@ -404,7 +404,8 @@ def test_backends_through_the_estimator(blob_data, params, tmp_path):
 
 def test_n_attention_samples_applies_to_a_fitted_kernel_without_refit(blob_data, tmp_path):
     X, y, g = blob_data
-    kernel = ContextualKernel(**{**TINY, "attention": "sampled", "window_size": 6}).fit(X, y, groups=g)
+    kernel = ContextualKernel(**{**TINY, "attention": "sampled", "window_size": 6, "n_attention_samples": 1})
+    kernel.fit(X, y, groups=g)
     one = kernel.transform(X[:30])
     weights = {k: v.clone() for k, v in kernel.module_.state_dict().items()}
     averaged = kernel.set_params(n_attention_samples=4).transform(X[:30])

@@ -214,6 +214,9 @@ class SampledAttentionBlock(nn.Module):
         if self.training:
             return self._forward_windows(x, key_mask, self.draw_windows(lengths))
         out = self._forward_windows(x, key_mask, self.draw_windows(lengths, 0))
+        if self.window_attention == "dense" and max(lengths, default=0) <= self.window_size:
+            # Every set is one window: dense attention over all of it, the same for every sample.
+            return out
         for k in range(1, self.n_attention_samples):
             out = out + self._forward_windows(x, key_mask, self.draw_windows(lengths, k))
         return out / self.n_attention_samples
