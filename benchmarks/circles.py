@@ -33,6 +33,9 @@ from skabc.pretrained import PRETRAINED_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "benchmarks" / ".checkpoints"
+# Finished kernels of the long backend trainings (about an hour each on a CPU core), committed so that
+# --eval-backends / --eval-large reproduce the tables without retraining (safetensors, no pickle).
+WEIGHTS = ROOT / "benchmarks" / "weights"
 
 # One architecture for the three variants; the pairwise ablation drops the set blocks.
 COMMON = dict(d_model=64, n_heads=4, layer_norm="pre", set_size=(100, 300), batch_size=32,
@@ -165,9 +168,13 @@ def _backend_tag(name: str, epochs: int, small: bool = False) -> str:
 
 
 def _backend_weights(name: str, epochs: int, small: bool = False) -> Path:
+    """Where a backend's finished kernel is: the long and small budgets' are committed, the 40-epoch ones not."""
     if name == "sab" and epochs == LONG_EPOCHS and not small:
         return PRETRAINED_DIR / "circles_multiplicative.safetensors"
-    return CHECKPOINTS / f"{_backend_tag(name, epochs, small)}.safetensors"
+    tag = _backend_tag(name, epochs, small)
+    if small or epochs != BACKEND_BUDGET["max_epochs"]:
+        return WEIGHTS / f"{tag}.safetensors"
+    return CHECKPOINTS / f"{tag}.safetensors"
 
 
 def train_backend(name: str, threads: int, epochs: int, small: bool = False) -> None:
@@ -183,6 +190,7 @@ def train_backend(name: str, threads: int, epochs: int, small: bool = False) -> 
                               checkpoint_dir=CHECKPOINTS / _backend_tag(name, epochs, small), verbose=1)
     start = time.process_time()
     kernel.fit(X, y, groups=groups)
+    _backend_weights(name, epochs, small).parent.mkdir(parents=True, exist_ok=True)
     kernel.save(_backend_weights(name, epochs, small))
     print(f"{name}: {(time.process_time() - start) / 60:.1f} CPU-min")
 
