@@ -229,7 +229,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
     affinity_mode : {'auto', 'dense', 'sparse'}, default='auto'
         What :meth:`transform` returns: the dense ``n x n`` affinity, or a
         sparse one holding each point's ``n_neighbors`` highest learned
-        affinities (computed block by block, never dense).  ``'auto'``: dense
+        affinities and ``n_random_neighbors`` random partners (computed
+        block by block, never dense).  ``'auto'``: dense
         up to :data:`SPARSE_AUTO_MIN_SAMPLES` points, sparse beyond.
     n_neighbors : int, default=30
         Neighbours kept per point in the sparse affinity.
