@@ -190,33 +190,39 @@ def train_backend(name: str, threads: int, epochs: int, small: bool = False) -> 
                               checkpoint_dir=CHECKPOINTS / _backend_tag(name, epochs, small), verbose=1)
     start = time.process_time()
     kernel.fit(X, y, groups=groups)
-    _backend_weights(name, epochs, small).parent.mkdir(parents=True, exist_ok=True)
-    kernel.save(_backend_weights(name, epochs, small))
+    out = _backend_weights(name, epochs, small)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    kernel.save(out)
     print(f"{name}: {(time.process_time() - start) / 60:.1f} CPU-min")
 
 
-def evaluate_backends(epochs: int, n_sets: int = 200, n_sets_large: int = 20, small: bool = False) -> None:
-    kernels, train_seconds = {}, {}
-    for name in SMALL_BACKENDS if small else BACKENDS:
-        path = _backend_weights(name, epochs, small)
+def _trained_backends(names, epochs: int, small: bool = False) -> dict[str, tuple[Path, float | None]]:
+    """label -> (weights, training wall seconds or None) of the trained backends of one budget.
+
+    The long budget also lists the EQUAL_TIME entries; missing weights are reported and left out.
+    """
+    entries = [(name, name, epochs) for name in names]
+    if epochs == LONG_EPOCHS and not small:
+        entries += [(label, name, longer) for label, (name, longer) in EQUAL_TIME.items()]
+    found = {}
+    for label, name, budget_epochs in entries:
+        path = _backend_weights(name, budget_epochs, small)
         if not path.exists():
-            how = "--small" if small else f"--epochs {epochs}"
-            print(f"skipping {name}: no weights at {path} (run --train-backend {name} {how})")
+            how = "--small" if small else f"--epochs {budget_epochs}"
+            print(f"skipping {label}: no weights at {path} (run --train-backend {name} {how})")
             continue
-        kernels[name] = ContextualKernel.load(path)
-        checkpoint = "multiplicative" if path.parent == PRETRAINED_DIR else _backend_tag(name, epochs, small)
+        checkpoint = "multiplicative" if path.parent == PRETRAINED_DIR else _backend_tag(name, budget_epochs, small)
         history_file = CHECKPOINTS / checkpoint / "history.json"
-        if history_file.exists():
-            train_seconds[name] = sum(row["dur"] for row in json.loads(history_file.read_text()))
-    for label, (name, longer) in EQUAL_TIME.items() if epochs == LONG_EPOCHS and not small else ():
-        path = _backend_weights(name, longer)
-        if not path.exists():
-            print(f"skipping {label}: no weights at {path} (run --train-backend {name} --epochs {longer})")
-            continue
-        kernels[label] = ContextualKernel.load(path)
-        history_file = CHECKPOINTS / _backend_tag(name, longer) / "history.json"
-        if history_file.exists():
-            train_seconds[label] = sum(row["dur"] for row in json.loads(history_file.read_text()))
+        seconds = (sum(row["dur"] for row in json.loads(history_file.read_text()))
+                   if history_file.exists() else None)
+        found[label] = (path, seconds)
+    return found
+
+
+def evaluate_backends(epochs: int, n_sets: int = 200, n_sets_large: int = 20, small: bool = False) -> None:
+    trained = _trained_backends(SMALL_BACKENDS if small else BACKENDS, epochs, small)
+    kernels = {label: ContextualKernel.load(path) for label, (path, _) in trained.items()}
+    train_seconds = {label: seconds for label, (_, seconds) in trained.items() if seconds is not None}
     rows = compare_on_circles(kernels, set_sizes=(200,), n_sets=n_sets, random_state=TEST_SEED, baselines=False)
     rows += compare_on_circles(kernels, set_sizes=(2000,), n_sets=n_sets_large, random_state=TEST_SEED,
                                baselines=False)
@@ -246,22 +252,16 @@ LARGE_BACKENDS = ("sab", "isab", "sampled-dense-128")
 def evaluate_large(epochs: int, threads: int) -> None:
     """The long-trained backends on sets 30-1,000x larger than their training sets, sparse affinity.
 
-    ``ABCClustering(kernel=..., random_state=0).fit_predict`` with ``affinity_mode='sparse'``: each point's
-    30 strongest learned pairs, the eigengap for k.  SAB's O(n^2) encoder is run up to 10,000 points only.
+    ``ABCClustering(kernel=..., random_state=0).fit_predict`` with ``affinity_mode='sparse'`` (each point's
+    strongest learned pairs and random partners, the kernel's defaults), the eigengap for k.  SAB's
+    O(n^2) encoder is run up to 10,000 points only.
     """
     from sklearn.metrics import adjusted_rand_score
 
     from skabc import ABCClustering
 
     torch.set_num_threads(threads)
-    kernels = {}
-    for name in LARGE_BACKENDS:
-        path = _backend_weights(name, epochs)
-        if path.exists():
-            kernels[name] = path
-    for label, (name, longer) in EQUAL_TIME.items():
-        if _backend_weights(name, longer).exists():
-            kernels[label] = _backend_weights(name, longer)
+    kernels = {label: path for label, (path, _) in _trained_backends(LARGE_BACKENDS, epochs).items()}
     rows = []
     for size, n_sets in LARGE_SIZES.items():
         X_all, y_all, groups = make_circles_sets(n_sets=n_sets, set_size=size, random_state=TEST_SEED + size)
@@ -343,7 +343,10 @@ def _large_section(out_dir: Path) -> str:
     if not path.exists():
         return ""
     result = json.loads(path.read_text())
-    sizes = ", ".join(f"{n_sets} set(s) of {size:,}" for size, n_sets in LARGE_SIZES.items())
+    n_sets = {}
+    for row in result["rows"]:
+        n_sets[row["set_size"]] = max(n_sets.get(row["set_size"], 0), row["set"] + 1)
+    sizes = ", ".join(f"{count} set(s) of {size:,}" for size, count in sorted(n_sets.items()))
     return (f"\n## Large sets, sparse affinity ({result['epochs']}-epoch kernels)\n\n`{result['command']}`; "
             f"raw numbers in `benchmarks/results/{path.name}`. {sizes} points on 4 overlapping circles "
             "(the kernels were trained on 100-300); `affinity_mode='sparse'` (each point's 30 strongest learned "
