@@ -13,9 +13,10 @@ moons, curves, mixtures, structureless uniform sets; 1 to 64 features; 200 to
 trains a :class:`~skabc.ContextualKernel` with ``canonical_features=16`` on
 whole sets.  The weights go to ``skabc/pretrained/generic.safetensors``.
 The shipped weights are phase 1 (``--train``: 70 epochs, 55.7 min wall on
-one thread) followed by phase 2 (``--train-more``: 40 more epochs from those
-weights at half the learning rate, 11.0 min wall on two threads), then
-``--select`` for ``affinity_power``.
+one thread) followed by phase 2 (``--train-more --phase 2``: 40 more epochs
+from those weights at half the learning rate, 11.0 min wall on two threads)
+and phase 3 (``--train-more --phase 3``: 240 more epochs, 75.0 min wall on two
+threads), then ``--select`` for ``affinity_power``.
 """
 
 from __future__ import annotations
@@ -674,31 +675,37 @@ def _select_chunk(sets, kernel_path):
     return rows
 
 
-# Second phase: the first run's loss was still falling, so training continues from its weights
-# (warm start, fresh schedule at half the peak learning rate, new draws from the same pool).
-PHASE2 = dict(max_epochs=40, lr=5e-4, random_state=1)
+# Later phases: each run's loss was still falling, so training continues from the shipped weights (warm
+# start, a fresh warm-up + cosine schedule, new draws from the same pool).  Phase 2 ran 40 epochs at half
+# the first peak learning rate; phases 3 and 4 longer schedules at the same peak.
+PHASES = {2: dict(max_epochs=40, lr=5e-4, random_state=1),
+          3: dict(max_epochs=240, lr=5e-4, random_state=2),
+          4: dict(max_epochs=150, lr=5e-4, random_state=3)}
 
 
-def train_more(threads: int) -> None:
+def train_more(threads: int, phase: int) -> None:
     from skabc.pretrained import PRETRAINED_DIR, load
 
+    if phase not in PHASES:
+        raise SystemExit(f"--phase must be one of {sorted(PHASES)}, got {phase}")
     torch.set_num_threads(threads)
     tune_allocator()
     X, y, groups = make_clustering_sets(**POOL, random_state=TRAIN_SEED)
-    kernel = load("generic", device="cpu").set_params(warm_start=True, checkpoint_dir=CHECKPOINTS / "phase2",
-                                                      verbose=1, **PHASE2)
+    kernel = load("generic", device="cpu").set_params(warm_start=True, checkpoint_dir=CHECKPOINTS / f"phase{phase}",
+                                                      verbose=1, **PHASES[phase])
     kernel.fit(X, y, groups=groups)
     wall = float(sum(kernel.net_.history[:, "dur"]))
     kernel.save(PRETRAINED_DIR / "generic.safetensors")
-    (CHECKPOINTS / "phase2_time.json").write_text(json.dumps({"training_wall_seconds": wall, "threads": threads,
-                                                              "epochs": len(kernel.net_.history)}))
-    print(f"generic phase 2: {len(kernel.net_.history)} epochs, {wall / 60:.1f} min wall ({threads} threads)")
+    (CHECKPOINTS / f"phase{phase}_time.json").write_text(json.dumps(
+        {"training_wall_seconds": wall, "threads": threads, "epochs": len(kernel.net_.history)}))
+    print(f"generic phase {phase}: {len(kernel.net_.history)} epochs, {wall / 60:.1f} min wall ({threads} threads)")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", action="store_true")
-    parser.add_argument("--train-more", action="store_true", help="second training phase from the shipped weights")
+    parser.add_argument("--train-more", action="store_true", help="a later training phase from the shipped weights")
+    parser.add_argument("--phase", type=int, default=max(PHASES), help="which phase --train-more runs")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval", action="store_true", help="run the zero-shot benchmark")
     parser.add_argument("--select", action="store_true", help="choose affinity_power on synthetic validation sets")
@@ -711,7 +718,7 @@ def main(argv=None) -> int:
     if args.train:
         train(args.threads)
     if args.train_more:
-        train_more(args.threads)
+        train_more(args.threads, args.phase)
     if args.select:
         select(args.kernel, jobs=args.jobs)
     if args.eval:
