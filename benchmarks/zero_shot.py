@@ -15,8 +15,9 @@ whole sets.  The weights go to ``skabc/pretrained/generic.safetensors``.
 The shipped weights are phase 1 (``--train``: 70 epochs, 55.7 min wall on
 one thread) followed by phase 2 (``--train-more --phase 2``: 40 more epochs
 from those weights at half the learning rate, 11.0 min wall on two threads)
-and phase 3 (``--train-more --phase 3``: 240 more epochs, 75.0 min wall on two
-threads), then ``--select`` for ``affinity_power``.
+phase 3 (``--train-more --phase 3``: 240 more epochs, 75.0 min wall on two
+threads) and phase 4 (``--train-more --phase 4``: 150 more epochs, 47.4 min
+wall on two threads), then ``--select`` for ``affinity_power``.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ RECOMMENDED_CLUSTERING: dict[str, dict] = {
     # benchmarks/results/omniglot_select.json (300 sets of 3 validation alphabets, the 3-kernel ensemble),
     # NMI with k unknown: 0.916 with these settings; 0.910 with the plain eigengap (and 'njw') on A**4.
     "omniglot": {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "likelihood"},
-    # benchmarks/results/zero_shot_select.json (150 synthetic validation sets, phase-3 weights): ARI 0.572
-    # with A**4 against 0.442 with A, 0.533 with A**2 and 0.540 with A**8.
+    # benchmarks/results/zero_shot_select.json (150 synthetic validation sets, phase-4 weights): ARI 0.585
+    # with A**4 against 0.469 with A, 0.556 with A**2 and 0.556 with A**8.
     "generic": {"affinity_power": 4.0},
 }
 
