@@ -14,7 +14,7 @@ trains a :class:`~skabc.ContextualKernel` with ``canonical_features=16`` on
 whole sets.  The weights go to ``skabc/pretrained/generic.safetensors``.
 The shipped weights are phase 1 (``--train``: 70 epochs, 55.7 min wall on
 one thread) followed by phase 2 (``--train-more --phase 2``: 40 more epochs
-from those weights at half the learning rate, 11.0 min wall on two threads)
+from those weights at half the learning rate, 11.0 min wall on two threads),
 phase 3 (``--train-more --phase 3``: 240 more epochs, 75.0 min wall on two
 threads) and phase 4 (``--train-more --phase 4``: 150 more epochs, 47.4 min
 wall on two threads), then ``--select`` for ``affinity_power``.
@@ -49,24 +49,32 @@ KERNEL = dict(canonical_features=16, embedder="fourier", d_model=64, n_blocks=4,
               lr=1e-3, random_state=0)
 
 
-def train(threads: int) -> None:
-    from skabc.pretrained import PRETRAINED_DIR
-
+def _training_pool(threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Set the torch threads and draw the fixed training pool (the same for every phase)."""
     torch.set_num_threads(threads)
     tune_allocator()
     X, y, groups = make_clustering_sets(**POOL, random_state=TRAIN_SEED)
     print(f"pool: {len(np.unique(groups))} sets, {len(X)} rows, width {X.shape[1]}", flush=True)
+    return X, y, groups
+
+
+def _ship(kernel: ContextualKernel, time_file: Path, **record) -> float:
+    """Save a trained kernel as the shipped generic weights and record its training time; wall minutes."""
+    from skabc.pretrained import PRETRAINED_DIR
+
+    wall = float(sum(kernel.net_.history[:, "dur"]))
+    kernel.save(PRETRAINED_DIR / "generic.safetensors")
+    time_file.write_text(json.dumps({"training_wall_seconds": wall, "epochs": len(kernel.net_.history), **record}))
+    return wall / 60
+
+
+def train(threads: int) -> None:
+    X, y, groups = _training_pool(threads)
     kernel = ContextualKernel(**KERNEL, checkpoint_dir=CHECKPOINTS, verbose=1)
     start = time.process_time()
     kernel.fit(X, y, groups=groups)
-    cpu = time.process_time() - start
-    wall = float(sum(kernel.net_.history[:, "dur"]))
-    out = PRETRAINED_DIR / "generic.safetensors"
-    kernel.save(out)
-    (CHECKPOINTS / "time.json").write_text(json.dumps({"training_wall_seconds": wall,
-                                                      "epochs": len(kernel.net_.history),
-                                                      "cpu_seconds_last_run": cpu}))
-    print(f"generic: {len(kernel.net_.history)} epochs, {wall / 60:.1f} min training wall time, saved {out}")
+    minutes = _ship(kernel, CHECKPOINTS / "time.json", cpu_seconds_last_run=time.process_time() - start)
+    print(f"generic: {len(kernel.net_.history)} epochs, {minutes:.1f} min training wall time, saved")
 
 
 # --------------------------------------------------------------------------- zero-shot evaluation (--eval)
@@ -688,21 +696,16 @@ PHASES = {2: dict(max_epochs=40, lr=5e-4, random_state=1),
 
 
 def train_more(threads: int, phase: int) -> None:
-    from skabc.pretrained import PRETRAINED_DIR, load
+    from skabc.pretrained import load
 
     if phase not in PHASES:
         raise SystemExit(f"--phase must be one of {sorted(PHASES)}, got {phase}")
-    torch.set_num_threads(threads)
-    tune_allocator()
-    X, y, groups = make_clustering_sets(**POOL, random_state=TRAIN_SEED)
+    X, y, groups = _training_pool(threads)
     kernel = load("generic", device="cpu").set_params(warm_start=True, checkpoint_dir=CHECKPOINTS / f"phase{phase}",
                                                       verbose=1, **PHASES[phase])
     kernel.fit(X, y, groups=groups)
-    wall = float(sum(kernel.net_.history[:, "dur"]))
-    kernel.save(PRETRAINED_DIR / "generic.safetensors")
-    (CHECKPOINTS / f"phase{phase}_time.json").write_text(json.dumps(
-        {"training_wall_seconds": wall, "threads": threads, "epochs": len(kernel.net_.history)}))
-    print(f"generic phase {phase}: {len(kernel.net_.history)} epochs, {wall / 60:.1f} min wall ({threads} threads)")
+    minutes = _ship(kernel, CHECKPOINTS / f"phase{phase}_time.json", threads=threads)
+    print(f"generic phase {phase}: {len(kernel.net_.history)} epochs, {minutes:.1f} min wall ({threads} threads)")
 
 
 def main(argv=None) -> int:
