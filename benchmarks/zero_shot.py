@@ -630,14 +630,17 @@ def evaluate(n_seeds: int = 20, sizes=SIZES, jobs: int = 2, quick: bool = False,
     return result
 
 
-SELECT_POWERS = (1.0, 2.0, 4.0, 8.0)
+SELECT_POWERS = (1.0, 2.0, 4.0, 8.0, 16.0)
+SELECT_ASSIGN = ("kmeans", "njw")
 
 
 def select(kernel_path: str | None = None, n_sets: int = 150, jobs: int = 2) -> dict:
-    """Choose ``affinity_power`` for the generic kernel on synthetic validation sets.
+    """Choose ``affinity_power`` and ``assign_labels`` for the generic kernel on synthetic validation sets.
 
     The sets come from the training distribution with another seed (and
     larger sizes, 300-1,500 points), never from the benchmark's datasets.
+    Every setting sees the same sets, so differences are paired; the
+    standard error of each setting's difference to the best is printed too.
     """
     from joblib import Parallel, delayed
 
@@ -647,19 +650,26 @@ def select(kernel_path: str | None = None, n_sets: int = 150, jobs: int = 2) -> 
     chunks = [sets[i::jobs] for i in range(jobs)]
     scores = [row for part in Parallel(n_jobs=jobs)(delayed(_select_chunk)(c, kernel_path) for c in chunks)
               for row in part]
+    settings = [(p, a) for p in SELECT_POWERS for a in SELECT_ASSIGN]
+    ari = {s: np.array([row[s][0] for row in scores]) for s in settings}
+    best = max(settings, key=lambda s: ari[s].mean())
     summary = {}
-    for p in SELECT_POWERS:
-        ari = [row[p][0] for row in scores]
-        err = [row[p][1] for row in scores]
-        summary[p] = {"mean_ari": float(np.mean(ari)), "se": float(np.std(ari) / np.sqrt(len(ari))),
-                      "mean_abs_k_error": float(np.mean(err))}
-        print(f"affinity_power {p:g}: ARI {np.mean(ari):.4f} +- {summary[p]['se']:.4f}, |k_hat - k| {np.mean(err):.2f}")
-    best = max(summary, key=lambda p: summary[p]["mean_ari"])
-    print(f"best affinity_power: {best:g} (set RECOMMENDED_CLUSTERING['generic'] in skabc/pretrained)")
+    for s in settings:
+        diff = ari[s] - ari[best]
+        summary[s] = {"mean_ari": float(ari[s].mean()), "se": float(ari[s].std() / np.sqrt(len(ari[s]))),
+                      "diff_to_best": float(diff.mean()), "diff_se": float(diff.std() / np.sqrt(len(diff))),
+                      "mean_abs_k_error": float(np.mean([row[s][1] for row in scores]))}
+        print(f"affinity_power {s[0]:g}, assign_labels {s[1]:6s}: ARI {summary[s]['mean_ari']:.4f} "
+              f"+- {summary[s]['se']:.4f} (to best {summary[s]['diff_to_best']:+.4f} +- {summary[s]['diff_se']:.4f}), "
+              f"|k_hat - k| {summary[s]['mean_abs_k_error']:.2f}")
+    print(f"best: affinity_power {best[0]:g}, assign_labels {best[1]!r} "
+          "(set RECOMMENDED_CLUSTERING['generic'] in skabc/pretrained)")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "zero_shot_select.json").write_text(json.dumps(
         {"command": "python benchmarks/zero_shot.py --select", "validation_seed": VALIDATION_SEED, "n_sets": n_sets,
-         "set_size": [300, 1500], "powers": {str(k): v for k, v in summary.items()}, "best": best}, indent=1))
+         "set_size": [300, 1500], "kernel": _kernel_info(kernel_path),
+         "settings": [{"affinity_power": p, "assign_labels": a, **summary[(p, a)]} for p, a in settings],
+         "best": {"affinity_power": best[0], "assign_labels": best[1]}}, indent=1))
     return summary
 
 
@@ -678,8 +688,9 @@ def _select_chunk(sets, kernel_path):
         row = {}
         for p in SELECT_POWERS:
             k_hat, _ = estimate_n_clusters(A**p, 50, random_state=0)
-            labels = spectral_labels(A**p, k_hat, random_state=0)
-            row[p] = (adjusted_rand_score(y, labels), abs(k_hat - k))
+            for assign in SELECT_ASSIGN:
+                labels = spectral_labels(A**p, k_hat, random_state=0, assign_labels=assign)
+                row[(p, assign)] = (adjusted_rand_score(y, labels), abs(k_hat - k))
         rows.append(row)
     return rows
 
@@ -715,7 +726,8 @@ def main(argv=None) -> int:
     parser.add_argument("--phase", type=int, default=max(PHASES), help="which phase --train-more runs")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval", action="store_true", help="run the zero-shot benchmark")
-    parser.add_argument("--select", action="store_true", help="choose affinity_power on synthetic validation sets")
+    parser.add_argument("--select", action="store_true",
+                        help="choose affinity_power and assign_labels on synthetic validation sets")
     parser.add_argument("--seeds", type=int, default=20, help="seeds per toy dataset and size (--eval)")
     parser.add_argument("--jobs", type=int, default=2, help="joblib workers over (dataset, seed, size) (--eval)")
     parser.add_argument("--quick", action="store_true", help="--eval smoke test: 2 seeds, n = 500, no picture")

@@ -85,11 +85,16 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         k-means restarts of the label assignment.
     eigen_tol : float or 'auto', default='auto'
         Eigensolver tolerance.
-    assign_labels : {'kmeans', 'discretize', 'cluster_qr', 'njw'}, default='kmeans'
+    assign_labels : {'kmeans', 'discretize', 'cluster_qr', 'njw'} or 'auto', default='auto'
         Label assignment in the embedding space: scikit-learn's three, or
         ``'njw'`` (Ng, Jordan & Weiss 2001), k-means on the rows of the
         spectral embedding scaled to unit length, which separates many small
-        clusters better (the shipped Omniglot model uses it).
+        clusters better (the shipped Omniglot model uses it).  ``'auto'``:
+        the value chosen on validation data for the shipped generic kernel
+        when ``kernel=None``
+        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else
+        ``'kmeans'``, the default of
+        :class:`~sklearn.cluster.SpectralClustering`.
     n_jobs : int, default=None
         Number of sets clustered in parallel by ``fit`` and ``predict`` when
         ``groups`` is given, through :class:`joblib.Parallel` (``None``: 1,
@@ -140,7 +145,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         "random_state": ["random_state"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "eigen_tol": [Interval(Real, 0.0, None, closed="left"), StrOptions({"auto"})],
-        "assign_labels": [StrOptions(set(ASSIGN_LABELS))],
+        "assign_labels": [StrOptions(set(ASSIGN_LABELS) | {"auto"})],
         "n_jobs": [Integral, None],
         "verbose": ["verbose"],
     }
@@ -158,7 +163,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         random_state=None,
         n_init=10,
         eigen_tol="auto",
-        assign_labels="kmeans",
+        assign_labels="auto",
         n_jobs=None,
         verbose=0,
     ):
@@ -349,8 +354,9 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         if len(sets) == 1:
             return [_cluster_one(self, sets[0], *seeds[0])]
         # Ship the parameters and the fitted kernel only, not labels_ or affinity_matrix_ of an earlier fit.
-        # affinity_power is resolved here: 'auto' depends on `kernel`, which the copy drops.
-        light = type(self)(**{**self.get_params(deep=False), "kernel": None, "affinity_power": self._affinity_power()})
+        # The 'auto' settings are resolved here: they depend on `kernel`, which the copy drops.
+        light = type(self)(**{**self.get_params(deep=False), "kernel": None,
+                              "affinity_power": self._affinity_power(), "assign_labels": self._assign_labels()})
         light.kernel_ = self.kernel_
         # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
         n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
@@ -361,11 +367,20 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     def _affinity_power(self) -> float:
         if self.affinity_power != "auto":
             return float(self.affinity_power)
+        return float(self._generic_setting("affinity_power", 1.0))
+
+    def _assign_labels(self) -> str:
+        if self.assign_labels != "auto":
+            return self.assign_labels
+        return self._generic_setting("assign_labels", "kmeans")
+
+    def _generic_setting(self, name: str, default):
+        """An 'auto' setting: the one chosen for the shipped generic kernel when it is used, else ``default``."""
         if self.kernel is None:
             from .pretrained import RECOMMENDED_CLUSTERING
 
-            return float(RECOMMENDED_CLUSTERING.get("generic", {}).get("affinity_power", 1.0))
-        return 1.0
+            return RECOMMENDED_CLUSTERING.get("generic", {}).get(name, default)
+        return default
 
     def _n_clusters_for(self, affinity: np.ndarray, seed):
         n = affinity.shape[0]
@@ -388,7 +403,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             random_state=seed,
             n_init=self.n_init,
             eigen_tol=self.eigen_tol,
-            assign_labels=self.assign_labels,
+            assign_labels=self._assign_labels(),
             verbose=self.verbose,
         )
         return _compact(labels)
@@ -435,7 +450,7 @@ def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
         labels, _, eigenvalues = eigengap_spectral_labels(
             affinity, model.max_clusters, eig_seed, eigen_solver=model.eigen_solver,
             n_components=model.n_components, random_state=seed, n_init=model.n_init,
-            eigen_tol=model.eigen_tol, assign_labels=model.assign_labels, verbose=model.verbose,
+            eigen_tol=model.eigen_tol, assign_labels=model._assign_labels(), verbose=model.verbose,
         )
         labels = _compact(labels)
     else:

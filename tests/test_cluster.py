@@ -240,6 +240,33 @@ def test_affinity_power_sharpens_what_the_spectral_step_sees(tiny_kernel):
         ABCClustering(kernel=tiny_kernel, affinity_power=0).fit(X)
 
 
+@pytest.mark.parametrize("use_groups", [False, True])
+def test_auto_assign_labels_follows_the_kernel(tiny_kernel, monkeypatch, use_groups):
+    """'auto' is scikit-learn's 'kmeans' for a kernel you give, the generic kernel's chosen value without one."""
+    import skabc.cluster
+    from skabc.pretrained import RECOMMENDED_CLUSTERING
+
+    seen = []
+    real = skabc.cluster.spectral_labels
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["assign_labels"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(skabc.cluster, "spectral_labels", spy)
+    monkeypatch.setitem(RECOMMENDED_CLUSTERING, "generic", {"affinity_power": 2.0, "assign_labels": "cluster_qr"})
+    X, _, groups = make_blob_sets(n_sets=2, set_size=30, random_state=5)
+    groups = groups if use_groups else None
+    ABCClustering(kernel=tiny_kernel, n_clusters=2, random_state=0).fit(X, groups=groups)
+    assert seen and set(seen) == {"kmeans"}
+    seen.clear()
+    ABCClustering(n_clusters=2, random_state=0).fit(X, groups=groups)
+    assert seen and set(seen) == {"cluster_qr"}
+    seen.clear()
+    ABCClustering(n_clusters=2, assign_labels="discretize", random_state=0).fit(X, groups=groups)
+    assert seen and set(seen) == {"discretize"}
+
+
 class _BlockProbabilityKernel(TransformerMixin, BaseEstimator):
     """A fixed 'kernel': column 0 of X is the true cluster id; pairs get ``inside`` / ``across``
     probabilities, except that clusters 0 and 1 are ``confused`` with each other."""
