@@ -16,8 +16,12 @@ The shipped weights are phase 1 (``--train``: 70 epochs, 55.7 min wall on
 one thread) followed by phase 2 (``--train-more --phase 2``: 40 more epochs
 from those weights at half the learning rate, 11.0 min wall on two threads),
 phase 3 (``--train-more --phase 3``: 240 more epochs, 75.0 min wall on two
-threads) and phase 4 (``--train-more --phase 4``: 150 more epochs, 47.4 min
-wall on two threads), then ``--select`` for ``affinity_power``.
+threads), phase 4 (``--train-more --phase 4``: 150 more epochs, 47.4 min
+wall on two threads), phase 5 (``--train-more --phase 5``: 200 more epochs,
+76.7 min wall on two threads, part of it shared with other jobs) and phase 6
+(``--train-more --phase 6``: 150 more epochs at half the peak learning rate,
+44.4 min wall on two threads), then ``--select`` for ``affinity_power`` and
+``assign_labels``.
 """
 
 from __future__ import annotations
@@ -697,13 +701,15 @@ def _select_chunk(sets, kernel_path):
 
 # Later phases: each run's loss was still falling, so training continues from the shipped weights (warm
 # start, a fresh warm-up + cosine schedule, new draws from the same pool).  Phase 2 ran 40 epochs at half
-# the first peak learning rate; phases 3 to 5 longer schedules at the same peak.  A phase's weights are
+# the first peak learning rate; phases 3 to 5 longer schedules at the same peak, phase 6 half of it to
+# settle.  A phase's weights are
 # committed (train_more overwrites the shipped file) only when --select scores them above the previous
 # phase's on the validation sets.
 PHASES = {2: dict(max_epochs=40, lr=5e-4, random_state=1),
           3: dict(max_epochs=240, lr=5e-4, random_state=2),
           4: dict(max_epochs=150, lr=5e-4, random_state=3),
-          5: dict(max_epochs=200, lr=5e-4, random_state=4)}  # started 2026-11-30; not shipped yet
+          5: dict(max_epochs=200, lr=5e-4, random_state=4),
+          6: dict(max_epochs=150, lr=2.5e-4, random_state=5)}
 
 
 def train_more(threads: int, phase: int) -> None:
