@@ -709,7 +709,8 @@ PHASES = {2: dict(max_epochs=40, lr=5e-4, random_state=1),
           3: dict(max_epochs=240, lr=5e-4, random_state=2),
           4: dict(max_epochs=150, lr=5e-4, random_state=3),
           5: dict(max_epochs=200, lr=5e-4, random_state=4),
-          6: dict(max_epochs=150, lr=2.5e-4, random_state=5)}
+          6: dict(max_epochs=150, lr=2.5e-4, random_state=5),
+          7: dict(max_epochs=150, lr=2.5e-4, random_state=6)}  # started 2026-11-30; not shipped yet
 
 
 def train_more(threads: int, phase: int) -> None:
