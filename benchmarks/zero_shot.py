@@ -691,9 +691,10 @@ def _select_chunk(sets, kernel_path):
         k = len(np.unique(y))
         row = {}
         for p in SELECT_POWERS:
-            k_hat, _ = estimate_n_clusters(A**p, 50, random_state=0)
+            sharpened = A**p  # one power per setting, shared by the eigengap and both assignments
+            k_hat, _ = estimate_n_clusters(sharpened, 50, random_state=0)
             for assign in SELECT_ASSIGN:
-                labels = spectral_labels(A**p, k_hat, random_state=0, assign_labels=assign)
+                labels = spectral_labels(sharpened, k_hat, random_state=0, assign_labels=assign)
                 row[(p, assign)] = (adjusted_rand_score(y, labels), abs(k_hat - k))
         rows.append(row)
     return rows
@@ -701,10 +702,9 @@ def _select_chunk(sets, kernel_path):
 
 # Later phases: each run's loss was still falling, so training continues from the shipped weights (warm
 # start, a fresh warm-up + cosine schedule, new draws from the same pool).  Phase 2 ran 40 epochs at half
-# the first peak learning rate; phases 3 to 5 longer schedules at the same peak, phase 6 half of it to
-# settle.  A phase's weights are
-# committed (train_more overwrites the shipped file) only when --select scores them above the previous
-# phase's on the validation sets.
+# the first peak learning rate; phases 3 to 5 longer schedules at the same peak, phases 6 and 7 half of
+# it to settle.  A phase's weights are committed (train_more overwrites the shipped file) only when
+# --select scores them above the previous phase's on the validation sets.
 PHASES = {2: dict(max_epochs=40, lr=5e-4, random_state=1),
           3: dict(max_epochs=240, lr=5e-4, random_state=2),
           4: dict(max_epochs=150, lr=5e-4, random_state=3),
