@@ -8,6 +8,7 @@ from numpy.testing import assert_allclose
 from scipy.spatial.distance import pdist
 
 from skabc.datasets import (
+    FAMILIES,
     FAMILY_WEIGHTS,
     add_background_noise,
     embed_in_dimensions,
@@ -91,6 +92,37 @@ def test_blobs_varying_density_and_anisotropy():
     X, y = make_blobs_set(2000, n_clusters=1, n_features=4, cluster_std=1.0, anisotropy=1.0, random_state=0)
     axes = np.sqrt(np.linalg.eigvalsh(np.cov(X.T)))
     assert axes.max() / axes.min() < 1.3
+
+
+def test_blobs_spacing_spreads_the_centres():
+    def centroid_distances(spacing):
+        X, y = make_blobs_set(800, n_clusters=8, n_features=2, cluster_std=1.0, anisotropy=1.0, imbalance=0.0,
+                              min_separation=1.5, spacing=spacing, random_state=0)
+        return pdist(np.array([X[y == c].mean(axis=0) for c in range(8)]))
+
+    tight, loose = centroid_distances(1.0), centroid_distances(4.0)
+    assert np.median(loose) > 2.5 * np.median(tight)
+    assert loose.min() > 2.5  # min_separation still holds: 1.5 * (1 + 1), less centroid noise
+
+
+def test_blobs_student_t_tails():
+    def excess_kurtosis(tail_df):
+        X, _ = make_blobs_set(20_000, n_clusters=1, n_features=1, cluster_std=1.0, tail_df=tail_df, random_state=0)
+        z = (X[:, 0] - X[:, 0].mean()) / X[:, 0].std()
+        return float(np.mean(z**4) - 3)
+
+    assert abs(excess_kurtosis(None)) < 0.2
+    assert excess_kurtosis(5.0) > 2.0  # 6 in theory for 5 degrees of freedom
+    X, y = make_blobs_set(300, n_clusters=3, n_features=4, tail_df=3.0, noise_fraction=0.1, random_state=0)
+    assert X.shape == (300, 4) and np.all(np.isfinite(X)) and len(np.unique(y)) == 3 + 30
+
+
+def test_scattered_family_is_opt_in():
+    assert "scattered" in FAMILIES and "scattered" not in FAMILY_WEIGHTS
+    X, y, groups = make_clustering_sets(n_sets=12, set_size=(100, 200), families="scattered", n_features=(2, 20),
+                                        noise_probability=0.0, random_state=0)
+    ks = [len(np.unique(ys)) for _, ys in _sets(X, y, groups)]
+    assert min(ks) >= 2 and max(ks) <= 8 and len(set(ks)) > 2
 
 
 def test_concentric_rings_share_a_centre():
@@ -229,7 +261,7 @@ def test_uniform_family_is_one_cluster():
         assert len(np.unique(ys)) == 1 and len(ys) >= 50
 
 
-@pytest.mark.parametrize("family", sorted(FAMILY_WEIGHTS))
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_every_family_generates(family):
     X, y, groups = make_clustering_sets(n_sets=8, set_size=(40, 80), families=family, n_features=(1, 20),
                                         random_state=0)
@@ -262,6 +294,9 @@ def test_family_weights_sum_to_one():
         (lambda: make_blobs_set(10, anisotropy=(3.0, 2.0)), "anisotropy must satisfy low <= high"),
         (lambda: make_blobs_set(10, n_clusters=2, weights=[1, 2, 3]), "weights must be 2 positive"),
         (lambda: make_blobs_set(10, noise_fraction=1.0), "noise_fraction must be a finite number"),
+        (lambda: make_blobs_set(10, spacing=0.0), "spacing must be a positive finite number"),
+        (lambda: make_blobs_set(10, tail_df=-1.0), "tail_df must be a positive finite number"),
+        (lambda: make_blobs_set(10, tail_df=float("inf")), "tail_df must be a positive finite number"),
         (lambda: make_rings_set(10, n_features=1), "n_features must be an integer >= 2"),
         (lambda: make_rings_set(10, layout="spiral"), "layout must be one of"),
         (lambda: make_moons_set(10, noise=-1.0), "noise must be a finite number >= 0"),

@@ -3,6 +3,7 @@
 from .circles import make_circles_sets
 from .omniglot import load_omniglot, load_omniglot_sample
 from .synthetic import (
+    FAMILIES,
     FAMILY_WEIGHTS,
     add_background_noise,
     embed_in_dimensions,
@@ -14,6 +15,7 @@ from .synthetic import (
 )
 
 __all__ = [
+    "FAMILIES",
     "FAMILY_WEIGHTS",
     "add_background_noise",
     "embed_in_dimensions",

@@ -36,6 +36,10 @@ FAMILY_WEIGHTS = {
     "uniform": 0.10,
 }
 
+#: Every family :func:`make_clustering_sets` can draw.  ``'scattered'`` is not in the default mixture
+#: (the shipped generic kernel's first phases were trained without it); name it in ``families`` to use it.
+FAMILIES = (*FAMILY_WEIGHTS, "scattered")
+
 CURVE_KINDS = ("arc", "spiral", "sine")
 RING_LAYOUTS = ("random", "concentric")
 
@@ -59,6 +63,12 @@ def _check_real(name: str, value, minimum: float = 0.0, maximum: float = np.inf,
         bound = f"< {maximum}" if open_max else f"<= {maximum}"
         upper = "" if maximum == np.inf else f" and {bound}"
         raise ValueError(f"{name} must be a finite number >= {minimum}{upper}, got {value!r}.")
+    return float(value)
+
+
+def _check_positive(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}.")
     return float(value)
 
 
@@ -129,15 +139,16 @@ def _rotate2d(rng, X: np.ndarray) -> np.ndarray:
     return X @ np.array([[c, s], [-s, c]])
 
 
-def _place_centers(rng, radius: np.ndarray, d: int, min_separation: float, box=None) -> np.ndarray:
+def _place_centers(rng, radius: np.ndarray, d: int, min_separation: float, box=None, spacing: float = 1.0):
     """Centres with ``||c_i - c_j|| >= min_separation * (radius_i + radius_j)``.
 
     Drawn one by one uniformly in a box (by default one sized for the clusters
-    to fit); a centre that finds no room in 32 tries widens its box by 10%.
+    to fit, times ``spacing``); a centre that finds no room in 32 tries widens
+    its box by 10%.
     """
     k = len(radius)
     if box is None:
-        half = np.full(d, 1.5 * max(min_separation, 0.5) * radius.mean() * k ** (1 / d))
+        half = np.full(d, spacing * 1.5 * max(min_separation, 0.5) * radius.mean() * k ** (1 / d))
         mid = np.zeros(d)
     else:
         mid, half = (box[1] + box[0]) / 2, np.maximum((box[1] - box[0]) / 2, 1e-12)
@@ -159,9 +170,11 @@ def _place_centers(rng, radius: np.ndarray, d: int, min_separation: float, box=N
     return centers
 
 
-def _blob_points(rng, counts, d: int, stds, anisotropy: tuple[float, float], min_separation: float, box=None):
+def _blob_points(rng, counts, d: int, stds, anisotropy: tuple[float, float], min_separation: float, box=None,
+                 spacing: float = 1.0, tail_df: float | None = None):
     """Gaussian blobs: per cluster a random rotation of axis spreads whose largest/smallest ratio is drawn
-    log-uniformly from the ``anisotropy`` range; the spreads' geometric mean is the cluster's ``std``."""
+    log-uniformly from the ``anisotropy`` range; the spreads' geometric mean is the cluster's ``std``.
+    With ``tail_df``, every point's offset is scaled by ``sqrt(df / chi2_df)``: Student-t blobs."""
     k = len(counts)
     ratio = _log_uniform(rng, *anisotropy, k)
     logs = rng.uniform(-0.5, 0.5, (k, d))
@@ -169,10 +182,12 @@ def _blob_points(rng, counts, d: int, stds, anisotropy: tuple[float, float], min
         logs[:, :2] = [-0.5, 0.5]  # the extremes, so the ratio is exact
         logs -= logs.mean(axis=1, keepdims=True)
     axes = stds[:, None] * np.exp(logs * np.log(ratio)[:, None])
-    centers = _place_centers(rng, axes.max(axis=1), d, min_separation, box)
+    centers = _place_centers(rng, axes.max(axis=1), d, min_separation, box, spacing)
     parts = []
     for c in range(k):
         z = rng.standard_normal((counts[c], d)) * axes[c]
+        if tail_df is not None:
+            z *= np.sqrt(tail_df / rng.chisquare(tail_df, (counts[c], 1)))
         if d > 1 and ratio[c] > 1:
             z = z @ _random_rotation(rng, d)
         parts.append(z + centers[c])
@@ -295,17 +310,21 @@ def make_blobs_set(
     weights=None,
     imbalance: float = 0.5,
     min_separation: float = 1.0,
+    spacing: float = 1.0,
+    tail_df: float | None = None,
     noise_fraction: float = 0.0,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One set of Gaussian blobs of unequal sizes, spreads and shapes.
+    """One set of Gaussian (or Student-t) blobs of unequal sizes, spreads and shapes.
 
     Every cluster gets an overall spread ``s`` drawn log-uniformly from
     ``cluster_std``, axis spreads ``s * a_j`` (geometric mean ``s``) whose
     largest/smallest ratio is drawn log-uniformly from ``anisotropy``, and a
     random rotation: a random linear transform per cluster.  Centres are drawn one by one so that any
     two satisfy ``||c_i - c_j|| >= min_separation * (r_i + r_j)``, with
-    ``r`` a cluster's largest axis spread.
+    ``r`` a cluster's largest axis spread, in a box sized for the clusters
+    to fit, ``spacing`` times wider: at large ``spacing`` some groups lie far
+    apart while others stay close, as in loosely spread data.
 
     Parameters
     ----------
@@ -331,6 +350,14 @@ def make_blobs_set(
     min_separation : float, default=1.0
         Least distance between two centres, in units of the sum of the two
         clusters' largest axis spreads; ``0`` places centres freely.
+    spacing : float, default=1.0
+        Width of the box the centres are drawn in, relative to one that just
+        fits the clusters; values above 1 leave empty space between them.
+    tail_df : float, default=None
+        Degrees of freedom of Student-t blobs: every point's offset from its
+        centre is scaled by ``sqrt(tail_df / chi2)``, giving heavy tails
+        (outlying points that still belong to their cluster), heavier for
+        smaller values.  ``None``: Gaussian blobs.
     noise_fraction : float, default=0.0
         Share of the ``n_samples`` points that is uniform background noise,
         each noise point with its own label (see the module documentation).
@@ -358,6 +385,9 @@ def make_blobs_set(
     anisotropy = _check_range("anisotropy", anisotropy, 1.0)
     imbalance = _check_real("imbalance", imbalance)
     min_separation = _check_real("min_separation", min_separation)
+    spacing = _check_positive("spacing", spacing)
+    if tail_df is not None:
+        tail_df = _check_positive("tail_df", tail_df)
     noise_fraction = _check_noise_fraction(noise_fraction)
     if weights is not None:
         weights = np.asarray(weights, dtype=float)
@@ -369,7 +399,7 @@ def make_blobs_set(
         weights = _size_weights(rng, n_clusters, imbalance)
     counts = _split_counts(rng, n_structure, weights)
     stds = _log_uniform(rng, std_low, std_high, n_clusters)
-    X, y = _blob_points(rng, counts, n_features, stds, anisotropy, min_separation)
+    X, y = _blob_points(rng, counts, n_features, stds, anisotropy, min_separation, spacing=spacing, tail_df=tail_df)
     return _finish(rng, X, y, n_noise, n_features, 0.0)
 
 
@@ -667,9 +697,9 @@ def _check_families(families) -> tuple[list[str], np.ndarray]:
         families = {families: 1.0}
     elif not isinstance(families, Mapping):
         families = dict.fromkeys(families, 1.0)
-    unknown = sorted(set(families) - set(FAMILY_WEIGHTS))
+    unknown = sorted(set(families) - set(FAMILIES))
     if unknown or not families:
-        raise ValueError(f"families must name some of {sorted(FAMILY_WEIGHTS)}, got {families!r}.")
+        raise ValueError(f"families must name some of {sorted(FAMILIES)}, got {families!r}.")
     names = list(families)
     weights = np.array([_check_real(f"families[{name!r}]", families[name]) for name in names])
     if weights.sum() <= 0:
@@ -703,6 +733,13 @@ def _one_set(rng, family: str, n: int, d: int, max_clusters: int, noise_fraction
         counts = _split_counts(rng, n_struct, _size_weights(rng, k, imbalance))
         stds = _log_uniform(rng, 1.0, ratio, k)
         X, y = _blob_points(rng, counts, d0, stds, (1.0, _log_uniform(rng, 1.0, 10.0)), min_sep)
+    elif family == "scattered":
+        k = _draw_k(rng, 2, 8, limit)
+        counts = _split_counts(rng, n_struct, _size_weights(rng, k, rng.uniform(0.0, 1.0)))
+        stds = _log_uniform(rng, 1.0, 2.0, k)
+        tail_df = _log_uniform(rng, 3.0, 30.0) if rng.uniform() < 0.5 else None
+        X, y = _blob_points(rng, counts, d0, stds, (1.0, _log_uniform(rng, 1.0, 3.0)), rng.uniform(1.0, 2.5),
+                            spacing=_log_uniform(rng, 1.5, 5.0), tail_df=tail_df)
     elif family == "uniform":
         X = rng.uniform(-1, 1, (n_struct, d0)) * _log_uniform(rng, 0.2, 1.0, d0)
         y = np.zeros(n_struct, dtype=np.int64)
@@ -778,6 +815,10 @@ def make_clustering_sets(
       the same region of the plane.
     - ``'uniform'`` (0.10): no structure, uniform in a random box of 2-16
       dimensions (at most ``d``); **all points share one label** ("one cluster").
+    - ``'scattered'`` (not in the default mixture): 2 to 8 blobs in 2-16
+      dimensions, spread ``spacing`` 1.5-5 (log-uniform) so that far-apart
+      groups sit next to close pairs (centres 2-5 spreads apart at the
+      least), half of the sets with Student-t tails (``tail_df`` 3-30).
 
     Planar families need ``d >= 2``: they draw ``d`` from the part of
     ``n_features`` at or above 2, and a set of such a family with
@@ -792,7 +833,7 @@ def make_clustering_sets(
         Points per set, or the range it is drawn from uniformly.
     families : dict, sequence of str, str or None, default=None
         Family -> weight, or names weighted equally; ``None`` is
-        :data:`FAMILY_WEIGHTS`.
+        :data:`FAMILY_WEIGHTS`.  Names come from :data:`FAMILIES`.
     n_features : int or (int, int), default=(1, 100)
         Dimension of a set, or the range it is drawn from log-uniformly.
     max_clusters : int, default=15
