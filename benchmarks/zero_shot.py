@@ -38,7 +38,7 @@ import torch
 
 from skabc import ContextualKernel
 from skabc._runtime import tune_allocator
-from skabc.datasets import make_clustering_sets
+from skabc.datasets import FAMILY_WEIGHTS, make_clustering_sets
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "benchmarks" / ".checkpoints" / "generic"
@@ -53,11 +53,11 @@ KERNEL = dict(canonical_features=16, embedder="fourier", d_model=64, n_blocks=4,
               lr=1e-3, random_state=0)
 
 
-def _training_pool(threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Set the torch threads and draw the fixed training pool (the same for every phase)."""
+def _training_pool(threads: int, families: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Set the torch threads and draw the fixed training pool (the default mixture unless ``families``)."""
     torch.set_num_threads(threads)
     tune_allocator()
-    X, y, groups = make_clustering_sets(**POOL, random_state=TRAIN_SEED)
+    X, y, groups = make_clustering_sets(**POOL, families=families, random_state=TRAIN_SEED)
     print(f"pool: {len(np.unique(groups))} sets, {len(X)} rows, width {X.shape[1]}", flush=True)
     return X, y, groups
 
@@ -160,7 +160,11 @@ def make_abc(kernel_path: str | None, seed):
         return ABCClustering(random_state=seed)  # the shipped generic kernel
     from sklearn.frozen import FrozenEstimator
 
-    return ABCClustering(kernel=FrozenEstimator(ContextualKernel.load(kernel_path, device="cpu")), random_state=seed)
+    from skabc.pretrained import RECOMMENDED_CLUSTERING, load_saved_kernel
+
+    # A development kernel gets the generic kernel's settings, so the numbers are those it would give if shipped.
+    return ABCClustering(kernel=FrozenEstimator(load_saved_kernel(kernel_path, device="cpu")), random_state=seed,
+                         **RECOMMENDED_CLUSTERING["generic"])
 
 
 def make_baseline(method: str, k: int, seed: int):
@@ -680,11 +684,11 @@ def select(kernel_path: str | None = None, n_sets: int = 150, jobs: int = 2) -> 
 def _select_chunk(sets, kernel_path):
     from sklearn.metrics import adjusted_rand_score
 
-    from skabc.pretrained import load
+    from skabc.pretrained import load, load_saved_kernel
     from skabc.spectral import estimate_n_clusters, spectral_labels
 
     torch.set_num_threads(1)
-    kernel = load("generic", device="cpu") if kernel_path is None else ContextualKernel.load(kernel_path, device="cpu")
+    kernel = load("generic", device="cpu") if kernel_path is None else load_saved_kernel(kernel_path, device="cpu")
     rows = []
     for X, y in sets:
         A = kernel.transform(X)
@@ -710,7 +714,13 @@ PHASES = {2: dict(max_epochs=40, lr=5e-4, random_state=1),
           4: dict(max_epochs=150, lr=5e-4, random_state=3),
           5: dict(max_epochs=200, lr=5e-4, random_state=4),
           6: dict(max_epochs=150, lr=2.5e-4, random_state=5),
-          7: dict(max_epochs=150, lr=2.5e-4, random_state=6)}  # started 2026-11-30; not shipped yet
+          7: dict(max_epochs=150, lr=2.5e-4, random_state=6),
+          8: dict(max_epochs=120, lr=2.5e-4, random_state=7)}
+# Phase 7 finished (validation 0.655 against phase 6's 0.647) but its weights, in the ignored checkpoint
+# folder, were lost with the machine before they were shipped.  Phase 8 starts again from phase 6 and adds
+# the 'scattered' family (far-apart groups next to close pairs, Student-t tails) to the pool; it ships only
+# if --select on the usual validation sets (default mixture, unchanged) scores it above phase 6.
+PHASE_FAMILIES = {8: {**FAMILY_WEIGHTS, "scattered": 0.15}}
 
 
 def train_more(threads: int, phase: int) -> None:
@@ -718,7 +728,7 @@ def train_more(threads: int, phase: int) -> None:
 
     if phase not in PHASES:
         raise SystemExit(f"--phase must be one of {sorted(PHASES)}, got {phase}")
-    X, y, groups = _training_pool(threads)
+    X, y, groups = _training_pool(threads, PHASE_FAMILIES.get(phase))
     kernel = load("generic", device="cpu").set_params(warm_start=True, checkpoint_dir=CHECKPOINTS / f"phase{phase}",
                                                       verbose=1, **PHASES[phase])
     kernel.fit(X, y, groups=groups)
