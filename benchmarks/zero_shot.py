@@ -24,8 +24,10 @@ wall on two threads), phase 5 (``--train-more --phase 5``: 200 more epochs,
 more epochs from phase 6 at half the peak learning rate, with the
 ``'scattered'`` family added to the pool, 53.5 min wall on two threads) and
 phase 9 (``--train-more --phase 9``: 70 more epochs at half phase 8's
-learning rate, same pool, 33.6 min wall on two threads), then ``--select``
-for ``affinity_power`` and ``assign_labels``.
+learning rate, same pool, 33.6 min wall on two threads) and phase 10
+(``--train-more --phase 10``: 70 more epochs at the same learning rate on a
+blob-heavier pool, 33.5 min wall on two threads), then ``--select`` for
+``affinity_power`` and ``assign_labels``.
 """
 
 from __future__ import annotations
@@ -733,15 +735,20 @@ PHASES = {2: dict(max_epochs=40, lr=5e-4, random_state=1),
           6: dict(max_epochs=150, lr=2.5e-4, random_state=5),
           7: dict(max_epochs=150, lr=2.5e-4, random_state=6),
           8: dict(max_epochs=120, lr=2.5e-4, random_state=7),
-          9: dict(max_epochs=70, lr=1.25e-4, random_state=8)}
+          9: dict(max_epochs=70, lr=1.25e-4, random_state=8),
+          10: dict(max_epochs=70, lr=1.25e-4, random_state=9)}
 # Phase 7 finished (validation 0.655 against phase 6's 0.647) but its weights, in the ignored checkpoint
 # folder, were lost with the machine before they were shipped.  Phase 8 starts again from phase 6 and adds
 # the 'scattered' family (far-apart groups next to close pairs, Student-t tails) to the pool; it was to ship
 # only if --select on the usual validation sets (default mixture, unchanged) scored it above phase 6: it
 # did, 0.649 against 0.647.  Phase 9 settles phase 8 at half its learning rate, same pool, same rule: 0.652
 # (A**4) against 0.649, shipped 2026-12-01.
+# Phase 10 continues phase 9 on a blob-heavier pool (blobs 0.30 -> 0.45 of the default weights): given the
+# true k the kernel still trailed SpectralClustering on overlapping Gaussian blobs (zero_shot_results.md).
+# Same rule: 0.656 (A**8) against 0.652, shipped 2026-12-01.
 SCATTERED_MIXTURE = {**FAMILY_WEIGHTS, "scattered": 0.15}
-PHASE_FAMILIES = {8: SCATTERED_MIXTURE, 9: SCATTERED_MIXTURE}
+BLOB_HEAVY_MIXTURE = {**SCATTERED_MIXTURE, "blobs": 0.45}
+PHASE_FAMILIES = {8: SCATTERED_MIXTURE, 9: SCATTERED_MIXTURE, 10: BLOB_HEAVY_MIXTURE}
 
 
 def train_more(threads: int, phase: int) -> None:
