@@ -20,6 +20,7 @@ from ._validation import encode_groups, encode_labels
 from .kernel import ContextualKernel
 from .spectral import (
     ASSIGN_LABELS,
+    consensus_n_clusters,
     eigengap_candidates,
     eigengap_spectral_labels,
     estimate_n_clusters,
@@ -57,16 +58,25 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``clone``).
     max_clusters : int, default=50
         Upper bound of the eigengap estimate.
-    n_clusters_selection : {'eigengap', 'likelihood'}, default='eigengap'
+    n_clusters_selection : {'eigengap', 'consensus', 'likelihood'} or 'auto', default='auto'
         How ``k`` is estimated when ``n_clusters`` is None.  ``'eigengap'``:
-        the largest eigengap.  ``'likelihood'``: the
+        the largest eigengap.  ``'consensus'``: the median, rounded down, of
+        the largest-eigengap estimates on the affinity raised to 1/4, 1/2, 1
+        and 2 times ``affinity_power``
+        (:func:`~skabc.spectral.consensus_n_clusters`), which hedges between
+        the too many clusters a sharp affinity gives a broad cluster and the
+        too few a soft one gives close clusters; it costs four eigengap
+        estimates.  ``'likelihood'``: the
         :data:`LIKELIHOOD_CANDIDATES` largest eigengaps each propose a ``k``,
         the set is clustered for each, and the partition that best explains
         the kernel's same-cluster probabilities wins (highest
         :func:`~skabc.spectral.pair_log_likelihood` of the affinity before
         ``affinity_power``; the kernel must output probabilities in
         ``[0, 1]``, as a :class:`ContextualKernel` does).  It costs one
-        spectral clustering per candidate.
+        spectral clustering per candidate.  ``'auto'``: the value chosen on
+        validation data for the shipped generic kernel when ``kernel=None``
+        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else
+        ``'eigengap'``.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:
@@ -138,7 +148,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "kernel": [HasMethods(["fit", "transform"]), None],
         "max_clusters": [Interval(Integral, 1, None, closed="left")],
-        "n_clusters_selection": [StrOptions({"eigengap", "likelihood"})],
+        "n_clusters_selection": [StrOptions({"eigengap", "consensus", "likelihood", "auto"})],
         "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
@@ -156,7 +166,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         *,
         kernel=None,
         max_clusters=50,
-        n_clusters_selection="eigengap",
+        n_clusters_selection="auto",
         affinity_power="auto",
         eigen_solver=None,
         n_components=None,
@@ -356,7 +366,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         # Ship the parameters and the fitted kernel only, not labels_ or affinity_matrix_ of an earlier fit.
         # The 'auto' settings are resolved here: they depend on `kernel`, which the copy drops.
         light = type(self)(**{**self.get_params(deep=False), "kernel": None,
-                              "affinity_power": self._affinity_power(), "assign_labels": self._assign_labels()})
+                              "affinity_power": self._affinity_power(), "assign_labels": self._assign_labels(),
+                              "n_clusters_selection": self._n_clusters_selection()})
         light.kernel_ = self.kernel_
         # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
         n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
@@ -374,6 +385,11 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             return self.assign_labels
         return self._generic_setting("assign_labels", "kmeans")
 
+    def _n_clusters_selection(self) -> str:
+        if self.n_clusters_selection != "auto":
+            return self.n_clusters_selection
+        return self._generic_setting("n_clusters_selection", "eigengap")
+
     def _generic_setting(self, name: str, default):
         """An 'auto' setting: the one chosen for the shipped generic kernel when it is used, else ``default``."""
         if self.kernel is None:
@@ -386,7 +402,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         n = affinity.shape[0]
         if self.n_clusters is not None:
             return min(self.n_clusters, n), None
-        return estimate_n_clusters(
+        estimate = consensus_n_clusters if self._n_clusters_selection() == "consensus" else estimate_n_clusters
+        return estimate(
             affinity,
             self.max_clusters,
             random_state=seed,
@@ -443,9 +460,10 @@ def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
     power = model._affinity_power()
     if power != 1.0:
         affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
-    if model.n_clusters is None and model.n_clusters_selection == "likelihood":
+    selection = model._n_clusters_selection()
+    if model.n_clusters is None and selection == "likelihood":
         labels, eigenvalues = _likelihood_labels(model, probabilities, affinity, eig_seed, seed)
-    elif model.n_clusters is None and sp.issparse(affinity):
+    elif model.n_clusters is None and selection == "eigengap" and sp.issparse(affinity):
         # Large sparse sets: one eigensolve serves the eigengap and the embedding.
         labels, _, eigenvalues = eigengap_spectral_labels(
             affinity, model.max_clusters, eig_seed, eigen_solver=model.eigen_solver,

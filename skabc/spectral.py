@@ -169,6 +169,72 @@ def estimate_n_clusters(
     return _largest_eigengap(eigenvalues), eigenvalues
 
 
+#: Relative powers of :func:`consensus_n_clusters`: the affinity as given, two softer versions and one sharper.
+CONSENSUS_POWERS = (0.25, 0.5, 1.0, 2.0)
+
+
+def consensus_n_clusters(
+    affinity,
+    max_clusters: int,
+    random_state=None,
+    eigen_solver: str | None = None,
+    eigen_tol="auto",
+    powers: tuple[float, ...] = CONSENSUS_POWERS,
+) -> tuple[int, np.ndarray]:
+    """Number of clusters by the median of eigengap estimates over powers of the affinity.
+
+    The eigengap estimate of a soft affinity depends on how much it is
+    sharpened: raised to a high power, a broad cluster next to tight ones
+    falls apart into several (too many clusters); left soft, close clusters
+    merge (too few).  This estimates ``k`` with :func:`estimate_n_clusters` on
+    ``affinity ** r`` for every ``r`` in ``powers`` and returns the median of
+    those estimates, rounded down: where the estimates disagree it lands
+    between them instead of betting on one.
+
+    Parameters
+    ----------
+    affinity : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric non-negative affinity.
+    max_clusters : int
+        Largest ``k`` considered by every estimate.
+    random_state : int, RandomState instance or None
+        Seeds the iterative eigensolvers (the same seed for every power).
+    eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
+        Solver for sparse affinities, see :func:`laplacian_eigenvalues`.
+    eigen_tol : float or 'auto', default='auto'
+        Tolerance of the sparse solver.
+    powers : tuple of float, default=CONSENSUS_POWERS
+        Positive exponents applied elementwise to ``affinity``; ``1.0``
+        should be among them, as it gives the eigenvalues returned.
+
+    Returns
+    -------
+    n_clusters : int
+    eigenvalues : ndarray
+        The smallest Laplacian eigenvalues of ``affinity ** r`` for the
+        ``r`` closest to 1, ascending (those of ``affinity`` itself with the
+        default ``powers``).
+
+    Raises
+    ------
+    ValueError
+        If ``powers`` is empty or holds a non-positive or non-finite value.
+    """
+    powers = tuple(float(r) for r in powers)
+    if not powers or not all(np.isfinite(r) and r > 0 for r in powers):
+        raise ValueError(f"powers must be a non-empty tuple of positive finite numbers, got {powers!r}.")
+    estimates, reference, eigenvalues = [], None, None
+    for r in powers:
+        powered = affinity if r == 1.0 else (affinity.power(r) if sp.issparse(affinity) else affinity**r)
+        k, values = estimate_n_clusters(
+            powered, max_clusters, random_state=random_state, eigen_solver=eigen_solver, eigen_tol=eigen_tol
+        )
+        estimates.append(k)
+        if reference is None or abs(np.log(r)) < abs(np.log(reference)):
+            reference, eigenvalues = r, values
+    return int(np.floor(np.median(estimates))), eigenvalues
+
+
 def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: int) -> list[int]:
     """The ``n_candidates`` values of ``k`` with the largest eigengaps, largest gap first.
 

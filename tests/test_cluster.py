@@ -309,6 +309,49 @@ def test_likelihood_selection_keeps_the_partition_the_probabilities_support():
     assert merged.n_clusters_ == 4
 
 
+def test_consensus_selection_keeps_a_broad_cluster_that_sharpening_splits():
+    """Clusters 0 and 1 are two halves of one broad cluster (p = 0.8 across them): the eigengap of A**8 splits
+    them, the median of the estimates at A**2, A**4, A**8 and A**16 does not."""
+    X, ids = _block_points([20, 20, 20, 20])
+    truth = np.maximum(ids - 1, 0)
+    kernel = FrozenEstimator(_BlockProbabilityKernel(inside=0.95, across=0.05, confused=0.8).fit(X))
+    gap = ABCClustering(kernel=kernel, affinity_power=8.0, n_clusters_selection="eigengap", random_state=0).fit(X)
+    consensus = ABCClustering(kernel=kernel, affinity_power=8.0, n_clusters_selection="consensus",
+                              random_state=0).fit(X)
+    assert gap.n_clusters_ == 4
+    assert consensus.n_clusters_ == 3
+    assert adjusted_rand_score(truth, consensus.labels_) == 1.0
+    # 'auto' is 'eigengap' for a kernel of one's own, also on the path that clusters several sets.
+    both, groups = np.concatenate([X, X]), np.repeat([0, 1], 80)
+    auto = ABCClustering(kernel=kernel, affinity_power=8.0, random_state=0).fit(both, groups=groups)
+    assert auto.n_clusters_ == 8
+    chosen = ABCClustering(kernel=kernel, affinity_power=8.0, n_clusters_selection="consensus",
+                           random_state=0).fit(both, groups=groups)
+    assert chosen.n_clusters_ == 6
+
+
+def test_auto_selection_is_consensus_for_the_generic_kernel(monkeypatch):
+    from sklearn.datasets import make_blobs
+
+    import skabc.cluster
+    from skabc.pretrained import RECOMMENDED_CLUSTERING
+
+    assert RECOMMENDED_CLUSTERING["generic"]["n_clusters_selection"] == "consensus"
+    calls = []
+    real = skabc.cluster.consensus_n_clusters
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(skabc.cluster, "consensus_n_clusters", spy)
+    X, _ = make_blobs(n_samples=60, centers=2, random_state=0)
+    ABCClustering(random_state=0).fit(X)
+    assert len(calls) == 1
+    ABCClustering(random_state=0, n_clusters_selection="eigengap").fit(X)
+    assert len(calls) == 1
+
+
 def test_likelihood_selection_needs_probabilities():
     X, _ = _block_points([10, 10])
     kernel = FrozenEstimator(_BlockProbabilityKernel(scale=3.0).fit(X))

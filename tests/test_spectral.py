@@ -7,7 +7,14 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 
 import skabc.spectral as spectral
-from skabc.spectral import estimate_n_clusters, laplacian_eigenvalues, normalized_adjacency, spectral_labels
+from skabc.spectral import (
+    CONSENSUS_POWERS,
+    consensus_n_clusters,
+    estimate_n_clusters,
+    laplacian_eigenvalues,
+    normalized_adjacency,
+    spectral_labels,
+)
 
 
 def _block_affinity(sizes, noise=0.01, seed=0):
@@ -205,6 +212,51 @@ def test_spectral_labels_single_cluster(n_clusters):
 def test_spectral_labels_single_point():
     """A single point is labelled 0."""
     assert spectral_labels(np.ones((1, 1)), 3).tolist() == [0]
+
+
+def _broad_and_tight_affinity(between_halves=0.8):
+    """Three clusters of 40, 20, 20 points; the first is two halves of 20 with ``between_halves`` across them.
+
+    Within a half or a tight cluster 0.95, across clusters 0.05: a soft affinity whose eigengap
+    sees 3 clusters at low powers and, once sharpened, the two halves as 4.
+    """
+    blocks = np.repeat(np.arange(4), 20)
+    clusters = np.maximum(blocks - 1, 0)
+    affinity = np.where(clusters[:, None] == clusters[None, :], 0.95, 0.05)
+    halves = (blocks[:, None] != blocks[None, :]) & (clusters[:, None] == clusters[None, :])
+    return np.where(halves, between_halves, affinity), clusters
+
+
+def test_consensus_n_clusters_is_the_median_of_the_estimates_over_powers():
+    affinity, clusters = _broad_and_tight_affinity()
+    sharp = affinity**8
+    estimates = [estimate_n_clusters(sharp**r, 10)[0] for r in CONSENSUS_POWERS]
+    assert estimates == [3, 3, 4, 4]  # A**2 and A**4 keep the broad cluster whole; A**8 and A**16 split it
+    k, eigenvalues = consensus_n_clusters(sharp, 10)
+    assert k == 3  # the median 3.5, rounded down; the plain eigengap of the same affinity says 4
+    assert estimate_n_clusters(sharp, 10)[0] == 4
+    assert adjusted_rand_score(clusters, spectral_labels(sharp, k, random_state=0)) == 1.0
+    np.testing.assert_allclose(eigenvalues, estimate_n_clusters(sharp, 10)[1])
+    # The estimates all agree on a clean block-diagonal affinity.
+    blocks, _ = _block_affinity([15, 25, 10, 30])
+    assert consensus_n_clusters(blocks, 10)[0] == 4
+
+
+def test_consensus_n_clusters_sparse_matches_dense():
+    import scipy.sparse as sp
+
+    affinity, _ = _broad_and_tight_affinity()
+    sharp = affinity**8
+    k, eigenvalues = consensus_n_clusters(sp.csr_matrix(sharp), 10, random_state=0)
+    assert k == consensus_n_clusters(sharp, 10)[0] == 3
+    np.testing.assert_allclose(eigenvalues, consensus_n_clusters(sharp, 10)[1], atol=1e-8)
+
+
+@pytest.mark.parametrize("powers", [(), (1.0, 0.0), (1.0, -2.0), (1.0, np.nan)])
+def test_consensus_n_clusters_refuses_bad_powers(powers):
+    affinity, _ = _broad_and_tight_affinity()
+    with pytest.raises(ValueError, match="powers"):
+        consensus_n_clusters(affinity, 10, powers=powers)
 
 
 def test_eigengap_candidates_order_and_first_is_the_estimate():

@@ -23,10 +23,9 @@ RECOMMENDED_CLUSTERING: dict[str, dict] = {
     # benchmarks/results/omniglot_select.json (300 sets of 3 validation alphabets, the 3-kernel ensemble),
     # NMI with k unknown: 0.916 with these settings; 0.910 with the plain eigengap (and 'njw') on A**4.
     "omniglot": {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "likelihood"},
-    # benchmarks/results/zero_shot_select.json (150 synthetic validation sets, phase-10 weights): ARI 0.656
-    # with A**8 and 'njw', against 0.645 with A**4 and 'njw', 0.624 with A**16 and 'njw' and 0.549 with A**8
-    # and 'kmeans'; 'njw' was ahead of 'kmeans' at every power.
-    "generic": {"affinity_power": 8.0, "assign_labels": "njw"},
+    # benchmarks/results/zero_shot_select.json (150 synthetic validation sets, phase-10 weights): see the
+    # numbers quoted in docs/guide.md ("Where it stands"); 'njw' was ahead of 'kmeans' at every power.
+    "generic": {"affinity_power": 8.0, "assign_labels": "njw", "n_clusters_selection": "consensus"},
 }
 
 
