@@ -65,8 +65,10 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         and 2 times ``affinity_power``
         (:func:`~skabc.spectral.consensus_n_clusters`), which hedges between
         the too many clusters a sharp affinity gives a broad cluster and the
-        too few a soft one gives close clusters; it costs four eigengap
-        estimates.  ``'likelihood'``: the
+        too few a soft one gives close clusters.  It costs four eigengap
+        estimates instead of one, which shows beyond a few thousand points
+        (iterative eigensolvers): pass ``'eigengap'`` there if time matters
+        more.  ``'likelihood'``: the
         :data:`LIKELIHOOD_CANDIDATES` largest eigengaps each propose a ``k``,
         the set is clustered for each, and the partition that best explains
         the kernel's same-cluster probabilities wins (highest
