@@ -204,16 +204,15 @@ def consensus_n_clusters(
     eigen_tol : float or 'auto', default='auto'
         Tolerance of the sparse solver.
     powers : tuple of float, default=CONSENSUS_POWERS
-        Positive exponents applied elementwise to ``affinity``; ``1.0``
-        should be among them, as it gives the eigenvalues returned.
+        Positive exponents applied elementwise to ``affinity``.
 
     Returns
     -------
     n_clusters : int
     eigenvalues : ndarray
         The smallest Laplacian eigenvalues of ``affinity ** r`` for the
-        ``r`` closest to 1, ascending (those of ``affinity`` itself with the
-        default ``powers``).
+        ``r`` in ``powers`` closest to 1, ascending (those of ``affinity``
+        itself with the default ``powers``).
 
     Raises
     ------
