@@ -217,11 +217,19 @@ def consensus_n_clusters(
     Raises
     ------
     ValueError
-        If ``powers`` is empty or holds a non-positive or non-finite value.
+        If ``powers`` is empty or holds a non-positive or non-finite value,
+        or if ``affinity`` has negative entries (fractional powers of them
+        are not real).
     """
     powers = tuple(float(r) for r in powers)
     if not powers or not all(np.isfinite(r) and r > 0 for r in powers):
         raise ValueError(f"powers must be a non-empty tuple of positive finite numbers, got {powers!r}.")
+    values = affinity.data if sp.issparse(affinity) else np.asarray(affinity)
+    if values.size and np.min(values) < 0:
+        raise ValueError(
+            f"The consensus estimate raises the affinity to fractional powers, so it must be non-negative; this one "
+            f"has entries down to {np.min(values):.3g}. Use n_clusters_selection='eigengap' for a signed kernel."
+        )
     estimates, reference, eigenvalues = [], None, None
     for r in powers:
         powered = affinity if r == 1.0 else (affinity.power(r) if sp.issparse(affinity) else affinity**r)

@@ -259,6 +259,16 @@ def test_consensus_n_clusters_refuses_bad_powers(powers):
         consensus_n_clusters(affinity, 10, powers=powers)
 
 
+def test_consensus_n_clusters_refuses_negative_affinities():
+    import scipy.sparse as sp
+
+    affinity, _ = _broad_and_tight_affinity()
+    affinity[0, 1] = affinity[1, 0] = -0.2
+    for given in (affinity, sp.csr_matrix(affinity)):
+        with pytest.raises(ValueError, match="non-negative"):
+            consensus_n_clusters(given, 10)
+
+
 def test_eigengap_candidates_order_and_first_is_the_estimate():
     affinity, _ = _block_affinity([6, 7, 5, 8], noise=0.05, seed=2)
     k, eigenvalues = estimate_n_clusters(affinity, 10)
