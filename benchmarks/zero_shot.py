@@ -710,7 +710,7 @@ def _select_chunk(sets, kernel_path):
     from sklearn.metrics import adjusted_rand_score
 
     from skabc.pretrained import load, load_saved_kernel
-    from skabc.spectral import CONSENSUS_POWERS, estimate_n_clusters, spectral_labels
+    from skabc.spectral import CONSENSUS_POWERS, estimate_n_clusters, median_estimate, spectral_labels
 
     torch.set_num_threads(1)
     kernel = load("generic", device="cpu") if kernel_path is None else load_saved_kernel(kernel_path, device="cpu")
@@ -725,7 +725,7 @@ def _select_chunk(sets, kernel_path):
         for p in SELECT_POWERS:
             sharpened = A**p  # one power per setting, shared by the k estimates and both assignments
             k_by = {"eigengap": eigengap_k[p],
-                    "consensus": int(np.floor(np.median([eigengap_k[p * r] for r in CONSENSUS_POWERS])))}
+                    "consensus": median_estimate([eigengap_k[p * r] for r in CONSENSUS_POWERS])}
             for assign in SELECT_ASSIGN:
                 labels_for = {}
                 for selection, k_hat in k_by.items():

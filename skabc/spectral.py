@@ -224,22 +224,39 @@ def consensus_n_clusters(
     powers = tuple(float(r) for r in powers)
     if not powers or not all(np.isfinite(r) and r > 0 for r in powers):
         raise ValueError(f"powers must be a non-empty tuple of positive finite numbers, got {powers!r}.")
-    values = affinity.data if sp.issparse(affinity) else np.asarray(affinity)
-    if values.size and np.min(values) < 0:
+    entries = affinity.data if sp.issparse(affinity) else np.asarray(affinity)
+    lowest = np.min(entries) if entries.size else 0.0
+    if lowest < 0:
         raise ValueError(
             f"The consensus estimate raises the affinity to fractional powers, so it must be non-negative; this one "
-            f"has entries down to {np.min(values):.3g}. Use n_clusters_selection='eigengap' for a signed kernel."
+            f"has entries down to {lowest:.3g}. Use n_clusters_selection='eigengap' for a signed kernel."
         )
-    estimates, reference, eigenvalues = [], None, None
+    reported = min(powers, key=lambda r: abs(np.log(r)))
+    estimates, eigenvalues = [], None
     for r in powers:
         powered = affinity if r == 1.0 else (affinity.power(r) if sp.issparse(affinity) else affinity**r)
         k, values = estimate_n_clusters(
             powered, max_clusters, random_state=random_state, eigen_solver=eigen_solver, eigen_tol=eigen_tol
         )
         estimates.append(k)
-        if reference is None or abs(np.log(r)) < abs(np.log(reference)):
-            reference, eigenvalues = r, values
-    return int(np.floor(np.median(estimates))), eigenvalues
+        if r == reported and eigenvalues is None:
+            eigenvalues = values
+    return median_estimate(estimates), eigenvalues
+
+
+def median_estimate(estimates) -> int:
+    """The consensus of several estimates of ``k``: their median, rounded down.
+
+    Parameters
+    ----------
+    estimates : sequence of int
+        Non-empty.
+
+    Returns
+    -------
+    n_clusters : int
+    """
+    return int(np.floor(np.median(estimates)))
 
 
 def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: int) -> list[int]:
