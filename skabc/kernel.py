@@ -192,6 +192,17 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         (:class:`skabc.nn.Conv4Embedder`).  A module is deep-copied at fit; a
         callable is called as ``embedder(n_features, d_model)``.  It must map
         ``(m, n_features)`` to ``(m, d_model)``.
+    local_geometry : bool, default=False
+        Give the network the local geometry of every set
+        (:mod:`skabc.nn.geometry`: self-tuning scaled distances, kNN
+        membership, shared neighbours) as attention biases and an additive
+        term of the similarity logits.  Needs ``attention='sab'``; dense in
+        ``n`` (no sparse affinity mode).
+    embed_features : int, default=None
+        Number of leading input (or canonical) columns the embedder sees;
+        ``None``: all.  With ``local_geometry`` the distances still use every
+        column, so a wide ``canonical_features`` keeps the distances of wide
+        tables while the embedder stays small.
     set_size : int or (int, int), default=(50, 200)
         Size of each training set, or the range it is drawn from.
     clusters_per_set : int or (int, int), default=None
@@ -294,6 +305,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         "dropout": [Interval(Real, 0, 1, closed="left")],
         "canonical_features": [Interval(Integral, 1, None, closed="left"), None],
         "embedder": [StrOptions(set(EMBEDDERS)), nn.Module, callable, None],
+        "local_geometry": ["boolean"],
+        "embed_features": [Interval(Integral, 1, None, closed="left"), None],
         "set_size": ["array-like", Interval(Integral, 2, None, closed="left")],
         "clusters_per_set": ["array-like", Interval(Integral, 1, None, closed="left"), None],
         "sets_per_epoch": [Interval(Integral, 1, None, closed="left"), None],
@@ -330,6 +343,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         dropout=0.0,
         canonical_features=None,
         embedder=None,
+        local_geometry=False,
+        embed_features=None,
         set_size=(50, 200),
         clusters_per_set=None,
         sets_per_epoch=None,
@@ -363,6 +378,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         self.dropout = dropout
         self.canonical_features = canonical_features
         self.embedder = embedder
+        self.local_geometry = local_geometry
+        self.embed_features = embed_features
         self.set_size = set_size
         self.clusters_per_set = clusters_per_set
         self.sets_per_epoch = sets_per_epoch
@@ -521,13 +538,16 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
     def _build_module(self, n_features: int) -> ABCNet:
         if self.canonical_features is not None:
             n_features = int(self.canonical_features)
+        if self.embed_features is not None and self.embed_features > n_features:
+            raise ValueError(f"embed_features={self.embed_features} exceeds the input width {n_features}.")
+        embed_width = n_features if self.embed_features is None else int(self.embed_features)
         embedder = self.embedder
         if isinstance(embedder, str):
-            embedder = EMBEDDERS[embedder](n_features, self.d_model)
+            embedder = EMBEDDERS[embedder](embed_width, self.d_model)
         elif isinstance(embedder, nn.Module):
             embedder = copy.deepcopy(embedder)  # never train the user's own object
         elif embedder is not None:
-            embedder = embedder(n_features, self.d_model)
+            embedder = embedder(embed_width, self.d_model)
             if not isinstance(embedder, nn.Module):
                 raise TypeError(f"embedder(n_features, d_model) must return an nn.Module, got {type(embedder)}")
         module = ABCNet(
@@ -541,13 +561,15 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             dropout=self.dropout,
             embedder=embedder,
             attention_options=self._backend_options(),
+            local_geometry=self.local_geometry,
+            embed_features=self.embed_features,
         )
         if embedder is not None:
             with torch.no_grad():
-                out = module.embedder(torch.zeros(2, n_features))
+                out = module.embedder(torch.zeros(2, embed_width))
             if out.shape != (2, self.d_model):
                 raise ValueError(
-                    f"embedder must map (m, {n_features}) inputs to (m, d_model={self.d_model}); "
+                    f"embedder must map (m, {embed_width}) inputs to (m, d_model={self.d_model}); "
                     f"it returned shape {tuple(out.shape)}."
                 )
         return module
@@ -605,6 +627,11 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "module_")
         X = self._validate_set(X)
         if self.uses_sparse_affinity(X.shape[0]):
+            if self.local_geometry:
+                raise ValueError(
+                    "local_geometry kernels compute dense pair features and have no sparse affinity; use "
+                    "affinity_mode='dense' (within memory_limit) or cluster smaller sets (pass groups)."
+                )
             return topk_affinity(self.module_.head, self._encode(X), self.n_neighbors,
                                  n_random=self.n_random_neighbors, point_keys=row_keys(X))
         self.check_memory(X.shape[0])
@@ -668,8 +695,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         """Fit on ``(X, y, groups)``, then return the affinity of ``X`` as one set."""
         return self.fit(X, y, groups=groups).transform(X)
 
-    def _encode(self, X: np.ndarray) -> torch.Tensor:
-        """Contextual embeddings ``(1, n, d_model)`` of the set ``X``."""
+    def _encode(self, X: np.ndarray, with_geometry: bool = False):
+        """Contextual embeddings ``(1, n, d_model)`` of the set ``X`` (and its geometry, if asked)."""
         module = self.module_
         module.eval()
         self._apply_inference_options(module)
@@ -678,18 +705,24 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         if transform is not None:
             X = transform(X)
         with torch.inference_mode():
-            return module.encode(torch.as_tensor(X, device=device)[None])
+            points = torch.as_tensor(X, device=device)[None]
+            geometry = module.geometry(points) if getattr(module, "local_geometry", False) else None
+            z = module.encode(points, None, geometry)
+        return (z, geometry) if with_geometry else z
 
     def _affinity(self, X: np.ndarray) -> np.ndarray:
         module = self.module_
         n = X.shape[0]
-        z = self._encode(X)
+        z, geometry = self._encode(X, with_geometry=True)
         with torch.inference_mode():
+            head_bias = None if geometry is None else module.head_bias(geometry)
             projected = module.head.project(z)
             rows = max(1, _INFERENCE_BLOCK_CELLS // max(n, 1))
             affinity = np.empty((n, n), dtype=np.float64)
             for start in range(0, n, rows):
                 block = module.head.block_logits(z, slice(start, start + rows), projected)
+                if head_bias is not None:
+                    block = block + head_bias[:, start : start + rows]
                 # Sigmoid in float64: confident "different cluster" logits stay positive instead of
                 # underflowing to 0, so the affinity graph stays connected for the spectral step.
                 affinity[start : start + rows] = torch.sigmoid(block[0].double()).cpu().numpy()

@@ -68,8 +68,18 @@ class MultiheadAttentionBlock(nn.Module):
         self.feed_forward = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
         self.drop = nn.Dropout(dropout)
 
-    def attend(self, queries: torch.Tensor, keys: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
-        """Multihead scaled dot-product attention of ``queries`` over ``keys``."""
+    def attend(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        key_mask: torch.Tensor | None,
+        bias: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Multihead scaled dot-product attention of ``queries`` over ``keys``.
+
+        ``bias``, of shape ``(B, n_heads, n_q, n_k)``, is added to the scores
+        (e.g. pair features, :mod:`skabc.nn.geometry`); padded keys stay excluded.
+        """
         batch, n_q, width = queries.shape
         n_k = keys.shape[1]
         head = width // self.n_heads
@@ -81,6 +91,8 @@ class MultiheadAttentionBlock(nn.Module):
         k = split(self.k_proj(keys), n_k)
         v = split(self.v_proj(keys), n_k)
         mask = None if key_mask is None else key_mask[:, None, None, :]
+        if bias is not None:
+            mask = bias  # carries the key mask itself (-inf at padded keys): see ABCNet.attention_bias
         dropout = self.dropout if self.training else 0.0
         # SDPA scales by 1/sqrt(head width), which is what multihead attention needs.
         if torch.is_grad_enabled() or batch * self.n_heads * n_q * n_k <= INFERENCE_SCORE_CELLS:
@@ -90,7 +102,9 @@ class MultiheadAttentionBlock(nn.Module):
             rows = max(1, INFERENCE_SCORE_CELLS // (batch * self.n_heads * n_k))
             out = torch.cat(
                 [
-                    F.scaled_dot_product_attention(q[:, :, i : i + rows], k, v, attn_mask=mask)
+                    F.scaled_dot_product_attention(
+                        q[:, :, i : i + rows], k, v, attn_mask=None if mask is None else _rows(mask, i, rows)
+                    )
                     for i in range(0, n_q, rows)
                 ],
                 dim=2,
@@ -120,12 +134,14 @@ class MultiheadAttentionBlock(nn.Module):
         h = self.norm_q(x + self.drop(attention(x)))
         return self.norm_ff(h + self.drop(self.feed_forward(h)))
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, y: torch.Tensor, key_mask: torch.Tensor | None = None, bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if y is x:
             # Self-attention: keys are the (normalised) queries themselves.
-            return self.residual(x, lambda q: self.attend(q, q, key_mask))
+            return self.residual(x, lambda q: self.attend(q, q, key_mask, bias))
         keys = self.norm_kv(y) if self.pre_norm else y
-        return self.residual(x, lambda q: self.attend(q, keys, key_mask))
+        return self.residual(x, lambda q: self.attend(q, keys, key_mask, bias))
 
 
 class SetAttentionBlock(nn.Module):
@@ -142,5 +158,15 @@ class SetAttentionBlock(nn.Module):
         super().__init__()
         self.mab = MultiheadAttentionBlock(d_model, n_heads, d_ff, layer_norm, dropout)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.mab(x, x, key_mask)
+    #: Accepts an additive attention bias of shape (B, n_heads, n, n) (see :mod:`skabc.nn.geometry`).
+    accepts_attention_bias = True
+
+    def forward(
+        self, x: torch.Tensor, key_mask: torch.Tensor | None = None, bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self.mab(x, x, key_mask, bias)
+
+
+def _rows(mask: torch.Tensor, start: int, rows: int) -> torch.Tensor:
+    """Rows ``start:start+rows`` of a score mask or bias whose query axis may be broadcast (size 1)."""
+    return mask if mask.shape[2] == 1 else mask[:, :, start : start + rows]

@@ -9,6 +9,7 @@ from torch import nn
 
 from .backends import resolve_backend
 from .embedders import MLPEmbedder
+from .geometry import N_PAIR_FEATURES, N_POINT_FEATURES, pair_features
 from .heads import SimilarityHead
 
 
@@ -46,6 +47,19 @@ class ABCNet(nn.Module):
         default :class:`MLPEmbedder`.
     attention_options : dict, optional
         Extra keyword arguments for the backend factory.
+    local_geometry : bool, default=False
+        Give the model the set's local geometry (:func:`skabc.nn.geometry.pair_features`,
+        computed from all ``n_features`` input columns): per-block, per-head
+        biases on the attention scores (Graphormer-style), an additive term of
+        the similarity logits, and point features added to the embeddings.
+        All three are linear maps initialised at zero, so a model built with
+        it computes exactly what the same weights without it compute until
+        training moves them (warm start from a model without geometry).
+        Needs a backend that accepts attention biases (``'sab'``).
+    embed_features : int, optional
+        Number of leading input columns the embedder sees (default: all);
+        the geometry still uses all of them.  Lets a model read distances in
+        many dimensions while its embedder stays narrow.
     """
 
     def __init__(
@@ -61,9 +75,14 @@ class ABCNet(nn.Module):
         dropout: float = 0.0,
         embedder: nn.Module | None = None,
         attention_options: dict | None = None,
+        local_geometry: bool = False,
+        embed_features: int | None = None,
     ) -> None:
         super().__init__()
-        self.embedder = MLPEmbedder(n_features, d_model) if embedder is None else embedder
+        self.embed_features = n_features if embed_features is None else int(embed_features)
+        if not 1 <= self.embed_features <= n_features:
+            raise ValueError(f"embed_features must be in [1, n_features={n_features}], got {embed_features!r}")
+        self.embedder = MLPEmbedder(self.embed_features, d_model) if embedder is None else embedder
         factory = resolve_backend(attention)
         options = dict(attention_options or {})
         # One fresh module per block: `[Block()] * n` would share the weights.
@@ -73,14 +92,61 @@ class ABCNet(nn.Module):
         )
         self.final_norm = nn.LayerNorm(d_model) if (layer_norm == "pre" and n_blocks > 0) else nn.Identity()
         self.head = SimilarityHead(d_model, compat)
+        self.local_geometry = bool(local_geometry)
+        if self.local_geometry:
+            if not all(getattr(block, "accepts_attention_bias", False) for block in self.blocks):
+                raise ValueError("local_geometry=True needs an attention backend that accepts biases ('sab').")
+            self.n_heads = n_heads
+            # One linear map to every head's attention bias, shared by all blocks as in Graphormer (one
+            # (B, heads, n, n) tensor per step, not one per block), and one to the logits; zero at start.
+            self.pair_bias = nn.Linear(N_PAIR_FEATURES, n_heads + 1)
+            self.point_proj = nn.Linear(N_POINT_FEATURES, d_model)
+            for layer in (self.pair_bias, self.point_proj):
+                nn.init.zeros_(layer.weight)
+                nn.init.zeros_(layer.bias)
 
-    def encode(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Contextual embeddings ``(B, n, d_model)`` of a padded batch of sets."""
+    def geometry(self, X: torch.Tensor, mask: torch.Tensor | None = None):
+        """Pair and point features of the batch (``None`` without ``local_geometry``)."""
+        if not self.local_geometry:
+            return None
+        return pair_features(X, mask)
+
+    def encode(self, X: torch.Tensor, mask: torch.Tensor | None = None, geometry=None) -> torch.Tensor:
+        """Contextual embeddings ``(B, n, d_model)`` of a padded batch of sets.
+
+        ``geometry``: :meth:`geometry` of the same batch, if already computed.
+        """
         batch, n = X.shape[:2]
-        z = self.embedder(X.reshape(batch * n, *X.shape[2:])).reshape(batch, n, -1)
+        inputs = X[..., : self.embed_features] if X.dim() == 3 else X
+        z = self.embedder(inputs.reshape(batch * n, *inputs.shape[2:])).reshape(batch, n, -1)
+        if self.local_geometry and geometry is None:
+            geometry = self.geometry(X, mask)
+        if geometry is not None:
+            pairs, points = geometry
+            z = z + self.point_proj(points)
+        bias = None if geometry is None else self.attention_bias(pairs, mask)
         for block in self.blocks:
-            z = block(z, mask)
+            z = block(z, mask) if bias is None else block(z, mask, bias)
         return self.final_norm(z)
 
+    def attention_bias(self, pairs: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """Attention bias ``(B, n_heads, n, n)`` from the pair features, padded keys at ``-inf``."""
+        weight, bias = self.pair_bias.weight[: self.n_heads], self.pair_bias.bias[: self.n_heads]
+        scores = torch.nn.functional.linear(pairs, weight, bias).permute(0, 3, 1, 2)
+        if mask is not None:
+            scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
+        return scores
+
+    def head_bias(self, geometry) -> torch.Tensor | None:
+        """Additive term ``(B, n, n)`` of the similarity logits (``None`` without geometry)."""
+        if geometry is None:
+            return None
+        pairs, _ = geometry
+        return torch.nn.functional.linear(pairs, self.pair_bias.weight[-1:], self.pair_bias.bias[-1:])[..., 0]
+
     def forward(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.head(self.encode(X, mask))
+        geometry = self.geometry(X, mask)
+        logits = self.head(self.encode(X, mask, geometry))
+        if geometry is not None:
+            logits = logits + self.head_bias(geometry)
+        return logits
