@@ -12,6 +12,11 @@ from .embedders import MLPEmbedder
 from .geometry import N_PAIR_FEATURES, N_POINT_FEATURES, pair_features
 from .heads import SimilarityHead
 
+#: Fixed gain on the geometry maps' outputs: with Adam, it makes their effective learning rate this many
+#: times the rest's, so a warm-started model learns to use the new inputs without its shared weights
+#: having to move fast (fine-tuning those at a high rate first degrades them).
+GEOMETRY_GAIN = 10.0
+
 
 class ABCNet(nn.Module):
     """Attention-Based Clustering network.
@@ -123,7 +128,7 @@ class ABCNet(nn.Module):
             geometry = self.geometry(X, mask)
         if geometry is not None:
             pairs, points = geometry
-            z = z + self.point_proj(points)
+            z = z + GEOMETRY_GAIN * self.point_proj(points)
         bias = None if geometry is None else self.attention_bias(pairs, mask)
         for block in self.blocks:
             z = block(z, mask) if bias is None else block(z, mask, bias)
@@ -132,7 +137,7 @@ class ABCNet(nn.Module):
     def attention_bias(self, pairs: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """Attention bias ``(B, n_heads, n, n)`` from the pair features, padded keys at ``-inf``."""
         weight, bias = self.pair_bias.weight[: self.n_heads], self.pair_bias.bias[: self.n_heads]
-        scores = torch.nn.functional.linear(pairs, weight, bias).permute(0, 3, 1, 2)
+        scores = GEOMETRY_GAIN * torch.nn.functional.linear(pairs, weight, bias).permute(0, 3, 1, 2)
         if mask is not None:
             scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
         return scores
@@ -142,7 +147,7 @@ class ABCNet(nn.Module):
         if geometry is None:
             return None
         pairs, _ = geometry
-        return torch.nn.functional.linear(pairs, self.pair_bias.weight[-1:], self.pair_bias.bias[-1:])[..., 0]
+        return GEOMETRY_GAIN * torch.nn.functional.linear(pairs, self.pair_bias.weight[-1:], self.pair_bias.bias[-1:])[..., 0]
 
     def forward(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         geometry = self.geometry(X, mask)
