@@ -147,7 +147,8 @@ class ABCNet(nn.Module):
         if geometry is None:
             return None
         pairs, _ = geometry
-        return GEOMETRY_GAIN * torch.nn.functional.linear(pairs, self.pair_bias.weight[-1:], self.pair_bias.bias[-1:])[..., 0]
+        weight, bias = self.pair_bias.weight[-1:], self.pair_bias.bias[-1:]
+        return GEOMETRY_GAIN * torch.nn.functional.linear(pairs, weight, bias)[..., 0]
 
     def forward(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         geometry = self.geometry(X, mask)
