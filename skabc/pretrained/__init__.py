@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..ensemble import KernelEnsemble
-from ..kernel import ContextualKernel
+from ..kernels import ContextualKernel, KernelEnsemble
 
 PRETRAINED_DIR = Path(__file__).resolve().parent
 

@@ -20,25 +20,26 @@ from skorch import NeuralNet
 from skorch.callbacks import Callback, Checkpoint, GradientNormClipping, ProgressBar
 from torch import nn
 
-from ._persistence import json_ready, load_kernel, save_kernel
-from ._runtime import resolve_device, seeded_torch, tune_allocator
-from ._validation import check_magnitude, encode_groups, encode_labels
-from .exceptions import AffinityTooLargeError
-from .nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
-from .nn.embedders import EMBEDDERS
-from .nn.heads import COMPAT_FUNCTIONS
-from .nn.loss import SameClusterBCELoss
-from .nn.model import ABCNet
-from .nn.sampled import SampledAttentionBlock
-from .preprocessing import canonicalize_set
-from .sampling import (
+from .._persistence import json_ready, load_kernel, save_kernel
+from .._runtime import resolve_device, seeded_torch, tune_allocator
+from .._validation import check_magnitude, encode_groups, encode_labels
+from ..exceptions import AffinityTooLargeError
+from ..nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
+from ..nn.embedders import EMBEDDERS
+from ..nn.heads import COMPAT_FUNCTIONS
+from ..nn.loss import SameClusterBCELoss
+from ..nn.model import ABCNet
+from ..nn.sampled import SampledAttentionBlock
+from ..preprocessing import canonicalize_set
+from ..sampling import (
     ClusterSetSampler,
     SampledSetsDataset,
     check_clusters_per_set,
     check_set_size,
     collate_sets,
 )
-from .sparse_affinity import row_keys, topk_affinity
+from ..sparse_affinity import row_keys, topk_affinity
+from .base import Kernel
 
 _CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_history": "history.json"}
 
@@ -120,7 +121,7 @@ class _RedrawEachEpoch(Callback):
             dataset_train.epoch = len(net.history) - 1
 
 
-class ContextualKernel(TransformerMixin, BaseEstimator):
+class ContextualKernel(TransformerMixin, Kernel):
     """Learned kernel from context (Attention-Based Clustering, Coward et al. 2020).
 
     A set encoder (an input embedder followed by ``n_blocks`` set-attention
@@ -278,6 +279,9 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
     >>> kernel.transform(X[:60]).shape
     (60, 60)
     """
+
+    #: Its affinities are same-cluster probabilities (sigmoid of the head's logits).
+    outputs_probabilities = True
 
     _parameter_constraints: dict = {
         "attention": [StrOptions(set(ATTENTION_BACKENDS)), callable],
@@ -604,7 +608,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self, "module_")
         X = self._validate_set(X)
-        if self.uses_sparse_affinity(X.shape[0]):
+        if self.returns_sparse(X.shape[0]):
             return topk_affinity(self.module_.head, self._encode(X), self.n_neighbors,
                                  n_random=self.n_random_neighbors, point_keys=row_keys(X))
         self.check_memory(X.shape[0])
@@ -633,11 +637,23 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
                 "lower set_size or batch_size (the kernel applies to larger sets than it was trained on)."
             )
 
-    def uses_sparse_affinity(self, n_samples: int) -> bool:
+    def returns_sparse(self, n_samples: int) -> bool:
         """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points."""
         if self.affinity_mode == "auto":
             return n_samples > SPARSE_AUTO_MIN_SAMPLES
         return self.affinity_mode == "sparse"
+
+    def uses_sparse_affinity(self, n_samples: int) -> bool:
+        """The former name of :meth:`returns_sparse`."""
+        return self.returns_sparse(n_samples)
+
+    def affinity(self, X):
+        """The learned affinity of the set ``X``: the same as :meth:`transform`."""
+        return self.transform(X)
+
+    def recommended_clustering(self) -> dict:
+        """ABCClustering settings saved with this kernel (chosen on its validation data); ``{}`` if none."""
+        return dict(getattr(self, "recommended_clustering_", {}))
 
     def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
         """Refuse a set whose dense ``n x n`` float64 results would exceed ``memory_limit``.
