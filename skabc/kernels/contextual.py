@@ -13,22 +13,20 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from torch import nn
 
 from .. import persistence
-from .._runtime import resolve_device
 from .._validation import check_magnitude, encode_groups, encode_labels
 from ..inference import check_dense_memory, learned_affinity
 from ..nn.backends import ATTENTION_BACKENDS
-from ..nn.build import apply_inference_options, build_module, set_transform
+from ..nn.build import apply_inference_options, set_transform
 from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
 from ..sampling import check_set_size
 from ..training import train
+from ._contextual_io import describe_contextual, restore_contextual
 from .base import Kernel, check_recommended_clustering
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
 SPARSE_AUTO_MIN_SAMPLES = 10_000
 
-# Prefix of the weights' tensor names in a saved file.
-_WEIGHTS = "kernel."
 
 @persistence.persistent
 class ContextualKernel(TransformerMixin, Kernel):
@@ -66,10 +64,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         ``attention='sampled'``: attention pattern inside a window: dense
         attention among the window's points (O(n w) per block; the Sampled
         Transformer's random element sampling) or its Hamiltonian path
-        pattern (each point sees itself and its two path neighbours, O(n)).
-        The defaults are the configuration that came within 0.025 ARI of
-        SAB on the circles benchmark; the Hamiltonian pattern did not learn
-        that problem (``docs/backends_results.md``).
+        pattern (each point sees itself and its two path neighbours, O(n));
+        how they compare: ``docs/backends_results.md``.
     attention_options : dict, default=None
         Extra keyword options for the backend factory (e.g. for a custom
         callable ``attention``); they override the named options above.
@@ -115,8 +111,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         Number of epochs; fresh sets are drawn every epoch.  With the
         default ``sets_per_epoch`` an epoch is at most 64 batches, so the
         defaults train for at most 2,560 steps, whatever the number of rows
-        (measured: 8.5 CPU-min, 4.6 min on two cores, for 300,000 rows; see
-        ``benchmarks/circles.py --defaults``).
+        (``docs/circles_results.md`` gives the time this takes).
     batch_size : int, default=32
         Sets per optimisation step.
     lr : float, default=1e-3
@@ -432,43 +427,12 @@ class ContextualKernel(TransformerMixin, Kernel):
 
     def _describe(self) -> tuple[dict, dict]:
         """JSON description and tensors for :mod:`skabc.persistence`."""
-        check_is_fitted(self, "module_")
-        part = {
-            "params": persistence.plain_params(self, skip=("checkpoint_dir", "checkpoint_every", "verbose", "device")),
-            "n_features_in": int(self.n_features_in_),
-            "feature_names_in": [str(f) for f in getattr(self, "feature_names_in_", [])] or None,
-        }
-        # Copies: an ensemble may hold one kernel twice, and safetensors refuses tensors that share memory.
-        tensors = {_WEIGHTS + k: v.detach().cpu().clone() for k, v in self.module_.state_dict().items()}
-        return {"kernel": part, "recommended_clustering": self.recommended_clustering()}, tensors
+        return describe_contextual(self)
 
     @classmethod
     def _restore(cls, meta: dict, tensors: dict, device) -> ContextualKernel:
         """Rebuild a fitted kernel from :meth:`_describe`'s output (or a version-1 file's)."""
-        part = meta["kernel"]
-        try:
-            kernel = cls(**persistence.unlist(part["params"]), device=device)
-        except TypeError as exc:
-            raise ValueError(f"the saved kernel parameters do not match this version of skabc: {exc}") from exc
-        kernel._load_weights(part["n_features_in"], persistence.nested(_WEIGHTS, tensors), device)
-        if part.get("feature_names_in"):
-            kernel.feature_names_in_ = np.asarray(part["feature_names_in"], dtype=object)
-        kernel.recommended_clustering_ = check_recommended_clustering(meta.get("recommended_clustering") or {})
-        return kernel
-
-    def _load_weights(self, n_features: int, state_dict: dict, device) -> None:
-        """Become fitted from saved weights."""
-        device = resolve_device(device)
-        module = build_module(self, n_features)
-        try:
-            module.load_state_dict(state_dict, strict=True)
-        except RuntimeError as exc:
-            raise ValueError(f"saved weights do not fit the saved configuration: {exc}") from exc
-        # Inference only: a module, no training net or optimizer.
-        self.module_ = module.to(device)
-        self.module_.eval()
-        self.n_features_in_ = n_features
-        self.n_training_sets_ = 0
+        return restore_contextual(cls, meta, tensors, device)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
