@@ -53,10 +53,11 @@ KERNEL = dict(canonical_features=64, embed_features=16, local_geometry=True, emb
 
 def warm_module(kernel: ContextualKernel) -> torch.nn.Module:
     """The v2 network with every weight it shares with the shipped v1 generic kernel copied in."""
+    from skabc.nn.build import build_module
     from skabc.pretrained import load
 
     v1 = load("generic", device="cpu").module_.state_dict()
-    module = kernel._build_module(KERNEL["canonical_features"])
+    module = build_module(kernel, KERNEL["canonical_features"])
     missing, unexpected = module.load_state_dict(v1, strict=False)
     new = {name for name, _ in module.named_parameters() if name.startswith(("pair_bias", "point_proj"))}
     if unexpected or set(missing) != new:
@@ -87,11 +88,14 @@ def train(threads: int) -> None:
     print(f"generic v2: {record}")
 
 
-def export(path: str) -> None:
+def export(path: str, recommended: dict | None = None) -> None:
     """Save the latest checkpoint's weights as a kernel file (for evaluation or shipping)."""
+    from skabc.kernels._contextual_io import load_weights
+
     kernel = ContextualKernel(**KERNEL)
     state = torch.load(CHECKPOINTS / "params.pt", map_location="cpu", weights_only=True)
-    kernel._restore(KERNEL["canonical_features"], state, "cpu")
+    load_weights(kernel, KERNEL["canonical_features"], state, "cpu")
+    kernel.recommended_clustering_ = dict(recommended or {})
     kernel.save(path)
     history = json.loads((CHECKPOINTS / "history.json").read_text())
     print(f"exported epoch {len(history)} (train loss {history[-1].get('train_loss'):.4f}) to {path}")

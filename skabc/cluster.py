@@ -10,28 +10,21 @@ import scipy.sparse as sp
 from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from ._persistence import load_clustering, save_clustering
+from . import persistence
+from ._clustering_io import describe_clustering, restore_clustering
 from ._validation import encode_groups, encode_labels
-from .kernel import ContextualKernel
-from .spectral import (
-    ASSIGN_LABELS,
-    consensus_n_clusters,
-    eigengap_candidates,
-    eigengap_spectral_labels,
-    estimate_n_clusters,
-    pair_log_likelihood,
-    spectral_labels,
-)
-
-#: How many eigengap candidates ``n_clusters_selection='likelihood'`` compares.
-LIKELIHOOD_CANDIDATES = 5
+from .kernels import ContextualKernel, as_kernel
+from .kernels.base import check_recommended_clustering
+from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS, SpectralStep
 
 
+@persistence.persistent
 class ABCClustering(ClusterMixin, BaseEstimator):
     """Attention-Based Clustering: a drop-in for :class:`~sklearn.cluster.SpectralClustering`.
 
@@ -69,24 +62,25 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         estimates instead of one, which shows beyond a few thousand points
         (iterative eigensolvers): pass ``'eigengap'`` there if time matters
         more.  ``'likelihood'``: the
-        :data:`LIKELIHOOD_CANDIDATES` largest eigengaps each propose a ``k``,
+        :data:`~skabc.spectral.select.LIKELIHOOD_CANDIDATES` largest eigengaps each propose a ``k``,
         the set is clustered for each, and the partition that best explains
         the kernel's same-cluster probabilities wins (highest
         :func:`~skabc.spectral.pair_log_likelihood` of the affinity before
         ``affinity_power``; the kernel must output probabilities in
         ``[0, 1]``, as a :class:`ContextualKernel` does).  It costs one
-        spectral clustering per candidate.  ``'auto'``: the value chosen on
-        validation data for the shipped generic kernel when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else
-        ``'eigengap'``.
+        spectral clustering per candidate.  ``'auto'``: the kernel's recommendation
+        (:meth:`~skabc.kernels.Kernel.recommended_clustering`, stored with
+        every shipped kernel, e.g. ``'consensus'`` for the generic kernel),
+        else ``'eigengap'``; resolved in ``fit`` into
+        ``n_clusters_selection_``.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:
         probabilities near 1 stay, moderate cross-cluster probabilities
         fade, which helps the eigengap find the number of clusters of a soft
-        kernel.  ``'auto'``: the value chosen on validation data for the
-        shipped generic kernel when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else 1.
+        kernel.  ``'auto'``: the kernel's recommendation (stored with
+        every shipped kernel), else 1; resolved in ``fit`` into
+        ``affinity_power_``.
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
         Passed to :class:`~sklearn.cluster.SpectralClustering`.
     n_components : int, default=None
@@ -102,11 +96,10 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``'njw'`` (Ng, Jordan & Weiss 2001), k-means on the rows of the
         spectral embedding scaled to unit length, which separates many small
         clusters better (the shipped Omniglot model uses it).  ``'auto'``:
-        the value chosen on validation data for the shipped generic kernel
-        when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else
+        the kernel's recommendation (stored with every shipped kernel), else
         ``'kmeans'``, the default of
-        :class:`~sklearn.cluster.SpectralClustering`.
+        :class:`~sklearn.cluster.SpectralClustering`; resolved in ``fit``
+        into ``assign_labels_``.
     n_jobs : int, default=None
         Number of sets clustered in parallel by ``fit`` and ``predict`` when
         ``groups`` is given, through :class:`joblib.Parallel` (``None``: 1,
@@ -132,6 +125,12 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``None`` when ``n_clusters`` is given.
     kernel_ : ContextualKernel
         The fitted kernel.
+    affinity_power_ : float
+        What ``affinity_power`` resolved to.
+    assign_labels_ : str
+        What ``assign_labels`` resolved to.
+    n_clusters_selection_ : str
+        What ``n_clusters_selection`` resolved to.
     n_features_in_ : int
         Number of features seen during fit.
 
@@ -150,7 +149,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "kernel": [HasMethods(["fit", "transform"]), None],
         "max_clusters": [Interval(Integral, 1, None, closed="left")],
-        "n_clusters_selection": [StrOptions({"eigengap", "consensus", "likelihood", "auto"})],
+        "n_clusters_selection": [StrOptions(set(N_CLUSTERS_SELECTORS) | {"auto"})],
         "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
@@ -220,6 +219,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             self.kernel_ = kernel.fit(X_in, y, groups=groups)
         else:
             self.kernel_ = self._fitted_kernel()
+        self._resolve_auto(as_kernel(self.kernel_).recommended_clustering())
         labels, affinities, n_found, eigenvalues = self._cluster(X_in, X.shape[0], group_codes)
         self.labels_ = labels
         self.n_clusters_ = int(sum(n_found))
@@ -270,16 +270,63 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     def save(self, path) -> None:
         """Write the fitted model to one safetensors file (kernel weights, labels, JSON parameters).
 
-        The write is atomic.  ``affinity_matrix_`` and ``eigenvalues_`` are not
-        stored (``predict`` recomputes what it needs).
+        The write is atomic.  The fitted kernel (a :class:`ContextualKernel`
+        or a :class:`KernelEnsemble`, frozen or not) and the settings every
+        ``'auto'`` resolved to are stored, so the loaded model predicts
+        exactly as this one.  ``affinity_matrix_`` and ``eigenvalues_`` are
+        not stored (``predict`` recomputes what it needs).
         """
         check_is_fitted(self, "kernel_")
-        save_clustering(self, path)
+        persistence.save(self, path)
 
     @classmethod
     def load(cls, path, device="auto") -> ABCClustering:
         """Load a model written by :meth:`save`, without unpickling anything."""
-        return load_clustering(cls, ContextualKernel, path, device=device)
+        return persistence.load(path, device=device, expected=cls)
+
+    @classmethod
+    def from_pretrained(cls, name: str, *, device: str = "auto", **params) -> ABCClustering:
+        """A ready model around the shipped kernel ``name`` (see :func:`skabc.pretrained.load`).
+
+        The kernel is wrapped in :class:`sklearn.frozen.FrozenEstimator`, so
+        ``fit`` / ``fit_predict`` cluster new sets without training (even when
+        given labels) and ``clone`` keeps it fitted.  Every ``'auto'`` setting
+        resolves to the values stored with the kernel (chosen on its
+        validation data); ``params`` override them.
+
+        Examples
+        --------
+        >>> from skabc import ABCClustering
+        >>> model = ABCClustering.from_pretrained("circles", random_state=0)
+        >>> type(model.kernel).__name__
+        'FrozenEstimator'
+        """
+        from .pretrained import load
+
+        return cls(kernel=FrozenEstimator(load(name, device=device)), **params)
+
+    def _resolve_auto(self, recommended: dict) -> None:
+        """Resolve every ``'auto'`` once, from the kernel's recommendation; build the spectral step from them."""
+        recommended = {**_GENERIC_DEFAULTS, **check_recommended_clustering(recommended)}
+        self.affinity_power_ = float(recommended["affinity_power"] if self.affinity_power == "auto"
+                                     else self.affinity_power)
+        self.assign_labels_ = recommended["assign_labels"] if self.assign_labels == "auto" else self.assign_labels
+        self.n_clusters_selection_ = (recommended["n_clusters_selection"] if self.n_clusters_selection == "auto"
+                                      else self.n_clusters_selection)
+        self.spectral_step_ = SpectralStep(
+            n_clusters=self.n_clusters, max_clusters=self.max_clusters, selection=self.n_clusters_selection_,
+            affinity_power=self.affinity_power_, assign_labels=self.assign_labels_, eigen_solver=self.eigen_solver,
+            n_components=self.n_components, n_init=self.n_init, eigen_tol=self.eigen_tol, verbose=self.verbose,
+        )
+
+    def _describe(self) -> tuple[dict, dict]:
+        """JSON description and tensors for :mod:`skabc.persistence`."""
+        return describe_clustering(self)
+
+    @classmethod
+    def _restore(cls, meta: dict, tensors: dict, device) -> ABCClustering:
+        """Rebuild a fitted model from :meth:`_describe`'s output (or a version-1 file's)."""
+        return restore_clustering(cls, meta, tensors, device)
 
     def _fitted_kernel(self):
         if self.kernel is None:
@@ -362,70 +409,16 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         return seeds
 
     def _map_sets(self, sets: list, seeds: list, n_jobs) -> list:
-        """``_cluster_one`` over the sets, in order: in this process for one set, else with joblib."""
+        """Cluster each set, in order: in this process for one set, else with joblib."""
+        kernel, step = self.kernel_, self.spectral_step_
         if len(sets) == 1:
-            return [_cluster_one(self, sets[0], *seeds[0])]
-        # Ship the parameters and the fitted kernel only, not labels_ or affinity_matrix_ of an earlier fit.
-        # The 'auto' settings are resolved here: they depend on `kernel`, which the copy drops.
-        light = type(self)(**{**self.get_params(deep=False), "kernel": None,
-                              "affinity_power": self._affinity_power(), "assign_labels": self._assign_labels(),
-                              "n_clusters_selection": self._n_clusters_selection()})
-        light.kernel_ = self.kernel_
+            return [_cluster_one(kernel, step, sets[0], *seeds[0])]
+        # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
         # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
         n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
         bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
-        tasks = (delayed(_cluster_chunk)(light, sets[a:b], seeds[a:b]) for a, b in pairwise(bounds))
+        tasks = (delayed(_cluster_chunk)(kernel, step, sets[a:b], seeds[a:b]) for a, b in pairwise(bounds))
         return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
-
-    def _affinity_power(self) -> float:
-        if self.affinity_power != "auto":
-            return float(self.affinity_power)
-        return float(self._generic_setting("affinity_power", 1.0))
-
-    def _assign_labels(self) -> str:
-        if self.assign_labels != "auto":
-            return self.assign_labels
-        return self._generic_setting("assign_labels", "kmeans")
-
-    def _n_clusters_selection(self) -> str:
-        if self.n_clusters_selection != "auto":
-            return self.n_clusters_selection
-        return self._generic_setting("n_clusters_selection", "eigengap")
-
-    def _generic_setting(self, name: str, default):
-        """An 'auto' setting: the one chosen for the shipped generic kernel when it is used, else ``default``."""
-        if self.kernel is None:
-            from .pretrained import RECOMMENDED_CLUSTERING
-
-            return RECOMMENDED_CLUSTERING.get("generic", {}).get(name, default)
-        return default
-
-    def _n_clusters_for(self, affinity: np.ndarray, seed):
-        n = affinity.shape[0]
-        if self.n_clusters is not None:
-            return min(self.n_clusters, n), None
-        estimate = consensus_n_clusters if self._n_clusters_selection() == "consensus" else estimate_n_clusters
-        return estimate(
-            affinity,
-            self.max_clusters,
-            random_state=seed,
-            eigen_solver=self.eigen_solver,
-            eigen_tol=self.eigen_tol,
-        )
-
-    def _spectral(self, affinity: np.ndarray, k: int, seed: int) -> np.ndarray:
-        labels = spectral_labels(
-            affinity,
-            k,
-            eigen_solver=self.eigen_solver,
-            n_components=self.n_components,
-            random_state=seed,
-            n_init=self.n_init,
-            eigen_tol=self.eigen_tol,
-            assign_labels=self._assign_labels(),
-            verbose=self.verbose,
-        )
-        return _compact(labels)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -439,73 +432,30 @@ FINE_TUNE = dict(warm_start=True, set_size=(50, 200), clusters_per_set=None, set
                  batch_size=32, max_epochs=10, lr=3e-4)
 
 
+#: What each 'auto' setting resolves to when the kernel recommends nothing (SpectralClustering's choices).
+_GENERIC_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_clusters_selection": "eigengap"}
+
 def _generic_kernel() -> ContextualKernel:
     from .pretrained import load
 
     return load("generic")
 
 
-def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
-    """Cluster one set with ``model.kernel_``; returns (labels from 0, affinity, k found, eigenvalues).
+def _cluster_one(kernel, step: SpectralStep, X, eig_seed, seed: int):
+    """Cluster one set: the kernel's affinity, then the spectral step.
 
-    A module-level function so joblib can ship it, with the fitted model, to
-    worker processes or Dask workers.
+    Returns (labels from 0, affinity, k found, eigenvalues).  A module-level
+    function so joblib can ship it, with the fitted kernel, to worker processes
+    or Dask workers.
     """
-    kernel = model.kernel_
+    kernel = as_kernel(kernel)
     n = _num_samples(X)
-    dense = not getattr(kernel, "uses_sparse_affinity", lambda n: False)(n)
-    if dense and hasattr(kernel, "check_memory"):
+    if not kernel.returns_sparse(n):
         # The affinity plus the spectral step's Laplacian and working copies.
         kernel.check_memory(n, n_copies=4)
-    probabilities = kernel.transform(X)
-    affinity = probabilities
-    power = model._affinity_power()
-    if power != 1.0:
-        affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
-    selection = model._n_clusters_selection()
-    if model.n_clusters is None and selection == "likelihood":
-        labels, eigenvalues = _likelihood_labels(model, probabilities, affinity, eig_seed, seed)
-    elif model.n_clusters is None and selection == "eigengap" and sp.issparse(affinity):
-        # Large sparse sets: one eigensolve serves the eigengap and the embedding.
-        labels, _, eigenvalues = eigengap_spectral_labels(
-            affinity, model.max_clusters, eig_seed, eigen_solver=model.eigen_solver,
-            n_components=model.n_components, random_state=seed, n_init=model.n_init,
-            eigen_tol=model.eigen_tol, assign_labels=model._assign_labels(), verbose=model.verbose,
-        )
-        labels = _compact(labels)
-    else:
-        k, eigenvalues = model._n_clusters_for(affinity, eig_seed)
-        labels = model._spectral(affinity, k, seed)
-    return labels, affinity, len(np.unique(labels)), eigenvalues
+    return step.cluster(kernel.affinity(X), eig_seed, seed)
 
 
-def _likelihood_labels(model: ABCClustering, probabilities, affinity, eig_seed, seed: int):
-    """Cluster for each eigengap candidate ``k``; keep the partition most likely under the kernel."""
-    values = probabilities.data if sp.issparse(probabilities) else probabilities
-    if values.size and (np.min(values) < 0 or np.max(values) > 1):
-        raise ValueError(
-            "n_clusters_selection='likelihood' needs a kernel whose affinity holds same-cluster probabilities "
-            f"in [0, 1]; this one gave values in [{np.min(values):.3g}, {np.max(values):.3g}]. "
-            "Use n_clusters_selection='eigengap'."
-        )
-    _, eigenvalues = model._n_clusters_for(affinity, eig_seed)
-    best_labels, best_score = None, -np.inf
-    for k in eigengap_candidates(eigenvalues, LIKELIHOOD_CANDIDATES):
-        labels = model._spectral(affinity, k, seed)
-        score = pair_log_likelihood(probabilities, labels)
-        if score > best_score:
-            best_labels, best_score = labels, score
-    return best_labels, eigenvalues
-
-
-def _compact(labels: np.ndarray) -> np.ndarray:
-    """Relabel 0..k'-1 in order of first appearance, so ids are compact within a set."""
-    _, first = np.unique(labels, return_index=True)
-    remap = np.empty(labels.max() + 1, dtype=np.int64)
-    remap[labels[np.sort(first)]] = np.arange(len(first))
-    return remap[labels]
-
-
-def _cluster_chunk(model: ABCClustering, sets: list, seeds: list) -> list:
+def _cluster_chunk(kernel, step: SpectralStep, sets: list, seeds: list) -> list:
     """``_cluster_one`` over a chunk of sets, in order (one joblib task)."""
-    return [_cluster_one(model, X, *seed) for X, seed in zip(sets, seeds, strict=True)]
+    return [_cluster_one(kernel, step, X, *seed) for X, seed in zip(sets, seeds, strict=True)]

@@ -62,7 +62,8 @@ def pair_features(X: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[to
     if mask is None:
         mask = torch.ones(batch, n, dtype=torch.bool, device=X.device)
     real_pair = mask[:, :, None] & mask[:, None, :]
-    dist = torch.cdist(X, X)
+    # Exact differences, not the |x|^2 + |y|^2 - 2xy expansion: its rounding reorders close neighbours.
+    dist = torch.cdist(X, X, compute_mode="donot_use_mm_for_euclid_dist")
     # Neighbour search: padded points and the point itself are never neighbours.
     eye = torch.eye(n, dtype=torch.bool, device=X.device)[None]
     search = dist.masked_fill(~real_pair | eye, float("inf"))

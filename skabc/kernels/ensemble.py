@@ -13,16 +13,19 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.base import TransformerMixin, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._persistence import load_ensemble, save_ensemble
-from .kernel import ContextualKernel
+from .. import persistence
+from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
+from .base import Kernel, as_kernel, check_recommended_clustering
+from .contextual import ContextualKernel
 
 
-class KernelEnsemble(TransformerMixin, BaseEstimator):
+@persistence.persistent
+class KernelEnsemble(TransformerMixin, Kernel):
     """Mean affinity of several kernels trained from different seeds.
 
     Parameters
@@ -149,31 +152,77 @@ class KernelEnsemble(TransformerMixin, BaseEstimator):
             return (total / len(self.kernels_)).tocsr()
         return total / len(self.kernels_)
 
-    def uses_sparse_affinity(self, n_samples: int) -> bool:
+    def affinity(self, X):
+        """The mean affinity of the set ``X``: the same as :meth:`transform`."""
+        return self.transform(X)
+
+    @property
+    def outputs_probabilities(self) -> bool:
+        """A mean of probabilities is a probability: true when every member outputs them."""
+        members = getattr(self, "kernels_", None) or [ContextualKernel() if self.kernel is None else self.kernel]
+        return all(as_kernel(k).outputs_probabilities for k in members)
+
+    def returns_sparse(self, n_samples: int) -> bool:
         """Whether ``transform`` of ``n_samples`` points returns a sparse affinity (as the members do)."""
         check_is_fitted(self, "kernels_")
-        first = self.kernels_[0]
-        return bool(getattr(first, "uses_sparse_affinity", lambda n: False)(n_samples))
+        return any(as_kernel(k).returns_sparse(n_samples) for k in self.kernels_)
 
-    def check_memory(self, n_samples: int, n_copies: int = 1) -> None:
+    def uses_sparse_affinity(self, n_samples: int) -> bool:
+        """The former name of :meth:`returns_sparse`."""
+        return self.returns_sparse(n_samples)
+
+    def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
         """Refuse a dense affinity that would not fit (one more copy: the running sum)."""
         check_is_fitted(self, "kernels_")
-        first = self.kernels_[0]
-        if hasattr(first, "check_memory"):
-            first.check_memory(n_samples, n_copies=n_copies + 1)
-
-    def save(self, path) -> None:
-        """Write every member to one safetensors file (weights + JSON description); atomic."""
-        check_is_fitted(self, "kernels_")
         for kernel in self.kernels_:
-            if not isinstance(kernel, ContextualKernel):
-                raise TypeError(f"only ensembles of ContextualKernel can be saved, got a {type(kernel).__name__}")
-        save_ensemble(self, path)
+            as_kernel(kernel).check_memory(n_samples, n_copies=n_copies + 1)
+
+    def recommended_clustering(self) -> dict:
+        """ABCClustering settings saved with this ensemble (chosen on its validation data); ``{}`` if none."""
+        return dict(getattr(self, "recommended_clustering_", {}))
+
+    def save(self, path, *, recommended_clustering: dict | None = None) -> None:
+        """Write every member to one safetensors file (weights + JSON description); atomic.
+
+        ``recommended_clustering``: as for :meth:`ContextualKernel.save`.
+        """
+        check_is_fitted(self, "kernels_")
+        if recommended_clustering is not None:
+            self.recommended_clustering_ = check_recommended_clustering(recommended_clustering)
+        persistence.save(self, path)
 
     @classmethod
     def load(cls, path, device="auto") -> KernelEnsemble:
         """Load an ensemble written by :meth:`save`, without unpickling anything."""
-        return load_ensemble(cls, ContextualKernel, path, device=device)
+        return persistence.load(path, device=device, expected=cls)
+
+    def _describe(self) -> tuple[dict, dict]:
+        """JSON description and tensors for :mod:`skabc.persistence` (members: ContextualKernels)."""
+        check_is_fitted(self, "kernels_")
+        members, tensors = [], {}
+        for i, kernel in enumerate(self.kernels_):
+            if not isinstance(kernel, ContextualKernel):
+                raise TypeError(f"only ensembles of ContextualKernel can be saved, got a {type(kernel).__name__}")
+            meta, part = kernel._describe()
+            members.append(meta["kernel"])
+            tensors.update({_member_prefix(i) + k: v for k, v in persistence.nested(_MEMBER_WEIGHTS, part).items()})
+        meta = {"params": persistence.plain_params(self, skip=("kernel",)), "members": members,
+                "recommended_clustering": self.recommended_clustering()}
+        return meta, tensors
+
+    @classmethod
+    def _restore(cls, meta: dict, tensors: dict, device) -> KernelEnsemble:
+        """Rebuild a fitted ensemble from :meth:`_describe`'s output."""
+        kernels = []
+        for i, part in enumerate(meta["members"]):
+            own = {_MEMBER_WEIGHTS + k: v for k, v in persistence.nested(_member_prefix(i), tensors).items()}
+            kernels.append(ContextualKernel._restore({"kernel": part}, own, device))
+        ensemble = cls.from_fitted(kernels)
+        params = persistence.unlist(meta["params"])
+        params.pop("n_members", None)  # from_fitted sets it from the members
+        ensemble.set_params(**params)
+        ensemble.recommended_clustering_ = check_recommended_clustering(meta.get("recommended_clustering") or {})
+        return ensemble
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -181,3 +230,8 @@ class KernelEnsemble(TransformerMixin, BaseEstimator):
         tags.target_tags.required = True
         tags.transformer_tags.preserves_dtype = []
         return tags
+
+
+
+def _member_prefix(i: int) -> str:
+    return f"members.{i}."

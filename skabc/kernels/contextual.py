@@ -1,0 +1,461 @@
+"""ContextualKernel: a transformer returning the learned n x n affinity of a set."""
+
+from __future__ import annotations
+
+import os
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import TransformerMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from torch import nn
+
+from .. import persistence
+from .._validation import check_magnitude, encode_groups, encode_labels
+from ..inference import check_dense_memory, learned_affinity
+from ..nn.backends import ATTENTION_BACKENDS
+from ..nn.build import apply_inference_options, set_transform
+from ..nn.embedders import EMBEDDERS
+from ..nn.heads import COMPAT_FUNCTIONS
+from ..sampling import check_set_size
+from ..training import train
+from ._contextual_io import describe_contextual, restore_contextual
+from .base import Kernel, check_recommended_clustering
+
+# affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
+SPARSE_AUTO_MIN_SAMPLES = 10_000
+
+
+@persistence.persistent
+class ContextualKernel(TransformerMixin, Kernel):
+    """Learned kernel from context (Attention-Based Clustering, Coward et al. 2020).
+
+    A set encoder (an input embedder followed by ``n_blocks`` set-attention
+    blocks) turns a whole set into contextual embeddings; a symmetric
+    similarity head turns every pair into a same-cluster probability.  The
+    network is trained with binary cross-entropy against the same-cluster
+    matrix of training sets drawn from labelled rows (Algorithm 1 of the
+    paper).  :meth:`transform` returns the learned affinity of the set it is
+    given, ready for any ``affinity='precomputed'`` clusterer.
+
+    Parameters
+    ----------
+    attention : {'sab', 'isab', 'sampled', 'opa'} or callable, default='sab'
+        Set-to-set block: dense self-attention (``'sab'``, O(n^2)), induced
+        set attention (``'isab'``, O(n m)), attention within random windows
+        (``'sampled'``, O(n w)), outer-product attention (``'opa'``),
+        or a factory called as ``attention(d_model=, n_heads=, d_ff=,
+        layer_norm=, dropout=, **attention_options)`` returning a module with
+        ``forward(x, key_mask)``.
+    n_inducing : int, default=16
+        ``attention='isab'``: number of learned inducing points.
+    window_size : int, default=128
+        ``attention='sampled'``: points per random window.  A set of at most
+        this many points is one window, i.e. dense attention.
+    n_attention_samples : int, default=4
+        ``attention='sampled'``: window samples averaged at inference (more
+        samples, less variance, proportionally more time; sets that fit in
+        one dense window are computed once).  Inference-only: changing it
+        with ``set_params`` on a fitted kernel takes effect without
+        refitting.
+    window_attention : {'dense', 'hamiltonian'}, default='dense'
+        ``attention='sampled'``: attention pattern inside a window: dense
+        attention among the window's points (O(n w) per block; the Sampled
+        Transformer's random element sampling) or its Hamiltonian path
+        pattern (each point sees itself and its two path neighbours, O(n));
+        how they compare: ``docs/backends_results.md``.
+    attention_options : dict, default=None
+        Extra keyword options for the backend factory (e.g. for a custom
+        callable ``attention``); they override the named options above.
+    compat : {'multiplicative', 'additive'}, default='multiplicative'
+        Compatibility function of the similarity head.
+    n_blocks : int, default=4
+        Number of stacked attention blocks; ``0`` is the pairwise ablation.
+    n_heads : int, default=4
+        Attention heads per block.
+    d_model : int, default=64
+        Width of the embeddings; must be divisible by ``n_heads``.
+    layer_norm : {'pre', 'post'}, default='pre'
+        Layer-norm placement in the blocks (``'post'`` is the Set Transformer's).
+    dropout : float, default=0.0
+        Dropout inside the blocks.
+    canonical_features : int, default=None
+        If set, every set is first mapped to this many canonical coordinates
+        by :func:`skabc.preprocessing.canonicalize_set` (standardised,
+        rotated to principal axes, sign-fixed, truncated or zero-padded,
+        scaled to unit RMS radius), in training and at inference alike.  The
+        kernel then accepts sets of any number of features and is invariant
+        to translation and scaling of the features (the shipped generic
+        kernel uses 16).
+    embedder : {'mlp', 'fourier', 'conv4'}, nn.Module or callable, default=None
+        Row-wise input embedder.  ``None`` or ``'mlp'``: an MLP;
+        ``'fourier'``: learnable multi-scale Fourier features, then an MLP
+        (:class:`skabc.nn.FourierEmbedder`; learns locality much faster on
+        low-dimensional geometric data);
+        ``'conv4'``: the paper's four-block CNN for square single-channel
+        images given as rows of ``side * side`` pixels, followed by an MLP
+        (:class:`skabc.nn.Conv4Embedder`).  A module is deep-copied at fit; a
+        callable is called as ``embedder(n_features, d_model)``.  It must map
+        ``(m, n_features)`` to ``(m, d_model)``.
+    local_geometry : bool, default=False
+        Give the network the local geometry of every set
+        (:mod:`skabc.nn.geometry`: self-tuning scaled distances, kNN
+        membership, shared neighbours) as attention biases and an additive
+        term of the similarity logits.  Needs ``attention='sab'``; the pair
+        features are dense in ``n``, so such a kernel has no sparse affinity.
+    embed_features : int, default=None
+        Number of leading input (or canonical) columns the embedder sees;
+        ``None``: all.  With ``local_geometry`` the distances still use every
+        column, so a wide ``canonical_features`` keeps the distances of wide
+        tables while the embedder stays small.
+    set_size : int or (int, int), default=(50, 200)
+        Size of each training set, or the range it is drawn from.
+    clusters_per_set : int or (int, int), default=None
+        Range of clusters per training set; ``None`` draws ``k`` uniformly
+        among the values that fit the data (Algorithm 1).
+    sets_per_epoch : int, default=None
+        Training sets drawn per epoch.  ``None``: enough sets to cover the
+        labelled rows once, between 8 and 64 batches.
+    max_epochs : int, default=40
+        Number of epochs; fresh sets are drawn every epoch.  With the
+        default ``sets_per_epoch`` an epoch is at most 64 batches, so the
+        defaults train for at most 2,560 steps, whatever the number of rows
+        (``docs/circles_results.md`` gives the time this takes).
+    batch_size : int, default=32
+        Sets per optimisation step.
+    lr : float, default=1e-3
+        Peak learning rate of AdamW (linear warm-up, then cosine decay).
+    weight_decay : float, default=0.0
+        AdamW weight decay.
+    pos_weight : float or 'balanced', default=None
+        Weight of same-cluster cells in the loss.
+    warm_start : bool, default=False
+        If true and the kernel is already fitted, ``fit`` starts from the
+        current weights (fine-tuning, e.g. from a shipped pretrained kernel)
+        instead of a fresh initialisation; the optimizer and learning-rate
+        schedule start afresh.  The architecture parameters must not change.
+    checkpoint_dir : str or path, default=None
+        If set, weights, optimizer state and history are saved there after
+        every epoch, and a fit that finds a checkpoint of the same
+        configuration there resumes from it (drawing the same sets an
+        uninterrupted run would), so long trainings survive being stopped.
+    checkpoint_every : int, default=1
+        Save a checkpoint after every this many epochs.
+    affinity_mode : {'auto', 'dense', 'sparse'}, default='auto'
+        What :meth:`transform` returns: the dense ``n x n`` affinity, or a
+        sparse one holding each point's ``n_neighbors`` highest learned
+        affinities and ``n_random_neighbors`` random partners (computed
+        block by block, never dense).  ``'auto'``: dense
+        up to :data:`SPARSE_AUTO_MIN_SAMPLES` points, sparse beyond.
+    n_neighbors : int, default=30
+        Neighbours kept per point in the sparse affinity.
+    n_random_neighbors : int, default=20
+        Random partners added per point in the sparse affinity, with their
+        exact learned affinities.  The top-``n_neighbors`` of a point within
+        its cluster are mostly its nearest points, so without them a large
+        cluster becomes a thin local mesh that the eigengap splits into many
+        pieces; random partners tie each cluster together (see
+        :mod:`skabc.sparse_affinity`).  They are drawn from the points'
+        values (:func:`~skabc.sparse_affinity.row_keys`), so permuting the
+        rows permutes the result.  ``0`` keeps the plain kNN graph.
+    memory_limit : float, 'auto' or None, default='auto'
+        Largest dense ``n x n`` result (bytes) that :meth:`transform` and
+        :class:`ABCClustering` may build; a larger set is refused with a
+        clear error before anything is allocated.  ``'auto'``: half of the
+        physical memory; ``None``: no check.
+    device : str, default='auto'
+        Torch device; ``'auto'`` uses CUDA when available, else the CPU.
+    random_state : int, RandomState instance or None, default=None
+        Seeds weight initialisation, set sampling and batch order.
+    verbose : int, default=0
+        ``> 0`` prints skorch's epoch log and a progress bar.
+
+    Attributes
+    ----------
+    net_ : skorch.NeuralNet
+        The trained network wrapper; ``net_.module_`` is the :class:`ABCNet`.
+    module_ : ABCNet
+        The trained torch module.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of str
+        Feature names seen during fit, when X has them.
+    n_training_sets_ : int
+        Number of training sets drawn over all epochs.
+
+    Examples
+    --------
+    >>> from skabc import ContextualKernel
+    >>> from skabc.datasets import make_circles_sets
+    >>> X, y, groups = make_circles_sets(n_sets=64, set_size=60, random_state=0)
+    >>> kernel = ContextualKernel(d_model=32, n_blocks=1, max_epochs=1, set_size=60,
+    ...                           random_state=0).fit(X, y, groups=groups)
+    >>> kernel.transform(X[:60]).shape
+    (60, 60)
+    """
+
+    #: Its affinities are same-cluster probabilities (sigmoid of the head's logits).
+    outputs_probabilities = True
+
+    _parameter_constraints: dict = {
+        "attention": [StrOptions(set(ATTENTION_BACKENDS)), callable],
+        "n_inducing": [Interval(Integral, 1, None, closed="left")],
+        "window_size": [Interval(Integral, 2, None, closed="left")],
+        "n_attention_samples": [Interval(Integral, 1, None, closed="left")],
+        "window_attention": [StrOptions({"hamiltonian", "dense"})],
+        "attention_options": [dict, None],
+        "compat": [StrOptions(set(COMPAT_FUNCTIONS))],
+        "n_blocks": [Interval(Integral, 0, None, closed="left")],
+        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "d_model": [Interval(Integral, 1, None, closed="left")],
+        "layer_norm": [StrOptions({"pre", "post"})],
+        "dropout": [Interval(Real, 0, 1, closed="left")],
+        "canonical_features": [Interval(Integral, 1, None, closed="left"), None],
+        "embedder": [StrOptions(set(EMBEDDERS)), nn.Module, callable, None],
+        "local_geometry": ["boolean"],
+        "embed_features": [Interval(Integral, 1, None, closed="left"), None],
+        "set_size": ["array-like", Interval(Integral, 2, None, closed="left")],
+        "clusters_per_set": ["array-like", Interval(Integral, 1, None, closed="left"), None],
+        "sets_per_epoch": [Interval(Integral, 1, None, closed="left"), None],
+        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        "pos_weight": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"}), None],
+        "warm_start": ["boolean"],
+        "checkpoint_dir": [str, os.PathLike, None],
+        "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
+        "affinity_mode": [StrOptions({"auto", "dense", "sparse"})],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "n_random_neighbors": [Interval(Integral, 0, None, closed="left")],
+        "memory_limit": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+        "device": [str, torch.device, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        attention="sab",
+        n_inducing=16,
+        window_size=128,
+        n_attention_samples=4,
+        window_attention="dense",
+        attention_options=None,
+        compat="multiplicative",
+        n_blocks=4,
+        n_heads=4,
+        d_model=64,
+        layer_norm="pre",
+        dropout=0.0,
+        canonical_features=None,
+        embedder=None,
+        local_geometry=False,
+        embed_features=None,
+        set_size=(50, 200),
+        clusters_per_set=None,
+        sets_per_epoch=None,
+        max_epochs=40,
+        batch_size=32,
+        lr=1e-3,
+        weight_decay=0.0,
+        pos_weight=None,
+        warm_start=False,
+        checkpoint_dir=None,
+        checkpoint_every=1,
+        affinity_mode="auto",
+        n_neighbors=30,
+        n_random_neighbors=20,
+        memory_limit="auto",
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.attention = attention
+        self.n_inducing = n_inducing
+        self.window_size = window_size
+        self.n_attention_samples = n_attention_samples
+        self.window_attention = window_attention
+        self.attention_options = attention_options
+        self.compat = compat
+        self.n_blocks = n_blocks
+        self.n_heads = n_heads
+        self.d_model = d_model
+        self.layer_norm = layer_norm
+        self.dropout = dropout
+        self.canonical_features = canonical_features
+        self.embedder = embedder
+        self.local_geometry = local_geometry
+        self.embed_features = embed_features
+        self.set_size = set_size
+        self.clusters_per_set = clusters_per_set
+        self.sets_per_epoch = sets_per_epoch
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.pos_weight = pos_weight
+        self.warm_start = warm_start
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every = checkpoint_every
+        self.affinity_mode = affinity_mode
+        self.n_neighbors = n_neighbors
+        self.n_random_neighbors = n_random_neighbors
+        self.memory_limit = memory_limit
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y, groups=None):
+        """Train the kernel on sets drawn from labelled rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Points.
+        y : array-like of shape (n_samples,)
+            Cluster labels; ``-1`` marks unlabelled rows, which are ignored.
+        groups : array-like of shape (n_samples,), default=None
+            Group of every row; each training set is drawn within one group
+            (e.g. one alphabet, or one independent drawing of a problem).
+
+        Returns
+        -------
+        self : ContextualKernel
+        """
+        self._validate_params()
+        if y is None:
+            raise ValueError(
+                "ContextualKernel requires y to be passed, but the target y is None: it learns from cluster labels."
+            )
+        previous = self.module_.state_dict() if (self.warm_start and hasattr(self, "module_")) else None
+        recommended = self.recommended_clustering() if previous is not None else {}
+        X = check_magnitude(validate_data(self, X, dtype=np.float32, ensure_min_samples=2))
+        labels = encode_labels(y, X.shape[0])
+        group_codes = encode_groups(groups, X.shape[0])
+        if self.d_model % self.n_heads != 0:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}.")
+        self.net_, n_sets = train(self, X, labels, group_codes, check_set_size(self.set_size), previous)
+        self.module_ = self.net_.module_
+        self.module_.eval()
+        self.n_training_sets_ = n_sets * sum("train_loss" in row for row in self.net_.history)
+        # Settings chosen for the weights it continues from still suit a fine-tuned kernel, not a fresh one.
+        self.recommended_clustering_ = recommended
+        return self
+
+    # ------------------------------------------------------------ inference
+    def transform(self, X):
+        """Learned affinity of the set ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One set; every row is seen in the context of all the others.
+
+        Returns
+        -------
+        affinity : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_samples)
+            Symmetric same-cluster probabilities in [0, 1], float64; sparse
+            in sparse mode (each point's ``n_neighbors`` strongest pairs and
+            ``n_random_neighbors`` random ones).
+        """
+        check_is_fitted(self, "module_")
+        X = self._validate_set(X)
+        sparse = self.returns_sparse(X.shape[0])
+        if not sparse:
+            self.check_memory(X.shape[0])
+        apply_inference_options(self, self.module_)
+        return learned_affinity(self.module_, X, sparse=sparse, n_neighbors=self.n_neighbors,
+                                n_random_neighbors=self.n_random_neighbors, set_transform=set_transform(self))
+
+    def _validate_set(self, X) -> np.ndarray:
+        """Validate a set for inference; canonical kernels accept any number of features."""
+        if self.canonical_features is not None:
+            return check_magnitude(check_array(X, dtype=np.float32, ensure_min_samples=1))
+        return check_magnitude(validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
+
+    def returns_sparse(self, n_samples: int) -> bool:
+        """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points."""
+        if self.affinity_mode == "auto":
+            # Geometry kernels have no sparse path; the memory guard bounds their dense one.
+            return n_samples > SPARSE_AUTO_MIN_SAMPLES and not self.local_geometry
+        return self.affinity_mode == "sparse"
+
+    def uses_sparse_affinity(self, n_samples: int) -> bool:
+        """The former name of :meth:`returns_sparse`."""
+        return self.returns_sparse(n_samples)
+
+    def affinity(self, X):
+        """The learned affinity of the set ``X``: the same as :meth:`transform`."""
+        return self.transform(X)
+
+    def recommended_clustering(self) -> dict:
+        """ABCClustering settings saved with this kernel (chosen on its validation data); ``{}`` if none."""
+        return dict(getattr(self, "recommended_clustering_", {}))
+
+    def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
+        """Refuse a set whose dense ``n x n`` float64 results would exceed ``memory_limit``.
+
+        Parameters
+        ----------
+        n_samples : int
+            Size of the set.
+        n_copies : float
+            How many dense ``n x n`` float64 matrices the caller will hold at once.
+
+        Raises
+        ------
+        AffinityTooLargeError
+            A ``MemoryError`` (and ``ValueError``) naming the size needed, the limit, and what to do instead.
+        """
+        check_dense_memory(n_samples, n_copies, self.memory_limit)
+
+    def fit_transform(self, X, y=None, groups=None):
+        """Fit on ``(X, y, groups)``, then return the affinity of ``X`` as one set."""
+        return self.fit(X, y, groups=groups).transform(X)
+
+    # ---------------------------------------------------------- persistence
+    def save(self, path, *, recommended_clustering: dict | None = None) -> None:
+        """Write the fitted kernel to one safetensors file (weights + JSON description).
+
+        The write is atomic: an interrupted save never leaves a broken file.
+        Only kernels whose parameters are plain values (no custom module or
+        callable) can be saved this way; pickle works for the others.
+
+        Parameters
+        ----------
+        path : str or path
+        recommended_clustering : dict, default=None
+            ABCClustering settings to store with the kernel (what its
+            ``'auto'`` values will resolve to, see
+            :meth:`recommended_clustering`); ``None`` keeps the kernel's own.
+        """
+        check_is_fitted(self, "module_")
+        if recommended_clustering is not None:
+            self.recommended_clustering_ = check_recommended_clustering(recommended_clustering)
+        persistence.save(self, path)
+
+    @classmethod
+    def load(cls, path, device="auto") -> ContextualKernel:
+        """Load a kernel written by :meth:`save`, without unpickling anything."""
+        return persistence.load(path, device=device, expected=cls)
+
+    def _describe(self) -> tuple[dict, dict]:
+        """JSON description and tensors for :mod:`skabc.persistence`."""
+        return describe_contextual(self)
+
+    @classmethod
+    def _restore(cls, meta: dict, tensors: dict, device) -> ContextualKernel:
+        """Rebuild a fitted kernel from :meth:`_describe`'s output (or a version-1 file's)."""
+        return restore_contextual(cls, meta, tensors, device)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.transformer_tags.preserves_dtype = []
+        tags.input_tags.allow_nan = False
+        return tags
+

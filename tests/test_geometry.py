@@ -1,0 +1,116 @@
+"""Local-geometry pair features and the models that use them."""
+
+import numpy as np
+import pytest
+import torch
+
+from skabc import ContextualKernel
+from skabc.datasets import make_circles_sets
+from skabc.nn.geometry import BANDWIDTHS, KNN_SIZES, N_PAIR_FEATURES, SCALE_NEIGHBOR, pair_features
+from skabc.nn.model import ABCNet
+
+
+def _brute_force(X: np.ndarray) -> dict:
+    """The features of one set from their definitions, with numpy sorts."""
+    n = len(X)
+    d = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    off = d + np.diag(np.full(n, np.inf))
+    order = np.argsort(off, axis=1, kind="stable")
+    scale = np.sort(off, axis=1)[:, SCALE_NEIGHBOR - 1]
+    u = d**2 / (scale[:, None] * scale[None])
+    knn = {k: np.zeros((n, n), bool) for k in KNN_SIZES}
+    for k in KNN_SIZES:
+        knn[k][np.arange(n)[:, None], order[:, :k]] = True
+    middle = KNN_SIZES[len(KNN_SIZES) // 2]
+    lists = [set(order[i, :middle]) for i in range(n)]
+    either = knn[middle] | knn[middle].T
+    shared = np.array([[len(lists[i] & lists[j]) / middle if either[i, j] else 0.0 for j in range(n)]
+                       for i in range(n)])
+    return {"u": u, "knn": knn, "mutual": knn[middle] & knn[middle].T, "shared": shared, "dist": d}
+
+
+def test_pair_features_match_their_definitions():
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    pairs, points = pair_features(torch.as_tensor(X, dtype=torch.float32)[None])
+    pairs = pairs[0].double().numpy()
+    ref = _brute_force(X)
+    assert pairs.shape == (60, 60, N_PAIR_FEATURES)
+    for b, bandwidth in enumerate(BANDWIDTHS):
+        np.testing.assert_allclose(pairs[..., b], np.exp(-ref["u"] / bandwidth), atol=1e-4)
+    np.testing.assert_allclose(pairs[..., len(BANDWIDTHS)], np.log1p(ref["u"]), atol=1e-3, rtol=1e-4)
+    offset = len(BANDWIDTHS) + 1
+    for i, k in enumerate(KNN_SIZES):
+        np.testing.assert_array_equal(pairs[..., offset + i], ref["knn"][k] | ref["knn"][k].T)
+    np.testing.assert_array_equal(pairs[..., offset + len(KNN_SIZES)], ref["mutual"])
+    np.testing.assert_allclose(pairs[..., offset + len(KNN_SIZES) + 1], ref["shared"], atol=1e-6)
+    np.testing.assert_allclose(pairs[..., -1], ref["dist"], atol=1e-4)
+    assert np.allclose(pairs, pairs.transpose(1, 0, 2))
+    assert points.shape == (1, 60, 2) and torch.isfinite(points).all()
+
+
+def test_pair_features_ignore_padding_and_handle_tiny_sets():
+    rng = np.random.default_rng(1)
+    X = torch.as_tensor(rng.normal(size=(2, 40, 2)), dtype=torch.float32)
+    mask = torch.ones(2, 40, dtype=torch.bool)
+    mask[1, 25:] = False
+    pairs, points = pair_features(X, mask)
+    alone, alone_points = pair_features(X[1:2, :25])
+    torch.testing.assert_close(pairs[1, :25, :25], alone[0])
+    torch.testing.assert_close(points[1, :25], alone_points[0])
+    assert pairs[1, 25:].abs().sum() == 0 and pairs[1, :, 25:].abs().sum() == 0
+    for n in (1, 2, 5):  # fewer points than the neighbourhood sizes
+        small, small_points = pair_features(X[:1, :n])
+        assert torch.isfinite(small).all() and torch.isfinite(small_points).all()
+
+
+def test_pair_features_are_scale_free_but_for_the_distance():
+    X = torch.as_tensor(np.random.default_rng(2).normal(size=(1, 50, 4)), dtype=torch.float32)
+    pairs, points = pair_features(X)
+    scaled, scaled_points = pair_features(7.0 * X)
+    torch.testing.assert_close(pairs[..., :-1], scaled[..., :-1], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(points, scaled_points, atol=1e-4, rtol=1e-4)
+
+
+def test_geometry_model_starts_as_the_model_without_it_and_its_maps_matter():
+    torch.manual_seed(0)
+    X = torch.randn(2, 30, 6)
+    mask = torch.ones(2, 30, dtype=torch.bool)
+    mask[0, 20:] = False
+    with_geometry = ABCNet(6, d_model=16, n_heads=2, n_blocks=2, local_geometry=True, embed_features=3).eval()
+    plain = ABCNet(3, d_model=16, n_heads=2, n_blocks=2).eval()
+    missing, unexpected = with_geometry.load_state_dict(plain.state_dict(), strict=False)
+    assert not unexpected and set(missing) == {"pair_bias.weight", "pair_bias.bias",
+                                               "point_proj.weight", "point_proj.bias"}
+    with torch.no_grad():
+        same = with_geometry(X, mask)
+        torch.testing.assert_close(same, plain(X[..., :3], mask))
+        torch.nn.init.normal_(with_geometry.pair_bias.weight)
+        changed = with_geometry(X, mask)
+    assert not torch.allclose(changed, same)
+    torch.testing.assert_close(changed, changed.transpose(1, 2))
+    # Padding still never influences real points.
+    torch.testing.assert_close(changed[0, :20, :20], with_geometry(X[:1, :20])[0], atol=1e-4, rtol=1e-4)
+
+
+def test_geometry_needs_a_backend_that_takes_biases():
+    with pytest.raises(ValueError, match="accepts biases"):
+        ABCNet(4, d_model=16, n_heads=2, n_blocks=1, attention="isab", local_geometry=True)
+    with pytest.raises(ValueError, match="embed_features"):
+        ABCNet(4, d_model=16, n_heads=2, n_blocks=1, local_geometry=True, embed_features=5)
+
+
+def test_geometry_kernel_fits_saves_and_loads(tmp_path):
+    X, y, groups = make_circles_sets(n_sets=16, set_size=40, random_state=0)
+    kernel = ContextualKernel(local_geometry=True, canonical_features=4, embed_features=2, d_model=16, n_heads=2,
+                              n_blocks=1, set_size=40, max_epochs=1, batch_size=8, random_state=0)
+    kernel.fit(X, y, groups=groups)
+    A = kernel.transform(X[:40])
+    assert A.shape == (40, 40) and np.allclose(A, A.T) and ((A >= 0) & (A <= 1)).all()
+    path = tmp_path / "geometry.safetensors"
+    kernel.save(path)
+    loaded = ContextualKernel.load(path, device="cpu")
+    assert loaded.local_geometry and loaded.embed_features == 2
+    np.testing.assert_array_equal(loaded.transform(X[:40]), A)
+    with pytest.raises(ValueError, match="no sparse affinity"):
+        loaded.set_params(affinity_mode="sparse").transform(X[:40])
+    assert not loaded.set_params(affinity_mode="auto").returns_sparse(50_000)
