@@ -51,7 +51,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``clone``).
     max_clusters : int, default=50
         Upper bound of the eigengap estimate.
-    n_clusters_selection : {'eigengap', 'consensus', 'likelihood'} or 'auto', default='auto'
+    n_clusters_selection : {'eigengap', 'consensus', 'likelihood', 'rotation'} or 'auto', default='auto'
         How ``k`` is estimated when ``n_clusters`` is None.  ``'eigengap'``:
         the largest eigengap.  ``'consensus'``: the median, rounded down, of
         the largest-eigengap estimates on the affinity raised to 1/4, 1/2, 1
@@ -68,7 +68,11 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         :func:`~skabc.spectral.pair_log_likelihood` of the affinity before
         ``affinity_power``; the kernel must output probabilities in
         ``[0, 1]``, as a :class:`ContextualKernel` does).  It costs one
-        spectral clustering per candidate.  ``'auto'``: the kernel's recommendation
+        spectral clustering per candidate.  ``'rotation'``: the ``k`` whose
+        leading eigenvectors a rotation best aligns with the axes
+        (Zelnik-Manor & Perona 2004, :func:`~skabc.spectral.rotation.rotation_n_clusters`;
+        at most :data:`~skabc.spectral.select.ROTATION_MAX_CLUSTERS` clusters),
+        or one cluster when the largest eigengap says so.  ``'auto'``: the kernel's recommendation
         (:meth:`~skabc.kernels.Kernel.recommended_clustering`, stored with
         every shipped kernel, e.g. ``'consensus'`` for the generic kernel),
         else ``'eigengap'``; resolved in ``fit`` into

@@ -7,11 +7,13 @@
 """
 
 from .assign import ASSIGN_LABELS, spectral_labels
-from .eigen import EIGEN_SOLVERS, laplacian_eigenvalues, normalized_adjacency
+from .eigen import EIGEN_SOLVERS, laplacian_eigenvalues, normalized_adjacency, top_eigenvectors
+from .rotation import alignment_qualities, rotation_n_clusters
 from .select import (
     CONSENSUS_POWERS,
     LIKELIHOOD_CANDIDATES,
     N_CLUSTERS_SELECTORS,
+    ROTATION_MAX_CLUSTERS,
     Selection,
     consensus_n_clusters,
     eigengap_candidates,
@@ -28,8 +30,10 @@ __all__ = [
     "EIGEN_SOLVERS",
     "LIKELIHOOD_CANDIDATES",
     "N_CLUSTERS_SELECTORS",
+    "ROTATION_MAX_CLUSTERS",
     "Selection",
     "SpectralStep",
+    "alignment_qualities",
     "compact",
     "consensus_n_clusters",
     "eigengap_candidates",
@@ -39,5 +43,7 @@ __all__ = [
     "median_estimate",
     "normalized_adjacency",
     "pair_log_likelihood",
+    "rotation_n_clusters",
     "spectral_labels",
+    "top_eigenvectors",
 ]

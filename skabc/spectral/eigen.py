@@ -124,6 +124,46 @@ def laplacian_eigenvalues(
     return np.sort(1.0 - top)
 
 
+def top_eigenvectors(
+    affinity, n_vectors: int, random_state=None, eigen_solver: str | None = None, eigen_tol="auto"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest Laplacian eigenvalues and the matching eigenvectors of ``D^-1/2 A D^-1/2``.
+
+    Parameters
+    ----------
+    affinity : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric non-negative affinity.
+    n_vectors : int
+        How many pairs; capped at ``n``.
+    random_state, eigen_solver, eigen_tol
+        As for :func:`laplacian_eigenvalues`.
+
+    Returns
+    -------
+    eigenvalues : ndarray of shape (m,)
+        Ascending Laplacian eigenvalues (``1 -`` those of the normalised adjacency).
+    vectors : ndarray of shape (n, m)
+        Orthonormal eigenvectors of the normalised adjacency, column ``j`` for ``eigenvalues[j]``.
+    """
+    solver = _check_eigen_solver(eigen_solver)
+    n = affinity.shape[0]
+    m = int(min(n_vectors, n))
+    if sp.issparse(affinity):
+        values, embedding = _smallest_eigenpairs(affinity, m, solver, check_random_state(random_state), eigen_tol,
+                                                 vectors=True)
+        sqrt_degree = _sparse_normalized_adjacency(_as_csr(affinity))[1]
+        vectors = embedding * np.where(sqrt_degree > 0, sqrt_degree, 1.0)[:, None]  # back from D^-1/2 x to x
+        return values, vectors / np.maximum(np.linalg.norm(vectors, axis=0), np.finfo(float).tiny)
+    adjacency = normalized_adjacency(affinity)
+    if n <= DENSE_EIGEN_LIMIT or m >= n - 1:
+        top, vectors = eigh(adjacency, subset_by_index=[n - m, n - 1])
+    else:
+        rng = np.random.default_rng(None if random_state is None else random_state)
+        top, vectors = eigsh(adjacency, k=m, which="LA", v0=rng.uniform(-1, 1, n))
+    order = np.argsort(-top, kind="stable")
+    return 1.0 - top[order], vectors[:, order]
+
+
 def _check_eigen_solver(eigen_solver: str | None) -> str:
     if eigen_solver is None:
         return "arpack"

@@ -19,7 +19,8 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from .assign import _assign, _check_assign_labels, spectral_labels
-from .eigen import _check_eigen_solver, _smallest_eigenpairs, laplacian_eigenvalues
+from .eigen import _check_eigen_solver, _smallest_eigenpairs, laplacian_eigenvalues, top_eigenvectors
+from .rotation import rotation_n_clusters
 
 if TYPE_CHECKING:
     from .step import SpectralStep
@@ -349,9 +350,31 @@ def select_likelihood(step: SpectralStep, affinity, probabilities, eigen_seed, s
     return Selection(len(np.unique(best_labels)), eigenvalues, best_labels)
 
 
+#: Most eigenvectors :func:`select_rotation` aligns (each more costs an ``n x c x c`` optimisation).
+ROTATION_MAX_CLUSTERS = 20
+
+
+def select_rotation(step: SpectralStep, affinity, probabilities, eigen_seed, seed) -> Selection:
+    """Eigenvector alignment (Zelnik-Manor & Perona 2004), unless the eigengap sees no structure at all.
+
+    The alignment only scores ``k >= 2``; a set whose largest eigengap says
+    ``k = 1`` keeps one cluster.  One eigensolve gives the eigenvalues and the
+    vectors aligned.
+    """
+    cap = int(min(step.max_clusters, ROTATION_MAX_CLUSTERS, affinity.shape[0] - 1))
+    if cap < 2:
+        return Selection(1, None)
+    values, vectors = top_eigenvectors(affinity, cap + 1, random_state=eigen_seed, eigen_solver=step.eigen_solver,
+                                       eigen_tol=step.eigen_tol)
+    if _largest_eigengap(values) == 1:
+        return Selection(1, values)
+    return Selection(rotation_n_clusters(vectors[:, :cap], cap), values)
+
+
 #: ``n_clusters_selection`` name -> selector.
 N_CLUSTERS_SELECTORS = {
     "eigengap": select_eigengap,
     "consensus": select_consensus,
     "likelihood": select_likelihood,
+    "rotation": select_rotation,
 }

@@ -55,7 +55,7 @@ def alignment_qualities(vectors: np.ndarray, max_clusters: int | None = None) ->
     return np.clip(np.asarray(qualities), 0.0, 1.0)
 
 
-def rotation_n_clusters(vectors: np.ndarray, max_clusters: int | None = None, tolerance: float = 0.01) -> int:
+def rotation_n_clusters(vectors: np.ndarray, max_clusters: int | None = None, tolerance: float = 1e-3) -> int:
     """The largest ``c >= 2`` whose alignment quality is within ``tolerance`` of the best.
 
     Parameters
@@ -64,9 +64,10 @@ def rotation_n_clusters(vectors: np.ndarray, max_clusters: int | None = None, to
         Leading eigenvectors of the normalised adjacency, by decreasing eigenvalue.
     max_clusters : int, optional
         Largest ``c`` considered; default ``m``.
-    tolerance : float, default=0.01
-        Qualities this close to the best count as tied (the paper picks the
-        largest of tied ``c``).
+    tolerance : float, default=1e-3
+        Qualities this close to the best count as tied, and the paper picks
+        the largest of tied ``c``: well-separated clusters align perfectly at
+        every ``c`` up to their number, so exact ties are common.
 
     Returns
     -------

@@ -1,0 +1,67 @@
+"""The eigenvector-alignment estimate of k (Zelnik-Manor & Perona 2004) and its selector."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+
+from skabc import ABCClustering
+from skabc.kernels.base import check_recommended_clustering
+from skabc.spectral import (
+    SpectralStep,
+    alignment_qualities,
+    normalized_adjacency,
+    rotation_n_clusters,
+    top_eigenvectors,
+)
+
+
+def _block_affinity(sizes, inside=1.0, across=1e-3, seed=0):
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    A = np.where(labels[:, None] == labels[None], inside, across)
+    rng = np.random.default_rng(seed)
+    noise = rng.uniform(0, 0.05, A.shape)
+    return A * (1 + noise + noise.T), labels
+
+
+def test_perfect_blocks_align_at_their_count():
+    A, _ = _block_affinity([30, 20, 25, 15])
+    _, vectors = top_eigenvectors(A, 10)
+    qualities = alignment_qualities(vectors, 10)
+    assert qualities.shape == (9,) and ((qualities >= 0) & (qualities <= 1)).all()
+    assert qualities[4 - 2] > 0.99  # c = 4 aligns
+    assert qualities[4 - 2] > qualities[5 - 2]
+    assert rotation_n_clusters(vectors, 10) == 4
+    # Mixing the eigenvectors by a rotation changes nothing: the alignment undoes it.
+    rotation, _ = np.linalg.qr(np.random.default_rng(3).normal(size=(4, 4)))
+    assert rotation_n_clusters(vectors[:, :4] @ rotation, 4) == 4
+
+
+def test_top_eigenvectors_are_eigenvectors_dense_and_sparse():
+    A, _ = _block_affinity([12, 9, 14])
+    M = normalized_adjacency(A)
+    for affinity in (A, sp.csr_matrix(A)):
+        values, vectors = top_eigenvectors(affinity, 5)
+        assert np.all(np.diff(values) >= -1e-12)
+        np.testing.assert_allclose(M @ vectors, vectors * (1 - values), atol=1e-8)
+        np.testing.assert_allclose(vectors.T @ vectors, np.eye(5), atol=1e-8)
+
+
+def test_rotation_selector_finds_blobs_and_keeps_one_cluster_whole():
+    X, y = make_blobs(n_samples=240, centers=5, cluster_std=0.4, random_state=1)
+    step = SpectralStep(n_clusters=None, max_clusters=20, selection="rotation")
+    labels, _, k, _ = step.cluster(np.exp(-2.0 * ((X[:, None] - X[None]) ** 2).sum(-1)), 0, 0)
+    assert k == 5 and adjusted_rand_score(y, labels) > 0.95
+    one = np.random.default_rng(0).normal(size=(200, 2))
+    A = np.exp(-0.05 * ((one[:, None] - one[None]) ** 2).sum(-1))
+    step = SpectralStep(n_clusters=None, max_clusters=20, selection="rotation")
+    labels, _, k, _ = step.cluster(A, 0, 0)
+    assert k == 1 and (labels == 0).all()
+
+
+def test_rotation_is_a_recommended_setting_and_an_abc_option():
+    assert ABCClustering(n_clusters_selection="rotation").get_params()["n_clusters_selection"] == "rotation"
+    assert check_recommended_clustering({"n_clusters_selection": "rotation"}) == {"n_clusters_selection": "rotation"}
+    with pytest.raises(ValueError, match="invalid recommended value"):
+        check_recommended_clustering({"n_clusters_selection": "rotate"})
