@@ -12,10 +12,11 @@ from .embedders import MLPEmbedder
 from .geometry import N_PAIR_FEATURES, N_POINT_FEATURES, pair_features
 from .heads import SimilarityHead
 
-#: Fixed gain on the geometry maps' outputs: with Adam, it makes their effective learning rate this many
-#: times the rest's, so a warm-started model learns to use the new inputs without its shared weights
-#: having to move fast (fine-tuning those at a high rate first degrades them).
-GEOMETRY_GAIN = 10.0
+#: Fixed gain on the geometry maps' outputs.  Adam's steps do not depend on the scale of the gradient, so
+#: this makes the maps' effective learning rate this many times the shared weights': a model warm-started
+#: from one without geometry learns to use the new inputs while its shared weights barely move (fine-tuning
+#: those at a rate the new maps need degrades them).
+GEOMETRY_GAIN = 100.0
 
 
 class ABCNet(nn.Module):
