@@ -14,21 +14,34 @@ from .sparse_affinity import row_keys, topk_affinity
 # Rows of the affinity computed at once, bounding the (rows, n) logit block.
 _INFERENCE_BLOCK_CELLS = 2**24
 
+#: Largest set whose local-geometry terms (dense ``n x n`` pair features) a kernel computes; larger sets,
+#: and every sparse affinity, are computed without them (for the shipped generic kernel, whose shared
+#: weights were frozen while its geometry maps trained, that is exactly its base kernel's affinity).
+GEOMETRY_MAX_SAMPLES = 4000
 
-def encode(module: nn.Module, X: np.ndarray, set_transform=None, with_geometry: bool = False):
+
+def encode(module: nn.Module, X: np.ndarray, set_transform=None, with_geometry: bool = False,
+           use_geometry: bool | None = None):
     """Contextual embeddings ``(1, n, d_model)`` of the set ``X`` (float32 rows).
 
     ``with_geometry=True`` also returns the set's local-geometry features
-    (``None`` for a module without ``local_geometry``), computed once for both.
+    (``None`` when they are not used), computed once for both.
+    ``use_geometry``: whether a ``local_geometry`` module uses them; ``None``:
+    up to :data:`GEOMETRY_MAX_SAMPLES` points.
     """
     module.eval()
     device = next(module.parameters()).device
     if set_transform is not None:
         X = set_transform(X)
+    if use_geometry is None:
+        use_geometry = X.shape[0] <= GEOMETRY_MAX_SAMPLES
+    use_geometry = bool(use_geometry and getattr(module, "local_geometry", False))
     with torch.inference_mode():
         points = torch.as_tensor(X, device=device)[None]
-        geometry = module.geometry(points) if getattr(module, "local_geometry", False) else None
-        z = module.encode(points, None, geometry) if geometry is not None else module.encode(points)
+        geometry = module.geometry(points) if use_geometry else None
+        z = module.encode(points, None, geometry, use_geometry=True) if use_geometry else (
+            module.encode(points, use_geometry=False) if getattr(module, "local_geometry", False)
+            else module.encode(points))
     return (z, geometry) if with_geometry else z
 
 
@@ -64,12 +77,8 @@ def learned_affinity(
     affinity : ndarray or scipy.sparse.csr_matrix of shape (n, n)
         Symmetric, in ``[0, 1]``.
     """
-    if sparse and getattr(module, "local_geometry", False):
-        raise ValueError(
-            "local_geometry kernels compute dense pair features and have no sparse affinity; use "
-            "affinity_mode='dense' (within memory_limit) or cluster smaller sets (pass groups)."
-        )
-    z, geometry = encode(module, X, set_transform, with_geometry=True)
+    z, geometry = encode(module, X, set_transform, with_geometry=True,
+                         use_geometry=False if sparse else None)
     if sparse:
         return topk_affinity(module.head, z, n_neighbors, n_random=n_random_neighbors, point_keys=row_keys(X))
     n = X.shape[0]

@@ -111,6 +111,31 @@ def test_geometry_kernel_fits_saves_and_loads(tmp_path):
     loaded = ContextualKernel.load(path, device="cpu")
     assert loaded.local_geometry and loaded.embed_features == 2
     np.testing.assert_array_equal(loaded.transform(X[:40]), A)
-    with pytest.raises(ValueError, match="no sparse affinity"):
-        loaded.set_params(affinity_mode="sparse").transform(X[:40])
-    assert not loaded.set_params(affinity_mode="auto").returns_sparse(50_000)
+    # Sparse affinities leave the geometry terms out: they hold what the network without them computes.
+    sparse = loaded.set_params(affinity_mode="sparse", n_neighbors=39, n_random_neighbors=0).transform(X[:40])
+    plain = ContextualKernel.load(path, device="cpu")
+    _zero_geometry(plain)
+    off_diagonal = ~np.eye(40, dtype=bool)
+    np.testing.assert_allclose(sparse.toarray()[off_diagonal], plain.transform(X[:40])[off_diagonal], atol=1e-6)
+
+
+def _zero_geometry(kernel) -> None:
+    for layer in (kernel.module_.pair_bias, kernel.module_.point_proj):
+        layer.weight.data.zero_()
+        layer.bias.data.zero_()
+
+
+def test_large_sets_are_computed_without_the_geometry_terms(monkeypatch):
+    import skabc.inference as inference
+
+    X, y, groups = make_circles_sets(n_sets=8, set_size=30, random_state=1)
+    kernel = ContextualKernel(local_geometry=True, canonical_features=4, d_model=16, n_heads=2, n_blocks=1,
+                              set_size=30, max_epochs=1, batch_size=8, random_state=0).fit(X, y, groups=groups)
+    torch.nn.init.normal_(kernel.module_.pair_bias.weight)
+    with_terms = kernel.transform(X[:30])
+    monkeypatch.setattr(inference, "GEOMETRY_MAX_SAMPLES", 29)
+    without = kernel.transform(X[:30])
+    assert not np.allclose(with_terms, without)
+    _zero_geometry(kernel)
+    monkeypatch.setattr(inference, "GEOMETRY_MAX_SAMPLES", 4000)
+    np.testing.assert_allclose(kernel.transform(X[:30]), without, atol=1e-6)

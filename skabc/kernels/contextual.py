@@ -103,8 +103,10 @@ class ContextualKernel(TransformerMixin, Kernel):
         Give the network the local geometry of every set
         (:mod:`skabc.nn.geometry`: self-tuning scaled distances, kNN
         membership, shared neighbours) as attention biases and an additive
-        term of the similarity logits.  Needs ``attention='sab'``; the pair
-        features are dense in ``n``, so such a kernel has no sparse affinity.
+        term of the similarity logits.  Needs ``attention='sab'``.  The pair
+        features are dense in ``n``: sets of more than
+        :data:`skabc.inference.GEOMETRY_MAX_SAMPLES` points, and sparse
+        affinities, are computed without them.
     embed_features : int, default=None
         Number of leading input (or canonical) columns the embedder sees;
         ``None``: all.  With ``local_geometry`` the distances still use every
@@ -380,8 +382,7 @@ class ContextualKernel(TransformerMixin, Kernel):
     def returns_sparse(self, n_samples: int) -> bool:
         """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points."""
         if self.affinity_mode == "auto":
-            # Geometry kernels have no sparse path; the memory guard bounds their dense one.
-            return n_samples > SPARSE_AUTO_MIN_SAMPLES and not self.local_geometry
+            return n_samples > SPARSE_AUTO_MIN_SAMPLES
         return self.affinity_mode == "sparse"
 
     def uses_sparse_affinity(self, n_samples: int) -> bool:

@@ -117,15 +117,20 @@ class ABCNet(nn.Module):
             return None
         return pair_features(X, mask)
 
-    def encode(self, X: torch.Tensor, mask: torch.Tensor | None = None, geometry=None) -> torch.Tensor:
+    def encode(self, X: torch.Tensor, mask: torch.Tensor | None = None, geometry=None,
+               use_geometry: bool = True) -> torch.Tensor:
         """Contextual embeddings ``(B, n, d_model)`` of a padded batch of sets.
 
         ``geometry``: :meth:`geometry` of the same batch, if already computed.
+        ``use_geometry=False`` leaves the geometry terms out (what the shared
+        weights compute alone), for sets too large for dense pair features.
         """
         batch, n = X.shape[:2]
         inputs = X[..., : self.embed_features] if X.dim() == 3 else X
         z = self.embedder(inputs.reshape(batch * n, *inputs.shape[2:])).reshape(batch, n, -1)
-        if self.local_geometry and geometry is None:
+        if not use_geometry:
+            geometry = None
+        elif self.local_geometry and geometry is None:
             geometry = self.geometry(X, mask)
         if geometry is not None:
             pairs, points = geometry
