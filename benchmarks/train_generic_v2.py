@@ -146,12 +146,120 @@ def export(path: str, recommended: dict | None = None) -> None:
     print(f"exported epoch {len(history)} (train loss {history[-1].get('train_loss'):.4f}) to {path}")
 
 
+# ----------------------------------------------------------------------------- the ship decision (--compare)
+# Rule, fixed before the geometry stage was evaluated: each kernel's setting (affinity power x k rule) is the one
+# with the best mean ARI over the union of three validation groups; the candidate replaces the shipped generic
+# kernel only if its mean over the union beats the shipped one's by more than one paired standard error and no
+# group loses more than 0.01.  The groups (none is a benchmark's test data): 60 synthetic sets
+# (make_clustering_sets, seed 4242, as zero_shot.py --select), the 13 wut + graves clustbench validation sets
+# (1,200-point subsamples, the suite's protocol), and the five structured gallery toys at n = 500 and 1,000,
+# seeds 100-102 (zero_shot.py --eval uses seeds 0-19).
+COMPARE_POWERS = (4.0, 8.0)
+COMPARE_RULES = ("consensus", "eigengap", "rotation")
+CANDIDATE = ROOT / "benchmarks" / "weights" / "generic_v2_geometry.safetensors"
+CLUSTBENCH_13 = (("graves", ("dense", "fuzzyx", "line", "parabolic", "ring_noisy", "zigzag_noisy")),
+                 ("wut", ("circles", "cross", "graph", "labirynth", "mk3", "smile", "trapped_lovers")))
+
+
+def validation_groups(data_home: Path) -> dict:
+    """name -> list of (set name, X, y, k, scored rows) per validation group."""
+    import gzip
+
+    from sklearn.preprocessing import StandardScaler
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import zero_shot
+
+    groups = {"synthetic": [], "clustbench": [], "toys": []}
+    X, y, g = make_clustering_sets(n_sets=60, set_size=(200, 700), n_features=(1, 64), max_clusters=15,
+                                   random_state=4242)
+    for i in np.unique(g):
+        groups["synthetic"].append((f"synthetic-{i}", X[g == i], y[g == i], None))
+    for battery, names in CLUSTBENCH_13:
+        for name in names:
+            data = np.loadtxt(gzip.open(data_home / battery / f"{name}.data.gz"), ndmin=2)
+            labels = np.loadtxt(gzip.open(data_home / battery / f"{name}.labels0.gz"), dtype=int)
+            data = data[:, data.std(axis=0) > 0]
+            if len(data) > 1200:
+                rows = np.random.RandomState(0).choice(len(data), 1200, replace=False)
+                data, labels = data[rows], labels[rows]
+            groups["clustbench"].append((f"{battery}/{name}", StandardScaler().fit_transform(data), labels, labels > 0))
+    for name in zero_shot.STRUCTURED:
+        for seed in (100, 101, 102):
+            for n in (500, 1000):
+                X, y = zero_shot.dataset_points(name, n, seed)
+                groups["toys"].append((f"{name}-{n}-{seed}", X, y, None))
+    return groups
+
+
+def set_scores(kernel, X, y, scored) -> dict:
+    """ARI of every (power, rule) setting on one set, through ABCClustering's own spectral step."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from skabc.spectral import SpectralStep
+
+    scored = np.ones(len(y), dtype=bool) if scored is None else scored
+    probabilities = kernel.transform(X)
+    out = {}
+    for power in COMPARE_POWERS:
+        for rule in COMPARE_RULES:
+            step = SpectralStep(n_clusters=None, max_clusters=50, selection=rule, affinity_power=power,
+                                assign_labels="njw")
+            labels = step.cluster(probabilities, 0, 0)[0]
+            out[f"A**{power:g} {rule}"] = float(adjusted_rand_score(y[scored], labels[scored]))
+    return out
+
+
+def compare(data_home: str | None, threads: int) -> dict:
+    """Shipped generic kernel vs the candidate on the validation groups; the rule above decides."""
+    import warnings
+
+    from skabc.pretrained import load
+
+    torch.set_num_threads(threads)
+    home = Path(data_home) if data_home else ROOT.parent / "shared" / "data" / "clustbench"
+    kernels = {"shipped": load("generic", device="cpu"), "candidate": ContextualKernel.load(CANDIDATE, device="cpu")}
+    scores = {name: {} for name in kernels}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for group, sets in validation_groups(home).items():
+            for _, X, y, scored in sets:
+                for kname, kernel in kernels.items():
+                    scores[kname].setdefault(group, []).append(set_scores(kernel, X, y, scored))
+            print(f"{group}: {len(sets)} sets", flush=True)
+    summary = {}
+    for kname, by_group in scores.items():
+        settings = list(by_group["synthetic"][0])
+        table = {s: {g: float(np.mean([r[s] for r in rows])) for g, rows in by_group.items()} for s in settings}
+        union = {s: float(np.mean([r[s] for rows in by_group.values() for r in rows])) for s in settings}
+        best = max(union, key=union.get)
+        summary[kname] = {"per_setting": table, "union": union, "best": best}
+    per_set = {k: np.array([r[summary[k]["best"]] for rows in scores[k].values() for r in rows]) for k in scores}
+    diff = per_set["candidate"] - per_set["shipped"]
+    se = float(diff.std(ddof=1) / np.sqrt(diff.size))
+    drops = {g: summary["candidate"]["per_setting"][summary["candidate"]["best"]][g]
+             - summary["shipped"]["per_setting"][summary["shipped"]["best"]][g] for g in scores["shipped"]}
+    ships = bool(diff.mean() > se and min(drops.values()) >= -0.01)
+    result = {"summary": summary, "paired_gain": float(diff.mean()), "paired_se": se, "group_changes": drops,
+              "ships": ships, "candidate": str(CANDIDATE.relative_to(ROOT))}
+    for kname in kernels:
+        best = summary[kname]["best"]
+        row = " ".join(f"{g} {v:.3f}" for g, v in summary[kname]["per_setting"][best].items())
+        print(f"{kname:9s} best {best:16s} {row} union {summary[kname]['union'][best]:.3f}")
+    print(f"paired gain {diff.mean():+.4f} +- {se:.4f}; per group {drops}; ships: {ships}")
+    out = ROOT / "benchmarks" / "results" / "generic_v2_compare.json"
+    out.write_text(json.dumps(result, indent=1))
+    return result
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", action="store_true")
     parser.add_argument("--geometry-stage", action="store_true", help="train only the geometry maps (v1 frozen)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--export", default=None, metavar="PATH")
+    parser.add_argument("--compare", action="store_true", help="the ship decision on the validation groups")
+    parser.add_argument("--data-home", default=None, help="the clustbench folder (default ../shared/data/clustbench)")
     args = parser.parse_args(argv)
     if args.train:
         train(args.threads)
@@ -159,6 +267,8 @@ def main(argv=None) -> int:
         train_geometry_stage(args.threads)
     if args.export:
         export(args.export)
+    if args.compare:
+        compare(args.data_home, args.threads)
     return 0
 
 
