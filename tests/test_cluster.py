@@ -205,18 +205,68 @@ def test_shipped_circles_kernel_beats_spectral_clustering():
     assert np.mean(abc_ari) > np.mean(knn_ari) + 0.2
 
 
-def test_save_load_round_trip(tiny_kernel, tmp_path):
-    X, _, g = make_blob_sets(n_sets=2, set_size=25, random_state=3)
-    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X, groups=g)
+AUTO_NOT_SAVED = pytest.mark.xfail(
+    strict=True, reason="issue 19 bug: auto settings not saved; fixed on arch")
+ENSEMBLE_NOT_SAVED = pytest.mark.xfail(
+    strict=True, raises=TypeError, reason="issue 19: ABCClustering.save refuses a KernelEnsemble; fixed on arch")
+
+
+def _round_trip_case(name, request):
+    """One round-trip case: its model, two sets of its kind of data (X, groups) and a fresh third set."""
+    from sklearn.datasets import make_blobs
+
+    from skabc import KernelEnsemble
+    from skabc.datasets import load_omniglot_sample, make_circles_sets
+    from skabc.pretrained import load
+
+    if name in ("user kernel", "user ensemble"):
+        X, _, g = make_blob_sets(n_sets=3, set_size=25, random_state=3)
+        kernel = request.getfixturevalue("tiny_kernel")
+        if name == "user ensemble":
+            kernel = KernelEnsemble.from_fitted([kernel, request.getfixturevalue("tiny_kernel_seed_1")])
+    elif name.startswith("circles"):
+        X, _, g = make_circles_sets(n_sets=3, set_size=60, random_state=11)
+        kernel = load(name, device="cpu")
+    elif name == "omniglot":
+        sample = load_omniglot_sample()
+        X, g = sample.data[::4], sample.target[::4] % 3
+        kernel = load(name, device="cpu")
+    else:  # the generic kernel: any table
+        X = np.concatenate([make_blobs(n_samples=40, centers=3, n_features=3, random_state=s)[0] for s in range(3)])
+        g = np.repeat(np.arange(3), 40)
+        kernel = None if name == "ABCClustering()" else load("generic", device="cpu")
+    model = ABCClustering(kernel=kernel, random_state=0)
+    return model, X[g != 2], g[g != 2], X[g == 2]
+
+
+@pytest.mark.parametrize("name", [
+    "user kernel",
+    pytest.param("user ensemble", marks=ENSEMBLE_NOT_SAVED),
+    pytest.param("ABCClustering()", marks=AUTO_NOT_SAVED),
+    "generic", "circles", "circles-additive", "circles-pairwise",
+    pytest.param("omniglot", marks=ENSEMBLE_NOT_SAVED),
+])
+def test_save_load_round_trip(name, request, tmp_path):
+    """save -> load gives the same model: same labels and the same affinities, on the data it was fitted
+    on and on a fresh set, for the generic model, every shipped kernel, an ensemble and a user kernel."""
+    model, X, groups, X_new = _round_trip_case(name, request)
+    model.fit(X, groups=groups)
     path = tmp_path / "model.safetensors"
     model.save(path)
     loaded = ABCClustering.load(path, device="cpu")
     np.testing.assert_array_equal(loaded.labels_, model.labels_)
-    np.testing.assert_array_equal(loaded.predict(X, groups=g), model.predict(X, groups=g))
-    np.testing.assert_array_equal(loaded.kernel_.transform(X), tiny_kernel.transform(X))
     assert loaded.n_clusters_ == model.n_clusters_
-    with pytest.raises(ValueError, match="holds a ABCClustering"):
-        ContextualKernel.load(path)
+    np.testing.assert_array_equal(loaded.kernel_.transform(X_new), model.kernel_.transform(X_new))
+    np.testing.assert_array_equal(loaded.predict(X_new), model.predict(X_new))
+    np.testing.assert_array_equal(loaded.predict(X, groups=groups), model.predict(X, groups=groups))
+    # The affinity the spectral step sees (after any sharpening) and the k it finds: refit without labels.
+    fresh = ABCClustering.load(path, device="cpu").fit(X_new)
+    reference = model.fit(X_new)
+    np.testing.assert_array_equal(fresh.affinity_matrix_, reference.affinity_matrix_)
+    np.testing.assert_array_equal(fresh.labels_, reference.labels_)
+    if name == "user kernel":
+        with pytest.raises(ValueError, match="holds a ABCClustering"):
+            ContextualKernel.load(path)
 
 
 def test_memory_limit_applies_to_clustering(tiny_kernel):
