@@ -128,25 +128,51 @@ def test_pipeline_kernel_then_precomputed_spectral_clustering(blob_data):
     assert labels.shape == (60,)
 
 
+def _recording_kernel(seen: list):
+    """A ContextualKernel class whose every fit (clones' included) appends the groups it received to ``seen``."""
+
+    class RecordingKernel(ContextualKernel):
+        def fit(self, X, y, groups=None):
+            seen.append(None if groups is None else np.asarray(groups).copy())
+            return super().fit(X, y, groups=groups)
+
+    return RecordingKernel
+
+
 def test_pipeline_routes_groups_to_the_kernel(blob_data):
-    X, y, g = blob_data
+    X, y, g = (a[:60] for a in blob_data)
+    seen = []
     with config_context(enable_metadata_routing=True):
-        kernel = ContextualKernel(**TINY).set_fit_request(groups=True)
+        kernel = _recording_kernel(seen)(**TINY).set_fit_request(groups=True)
         pipe = make_pipeline(StandardScaler(), kernel,
                              SpectralClustering(n_clusters=2, affinity="precomputed", random_state=0))
-        pipe.fit(X[:60], y[:60], groups=g[:60])
-    # Two groups of 30 rows: sets were drawn within them, so no set exceeded 30 points.
-    assert pipe[1].n_features_in_ == 2
+        pipe.fit(X, y, groups=g)
+    assert len(seen) == 1
+    np.testing.assert_array_equal(seen[0], g)
+    # The training sets were drawn within the two groups: the weights are those of a direct fit with the
+    # groups, and not those of a fit that draws across them.
+    Z = StandardScaler().fit_transform(X)
+    within = ContextualKernel(**TINY).fit(Z, y, groups=g).transform(Z[:30])
+    across = ContextualKernel(**TINY).fit(Z, y).transform(Z[:30])
+    np.testing.assert_array_equal(pipe[1].transform(Z[:30]), within)
+    assert not np.allclose(within, across)
 
 
 def test_grid_search_with_group_kfold_and_routing(blob_data):
     X, y, g = blob_data
     X, y, g = X[g < 12], y[g < 12], g[g < 12]
+    seen = []
     with config_context(enable_metadata_routing=True):
-        model = ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).set_fit_request(groups=True)
+        model = ABCClustering(kernel=_recording_kernel(seen)(**TINY), random_state=0).set_fit_request(groups=True)
         search = GridSearchCV(model, {"kernel__compat": ["multiplicative", "additive"]},
                               cv=GroupKFold(n_splits=3), scoring="adjusted_rand_score")
         search.fit(X, y, groups=g)
+    # Every fit of the kernel got the groups of its own training rows: 2 candidates x 3 folds, then the refit.
+    train_groups = [g[train] for train, _ in GroupKFold(n_splits=3).split(X, y, g)]
+    assert len(seen) == 7
+    for got, expected in zip(seen, train_groups * 2 + [g], strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert all(len(np.unique(got)) == 8 for got in seen[:6])  # GroupKFold held 4 of the 12 groups out
     assert search.best_params_["kernel__compat"] in ("multiplicative", "additive")
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
     assert isinstance(search.best_estimator_.kernel_, ContextualKernel)
