@@ -125,12 +125,32 @@ def test_variants_fit(blob_data, compat, layer_norm):
     assert np.isfinite(A).all()
 
 
-def test_unlabelled_rows_are_not_used_for_training(blob_data):
+def test_unlabelled_rows_are_not_used_for_training(blob_data, monkeypatch):
+    from skabc.sampling import ClusterSetSampler
+
     X, y, g = blob_data
     y_partial = y.copy()
     y_partial[::2] = -1
+    unlabelled = y_partial == -1
+    drawn = []
+    real_draw = ClusterSetSampler.draw
+
+    def recording_draw(self, rng, set_size=None):
+        rows, labels = real_draw(self, rng, set_size)
+        drawn.append(rows)
+        return rows, labels
+
+    monkeypatch.setattr(ClusterSetSampler, "draw", recording_draw)
     kernel = ContextualKernel(**TINY).fit(X, y_partial, groups=g)
-    assert kernel.transform(X).shape == (len(X), len(X))
+    assert len(drawn) == TINY["sets_per_epoch"] * TINY["max_epochs"]
+    rows = np.concatenate(drawn)
+    assert not unlabelled[rows].any()
+    assert len(np.unique(rows)) > 100  # 225 distinct labelled rows fed the 16 sets
+    # Nothing else reads them either: whatever the unlabelled rows hold, training ends with the same weights.
+    X_other = X.copy()
+    X_other[unlabelled] = np.random.default_rng(0).normal(50.0, 10.0, size=(unlabelled.sum(), X.shape[1]))
+    other = ContextualKernel(**TINY).fit(X_other, y_partial, groups=g)
+    np.testing.assert_array_equal(other.transform(X[:30]), kernel.transform(X[:30]))
 
 
 def test_string_labels(blob_data):
