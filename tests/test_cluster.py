@@ -120,6 +120,26 @@ def test_clone_and_pickle(tiny_kernel):
     np.testing.assert_array_equal(restored.predict(X), model.predict(X))
 
 
+def test_reordering_the_points_reorders_the_partition():
+    """What holds instead of scikit-learn's sample-order invariance (an expected failure in test_common.py):
+    the affinity is permutation-equivariant and the partition follows the points, while the cluster ids
+    are numbered in order of first appearance."""
+    from sklearn.datasets import make_blobs
+
+    X, truth = make_blobs(n_samples=90, centers=3, cluster_std=0.5, random_state=4)
+    order = np.random.default_rng(0).permutation(len(X))
+    model = ABCClustering(random_state=0).fit(X)
+    moved = ABCClustering(random_state=0).fit(X[order])
+    np.testing.assert_allclose(moved.affinity_matrix_, model.affinity_matrix_[np.ix_(order, order)], atol=1e-5)
+    assert model.n_clusters_ == moved.n_clusters_ == 3
+    assert adjusted_rand_score(truth, model.labels_) == 1.0
+    assert adjusted_rand_score(model.labels_[order], moved.labels_) == 1.0
+    for labels in (model.labels_, moved.labels_):
+        _, first = np.unique(labels, return_index=True)
+        np.testing.assert_array_equal(labels[np.sort(first)], np.arange(3))
+    assert not np.array_equal(model.labels_[order], moved.labels_)  # hence not sklearn's invariance
+
+
 def test_pipeline_kernel_then_precomputed_spectral_clustering(blob_data):
     X, y, _ = blob_data
     pipe = make_pipeline(StandardScaler(), ContextualKernel(**TINY),
