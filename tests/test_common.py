@@ -31,11 +31,14 @@ PER_SET = (
 def _expected_failures(estimator) -> dict[str, str]:
     if isinstance(estimator, SetCanonicalizer):
         return {"check_methods_subset_invariance": PER_SET}
-    failures = {
-        "check_methods_sample_order_invariance": CONTEXT
-        + "; for ABCClustering also the ids of the clusters follow the order of the points (with a"
-        " permutation-equivariant kernel the check can pass when the reordered set happens to get the same ids)",
-    }
+    failures = {}
+    if not (isinstance(estimator, ABCClustering) and estimator.kernel is None):
+        # ABCClustering() passes it for real: the shipped generic kernel sees the check's 20 uniform points as
+        # one cluster, so there are no ids to reorder.  What holds in general (the partition follows a
+        # reordering, the ids are in order of first appearance) is tested in test_cluster.py.
+        failures["check_methods_sample_order_invariance"] = (
+            CONTEXT + "; for ABCClustering also the ids of the clusters follow the order of the points"
+        )
     if isinstance(estimator, (ContextualKernel, KernelEnsemble)):
         failures["check_methods_subset_invariance"] = CONTEXT
     if isinstance(estimator, ABCClustering) and estimator.kernel is not None:
@@ -53,6 +56,7 @@ def _expected_failures(estimator) -> dict[str, str]:
         SetCanonicalizer(),
     ],
     expected_failed_checks=_expected_failures,
+    xfail_strict=True,  # an expected failure that passes is a stale reason: make it fail loudly
 )
 def test_sklearn_compatible(estimator, check, monkeypatch):
     # Checks that pass labels make ABCClustering() fine-tune the generic kernel: keep that to one tiny epoch.
