@@ -251,12 +251,6 @@ def test_shipped_circles_kernel_beats_spectral_clustering():
     assert np.mean(abc_ari) > np.mean(knn_ari) + 0.2
 
 
-AUTO_NOT_SAVED = pytest.mark.xfail(
-    strict=True, reason="issue 19 bug: auto settings not saved; fixed on arch")
-ENSEMBLE_NOT_SAVED = pytest.mark.xfail(
-    strict=True, raises=TypeError, reason="issue 19: ABCClustering.save refuses a KernelEnsemble; fixed on arch")
-
-
 def _round_trip_case(name, request):
     """One round-trip case: its model, two sets of its kind of data (X, groups) and a fresh third set."""
     from sklearn.datasets import make_blobs
@@ -286,11 +280,8 @@ def _round_trip_case(name, request):
 
 
 @pytest.mark.parametrize("name", [
-    "user kernel",
-    pytest.param("user ensemble", marks=ENSEMBLE_NOT_SAVED),
-    pytest.param("ABCClustering()", marks=AUTO_NOT_SAVED),
-    "generic", "circles", "circles-additive", "circles-pairwise",
-    pytest.param("omniglot", marks=ENSEMBLE_NOT_SAVED),
+    "user kernel", "user ensemble", "ABCClustering()", "generic", "circles", "circles-additive",
+    "circles-pairwise", "omniglot",
 ])
 def test_save_load_round_trip(name, request, tmp_path):
     """save -> load gives the same model: same labels and the same affinities, on the data it was fitted
