@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from itertools import pairwise
 from numbers import Integral, Real
 
@@ -16,7 +17,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from ._persistence import load_clustering, save_clustering
-from ._validation import encode_groups, encode_labels
+from ._validation import check_not_masked_or_missing, encode_groups, encode_labels
 from .kernel import ContextualKernel
 from .spectral import (
     ASSIGN_LABELS,
@@ -211,6 +212,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         self : ABCClustering
         """
         self._validate_params()
+        check_not_masked_or_missing(X)
         X_in = X
         X = validate_data(self, X, dtype=np.float32, ensure_min_samples=2)
         group_codes = encode_groups(groups, X.shape[0])
@@ -248,6 +250,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "kernel_")
+        check_not_masked_or_missing(X)
         X_in = X
         X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
         return self._cluster(X_in, X.shape[0], encode_groups(groups, X.shape[0]))[0]
@@ -321,6 +324,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         check_is_fitted(self, "kernel_")
         sets = list(sets)
         for s in sets:  # validate here so bad input fails before anything is dispatched
+            check_not_masked_or_missing(s)
             validate_data(self, s, dtype=np.float32, reset=False, ensure_min_samples=1)
         # The seeds predict(s) would draw, set after set: fixed before dispatch, so
         # scheduling cannot change them (an int random_state gives every set the same seeds).
@@ -403,7 +407,14 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     def _n_clusters_for(self, affinity: np.ndarray, seed):
         n = affinity.shape[0]
         if self.n_clusters is not None:
-            return min(self.n_clusters, n), None
+            if self.n_clusters > n:
+                warnings.warn(
+                    f"n_clusters={self.n_clusters} is more than the {n} points of the set; every point "
+                    f"becomes its own cluster ({n} clusters).",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            return self.n_clusters, None
         estimate = consensus_n_clusters if self._n_clusters_selection() == "consensus" else estimate_n_clusters
         return estimate(
             affinity,
@@ -414,6 +425,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         )
 
     def _spectral(self, affinity: np.ndarray, k: int, seed: int) -> np.ndarray:
+        if k > affinity.shape[0]:  # more clusters asked than points (warned): only singletons fit
+            return np.arange(affinity.shape[0])
         labels = spectral_labels(
             affinity,
             k,

@@ -6,6 +6,7 @@ import copy
 import json
 import math
 import os
+import pickle
 import warnings
 from numbers import Integral, Real
 from pathlib import Path
@@ -22,7 +23,14 @@ from torch import nn
 
 from ._persistence import json_ready, load_kernel, save_kernel
 from ._runtime import resolve_device, seeded_torch, tune_allocator
-from ._validation import check_magnitude, encode_groups, encode_labels
+from ._validation import (
+    check_magnitude,
+    check_not_masked_or_missing,
+    encode_groups,
+    encode_labels,
+    format_bytes,
+    to_network_float32,
+)
 from .exceptions import AffinityTooLargeError
 from .nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
 from .nn.embedders import EMBEDDERS
@@ -44,6 +52,11 @@ _CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
 SPARSE_AUTO_MIN_SAMPLES = 10_000
+
+#: Parameters the fitted weights depend on: changing one after fit needs a refit.  (``dropout`` and
+#: the training settings do not matter at inference; ``n_attention_samples`` is inference-only.)
+ARCHITECTURE_PARAMS = ("attention", "n_inducing", "window_size", "window_attention", "attention_options",
+                       "compat", "n_blocks", "n_heads", "d_model", "layer_norm", "canonical_features", "embedder")
 
 # Rows of the affinity computed at once at inference, bounding the (rows, n) logit block.
 _INFERENCE_BLOCK_CELLS = 2**24
@@ -406,7 +419,9 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
                 "ContextualKernel requires y to be passed, but the target y is None: it learns from cluster labels."
             )
         previous = self.module_.state_dict() if (self.warm_start and hasattr(self, "module_")) else None
-        X = check_magnitude(validate_data(self, X, dtype=np.float32, ensure_min_samples=2))
+        check_not_masked_or_missing(X)
+        X = validate_data(self, X, dtype=self._input_dtype(), ensure_min_samples=2)
+        X = to_network_float32(check_magnitude(X), scale_free=self.canonical_features is not None)
         labels = encode_labels(y, X.shape[0])
         group_codes = encode_groups(groups, X.shape[0])
         if self.d_model % self.n_heads != 0:
@@ -440,8 +455,36 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             )
         self.module_ = self.net_.module_
         self.module_.eval()
+        self._fitted_architecture_ = self._architecture()
         self.n_training_sets_ = n_sets * sum("train_loss" in row for row in self.net_.history)
         return self
+
+    def _architecture(self) -> dict:
+        return {name: getattr(self, name) for name in ARCHITECTURE_PARAMS}
+
+    def check_architecture_unchanged(self, action: str = "transform") -> None:
+        """Refuse to use the fitted weights after a parameter they depend on was changed.
+
+        ``set_params(d_model=32)`` or ``set_params(canonical_features=4)`` on a
+        fitted kernel does not change its network; transforming or saving with
+        the new value would fail inside torch or write a file that cannot be
+        loaded, so both ask for a refit instead.
+        """
+        fitted = getattr(self, "_fitted_architecture_", None)
+        if fitted is None:  # fitted by an older version: nothing recorded
+            return
+        for name, value in fitted.items():
+            current = getattr(self, name)
+            if current is not value and current != value:
+                raise ValueError(
+                    f"{name}={current!r} was set after fit, but the fitted weights were built with "
+                    f"{name}={value!r}; {action} needs the configuration the kernel was fitted with. "
+                    f"Set {name} back to {value!r}, or fit again."
+                )
+
+    def _input_dtype(self):
+        # A canonicalising kernel validates in float64: its float32 cast comes after any rescaling.
+        return (np.float64, np.float32) if self.canonical_features is not None else np.float32
 
     def _load_warm_start(self, state: dict) -> None:
         try:
@@ -507,10 +550,35 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
                     f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration; "
                     "use another directory or remove it to start afresh."
                 )
-            self.net_.load_params(checkpoint=dict(self.net_.callbacks_)["checkpoint"])
+            self._load_checkpoint_files(directory)
             return len(self.net_.history)
         config_file.write_text(config)
         return 0
+
+    def _load_checkpoint_files(self, directory: Path) -> None:
+        """Load history, weights and optimizer state file by file, so an error names its file.
+
+        The ``.pt`` files are read with ``torch.load(weights_only=True)``: tensors
+        and plain containers only, never arbitrary pickled objects.
+        """
+        for argument, name in _CHECKPOINT_FILES.items():
+            file = directory / name
+            if not file.is_file():
+                raise ValueError(f"checkpoint_dir={str(directory)!r} holds no {name}; remove it to start afresh.")
+            try:
+                self.net_.load_params(**{argument: str(file)})
+            except pickle.UnpicklingError:
+                raise ValueError(
+                    f"refusing to resume from {str(file)!r}: it holds pickled Python objects besides tensors, "
+                    "and unpickling them could run arbitrary code. skabc only reads checkpoints it wrote; "
+                    "remove the file (or use another checkpoint_dir) to start afresh."
+                ) from None
+            except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError) as exc:
+                raise ValueError(
+                    f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote for this "
+                    f"configuration ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                    "remove it (or use another checkpoint_dir) to start afresh."
+                ) from None
 
     def _n_sets_per_epoch(self, n_labelled: int, set_size: tuple[int, int]) -> int:
         if self.sets_per_epoch is not None:
@@ -603,6 +671,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
             ``n_random_neighbors`` random ones).
         """
         check_is_fitted(self, "module_")
+        self.check_architecture_unchanged("transform")
         X = self._validate_set(X)
         if self.uses_sparse_affinity(X.shape[0]):
             return topk_affinity(self.module_.head, self._encode(X), self.n_neighbors,
@@ -612,9 +681,12 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
 
     def _validate_set(self, X) -> np.ndarray:
         """Validate a set for inference; canonical kernels accept any number of features."""
+        check_not_masked_or_missing(X)
         if self.canonical_features is not None:
-            return check_magnitude(check_array(X, dtype=np.float32, ensure_min_samples=1))
-        return check_magnitude(validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
+            X = check_array(X, dtype=self._input_dtype(), ensure_min_samples=1)
+        else:
+            X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
+        return to_network_float32(check_magnitude(X), scale_free=self.canonical_features is not None)
 
     def _check_training_memory(self, largest_set: int) -> None:
         """Refuse a training configuration whose per-step pair tensors would not fit.
@@ -629,7 +701,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         if limit is not None and needed > limit:
             raise AffinityTooLargeError(
                 f"training on sets of up to {largest_set} points in batches of {self.batch_size} needs about "
-                f"{needed / 2**30:.1f} GiB per step, over memory_limit={limit / 2**30:.1f} GiB; "
+                f"{format_bytes(needed)} per step, over memory_limit={format_bytes(limit)}; "
                 "lower set_size or batch_size (the kernel applies to larger sets than it was trained on)."
             )
 
@@ -658,8 +730,8 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         needed = n_copies * 8.0 * float(n_samples) ** 2
         if limit is not None and needed > limit:
             raise AffinityTooLargeError(
-                f"a set of {n_samples} points needs about {needed / 2**30:.1f} GiB for its dense "
-                f"{n_samples} x {n_samples} affinity, over memory_limit={limit / 2**30:.1f} GiB. "
+                f"a set of {n_samples} points needs about {format_bytes(needed)} for its dense "
+                f"{n_samples} x {n_samples} affinity, over memory_limit={format_bytes(limit)}. "
                 "Use affinity_mode='sparse' (each point's n_neighbors strongest pairs), cluster smaller "
                 "sets (e.g. pass groups to split it), or raise memory_limit if the machine has the memory."
             )
@@ -726,6 +798,7 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
         self.module_ = self.net_.module_.to(device)
         self.module_.eval()
         self.n_features_in_ = n_features
+        self._fitted_architecture_ = self._architecture()
         self.n_training_sets_ = 0
 
     def __sklearn_tags__(self):
