@@ -50,6 +50,7 @@ def _unlist(params: dict) -> dict:
 
 
 def _kernel_part(kernel) -> tuple[dict, dict]:
+    kernel.check_architecture_unchanged("save")
     meta = {
         "params": _params(kernel, skip=("checkpoint_dir", "checkpoint_every", "verbose", "device")),
         "n_features_in": int(kernel.n_features_in_),
@@ -136,13 +137,15 @@ def load_kernel(cls, path, device="auto"):
 
 def save_clustering(model, path) -> None:
     """Atomically write a fitted ``ABCClustering`` (its parameters, kernel and labels) to ``path``."""
-    if not hasattr(model.kernel_, "module_"):
+    kernel, frozen = _unfrozen(model.kernel_)
+    if not hasattr(kernel, "module_"):
         raise TypeError(
             f"ABCClustering.save stores a ContextualKernel, and this model's kernel is a "
-            f"{type(model.kernel_).__name__}; save that kernel with its own save() (KernelEnsemble has one) "
+            f"{type(kernel).__name__}; save that kernel with its own save() (KernelEnsemble has one) "
             "and the clustering parameters with get_params()"
         )
-    kernel_meta, tensors = _kernel_part(model.kernel_)
+    kernel_meta, tensors = _kernel_part(kernel)
+    kernel_meta["frozen"] = frozen
     tensors["labels_"] = torch.as_tensor(np.asarray(model.labels_, dtype=np.int64))
     meta = {
         "params": _params(model, skip=("kernel",)),
@@ -153,10 +156,23 @@ def save_clustering(model, path) -> None:
     _write(path, model, meta, tensors)
 
 
+def _unfrozen(kernel):
+    """The kernel inside a ``FrozenEstimator`` (as ``pretrained.load_clustering`` gives), and whether it was."""
+    from sklearn.frozen import FrozenEstimator
+
+    if isinstance(kernel, FrozenEstimator):
+        return kernel.estimator, True
+    return kernel, False
+
+
 def load_clustering(cls, kernel_cls, path, device="auto"):
     """Rebuild a fitted ``ABCClustering`` from ``path``."""
     meta, tensors = _read(cls, path)
     kernel = _restore_kernel(kernel_cls, meta["kernel"], tensors, device)
+    if meta["kernel"].get("frozen"):
+        from sklearn.frozen import FrozenEstimator
+
+        kernel = FrozenEstimator(kernel)
     model = cls(kernel=kernel, **_unlist(meta["params"]))
     model.kernel_ = kernel
     model.n_features_in_ = meta["n_features_in"]

@@ -567,7 +567,12 @@ class ContextualKernel(TransformerMixin, BaseEstimator):
                 raise ValueError(f"checkpoint_dir={str(directory)!r} holds no {name}; remove it to start afresh.")
             try:
                 self.net_.load_params(**{argument: str(file)})
-            except pickle.UnpicklingError:
+            except pickle.UnpicklingError as exc:
+                if "GLOBAL" not in str(exc):  # torch names the Python global it refused; else the file is corrupt
+                    raise ValueError(
+                        f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote (corrupt or "
+                        "truncated); remove it (or use another checkpoint_dir) to start afresh."
+                    ) from None
                 raise ValueError(
                     f"refusing to resume from {str(file)!r}: it holds pickled Python objects besides tensors, "
                     "and unpickling them could run arbitrary code. skabc only reads checkpoints it wrote; "
