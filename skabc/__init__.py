@@ -1,8 +1,7 @@
 """skabc: Attention-Based Clustering (a kernel learned from context) for scikit-learn."""
 
 from .cluster import ABCClustering
-from .ensemble import KernelEnsemble
-from .kernel import ContextualKernel
+from .kernels import ContextualKernel, KernelEnsemble
 
 __version__ = "0.1.0"
 

@@ -15,7 +15,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .cluster import ABCClustering
     from .datasets import make_circles_sets
     from .demo import compare_on_circles, format_table
-    from .kernel import ContextualKernel
+    from .kernels import ContextualKernel
     from .pretrained import load
 
     if args.plot:
@@ -131,7 +131,7 @@ def _write_labels(labels, path: str) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from .kernel import ContextualKernel
+    from .kernels import ContextualKernel
 
     _check_output(args.output, "output")
     X = _read_array(args.X, "X", 2)

@@ -18,7 +18,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 
 from ._persistence import load_clustering, save_clustering
 from ._validation import check_not_masked_or_missing, encode_groups, encode_labels
-from .kernel import ContextualKernel
+from .kernels import ContextualKernel, as_kernel
 from .spectral import (
     ASSIGN_LABELS,
     consensus_n_clusters,
@@ -464,13 +464,12 @@ def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
     A module-level function so joblib can ship it, with the fitted model, to
     worker processes or Dask workers.
     """
-    kernel = model.kernel_
+    kernel = as_kernel(model.kernel_)
     n = _num_samples(X)
-    dense = not getattr(kernel, "uses_sparse_affinity", lambda n: False)(n)
-    if dense and hasattr(kernel, "check_memory"):
+    if not kernel.returns_sparse(n):
         # The affinity plus the spectral step's Laplacian and working copies.
         kernel.check_memory(n, n_copies=4)
-    probabilities = kernel.transform(X)
+    probabilities = kernel.affinity(X)
     affinity = probabilities
     power = model._affinity_power()
     if power != 1.0:

@@ -11,7 +11,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from .cluster import ABCClustering
 from .datasets import make_circles_sets
-from .kernel import ContextualKernel
+from .kernels import ContextualKernel
 
 BASELINES = {
     "SpectralClustering rbf (true k)": dict(affinity="rbf"),

@@ -13,16 +13,17 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.base import TransformerMixin, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._persistence import load_ensemble, save_ensemble
-from .kernel import ContextualKernel
+from .._persistence import load_ensemble, save_ensemble
+from .base import Kernel, as_kernel
+from .contextual import ContextualKernel
 
 
-class KernelEnsemble(TransformerMixin, BaseEstimator):
+class KernelEnsemble(TransformerMixin, Kernel):
     """Mean affinity of several kernels trained from different seeds.
 
     Parameters
@@ -149,18 +150,34 @@ class KernelEnsemble(TransformerMixin, BaseEstimator):
             return (total / len(self.kernels_)).tocsr()
         return total / len(self.kernels_)
 
-    def uses_sparse_affinity(self, n_samples: int) -> bool:
+    def affinity(self, X):
+        """The mean affinity of the set ``X``: the same as :meth:`transform`."""
+        return self.transform(X)
+
+    @property
+    def outputs_probabilities(self) -> bool:
+        """A mean of probabilities is a probability: true when every member outputs them."""
+        members = getattr(self, "kernels_", None) or [ContextualKernel() if self.kernel is None else self.kernel]
+        return all(as_kernel(k).outputs_probabilities for k in members)
+
+    def returns_sparse(self, n_samples: int) -> bool:
         """Whether ``transform`` of ``n_samples`` points returns a sparse affinity (as the members do)."""
         check_is_fitted(self, "kernels_")
-        first = self.kernels_[0]
-        return bool(getattr(first, "uses_sparse_affinity", lambda n: False)(n_samples))
+        return any(as_kernel(k).returns_sparse(n_samples) for k in self.kernels_)
 
-    def check_memory(self, n_samples: int, n_copies: int = 1) -> None:
+    def uses_sparse_affinity(self, n_samples: int) -> bool:
+        """The former name of :meth:`returns_sparse`."""
+        return self.returns_sparse(n_samples)
+
+    def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
         """Refuse a dense affinity that would not fit (one more copy: the running sum)."""
         check_is_fitted(self, "kernels_")
-        first = self.kernels_[0]
-        if hasattr(first, "check_memory"):
-            first.check_memory(n_samples, n_copies=n_copies + 1)
+        for kernel in self.kernels_:
+            as_kernel(kernel).check_memory(n_samples, n_copies=n_copies + 1)
+
+    def recommended_clustering(self) -> dict:
+        """ABCClustering settings saved with this ensemble (chosen on its validation data); ``{}`` if none."""
+        return dict(getattr(self, "recommended_clustering_", {}))
 
     def save(self, path) -> None:
         """Write every member to one safetensors file (weights + JSON description); atomic."""

@@ -1,0 +1,111 @@
+"""The kernel protocol: what every affinity source (learned or not) tells ABCClustering.
+
+A kernel turns one set ``X`` into its ``n x n`` affinity and answers three
+questions about it without computing it: is it sparse for ``n`` points, does
+it fit in memory, and which clustering settings suit it.  ABCClustering and
+the spectral step talk to kernels through this class only, never by probing
+for attributes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.frozen import FrozenEstimator
+from sklearn.utils.validation import check_is_fitted
+
+#: The ABCClustering settings a kernel may recommend (what each ``'auto'`` resolves to).
+CLUSTERING_SETTINGS = ("affinity_power", "assign_labels", "n_clusters_selection")
+
+
+class Kernel(BaseEstimator):
+    """Base class of skabc kernels: the one protocol every affinity source follows.
+
+    Subclasses implement :meth:`affinity` (for transformers, ``transform`` is
+    the same function) and override the other methods when their answer is
+    not the default.
+
+    Attributes
+    ----------
+    outputs_probabilities : bool
+        True when every affinity entry is a same-cluster probability in
+        ``[0, 1]`` (what ``n_clusters_selection='likelihood'`` needs).
+    """
+
+    outputs_probabilities: bool = False
+
+    def affinity(self, X) -> np.ndarray | sp.csr_matrix:
+        """The symmetric, non-negative ``n x n`` affinity of the set ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One set.
+
+        Returns
+        -------
+        affinity : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_samples)
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement affinity(X)")
+
+    def returns_sparse(self, n_samples: int) -> bool:
+        """Whether :meth:`affinity` returns a sparse matrix for a set of ``n_samples`` points."""
+        return False
+
+    def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
+        """Raise :class:`~skabc.exceptions.AffinityTooLargeError` if ``n_copies`` dense results would not fit.
+
+        The default kernel has no memory limit.
+        """
+
+    def recommended_clustering(self) -> dict:
+        """ABCClustering settings that this kernel's ``'auto'`` values resolve to.
+
+        Returns
+        -------
+        settings : dict
+            Keys among ``'affinity_power'``, ``'assign_labels'`` and
+            ``'n_clusters_selection'``; ``{}`` means the generic defaults
+            (power 1, ``'kmeans'``, ``'eigengap'``).
+        """
+        return {}
+
+
+class TransformerKernel(Kernel):
+    """Adapter: any fitted transformer whose ``transform`` returns an affinity is a :class:`Kernel`.
+
+    Parameters
+    ----------
+    transformer : estimator
+        Fitted; ``transform(X)`` returns the ``(n, n)`` affinity of the set
+        ``X`` (dense or sparse).
+    """
+
+    def __init__(self, transformer=None):
+        self.transformer = transformer
+
+    def affinity(self, X):
+        """``transformer.transform(X)``."""
+        return self.transformer.transform(X)
+
+    def returns_sparse(self, n_samples: int) -> bool:
+        """Unknown before calling ``transform``: the caller treats the result as it comes."""
+        return False
+
+    def __sklearn_is_fitted__(self) -> bool:
+        check_is_fitted(self.transformer)
+        return True
+
+
+def as_kernel(estimator) -> Kernel:
+    """The :class:`Kernel` view of a fitted kernel, a frozen one, or any affinity transformer.
+
+    A :class:`sklearn.frozen.FrozenEstimator` around a kernel is the kernel
+    itself for inference (freezing only stops ``fit``).
+    """
+    inner = estimator.estimator if isinstance(estimator, FrozenEstimator) else estimator
+    if isinstance(inner, Kernel):
+        return inner
+    return TransformerKernel(estimator)
+

@@ -1,0 +1,89 @@
+"""The kernel protocol (:mod:`skabc.kernels.base`): every kernel answers through it."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.frozen import FrozenEstimator
+
+from skabc import ABCClustering, ContextualKernel, KernelEnsemble
+from skabc.exceptions import AffinityTooLargeError
+from skabc.kernels import Kernel, TransformerKernel, as_kernel
+
+
+class _GaussianAffinity(TransformerMixin, BaseEstimator):
+    """A plain transformer returning an affinity: not a Kernel subclass."""
+
+    def fit(self, X, y=None):
+        self.fitted_ = True
+        return self
+
+    def transform(self, X):
+        X = np.asarray(X, dtype=np.float64)
+        return np.exp(-((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+
+
+def test_learned_kernels_follow_the_protocol(tiny_kernel):
+    ensemble = KernelEnsemble.from_fitted([tiny_kernel, tiny_kernel])
+    X = np.random.default_rng(0).normal(size=(12, 2))
+    for kernel in (tiny_kernel, ensemble):
+        assert isinstance(kernel, Kernel) and kernel.outputs_probabilities
+        np.testing.assert_array_equal(kernel.affinity(X), kernel.transform(X))
+        assert not kernel.returns_sparse(12)
+        assert kernel.recommended_clustering() == {}
+    sparse = copy.deepcopy(tiny_kernel).set_params(affinity_mode="sparse")
+    assert sparse.returns_sparse(12)
+    assert KernelEnsemble.from_fitted([tiny_kernel, sparse]).returns_sparse(12)
+    # The ensemble holds one more dense copy (the running sum) than its members.
+    limited = ContextualKernel(memory_limit=2 * 8 * 100**2)
+    limited.check_memory(100, n_copies=2)
+    with pytest.raises(AffinityTooLargeError):
+        limited.check_memory(100, n_copies=3)
+
+
+def test_as_kernel_unwraps_frozen_kernels_and_adapts_transformers(tiny_kernel):
+    assert as_kernel(tiny_kernel) is tiny_kernel
+    assert as_kernel(FrozenEstimator(tiny_kernel)) is tiny_kernel
+    plain = _GaussianAffinity().fit(np.zeros((3, 2)))
+    adapted = as_kernel(plain)
+    assert isinstance(adapted, TransformerKernel) and not adapted.outputs_probabilities
+    X = np.random.default_rng(1).normal(size=(9, 2))
+    np.testing.assert_array_equal(adapted.affinity(X), plain.transform(X))
+    assert adapted.recommended_clustering() == {} and not adapted.returns_sparse(9)
+    adapted.check_memory(10**9)  # no limit of its own
+    # ABCClustering clusters with the adapted transformer as with any kernel.
+    blobs = np.concatenate([np.zeros((10, 2)), np.full((10, 2), 10.0)])
+    labels = ABCClustering(kernel=FrozenEstimator(plain), random_state=0).fit_predict(blobs)
+    assert len(set(labels[:10])) == len(set(labels[10:])) == 1 and labels[0] != labels[10]
+
+
+def test_the_base_class_requires_an_affinity():
+    with pytest.raises(NotImplementedError, match="affinity"):
+        Kernel().affinity(np.zeros((2, 2)))
+
+
+def test_a_loaded_kernel_holds_only_its_module(tiny_kernel, tmp_path):
+    path = tmp_path / "k.safetensors"
+    tiny_kernel.save(path)
+    loaded = ContextualKernel.load(path, device="cpu")
+    assert not hasattr(loaded, "net_") and not loaded.module_.training
+    X = np.random.default_rng(2).normal(size=(15, 2))
+    np.testing.assert_array_equal(loaded.transform(X), tiny_kernel.transform(X))
+
+
+def test_shipped_kernels_are_read_once_and_handed_out_as_copies():
+    from skabc import pretrained
+
+    first = pretrained.load("generic", device="cpu")
+    with torch.no_grad():
+        next(first.module_.parameters()).add_(1.0)  # e.g. fine-tuning in place
+    second = pretrained.load("generic", device="cpu")
+    assert second is not first
+    assert not torch.equal(next(first.module_.parameters()), next(second.module_.parameters()))
+    third = pretrained.load("generic", device="cpu")
+    for a, b in zip(second.module_.parameters(), third.module_.parameters(), strict=True):
+        assert torch.equal(a, b)
