@@ -151,7 +151,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _cluster(args: argparse.Namespace) -> int:
     from .cluster import ABCClustering
-    from .pretrained import load_clustering, load_saved_kernel
+    from .pretrained import load_saved_kernel
 
     _check_output(args.output, "output")
     if args.plot:
@@ -163,7 +163,8 @@ def _cluster(args: argparse.Namespace) -> int:
                               random_state=args.seed)
     else:
         # A shipped kernel comes with the clustering settings chosen for it (e.g. affinity_power).
-        model = load_clustering(args.pretrained or "generic", n_clusters=args.n_clusters, random_state=args.seed)
+        model = ABCClustering.from_pretrained(args.pretrained or "generic", n_clusters=args.n_clusters,
+                                             random_state=args.seed)
     if groups is None:
         labels = model.fit_predict(X)
         n_clusters = model.n_clusters_
