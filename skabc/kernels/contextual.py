@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from torch import nn
 
-from .. import persistence
+from .. import _schema, persistence
 from .._runtime import resolve_device
 from .._validation import (
     check_magnitude,
@@ -22,11 +22,11 @@ from .._validation import (
     to_network_float32,
 )
 from ..inference import check_dense_memory, learned_affinity
-from ..nn.backends import ATTENTION_BACKENDS
+from ..nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
 from ..nn.build import apply_inference_options, build_module, set_transform
 from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
-from ..sampling import check_set_size
+from ..sampling import check_clusters_per_set, check_set_size
 from ..training import train
 from .base import Kernel, check_recommended_clustering
 
@@ -40,6 +40,9 @@ ARCHITECTURE_PARAMS = ("attention", "n_inducing", "window_size", "window_attenti
 
 # Prefix of the weights' tensor names in a saved file.
 _WEIGHTS = "kernel."
+
+# Parameters save() does not write: machine-specific, or (checkpoint_dir) where later training would write.
+_UNSAVED_PARAMS = ("checkpoint_dir", "checkpoint_every", "verbose", "device")
 
 @persistence.persistent
 class ContextualKernel(TransformerMixin, Kernel):
@@ -480,7 +483,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         check_is_fitted(self, "module_")
         self.check_architecture_unchanged("save")
         part = {
-            "params": persistence.plain_params(self, skip=("checkpoint_dir", "checkpoint_every", "verbose", "device")),
+            "params": persistence.plain_params(self, skip=_UNSAVED_PARAMS),
             "n_features_in": int(self.n_features_in_),
             "feature_names_in": [str(f) for f in getattr(self, "feature_names_in_", [])] or None,
         }
@@ -501,6 +504,36 @@ class ContextualKernel(TransformerMixin, Kernel):
             kernel.feature_names_in_ = np.asarray(part["feature_names_in"], dtype=object)
         kernel.recommended_clustering_ = check_recommended_clustering(meta.get("recommended_clustering") or {})
         return kernel
+
+    @classmethod
+    def _check_description(cls, meta: dict, header: dict, where: str = "") -> None:
+        """Validate a saved description and its file's tensors before anything is built (see :mod:`skabc._schema`)."""
+        prefix = f"{where}." if where else ""
+        _schema.check_keys(meta, where or "description", required=("kernel",), optional=("recommended_clustering",))
+        _schema.check_recommended(meta.get("recommended_clustering"), prefix + "recommended_clustering")
+        expected = cls._check_part(meta["kernel"], prefix + "kernel", len(header))
+        _schema.check_tensors(header, {_WEIGHTS + k: v for k, v in expected.items()}, where or "tensors")
+
+    @classmethod
+    def _check_part(cls, part, where: str, n_tensors: int) -> dict:
+        """Validate one kernel's entry (params, n_features_in, feature_names_in); return the tensors it implies.
+
+        Only the parameters :meth:`_describe` writes are accepted (a file must not choose, say, the
+        ``checkpoint_dir`` later training writes into), each valid for the constructor, and sizes are
+        bounded before the implied network is laid out on torch's 'meta' device (no memory).
+        """
+        _schema.check_keys(part, where, required=("params", "n_features_in"), optional=("feature_names_in",))
+        allowed = [name for name in cls().get_params(deep=False) if name not in _UNSAVED_PARAMS]
+        params = _schema.check_params(cls, part["params"], f"{where}.params", allowed)
+        n_features = _schema.check_int(part["n_features_in"], f"{where}.n_features_in", 1, _schema.MAX_FEATURES)
+        _schema.check_names(part.get("feature_names_in"), f"{where}.feature_names_in", n_features)
+        kernel = cls(**params)
+        _check_saved_sizes(kernel, f"{where}.params", n_tensors)
+        try:
+            return _schema.expected_tensors(lambda: build_module(kernel, n_features))
+        except (TypeError, ValueError, RuntimeError, AssertionError, ArithmeticError) as exc:
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise _schema.fail(f"{where}.params", f"this configuration cannot be built ({message})") from None
 
     def _load_weights(self, n_features: int, state_dict: dict, device) -> None:
         """Become fitted from saved weights."""
@@ -524,3 +557,23 @@ class ContextualKernel(TransformerMixin, Kernel):
         tags.input_tags.allow_nan = False
         return tags
 
+
+
+def _check_saved_sizes(kernel: ContextualKernel, where: str, n_tensors: int) -> None:
+    """Bounds and cross-parameter rules of a saved configuration that ``_parameter_constraints`` cannot say."""
+    for name in ("d_model", "n_heads", "n_inducing", "canonical_features"):
+        value = getattr(kernel, name)
+        if value is not None and value > _schema.MAX_WIDTH:
+            raise _schema.fail(f"{where}.{name}", f"{value} is larger than any skabc network ({_schema.MAX_WIDTH})")
+    if kernel.d_model % kernel.n_heads:
+        raise _schema.fail(where, f"d_model={kernel.d_model} is not divisible by n_heads={kernel.n_heads}")
+    if kernel.n_blocks > n_tensors:  # every block has weights: more blocks than tensors cannot fit the file
+        raise _schema.fail(f"{where}.n_blocks", f"{kernel.n_blocks} blocks, but the file holds {n_tensors} tensors")
+    for name, check in (("set_size", check_set_size), ("clusters_per_set", check_clusters_per_set)):
+        try:
+            check(getattr(kernel, name))
+        except ValueError as exc:
+            raise _schema.fail(f"{where}.{name}", str(exc)) from None
+    passed = ("d_model", "n_heads", "d_ff", "layer_norm", "dropout", *BACKEND_OPTIONS.get(kernel.attention, ()))
+    _schema.check_backend_options(kernel.attention_options, ATTENTION_BACKENDS[kernel.attention],
+                                  f"{where}.attention_options", passed=passed)
