@@ -20,7 +20,6 @@ from __future__ import annotations
 import inspect
 import json
 from numbers import Integral, Real
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -148,6 +147,9 @@ def check_params(cls, params, where: str, allowed) -> dict:
         if isinstance(value, (Real, Integral)) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
             raise fail(f"{where}.{name}", f"{value} is out of range (at most {MAX_COUNT} in absolute value)")
     constraints = {k: v for k, v in cls._parameter_constraints.items() if k in values}
+    for name, value in values.items():  # scikit-learn's Interval takes True for 1: a file must not
+        if isinstance(value, bool) and "boolean" not in constraints.get(name, ()):
+            raise fail(f"{where}.{name}", "expected a number or a string, got a boolean")
     try:
         validate_parameter_constraints(constraints, values, caller_name=f"{where} ({cls.__name__})")
     except InvalidParameterError as exc:
@@ -263,5 +265,8 @@ def describe_value(value) -> str:
 
 
 def _short(value) -> str:
-    text = json.dumps(value) if not isinstance(value, Path) else str(value)
+    try:
+        text = json.dumps(value)
+    except (ValueError, TypeError, RecursionError):  # a value nested near the recursion limit
+        text = type(value).__name__
     return text if len(text) <= 40 else text[:37] + "..."
