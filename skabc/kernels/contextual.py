@@ -12,8 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from torch import nn
 
-from .. import _schema, persistence
-from .._runtime import resolve_device
+from .. import persistence
 from .._validation import (
     check_magnitude,
     check_not_masked_or_missing,
@@ -22,27 +21,18 @@ from .._validation import (
     to_network_float32,
 )
 from ..inference import check_dense_memory, learned_affinity
-from ..nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
-from ..nn.build import apply_inference_options, build_module, set_transform
+from ..nn.backends import ATTENTION_BACKENDS
+from ..nn.build import apply_inference_options, check_architecture_unchanged, record_architecture, set_transform
 from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
-from ..sampling import check_clusters_per_set, check_set_size
+from ..sampling import check_set_size
 from ..training import train
+from ._contextual_io import check_contextual, describe_contextual, restore_contextual
 from .base import Kernel, check_recommended_clustering
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
 SPARSE_AUTO_MIN_SAMPLES = 10_000
 
-#: Parameters the fitted weights depend on: changing one after fit needs a refit.  (``dropout`` and
-#: the training settings do not matter at inference; ``n_attention_samples`` is inference-only.)
-ARCHITECTURE_PARAMS = ("attention", "n_inducing", "window_size", "window_attention", "attention_options",
-                       "compat", "n_blocks", "n_heads", "d_model", "layer_norm", "canonical_features", "embedder")
-
-# Prefix of the weights' tensor names in a saved file.
-_WEIGHTS = "kernel."
-
-# Parameters save() does not write: machine-specific, or (checkpoint_dir) where later training would write.
-_UNSAVED_PARAMS = ("checkpoint_dir", "checkpoint_every", "verbose", "device")
 
 @persistence.persistent
 class ContextualKernel(TransformerMixin, Kernel):
@@ -80,10 +70,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         ``attention='sampled'``: attention pattern inside a window: dense
         attention among the window's points (O(n w) per block; the Sampled
         Transformer's random element sampling) or its Hamiltonian path
-        pattern (each point sees itself and its two path neighbours, O(n)).
-        The defaults are the configuration that came within 0.025 ARI of
-        SAB on the circles benchmark; the Hamiltonian pattern did not learn
-        that problem (``docs/backends_results.md``).
+        pattern (each point sees itself and its two path neighbours, O(n));
+        how they compare: ``docs/backends_results.md``.
     attention_options : dict, default=None
         Extra keyword options for the backend factory (e.g. for a custom
         callable ``attention``); they override the named options above.
@@ -129,8 +117,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         Number of epochs; fresh sets are drawn every epoch.  With the
         default ``sets_per_epoch`` an epoch is at most 64 batches, so the
         defaults train for at most 2,560 steps, whatever the number of rows
-        (measured: 8.5 CPU-min, 4.6 min on two cores, for 300,000 rows; see
-        ``benchmarks/circles.py --defaults``).
+        (``docs/circles_results.md`` gives the time this takes).
     batch_size : int, default=32
         Sets per optimisation step.
     lr : float, default=1e-3
@@ -345,34 +332,11 @@ class ContextualKernel(TransformerMixin, Kernel):
         self.net_, n_sets = train(self, X, labels, group_codes, check_set_size(self.set_size), previous)
         self.module_ = self.net_.module_
         self.module_.eval()
-        self._fitted_architecture_ = self._architecture()
+        record_architecture(self)
         self.n_training_sets_ = n_sets * sum("train_loss" in row for row in self.net_.history)
         # Settings chosen for the weights it continues from still suit a fine-tuned kernel, not a fresh one.
         self.recommended_clustering_ = recommended
         return self
-
-    def _architecture(self) -> dict:
-        return {name: getattr(self, name) for name in ARCHITECTURE_PARAMS}
-
-    def check_architecture_unchanged(self, action: str = "transform") -> None:
-        """Refuse to use the fitted weights after a parameter they depend on was changed.
-
-        ``set_params(d_model=32)`` or ``set_params(canonical_features=4)`` on a
-        fitted kernel does not change its network; transforming or saving with
-        the new value would fail inside torch or write a file that cannot be
-        loaded, so both ask for a refit instead.
-        """
-        fitted = getattr(self, "_fitted_architecture_", None)
-        if fitted is None:  # fitted by an older version: nothing recorded
-            return
-        for name, value in fitted.items():
-            current = getattr(self, name)
-            if current is not value and current != value:
-                raise ValueError(
-                    f"{name}={current!r} was set after fit, but the fitted weights were built with "
-                    f"{name}={value!r}; {action} needs the configuration the kernel was fitted with. "
-                    f"Set {name} back to {value!r}, or fit again."
-                )
 
     def _input_dtype(self):
         # A canonicalising kernel validates in float64: its float32 cast comes after any rescaling.
@@ -395,7 +359,7 @@ class ContextualKernel(TransformerMixin, Kernel):
             ``n_random_neighbors`` random ones).
         """
         check_is_fitted(self, "module_")
-        self.check_architecture_unchanged("transform")
+        check_architecture_unchanged(self, "transform")
         X = self._validate_set(X)
         sparse = self.returns_sparse(X.shape[0])
         if not sparse:
@@ -480,75 +444,17 @@ class ContextualKernel(TransformerMixin, Kernel):
 
     def _describe(self) -> tuple[dict, dict]:
         """JSON description and tensors for :mod:`skabc.persistence`."""
-        check_is_fitted(self, "module_")
-        self.check_architecture_unchanged("save")
-        part = {
-            "params": persistence.plain_params(self, skip=_UNSAVED_PARAMS),
-            "n_features_in": int(self.n_features_in_),
-            "feature_names_in": [str(f) for f in getattr(self, "feature_names_in_", [])] or None,
-        }
-        # Copies: an ensemble may hold one kernel twice, and safetensors refuses tensors that share memory.
-        tensors = {_WEIGHTS + k: v.detach().cpu().clone() for k, v in self.module_.state_dict().items()}
-        return {"kernel": part, "recommended_clustering": self.recommended_clustering()}, tensors
+        return describe_contextual(self)
 
     @classmethod
     def _restore(cls, meta: dict, tensors: dict, device) -> ContextualKernel:
         """Rebuild a fitted kernel from :meth:`_describe`'s output (or a version-1 file's)."""
-        part = meta["kernel"]
-        try:
-            kernel = cls(**persistence.unlist(part["params"]), device=device)
-        except TypeError as exc:
-            raise ValueError(f"the saved kernel parameters do not match this version of skabc: {exc}") from exc
-        kernel._load_weights(part["n_features_in"], persistence.nested(_WEIGHTS, tensors), device)
-        if part.get("feature_names_in"):
-            kernel.feature_names_in_ = np.asarray(part["feature_names_in"], dtype=object)
-        kernel.recommended_clustering_ = check_recommended_clustering(meta.get("recommended_clustering") or {})
-        return kernel
+        return restore_contextual(cls, meta, tensors, device)
 
     @classmethod
     def _check_description(cls, meta: dict, header: dict, where: str = "") -> None:
-        """Validate a saved description and its file's tensors before anything is built (see :mod:`skabc._schema`)."""
-        prefix = f"{where}." if where else ""
-        _schema.check_keys(meta, where or "description", required=("kernel",), optional=("recommended_clustering",))
-        _schema.check_recommended(meta.get("recommended_clustering"), prefix + "recommended_clustering")
-        expected = cls._check_part(meta["kernel"], prefix + "kernel", len(header))
-        _schema.check_tensors(header, {_WEIGHTS + k: v for k, v in expected.items()}, where or "tensors")
-
-    @classmethod
-    def _check_part(cls, part, where: str, n_tensors: int) -> dict:
-        """Validate one kernel's entry (params, n_features_in, feature_names_in); return the tensors it implies.
-
-        Only the parameters :meth:`_describe` writes are accepted (a file must not choose, say, the
-        ``checkpoint_dir`` later training writes into), each valid for the constructor, and sizes are
-        bounded before the implied network is laid out on torch's 'meta' device (no memory).
-        """
-        _schema.check_keys(part, where, required=("params", "n_features_in"), optional=("feature_names_in",))
-        allowed = [name for name in cls().get_params(deep=False) if name not in _UNSAVED_PARAMS]
-        params = _schema.check_params(cls, part["params"], f"{where}.params", allowed)
-        n_features = _schema.check_int(part["n_features_in"], f"{where}.n_features_in", 1, _schema.MAX_FEATURES)
-        _schema.check_names(part.get("feature_names_in"), f"{where}.feature_names_in", n_features)
-        kernel = cls(**params)
-        _check_saved_sizes(kernel, f"{where}.params", n_tensors)
-        try:
-            return _schema.expected_tensors(lambda: build_module(kernel, n_features))
-        except (TypeError, ValueError, RuntimeError, AssertionError, ArithmeticError) as exc:
-            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise _schema.fail(f"{where}.params", f"this configuration cannot be built ({message})") from None
-
-    def _load_weights(self, n_features: int, state_dict: dict, device) -> None:
-        """Become fitted from saved weights."""
-        device = resolve_device(device)
-        module = build_module(self, n_features)
-        try:
-            module.load_state_dict(state_dict, strict=True)
-        except RuntimeError as exc:
-            raise ValueError(f"saved weights do not fit the saved configuration: {exc}") from exc
-        # Inference only: a module, no training net or optimizer.
-        self.module_ = module.to(device)
-        self.module_.eval()
-        self.n_features_in_ = n_features
-        self._fitted_architecture_ = self._architecture()
-        self.n_training_sets_ = 0
+        """Validate a saved description and its file's tensors before anything is built."""
+        check_contextual(cls, meta, header, where)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -557,23 +463,3 @@ class ContextualKernel(TransformerMixin, Kernel):
         tags.input_tags.allow_nan = False
         return tags
 
-
-
-def _check_saved_sizes(kernel: ContextualKernel, where: str, n_tensors: int) -> None:
-    """Bounds and cross-parameter rules of a saved configuration that ``_parameter_constraints`` cannot say."""
-    for name in ("d_model", "n_heads", "n_inducing", "canonical_features"):
-        value = getattr(kernel, name)
-        if value is not None and value > _schema.MAX_WIDTH:
-            raise _schema.fail(f"{where}.{name}", f"{value} is larger than any skabc network ({_schema.MAX_WIDTH})")
-    if kernel.d_model % kernel.n_heads:
-        raise _schema.fail(where, f"d_model={kernel.d_model} is not divisible by n_heads={kernel.n_heads}")
-    if kernel.n_blocks > n_tensors:  # every block has weights: more blocks than tensors cannot fit the file
-        raise _schema.fail(f"{where}.n_blocks", f"{kernel.n_blocks} blocks, but the file holds {n_tensors} tensors")
-    for name, check in (("set_size", check_set_size), ("clusters_per_set", check_clusters_per_set)):
-        try:
-            check(getattr(kernel, name))
-        except ValueError as exc:
-            raise _schema.fail(f"{where}.{name}", str(exc)) from None
-    passed = ("d_model", "n_heads", "d_ff", "layer_norm", "dropout", *BACKEND_OPTIONS.get(kernel.attention, ()))
-    _schema.check_backend_options(kernel.attention_options, ATTENTION_BACKENDS[kernel.attention],
-                                  f"{where}.attention_options", passed=passed)

@@ -19,6 +19,8 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _schema, persistence
+from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
+from ._contextual_io import check_contextual_part
 from .base import Kernel, as_kernel, check_recommended_clustering
 from .contextual import ContextualKernel
 
@@ -223,7 +225,7 @@ class KernelEnsemble(TransformerMixin, Kernel):
                                                    f"(one per group of tensors), got {_schema.describe_value(members)}")
         expected = {}
         for i, part in enumerate(members):
-            own = ContextualKernel._check_part(part, f"{prefix}members.{i}", len(header))
+            own = check_contextual_part(ContextualKernel, part, f"{prefix}members.{i}", len(header))
             expected.update({_member_prefix(i) + k: v for k, v in own.items()})
         _schema.check_tensors(header, expected, where or "tensors")
 
@@ -248,8 +250,6 @@ class KernelEnsemble(TransformerMixin, Kernel):
         tags.transformer_tags.preserves_dtype = []
         return tags
 
-
-_MEMBER_WEIGHTS = "kernel."
 
 
 def _member_prefix(i: int) -> str:
