@@ -430,7 +430,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         recommended_clustering : dict, default=None
             ABCClustering settings to store with the kernel (what its
             ``'auto'`` values will resolve to, see
-            :meth:`recommended_clustering`); ``None`` keeps the kernel's own.
+            :meth:`recommended_clustering`; the kernel keeps them too);
+            ``None`` keeps the kernel's own.
         """
         check_is_fitted(self, "module_")
         if recommended_clustering is not None:
