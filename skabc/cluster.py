@@ -17,8 +17,8 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from . import persistence
-from ._clustering_io import describe_clustering, restore_clustering
-from ._validation import encode_groups, encode_labels
+from ._clustering_io import check_clustering, describe_clustering, restore_clustering
+from ._validation import check_not_masked_or_missing, encode_groups, encode_labels
 from .kernels import ContextualKernel, as_kernel
 from .kernels.base import check_recommended_clustering
 from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS, SpectralStep
@@ -210,6 +210,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         self : ABCClustering
         """
         self._validate_params()
+        check_not_masked_or_missing(X)
         X_in = X
         X = validate_data(self, X, dtype=np.float32, ensure_min_samples=2)
         group_codes = encode_groups(groups, X.shape[0])
@@ -248,6 +249,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "kernel_")
+        check_not_masked_or_missing(X)
         X_in = X
         X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
         return self._cluster(X_in, X.shape[0], encode_groups(groups, X.shape[0]))[0]
@@ -328,6 +330,11 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         """Rebuild a fitted model from :meth:`_describe`'s output (or a version-1 file's)."""
         return restore_clustering(cls, meta, tensors, device)
 
+    @classmethod
+    def _check_description(cls, meta: dict, header: dict, where: str = "") -> None:
+        """Validate a saved description and its file's tensors before anything is built."""
+        check_clustering(cls, meta, header, where)
+
     def _fitted_kernel(self):
         if self.kernel is None:
             return _generic_kernel()
@@ -368,6 +375,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         check_is_fitted(self, "kernel_")
         sets = list(sets)
         for s in sets:  # validate here so bad input fails before anything is dispatched
+            check_not_masked_or_missing(s)
             validate_data(self, s, dtype=np.float32, reset=False, ensure_min_samples=1)
         # The seeds predict(s) would draw, set after set: fixed before dispatch, so
         # scheduling cannot change them (an int random_state gives every set the same seeds).

@@ -13,15 +13,21 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from torch import nn
 
 from .. import persistence
-from .._validation import check_magnitude, encode_groups, encode_labels
+from .._validation import (
+    check_magnitude,
+    check_not_masked_or_missing,
+    encode_groups,
+    encode_labels,
+    to_network_float32,
+)
 from ..inference import check_dense_memory, learned_affinity
 from ..nn.backends import ATTENTION_BACKENDS
-from ..nn.build import apply_inference_options, set_transform
+from ..nn.build import apply_inference_options, check_architecture_unchanged, record_architecture, set_transform
 from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
 from ..sampling import check_set_size
 from ..training import train
-from ._contextual_io import describe_contextual, restore_contextual
+from ._contextual_io import check_contextual, describe_contextual, restore_contextual
 from .base import Kernel, check_recommended_clustering
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
@@ -316,7 +322,9 @@ class ContextualKernel(TransformerMixin, Kernel):
             )
         previous = self.module_.state_dict() if (self.warm_start and hasattr(self, "module_")) else None
         recommended = self.recommended_clustering() if previous is not None else {}
-        X = check_magnitude(validate_data(self, X, dtype=np.float32, ensure_min_samples=2))
+        check_not_masked_or_missing(X)
+        X = validate_data(self, X, dtype=self._input_dtype(), ensure_min_samples=2)
+        X = to_network_float32(check_magnitude(X), scale_free=self.canonical_features is not None)
         labels = encode_labels(y, X.shape[0])
         group_codes = encode_groups(groups, X.shape[0])
         if self.d_model % self.n_heads != 0:
@@ -324,10 +332,15 @@ class ContextualKernel(TransformerMixin, Kernel):
         self.net_, n_sets = train(self, X, labels, group_codes, check_set_size(self.set_size), previous)
         self.module_ = self.net_.module_
         self.module_.eval()
+        record_architecture(self)
         self.n_training_sets_ = n_sets * sum("train_loss" in row for row in self.net_.history)
         # Settings chosen for the weights it continues from still suit a fine-tuned kernel, not a fresh one.
         self.recommended_clustering_ = recommended
         return self
+
+    def _input_dtype(self):
+        # A canonicalising kernel validates in float64: its float32 cast comes after any rescaling.
+        return (np.float64, np.float32) if self.canonical_features is not None else np.float32
 
     # ------------------------------------------------------------ inference
     def transform(self, X):
@@ -346,6 +359,7 @@ class ContextualKernel(TransformerMixin, Kernel):
             ``n_random_neighbors`` random ones).
         """
         check_is_fitted(self, "module_")
+        check_architecture_unchanged(self, "transform")
         X = self._validate_set(X)
         sparse = self.returns_sparse(X.shape[0])
         if not sparse:
@@ -356,9 +370,12 @@ class ContextualKernel(TransformerMixin, Kernel):
 
     def _validate_set(self, X) -> np.ndarray:
         """Validate a set for inference; canonical kernels accept any number of features."""
+        check_not_masked_or_missing(X)
         if self.canonical_features is not None:
-            return check_magnitude(check_array(X, dtype=np.float32, ensure_min_samples=1))
-        return check_magnitude(validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
+            X = check_array(X, dtype=self._input_dtype(), ensure_min_samples=1)
+        else:
+            X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
+        return to_network_float32(check_magnitude(X), scale_free=self.canonical_features is not None)
 
     def returns_sparse(self, n_samples: int) -> bool:
         """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points."""
@@ -434,6 +451,11 @@ class ContextualKernel(TransformerMixin, Kernel):
     def _restore(cls, meta: dict, tensors: dict, device) -> ContextualKernel:
         """Rebuild a fitted kernel from :meth:`_describe`'s output (or a version-1 file's)."""
         return restore_contextual(cls, meta, tensors, device)
+
+    @classmethod
+    def _check_description(cls, meta: dict, header: dict, where: str = "") -> None:
+        """Validate a saved description and its file's tensors before anything is built."""
+        check_contextual(cls, meta, header, where)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,8 +75,14 @@ class SpectralStep:
         if self.affinity_power != 1.0:
             power = self.affinity_power
             affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
-        if self.n_clusters is not None:
-            labels, eigenvalues = self.labels_for(affinity, min(self.n_clusters, affinity.shape[0]), seed), None
+        n = affinity.shape[0]
+        if self.n_clusters is not None and self.n_clusters > n:
+            # Only singletons make that many clusters; say so instead of scipy's k >= N warning.
+            warnings.warn(f"n_clusters={self.n_clusters} is more than the {n} points of the set; every point "
+                          f"becomes its own cluster ({n} clusters).", UserWarning, stacklevel=3)
+            labels, eigenvalues = np.arange(n), None
+        elif self.n_clusters is not None:
+            labels, eigenvalues = self.labels_for(affinity, self.n_clusters, seed), None
         else:
             found = N_CLUSTERS_SELECTORS[self.selection](self, affinity, probabilities, eigen_seed, seed)
             labels = found.labels if found.labels is not None else self.labels_for(affinity, found.n_clusters, seed)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import warnings
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from skorch.callbacks import Checkpoint, GradientNormClipping, LoadInitState, Pr
 from torch import nn
 
 from .._runtime import memory_limit_bytes, resolve_device, seeded_torch, tune_allocator
+from .._validation import format_bytes
 from ..exceptions import AffinityTooLargeError
 from ..nn.build import build_module, set_transform
 from ..nn.loss import SameClusterBCELoss
@@ -147,7 +149,7 @@ def check_training_memory(kernel, largest_set: int) -> None:
     if limit is not None and needed > limit:
         raise AffinityTooLargeError(
             f"training on sets of up to {largest_set} points in batches of {kernel.batch_size} needs about "
-            f"{needed / 2**30:.1f} GiB per step, over memory_limit={limit / 2**30:.1f} GiB; "
+            f"{format_bytes(needed)} per step, over memory_limit={format_bytes(limit)}; "
             "lower set_size or batch_size (the kernel applies to larger sets than it was trained on)."
         )
 
@@ -178,9 +180,48 @@ def _checkpointed_epochs(kernel) -> int:
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration; "
                 "use another directory or remove it to start afresh."
             )
-        return len(json.loads(history.read_text()))
+        return _check_checkpoint_files(directory)
     config_file.write_text(config)
     return 0
+
+
+def _check_checkpoint_files(directory: Path) -> int:
+    """Read every checkpoint file once before skorch restores them; return the epochs in the history.
+
+    skorch's LoadInitState would fail inside ``partial_fit`` with torch's message for a refused pickle
+    (which suggests ``weights_only=False``, never an option here) and without naming the file.  The
+    ``.pt`` files are read as torch does then, with ``weights_only=True``: tensors and plain containers,
+    never arbitrary objects.
+    """
+    for name in CHECKPOINT_FILES.values():
+        file = directory / name
+        if not file.is_file():
+            raise ValueError(f"checkpoint_dir={str(directory)!r} holds no {name}; remove it to start afresh.")
+        try:
+            if file.suffix == ".json":
+                history = json.loads(file.read_text())
+                if not isinstance(history, list) or not all(isinstance(row, dict) for row in history):
+                    raise ValueError("the history is not a list of epochs")
+            else:
+                torch.load(file, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            if "GLOBAL" in str(exc):  # torch names the Python global it refused to unpickle
+                raise ValueError(
+                    f"refusing to resume from {str(file)!r}: it holds pickled Python objects besides tensors, "
+                    "and unpickling them could run arbitrary code. skabc only reads checkpoints it wrote; "
+                    "remove the file (or use another checkpoint_dir) to start afresh."
+                ) from None
+            raise ValueError(
+                f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote (corrupt or truncated); "
+                "remove it (or use another checkpoint_dir) to start afresh."
+            ) from None
+        except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(
+                f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote ({first_line}); "
+                "remove it (or use another checkpoint_dir) to start afresh."
+            ) from None
+    return len(history)
 
 
 def _handle_interruption(kernel, net: NeuralNet) -> None:
