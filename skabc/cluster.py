@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import warnings
 from itertools import pairwise
 from numbers import Integral, Real
 
@@ -10,14 +12,24 @@ import scipy.sparse as sp
 from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.parallel import Parallel, delayed
-from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
+from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, validate_data
 
 from ._persistence import load_clustering, save_clustering
 from ._validation import encode_groups, encode_labels
+from .exceptions import AffinityTooLargeError
 from .kernels import ContextualKernel, as_kernel
+from .kernels.contextual import _memory_limit_bytes
+from .kernels.pairwise import (
+    FEATURE_AFFINITIES,
+    PRECOMPUTED_AFFINITIES,
+    SPARSE_FORMATS,
+    PairwiseKernel,
+    PrecomputedKernel,
+)
 from .spectral import (
     ASSIGN_LABELS,
     consensus_n_clusters,
@@ -25,20 +37,29 @@ from .spectral import (
     eigengap_spectral_labels,
     estimate_n_clusters,
     pair_log_likelihood,
+    sklearn_spectral_labels,
     spectral_labels,
 )
 
 #: How many eigengap candidates ``n_clusters_selection='likelihood'`` compares.
 LIKELIHOOD_CANDIDATES = 5
 
+#: Every value of ``affinity`` given by name: the learned kernel, and all that SpectralClustering accepts.
+AFFINITIES = frozenset({"learned"}) | FEATURE_AFFINITIES | PRECOMPUTED_AFFINITIES
+
 
 class ABCClustering(ClusterMixin, BaseEstimator):
     """Attention-Based Clustering: a drop-in for :class:`~sklearn.cluster.SpectralClustering`.
 
-    A :class:`ContextualKernel` turns the set ``X`` into a learned affinity;
-    the number of clusters is given or estimated by the eigengap of the
-    normalised Laplacian; scikit-learn's spectral clustering on the
-    precomputed affinity gives the labels.
+    A kernel turns the set ``X`` into an affinity: by default a
+    :class:`ContextualKernel` learned from context, or any affinity
+    :class:`~sklearn.cluster.SpectralClustering` builds (``affinity='rbf'``,
+    ``'nearest_neighbors'``, ``'precomputed'``, ...).  The number of clusters
+    is given or estimated by the eigengap of the normalised Laplacian, for
+    every affinity; spectral clustering of the affinity gives the labels.
+    Unlike SpectralClustering, ``n_clusters`` defaults to ``None``
+    (estimated); see "Coming from SpectralClustering" in the documentation
+    for every other difference.
 
     Parameters
     ----------
@@ -47,15 +68,51 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         eigengaps of ``L = I - D^-1/2 A D^-1/2`` (at most ``max_clusters``),
         as ``n_clusters_selection`` says.
     kernel : ContextualKernel, default=None
-        The learned kernel.  ``None`` uses the shipped generic kernel
-        (``skabc.pretrained.load('generic')``, trained on synthetic clustering
-        problems; any number of features): without labels it clusters ``X``
-        zero-shot, with labels ``fit`` first fine-tunes a copy of it on them
-        (warm start, :data:`FINE_TUNE` settings).  A kernel you give is
-        trained (a clone of it) when ``fit`` gets labels; without labels it
-        must already be fitted (wrap it in
+        The learned kernel (``affinity='learned'`` only).  ``None`` uses the
+        shipped generic kernel (``skabc.pretrained.load('generic')``, trained
+        on synthetic clustering problems; any number of features), which
+        clusters ``X`` zero-shot.  ``y`` trains a kernel only when you ask
+        for it: a kernel you give that is not fitted is trained (a clone of
+        it) on the labels of ``fit``, and a fitted one with
+        ``warm_start=True`` is fine-tuned (a copy of it; e.g.
+        ``skabc.pretrained.load('generic').set_params(**FINE_TUNE)``).  With
+        ``kernel=None`` or any other fitted kernel, ``fit`` ignores ``y``,
+        as every scikit-learn clusterer does (wrap a kernel in
         :class:`sklearn.frozen.FrozenEstimator` to keep it fitted through
         ``clone``).
+    affinity : str or callable, default='learned'
+        Where the affinity comes from.  ``'learned'``: ``kernel``.  Every
+        other value means what it means for
+        :class:`~sklearn.cluster.SpectralClustering`, and is computed by
+        scikit-learn's own functions
+        (:class:`~skabc.kernels.pairwise.PairwiseKernel`,
+        :class:`~skabc.kernels.pairwise.PrecomputedKernel`):
+        ``'nearest_neighbors'``, the symmetrised kNN connectivity graph
+        (sparse); ``'precomputed'``, ``X`` is the ``n x n`` affinity itself
+        (dense or sparse; symmetric, non-negative, finite);
+        ``'precomputed_nearest_neighbors'``, ``X`` holds distances (dense,
+        or a sparse graph of nearest neighbours) turned into the kNN graph;
+        a kernel name of :func:`sklearn.metrics.pairwise.kernel_metrics`
+        (``'rbf'``, ``'laplacian'``, ``'poly'``, ...), or a callable taking
+        two rows, through :func:`~sklearn.metrics.pairwise.pairwise_kernels`.
+        With ``n_clusters`` given, these affinities go through
+        SpectralClustering's own spectral step (seeded by ``random_state``
+        exactly as there, so the same settings give the same partition);
+        with ``n_clusters=None`` the number of clusters is estimated, as
+        for the learned affinity.
+    gamma : float, default=1.0
+        Kernel coefficient of the rbf, poly, sigmoid, laplacian and chi2
+        affinities; must be positive.
+    n_neighbors : int, default=10
+        Neighbours per point of the ``'nearest_neighbors'`` and
+        ``'precomputed_nearest_neighbors'`` graphs; must be smaller than the
+        number of samples.
+    degree : float, default=3
+        Degree of the polynomial affinity.
+    coef0 : float, default=1
+        Zero coefficient of the polynomial and sigmoid affinities.
+    kernel_params : dict, default=None
+        Keyword arguments of a callable ``affinity``.
     max_clusters : int, default=50
         Upper bound of the eigengap estimate.
     n_clusters_selection : {'eigengap', 'consensus', 'likelihood'} or 'auto', default='auto'
@@ -108,8 +165,10 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``'kmeans'``, the default of
         :class:`~sklearn.cluster.SpectralClustering`.
     n_jobs : int, default=None
-        Number of sets clustered in parallel by ``fit`` and ``predict`` when
-        ``groups`` is given, through :class:`joblib.Parallel` (``None``: 1,
+        As in SpectralClustering, parallel jobs of the neighbour search of
+        the ``'nearest_neighbors'`` affinities; also the number of sets
+        clustered in parallel by ``fit`` and ``predict`` when ``groups`` is
+        given, through :class:`joblib.Parallel` (``None``: 1,
         unless a :func:`joblib.parallel_config` context says otherwise, e.g.
         ``backend='dask'`` to spread the sets over Dask workers).  A single
         set is always clustered in the calling process.  Results do not
@@ -121,19 +180,30 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     Attributes
     ----------
     labels_ : ndarray of shape (n_samples,)
-        Cluster labels; with ``groups``, ids are unique across groups.
+        Cluster labels; with ``groups``, ids are unique across groups.  With
+        a non-learned affinity and ``n_clusters`` given, exactly
+        SpectralClustering's labels (its ids and dtype: int32 from k-means);
+        otherwise int64, numbered in order of first appearance.
     affinity_matrix_ : ndarray of shape (n_samples, n_samples) or sparse matrix
-        Affinity given to the spectral step: the learned one raised to
-        ``affinity_power`` (block-diagonal sparse when ``groups`` is given).
+        Affinity given to the spectral step: the kernel's, raised to
+        ``affinity_power`` (block-diagonal sparse when ``groups`` is given);
+        for ``affinity='precomputed'`` the validated ``X``, as in
+        SpectralClustering.
     n_clusters_ : int
         Number of clusters found (summed over groups).
     eigenvalues_ : ndarray or list of ndarray
         Smallest Laplacian eigenvalues used by the eigengap (per group);
         ``None`` when ``n_clusters`` is given.
-    kernel_ : ContextualKernel
-        The fitted kernel.
+    kernel_ : Kernel
+        The fitted kernel that gave the affinity: the learned one, or a
+        :class:`~skabc.kernels.pairwise.PairwiseKernel` /
+        :class:`~skabc.kernels.pairwise.PrecomputedKernel` built from
+        ``affinity`` and its parameters.
     n_features_in_ : int
         Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when ``X`` has string column
+        names.
 
     Examples
     --------
@@ -144,11 +214,24 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     >>> model = ABCClustering(kernel=kernel, random_state=0).fit(X, y, groups=groups)
     >>> model.labels_.shape
     (3840,)
+
+    Any affinity of SpectralClustering, with ``k`` estimated:
+
+    >>> from sklearn.datasets import make_blobs
+    >>> X, _ = make_blobs(n_samples=200, centers=3, random_state=0)
+    >>> ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X).n_clusters_
+    3
     """
 
     _parameter_constraints: dict = {
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "kernel": [HasMethods(["fit", "transform"]), None],
+        "affinity": [callable, StrOptions(set(AFFINITIES))],
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "degree": [Interval(Real, 0, None, closed="left")],
+        "coef0": [Interval(Real, None, None, closed="neither")],
+        "kernel_params": [dict, None],
         "max_clusters": [Interval(Integral, 1, None, closed="left")],
         "n_clusters_selection": [StrOptions({"eigengap", "consensus", "likelihood", "auto"})],
         "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
@@ -167,6 +250,12 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         n_clusters=None,
         *,
         kernel=None,
+        affinity="learned",
+        gamma=1.0,
+        n_neighbors=10,
+        degree=3,
+        coef0=1,
+        kernel_params=None,
         max_clusters=50,
         n_clusters_selection="auto",
         affinity_power="auto",
@@ -181,6 +270,12 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     ):
         self.n_clusters = n_clusters
         self.kernel = kernel
+        self.affinity = affinity
+        self.gamma = gamma
+        self.n_neighbors = n_neighbors
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
         self.max_clusters = max_clusters
         self.n_clusters_selection = n_clusters_selection
         self.affinity_power = affinity_power
@@ -194,32 +289,52 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         self.verbose = verbose
 
     def fit(self, X, y=None, groups=None):
-        """Learn the kernel (when labels are given) and cluster ``X``.
+        """Cluster ``X``, first training the kernel on ``y`` when ``kernel`` asks for it.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Points to cluster (one set, or one set per group).
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or (n_samples, n_samples)
+            Points to cluster (one set, or one set per group); the affinity
+            (``affinity='precomputed'``) or distance
+            (``'precomputed_nearest_neighbors'``) matrix.  The learned
+            affinity densifies sparse ``X`` (refused when the dense copy
+            would not fit in memory).
         y : array-like of shape (n_samples,), default=None
-            Cluster labels to train the kernel on; ``-1`` marks unlabelled
-            rows (still clustered).  Without labels, ``kernel`` must be fitted.
+            Ignored, as by every scikit-learn clusterer, unless ``kernel`` is
+            an unfitted kernel (trained on these labels) or a fitted one with
+            ``warm_start=True`` (fine-tuned on them); ``-1`` marks unlabelled
+            rows (still clustered).
         groups : array-like of shape (n_samples,), default=None
-            Each group is drawn from for training and clustered as its own set.
+            Each group is clustered as its own set (and drawn from when the
+            kernel is trained).
 
         Returns
         -------
         self : ABCClustering
         """
         self._validate_params()
+        learned = self._learned()
+        if not learned and self.kernel is not None:
+            raise ValueError(
+                f"kernel is used with affinity='learned' only, but affinity={self.affinity!r} was given "
+                "with a kernel; pass one or the other."
+            )
         X_in = X
-        X = validate_data(self, X, dtype=np.float32, ensure_min_samples=2)
+        X = self._validate_X(X, reset=True, ensure_min_samples=2)
         group_codes = encode_groups(groups, X.shape[0])
-        has_labels = y is not None and np.any(encode_labels(y, X.shape[0]) >= 0)
-        if has_labels:
-            kernel = _generic_kernel().set_params(**FINE_TUNE) if self.kernel is None else clone(self.kernel)
-            self.kernel_ = kernel.fit(X_in, y, groups=groups)
+        if group_codes is None and X.shape[0] == X.shape[1] and not self._pairwise():
+            warnings.warn(
+                f"X is square ({X.shape[0]} x {X.shape[1]}) and affinity={self.affinity!r} reads its rows as "
+                "points with features; to cluster an affinity matrix you computed, set affinity='precomputed'.",
+                UserWarning,
+                stacklevel=2,
+            )
+        if learned:
+            X_in = self._densify(X) if sp.issparse(X) else X_in
+            self.kernel_ = self._learned_kernel(X_in, y, groups)
         else:
-            self.kernel_ = self._fitted_kernel()
+            X_in = X  # validated as SpectralClustering validates it (float64, sparse formats kept)
+            self.kernel_ = self._sklearn_kernel()
         labels, affinities, n_found, eigenvalues = self._cluster(X_in, X.shape[0], group_codes)
         self.labels_ = labels
         self.n_clusters_ = int(sum(n_found))
@@ -249,7 +364,11 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         """
         check_is_fitted(self, "kernel_")
         X_in = X
-        X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
+        X = self._validate_X(X, reset=False, ensure_min_samples=1)
+        if sp.issparse(X) and self._learned():
+            X_in = self._densify(X)
+        elif not self._learned():
+            X_in = X
         return self._cluster(X_in, X.shape[0], encode_groups(groups, X.shape[0]))[0]
 
     def fit_predict(self, X, y=None, groups=None):
@@ -281,17 +400,67 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         """Load a model written by :meth:`save`, without unpickling anything."""
         return load_clustering(cls, ContextualKernel, path, device=device)
 
-    def _fitted_kernel(self):
+    def _learned(self) -> bool:
+        return isinstance(self.affinity, str) and self.affinity == "learned"
+
+    def _pairwise(self) -> bool:
+        """Whether ``X`` is a square matrix over the samples (an affinity or distances), not features."""
+        return isinstance(self.affinity, str) and self.affinity in PRECOMPUTED_AFFINITIES
+
+    def _follows_sklearn(self) -> bool:
+        """Whether the spectral step is SpectralClustering's own: a non-learned affinity with ``n_clusters`` given."""
+        return not self._learned() and self.n_clusters is not None
+
+    def _validate_X(self, X, *, reset: bool, ensure_min_samples: int):
+        """``X`` validated as its affinity needs: float32 for the network, float64 as SpectralClustering."""
+        dtype = np.float32 if self._learned() else np.float64
+        if self._pairwise() and not reset:
+            # A new set's affinity is m x m: its width is its size, not the fitted n_features_in_.
+            return check_array(X, accept_sparse=SPARSE_FORMATS, dtype=dtype, ensure_min_samples=ensure_min_samples)
+        return validate_data(self, X, reset=reset, accept_sparse=SPARSE_FORMATS, dtype=dtype,
+                             ensure_min_samples=ensure_min_samples)
+
+    def _densify(self, X) -> np.ndarray:
+        """Sparse features as the dense array the network needs, if that copy fits the kernel's memory limit."""
+        inner = self.kernel.estimator if isinstance(self.kernel, FrozenEstimator) else self.kernel
+        limit = _memory_limit_bytes(getattr(inner, "memory_limit", "auto"))
+        needed = 4.0 * X.shape[0] * X.shape[1]
+        if limit is not None and needed > limit:
+            raise AffinityTooLargeError(
+                f"affinity='learned' needs dense features, and this sparse X ({X.shape[0]} x {X.shape[1]}) would "
+                f"take {needed / 2**30:.1f} GiB dense, over the memory limit of {limit / 2**30:.1f} GiB; reduce its "
+                "width first (e.g. sklearn's TruncatedSVD), or use affinity='nearest_neighbors' or 'rbf', which "
+                "take sparse X."
+            )
+        return X.toarray()
+
+    def _learned_kernel(self, X, y, groups):
+        """The kernel of ``affinity='learned'``, trained on ``y`` only when ``kernel`` asks for it."""
         if self.kernel is None:
-            return _generic_kernel()
+            return _generic_kernel()  # zero-shot: y is ignored, as by any clusterer
         try:
             check_is_fitted(self.kernel)
-        except NotFittedError as exc:
+            fitted = True
+        except NotFittedError:
+            fitted = False
+        fine_tune = fitted and bool(self.kernel.get_params(deep=False).get("warm_start", False))
+        if y is not None and (not fitted or fine_tune) and np.any(encode_labels(y, _num_samples(X)) >= 0):
+            # A copy keeps the user's kernel as given: clone for a fresh one, deepcopy to keep the weights.
+            kernel = copy.deepcopy(self.kernel) if fine_tune else clone(self.kernel)
+            return kernel.fit(X, y, groups=groups)
+        if not fitted:
             raise ValueError(
                 "ABCClustering was given no labels and its `kernel` is not fitted: pass y to train "
                 "the kernel, or a fitted kernel."
-            ) from exc
+            )
         return self.kernel
+
+    def _sklearn_kernel(self):
+        """The kernel of a non-learned ``affinity``: scikit-learn's own functions, SpectralClustering's settings."""
+        if self._pairwise():
+            return PrecomputedKernel(self.affinity, n_neighbors=self.n_neighbors, n_jobs=self.n_jobs)
+        return PairwiseKernel(self.affinity, gamma=self.gamma, n_neighbors=self.n_neighbors, degree=self.degree,
+                              coef0=self.coef0, kernel_params=self.kernel_params, n_jobs=self.n_jobs)
 
     def predict_many(self, sets, n_jobs=None):
         """Cluster many independent sets with the fitted kernel, in parallel.
@@ -320,8 +489,12 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         """
         check_is_fitted(self, "kernel_")
         sets = list(sets)
-        for s in sets:  # validate here so bad input fails before anything is dispatched
-            validate_data(self, s, dtype=np.float32, reset=False, ensure_min_samples=1)
+        # Validate here so bad input fails before anything is dispatched.
+        checked = [self._validate_X(s, reset=False, ensure_min_samples=1) for s in sets]
+        if not self._learned():
+            sets = checked
+        else:
+            sets = [self._densify(c) if sp.issparse(c) else s for s, c in zip(sets, checked, strict=True)]
         # The seeds predict(s) would draw, set after set: fixed before dispatch, so
         # scheduling cannot change them (an int random_state gives every set the same seeds).
         seeds = [self._draw_seeds(check_random_state(self.random_state), 1)[0] for _ in sets]
@@ -340,13 +513,25 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             group_codes = np.zeros(n_samples, dtype=np.int64)
         groups = np.unique(group_codes)
         seeds = self._draw_seeds(check_random_state(self.random_state), len(groups))
+        if len(groups) == 1:
+            # One set: X itself, not a copy (a precomputed affinity stays the user's matrix), and its
+            # labels as the spectral step returned them (SpectralClustering's own, for its affinities).
+            set_labels, affinity, found, eigenvalues = self._map_sets([X], seeds, self.n_jobs)[0]
+            return set_labels, [affinity], [found], [eigenvalues]
         rows_of = [np.flatnonzero(group_codes == g) for g in groups]
-        results = self._map_sets([_safe_indexing(X, rows) for rows in rows_of], seeds, self.n_jobs)
+        if sp.issparse(X):
+            X = X.tocsr()  # row-indexable
+        if self._pairwise():
+            subsets = [_safe_indexing(_safe_indexing(X, rows), rows, axis=1) for rows in rows_of]
+        else:
+            subsets = [_safe_indexing(X, rows) for rows in rows_of]
+        results = self._map_sets(subsets, seeds, self.n_jobs)
         labels = np.empty(n_samples, dtype=np.int64)
         affinities, n_found, spectra = [], [], []
         offset = 0
         for rows, (set_labels, affinity, found, eigenvalues) in zip(rows_of, results, strict=True):
-            labels[rows] = offset + set_labels
+            # Ids 0..found-1 in every set (already so but for SpectralClustering's), so offsets never collide.
+            labels[rows] = offset + _compact(set_labels)
             offset += found
             affinities.append(affinity)
             n_found.append(found)
@@ -355,6 +540,10 @@ class ABCClustering(ClusterMixin, BaseEstimator):
 
     def _draw_seeds(self, rng, n_sets: int) -> list:
         """Per-set ``(eigengap seed or None, spectral seed)``, drawn in the order of the serial loop."""
+        if n_sets == 1 and self._follows_sklearn():
+            # Seeded as SpectralClustering seeds itself: random_state untouched, for one RandomState
+            # shared by the eigensolver and the assignment.
+            return [(None, self.random_state)]
         seeds = []
         for _ in range(n_sets):
             eig_seed = None if self.n_clusters is not None else int(rng.randint(2**31 - 1))
@@ -394,7 +583,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
 
     def _generic_setting(self, name: str, default):
         """An 'auto' setting: the one chosen for the shipped generic kernel when it is used, else ``default``."""
-        if self.kernel is None:
+        if self.kernel is None and self._learned():
             from .pretrained import RECOMMENDED_CLUSTERING
 
             return RECOMMENDED_CLUSTERING.get("generic", {}).get(name, default)
@@ -430,11 +619,14 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
+        tags.input_tags.sparse = True
+        tags.input_tags.pairwise = self._pairwise()
+        tags.input_tags.positive_only = self._pairwise()  # affinities and distances are non-negative
         return tags
 
 
-#: ``ContextualKernel`` settings used when ``ABCClustering(kernel=None)`` gets labels: a short
-#: fine-tuning of the generic kernel on sets drawn from the user's labelled rows.
+#: ``ContextualKernel`` settings for a short fine-tuning of the generic kernel on sets drawn from the
+#: user's labelled rows: ``ABCClustering(kernel=skabc.pretrained.load('generic').set_params(**FINE_TUNE))``.
 FINE_TUNE = dict(warm_start=True, set_size=(50, 200), clusters_per_set=None, sets_per_epoch=None,
                  batch_size=32, max_epochs=10, lr=3e-4)
 
@@ -472,6 +664,14 @@ def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
             eigen_tol=model.eigen_tol, assign_labels=model._assign_labels(), verbose=model.verbose,
         )
         labels = _compact(labels)
+    elif model._follows_sklearn():
+        # SpectralClustering's spectral step, as it runs it: same partition, labels, dtype and warnings.
+        k, eigenvalues = model._n_clusters_for(affinity, eig_seed)
+        labels = sklearn_spectral_labels(
+            affinity, k, eigen_solver=model.eigen_solver, n_components=model.n_components, random_state=seed,
+            n_init=model.n_init, eigen_tol=model.eigen_tol, assign_labels=model._assign_labels(),
+            verbose=model.verbose,
+        )
     else:
         k, eigenvalues = model._n_clusters_for(affinity, eig_seed)
         labels = model._spectral(affinity, k, seed)
