@@ -51,3 +51,15 @@ def seeded_torch(seed: int, device: torch.device):
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         yield
+
+
+def memory_limit_bytes(memory_limit) -> float | None:
+    """A ``memory_limit`` parameter in bytes: ``'auto'`` is half the physical memory, ``None`` no limit."""
+    if memory_limit is None:
+        return None
+    if memory_limit == "auto":
+        try:
+            return 0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):  # not POSIX: no reliable figure
+            return None
+    return float(memory_limit)

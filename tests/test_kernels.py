@@ -6,6 +6,7 @@ import copy
 
 import numpy as np
 import pytest
+import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.frozen import FrozenEstimator
 
@@ -63,3 +64,26 @@ def test_as_kernel_unwraps_frozen_kernels_and_adapts_transformers(tiny_kernel):
 def test_the_base_class_requires_an_affinity():
     with pytest.raises(NotImplementedError, match="affinity"):
         Kernel().affinity(np.zeros((2, 2)))
+
+
+def test_a_loaded_kernel_holds_only_its_module(tiny_kernel, tmp_path):
+    path = tmp_path / "k.safetensors"
+    tiny_kernel.save(path)
+    loaded = ContextualKernel.load(path, device="cpu")
+    assert not hasattr(loaded, "net_") and not loaded.module_.training
+    X = np.random.default_rng(2).normal(size=(15, 2))
+    np.testing.assert_array_equal(loaded.transform(X), tiny_kernel.transform(X))
+
+
+def test_shipped_kernels_are_read_once_and_handed_out_as_copies():
+    from skabc import pretrained
+
+    first = pretrained.load("generic", device="cpu")
+    with torch.no_grad():
+        next(first.module_.parameters()).add_(1.0)  # e.g. fine-tuning in place
+    second = pretrained.load("generic", device="cpu")
+    assert second is not first
+    assert not torch.equal(next(first.module_.parameters()), next(second.module_.parameters()))
+    third = pretrained.load("generic", device="cpu")
+    for a, b in zip(second.module_.parameters(), third.module_.parameters(), strict=True):
+        assert torch.equal(a, b)

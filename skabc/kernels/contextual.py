@@ -2,124 +2,30 @@
 
 from __future__ import annotations
 
-import copy
-import json
-import math
 import os
-import warnings
 from numbers import Integral, Real
-from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils import check_random_state
+from sklearn.base import TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
-from skorch import NeuralNet
-from skorch.callbacks import Callback, Checkpoint, GradientNormClipping, ProgressBar
 from torch import nn
 
-from .._persistence import json_ready, load_kernel, save_kernel
-from .._runtime import resolve_device, seeded_torch, tune_allocator
+from .._persistence import load_kernel, save_kernel
+from .._runtime import resolve_device
 from .._validation import check_magnitude, encode_groups, encode_labels
-from ..exceptions import AffinityTooLargeError
-from ..nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
+from ..inference import check_dense_memory, learned_affinity
+from ..nn.backends import ATTENTION_BACKENDS
+from ..nn.build import apply_inference_options, build_module, set_transform
 from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
-from ..nn.loss import SameClusterBCELoss
-from ..nn.model import ABCNet
-from ..nn.sampled import SampledAttentionBlock
-from ..preprocessing import canonicalize_set
-from ..sampling import (
-    ClusterSetSampler,
-    SampledSetsDataset,
-    check_clusters_per_set,
-    check_set_size,
-    collate_sets,
-)
-from ..sparse_affinity import row_keys, topk_affinity
+from ..sampling import check_set_size
+from ..training import train
 from .base import Kernel
-
-_CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_history": "history.json"}
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
 SPARSE_AUTO_MIN_SAMPLES = 10_000
-
-# Rows of the affinity computed at once at inference, bounding the (rows, n) logit block.
-_INFERENCE_BLOCK_CELLS = 2**24
-
-
-class _WarmupCosine(Callback):
-    """Linear warm-up then cosine decay, as a pure function of the global step.
-
-    The step is recovered from the history, so a resumed fit continues the
-    schedule exactly where the interrupted one stopped.
-    """
-
-    def __init__(self, peak_lr: float, total_steps: int, warmup: float = 0.05, final_ratio: float = 0.01) -> None:
-        self.peak_lr = peak_lr
-        self.total_steps = total_steps
-        self.warmup = warmup
-        self.final_ratio = final_ratio
-
-    def lr_at(self, step: int) -> float:
-        warm = max(1, int(self.warmup * self.total_steps))
-        if step < warm:
-            return self.peak_lr * (0.1 + 0.9 * step / warm)
-        progress = min(1.0, (step - warm) / max(1, self.total_steps - warm))
-        floor = self.final_ratio * self.peak_lr
-        return floor + 0.5 * (self.peak_lr - floor) * (1 + math.cos(math.pi * progress))
-
-    def on_train_begin(self, net, **kwargs):
-        self.step_ = sum(len(row["batches"]) for row in net.history)
-
-    def on_batch_begin(self, net, training=False, **kwargs):
-        if training:
-            for group in net.optimizer_.param_groups:
-                group["lr"] = self.lr_at(self.step_)
-
-    def on_batch_end(self, net, training=False, **kwargs):
-        if training:
-            self.step_ += 1
-
-
-class _KeepBestWeights(Callback):
-    """Remember the weights of the epoch with the lowest training loss.
-
-    Used only when a fit is interrupted (Ctrl-C): the kernel then keeps the
-    best weights seen so far instead of those of a half-finished epoch.
-    """
-
-    def on_train_begin(self, net, **kwargs):
-        losses = [row.get("train_loss") for row in net.history if "train_loss" in row]
-        self.best_loss_ = min(losses) if losses else float("inf")
-        self.best_state_ = None
-
-    def on_epoch_end(self, net, **kwargs):
-        loss = net.history[-1].get("train_loss")
-        if loss is not None and loss <= self.best_loss_:
-            self.best_loss_ = loss
-            self.best_state_ = {k: v.detach().clone() for k, v in net.module_.state_dict().items()}
-
-
-class _EveryNthEpoch:
-    """Checkpoint monitor: true after every ``n``-th epoch (a class, so the net stays picklable)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __call__(self, net) -> bool:
-        return len(net.history) % self.n == 0
-
-
-class _RedrawEachEpoch(Callback):
-    """Tell the virtual dataset which epoch it is, so every epoch sees new sets."""
-
-    def on_epoch_begin(self, net, dataset_train=None, **kwargs):
-        if isinstance(dataset_train, SampledSetsDataset):
-            dataset_train.epoch = len(net.history) - 1
-
 
 class ContextualKernel(TransformerMixin, Kernel):
     """Learned kernel from context (Attention-Based Clustering, Coward et al. 2020).
@@ -410,185 +316,19 @@ class ContextualKernel(TransformerMixin, Kernel):
                 "ContextualKernel requires y to be passed, but the target y is None: it learns from cluster labels."
             )
         previous = self.module_.state_dict() if (self.warm_start and hasattr(self, "module_")) else None
+        recommended = self.recommended_clustering() if previous is not None else {}
         X = check_magnitude(validate_data(self, X, dtype=np.float32, ensure_min_samples=2))
         labels = encode_labels(y, X.shape[0])
         group_codes = encode_groups(groups, X.shape[0])
         if self.d_model % self.n_heads != 0:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}.")
-        set_size = check_set_size(self.set_size)
-        self._check_training_memory(set_size[1])
-        sampler = ClusterSetSampler(labels, group_codes, set_size, check_clusters_per_set(self.clusters_per_set))
-        device = resolve_device(self.device)
-        tune_allocator()
-
-        n_labelled = int((labels >= 0).sum())
-        n_sets = self._n_sets_per_epoch(n_labelled, set_size)
-        steps = self.max_epochs * math.ceil(n_sets / self.batch_size)
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        dataset = SampledSetsDataset(X, sampler, n_sets, self.batch_size, seed, set_transform=self._set_transform())
-
-        with seeded_torch(seed, device):
-            self.net_ = self._make_net(self._build_module(X.shape[1]), device, steps)
-            self.net_.initialize()
-            if previous is not None:
-                self._load_warm_start(previous)
-            done = self._resume_from_checkpoint()
-            if done < self.max_epochs:
-                # partial_fit keeps the (possibly restored) state and turns Ctrl-C into a clean stop.
-                self.net_.partial_fit(dataset, y=None, epochs=self.max_epochs - done)
-            self._handle_interruption()
-        if not all(np.isfinite(row.get("train_loss", 0.0)) for row in self.net_.history):
-            raise ValueError(
-                "training diverged (the loss became NaN or infinite); lower lr or rescale X "
-                "(e.g. with sklearn's StandardScaler)."
-            )
+        self.net_, n_sets = train(self, X, labels, group_codes, check_set_size(self.set_size), previous)
         self.module_ = self.net_.module_
         self.module_.eval()
         self.n_training_sets_ = n_sets * sum("train_loss" in row for row in self.net_.history)
+        # Settings chosen for the weights it continues from still suit a fine-tuned kernel, not a fresh one.
+        self.recommended_clustering_ = recommended
         return self
-
-    def _load_warm_start(self, state: dict) -> None:
-        try:
-            self.net_.module_.load_state_dict(state, strict=True)
-        except RuntimeError as exc:
-            raise ValueError(
-                "warm_start=True needs the same architecture as the fitted kernel (n_blocks, d_model, "
-                f"n_heads, attention, embedder, canonical_features, input width): {exc}"
-            ) from exc
-
-    def _set_transform(self):
-        """The per-set input map applied before the network (``None``: identity)."""
-        if self.canonical_features is None:
-            return None
-        return _Canonicalize(int(self.canonical_features))
-
-    def _handle_interruption(self) -> None:
-        finished = sum("train_loss" in row for row in self.net_.history)
-        keeper = dict(self.net_.callbacks_)["keep_best"]
-        best_state, keeper.best_state_ = keeper.best_state_, None  # no second copy of the weights in pickles
-        if finished >= self.max_epochs:
-            return
-        if best_state is not None:
-            self.net_.module_.load_state_dict(best_state)
-        warnings.warn(
-            f"ContextualKernel training was interrupted after {finished} of {self.max_epochs} epochs; "
-            f"the kernel keeps the weights with the best training loss so far ({keeper.best_loss_:.4f}). "
-            + ("Call fit again to resume from checkpoint_dir." if self.checkpoint_dir is not None else ""),
-            RuntimeWarning,
-            stacklevel=3,
-        )
-
-    def _make_net(self, module: ABCNet, device: torch.device, total_steps: int) -> NeuralNet:
-        return NeuralNet(
-            module=module,
-            criterion=SameClusterBCELoss(self.pos_weight),
-            optimizer=torch.optim.AdamW,
-            optimizer__weight_decay=self.weight_decay,
-            lr=self.lr,
-            max_epochs=self.max_epochs,
-            batch_size=self.batch_size,
-            iterator_train__shuffle=False,
-            iterator_train__collate_fn=collate_sets,
-            train_split=None,
-            predict_nonlinearity=None,
-            device=str(device),
-            callbacks=self._callbacks(total_steps),
-            verbose=self.verbose,
-        )
-
-    def _resume_from_checkpoint(self) -> int:
-        """Restore weights, optimizer and history from ``checkpoint_dir``; return epochs done."""
-        if self.checkpoint_dir is None:
-            return 0
-        directory = Path(self.checkpoint_dir)
-        directory.mkdir(parents=True, exist_ok=True)
-        config_file = directory / "config.json"
-        config = json.dumps(_describe_params(self), sort_keys=True)
-        if (directory / _CHECKPOINT_FILES["f_history"]).exists():
-            saved = config_file.read_text() if config_file.exists() else None
-            if saved != config:
-                raise ValueError(
-                    f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration; "
-                    "use another directory or remove it to start afresh."
-                )
-            self.net_.load_params(checkpoint=dict(self.net_.callbacks_)["checkpoint"])
-            return len(self.net_.history)
-        config_file.write_text(config)
-        return 0
-
-    def _n_sets_per_epoch(self, n_labelled: int, set_size: tuple[int, int]) -> int:
-        if self.sets_per_epoch is not None:
-            return int(self.sets_per_epoch)
-        covering = math.ceil(n_labelled / (0.5 * (set_size[0] + set_size[1])))
-        return int(np.clip(covering, 8 * self.batch_size, 64 * self.batch_size))
-
-    def _build_module(self, n_features: int) -> ABCNet:
-        if self.canonical_features is not None:
-            n_features = int(self.canonical_features)
-        embedder = self.embedder
-        if isinstance(embedder, str):
-            embedder = EMBEDDERS[embedder](n_features, self.d_model)
-        elif isinstance(embedder, nn.Module):
-            embedder = copy.deepcopy(embedder)  # never train the user's own object
-        elif embedder is not None:
-            embedder = embedder(n_features, self.d_model)
-            if not isinstance(embedder, nn.Module):
-                raise TypeError(f"embedder(n_features, d_model) must return an nn.Module, got {type(embedder)}")
-        module = ABCNet(
-            n_features=n_features,
-            d_model=self.d_model,
-            n_heads=self.n_heads,
-            n_blocks=self.n_blocks,
-            compat=self.compat,
-            attention=self.attention,
-            layer_norm=self.layer_norm,
-            dropout=self.dropout,
-            embedder=embedder,
-            attention_options=self._backend_options(),
-        )
-        if embedder is not None:
-            with torch.no_grad():
-                out = module.embedder(torch.zeros(2, n_features))
-            if out.shape != (2, self.d_model):
-                raise ValueError(
-                    f"embedder must map (m, {n_features}) inputs to (m, d_model={self.d_model}); "
-                    f"it returned shape {tuple(out.shape)}."
-                )
-        return module
-
-    def _backend_options(self) -> dict:
-        names = BACKEND_OPTIONS.get(self.attention, ()) if isinstance(self.attention, str) else ()
-        return {**{name: getattr(self, name) for name in names}, **(self.attention_options or {})}
-
-    def _apply_inference_options(self, module: nn.Module) -> None:
-        """Give the fitted blocks the current inference-only options, so set_params needs no refit.
-
-        ``n_attention_samples`` only sets how many window samples the sampled
-        backend averages in eval mode; the weights do not depend on it.
-        """
-        samples = self._backend_options().get("n_attention_samples")
-        if samples is None:
-            return
-        for block in module.modules():
-            if isinstance(block, SampledAttentionBlock):
-                block.n_attention_samples = int(samples)
-
-    def _callbacks(self, total_steps: int) -> list:
-        callbacks = [
-            ("redraw_sets", _RedrawEachEpoch()),
-            ("keep_best", _KeepBestWeights()),
-            ("grad_clip", GradientNormClipping(gradient_clip_value=1.0)),
-            ("lr_schedule", _WarmupCosine(self.lr, max(total_steps, 1))),
-        ]
-        if self.verbose:
-            callbacks.append(("progress", ProgressBar()))
-        if self.checkpoint_dir is not None:
-            callbacks.append(
-                ("checkpoint", Checkpoint(monitor=_EveryNthEpoch(self.checkpoint_every),
-                                          dirname=str(self.checkpoint_dir), f_pickle=None,
-                                          f_criterion=None, load_best=False, **_CHECKPOINT_FILES))
-            )
-        return callbacks
 
     # ------------------------------------------------------------ inference
     def transform(self, X):
@@ -608,34 +348,18 @@ class ContextualKernel(TransformerMixin, Kernel):
         """
         check_is_fitted(self, "module_")
         X = self._validate_set(X)
-        if self.returns_sparse(X.shape[0]):
-            return topk_affinity(self.module_.head, self._encode(X), self.n_neighbors,
-                                 n_random=self.n_random_neighbors, point_keys=row_keys(X))
-        self.check_memory(X.shape[0])
-        return self._affinity(X)
+        sparse = self.returns_sparse(X.shape[0])
+        if not sparse:
+            self.check_memory(X.shape[0])
+        apply_inference_options(self, self.module_)
+        return learned_affinity(self.module_, X, sparse=sparse, n_neighbors=self.n_neighbors,
+                                n_random_neighbors=self.n_random_neighbors, set_transform=set_transform(self))
 
     def _validate_set(self, X) -> np.ndarray:
         """Validate a set for inference; canonical kernels accept any number of features."""
         if self.canonical_features is not None:
             return check_magnitude(check_array(X, dtype=np.float32, ensure_min_samples=1))
         return check_magnitude(validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
-
-    def _check_training_memory(self, largest_set: int) -> None:
-        """Refuse a training configuration whose per-step pair tensors would not fit.
-
-        Each step keeps, per set and block, attention scores for every head and
-        the ``n x n`` logits, targets and loss for backpropagation (float32);
-        dense attention makes that quadratic in ``set_size``.
-        """
-        limit = _memory_limit_bytes(self.memory_limit)
-        pair_tensors = self.n_blocks * (self.n_heads + 1) + 4
-        needed = 4.0 * self.batch_size * float(largest_set) ** 2 * pair_tensors
-        if limit is not None and needed > limit:
-            raise AffinityTooLargeError(
-                f"training on sets of up to {largest_set} points in batches of {self.batch_size} needs about "
-                f"{needed / 2**30:.1f} GiB per step, over memory_limit={limit / 2**30:.1f} GiB; "
-                "lower set_size or batch_size (the kernel applies to larger sets than it was trained on)."
-            )
 
     def returns_sparse(self, n_samples: int) -> bool:
         """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points."""
@@ -670,49 +394,11 @@ class ContextualKernel(TransformerMixin, Kernel):
         AffinityTooLargeError
             A ``MemoryError`` (and ``ValueError``) naming the size needed, the limit, and what to do instead.
         """
-        limit = _memory_limit_bytes(self.memory_limit)
-        needed = n_copies * 8.0 * float(n_samples) ** 2
-        if limit is not None and needed > limit:
-            raise AffinityTooLargeError(
-                f"a set of {n_samples} points needs about {needed / 2**30:.1f} GiB for its dense "
-                f"{n_samples} x {n_samples} affinity, over memory_limit={limit / 2**30:.1f} GiB. "
-                "Use affinity_mode='sparse' (each point's n_neighbors strongest pairs), cluster smaller "
-                "sets (e.g. pass groups to split it), or raise memory_limit if the machine has the memory."
-            )
+        check_dense_memory(n_samples, n_copies, self.memory_limit)
 
     def fit_transform(self, X, y=None, groups=None):
         """Fit on ``(X, y, groups)``, then return the affinity of ``X`` as one set."""
         return self.fit(X, y, groups=groups).transform(X)
-
-    def _encode(self, X: np.ndarray) -> torch.Tensor:
-        """Contextual embeddings ``(1, n, d_model)`` of the set ``X``."""
-        module = self.module_
-        module.eval()
-        self._apply_inference_options(module)
-        device = next(module.parameters()).device
-        transform = self._set_transform()
-        if transform is not None:
-            X = transform(X)
-        with torch.inference_mode():
-            return module.encode(torch.as_tensor(X, device=device)[None])
-
-    def _affinity(self, X: np.ndarray) -> np.ndarray:
-        module = self.module_
-        n = X.shape[0]
-        z = self._encode(X)
-        with torch.inference_mode():
-            projected = module.head.project(z)
-            rows = max(1, _INFERENCE_BLOCK_CELLS // max(n, 1))
-            affinity = np.empty((n, n), dtype=np.float64)
-            for start in range(0, n, rows):
-                block = module.head.block_logits(z, slice(start, start + rows), projected)
-                # Sigmoid in float64: confident "different cluster" logits stay positive instead of
-                # underflowing to 0, so the affinity graph stays connected for the spectral step.
-                affinity[start : start + rows] = torch.sigmoid(block[0].double()).cpu().numpy()
-        # Blocks are symmetric up to rounding; make it exact.
-        affinity += affinity.T
-        affinity *= 0.5
-        return affinity
 
     # ---------------------------------------------------------- persistence
     def save(self, path) -> None:
@@ -733,13 +419,13 @@ class ContextualKernel(TransformerMixin, Kernel):
     def _restore(self, n_features: int, state_dict: dict, device) -> None:
         """Become fitted from saved weights (used by :func:`load_kernel`)."""
         device = resolve_device(device)
-        self.net_ = self._make_net(self._build_module(n_features), device, 1)
-        self.net_.initialize()
+        module = build_module(self, n_features)
         try:
-            self.net_.module_.load_state_dict(state_dict, strict=True)
+            module.load_state_dict(state_dict, strict=True)
         except RuntimeError as exc:
             raise ValueError(f"saved weights do not fit the saved configuration: {exc}") from exc
-        self.module_ = self.net_.module_.to(device)
+        # Inference only: a module, no training net or optimizer.
+        self.module_ = module.to(device)
         self.module_.eval()
         self.n_features_in_ = n_features
         self.n_training_sets_ = 0
@@ -751,39 +437,3 @@ class ContextualKernel(TransformerMixin, Kernel):
         tags.input_tags.allow_nan = False
         return tags
 
-
-class _Canonicalize:
-    """Picklable per-set map to canonical coordinates (float32 for the network)."""
-
-    def __init__(self, n_components: int) -> None:
-        self.n_components = n_components
-
-    def __call__(self, X: np.ndarray) -> np.ndarray:
-        return canonicalize_set(np.asarray(X, dtype=np.float32), self.n_components).astype(np.float32, copy=False)
-
-
-def _describe_params(estimator: BaseEstimator) -> dict:
-    """JSON-ready description of an estimator's parameters (callables by qualified name)."""
-
-    # Settings that do not change training: a checkpoint made under other values still resumes.
-    ignored = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit", "affinity_mode",
-               "n_neighbors", "n_random_neighbors", "warm_start")
-    return {k: json_ready(v, _name_of) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
-
-
-def _name_of(value) -> str:
-    """Custom modules and callables are described by their qualified name."""
-    if isinstance(value, nn.Module):
-        return f"module:{type(value).__module__}.{type(value).__qualname__}"
-    return f"{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}"
-
-
-def _memory_limit_bytes(memory_limit) -> float | None:
-    if memory_limit is None:
-        return None
-    if memory_limit == "auto":
-        try:
-            return 0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):  # not POSIX: no reliable figure
-            return None
-    return float(memory_limit)

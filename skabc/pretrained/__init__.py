@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+from functools import cache
 from pathlib import Path
 
 from ..kernels import ContextualKernel, KernelEnsemble
@@ -60,6 +62,12 @@ def load(name: str, device: str = "auto") -> ContextualKernel | KernelEnsemble:
     """
     if name not in AVAILABLE:
         raise ValueError(f"unknown pretrained kernel {name!r}; available: {sorted(AVAILABLE)}")
+    # Read once per process and device; every caller gets its own copy to fine-tune or modify.
+    return copy.deepcopy(_load_once(name, device))
+
+
+@cache
+def _load_once(name: str, device: str) -> ContextualKernel | KernelEnsemble:
     path = PRETRAINED_DIR / AVAILABLE[name]
     if not path.exists():
         raise FileNotFoundError(f"the weights of {name!r} are missing from the installation ({path})")

@@ -1,0 +1,95 @@
+"""Learned affinities of a trained set encoder: dense or top-k sparse behind one function, and the memory guard."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+
+from ._runtime import memory_limit_bytes
+from .exceptions import AffinityTooLargeError
+from .sparse_affinity import row_keys, topk_affinity
+
+# Rows of the affinity computed at once, bounding the (rows, n) logit block.
+_INFERENCE_BLOCK_CELLS = 2**24
+
+
+def encode(module: nn.Module, X: np.ndarray, set_transform=None) -> torch.Tensor:
+    """Contextual embeddings ``(1, n, d_model)`` of the set ``X`` (float32 rows)."""
+    module.eval()
+    device = next(module.parameters()).device
+    if set_transform is not None:
+        X = set_transform(X)
+    with torch.inference_mode():
+        return module.encode(torch.as_tensor(X, device=device)[None])
+
+
+def learned_affinity(
+    module: nn.Module,
+    X: np.ndarray,
+    *,
+    sparse: bool = False,
+    n_neighbors: int = 30,
+    n_random_neighbors: int = 20,
+    set_transform=None,
+) -> np.ndarray | sp.csr_matrix:
+    """Same-cluster probabilities of every pair of the set ``X`` under ``module``.
+
+    Parameters
+    ----------
+    module : ABCNet
+        A trained set encoder with a similarity head.
+    X : ndarray of shape (n, n_features), float32
+        One validated set.
+    sparse : bool, default=False
+        False: the dense ``n x n`` float64 affinity, computed in row blocks.
+        True: each point's ``n_neighbors`` highest affinities and
+        ``n_random_neighbors`` random partners (drawn from the points' values,
+        :func:`~skabc.sparse_affinity.row_keys`), never dense.
+    n_neighbors, n_random_neighbors : int
+        Sparse mode only.
+    set_transform : callable, default=None
+        Per-set map applied to ``X`` before the network.
+
+    Returns
+    -------
+    affinity : ndarray or scipy.sparse.csr_matrix of shape (n, n)
+        Symmetric, in ``[0, 1]``.
+    """
+    z = encode(module, X, set_transform)
+    if sparse:
+        return topk_affinity(module.head, z, n_neighbors, n_random=n_random_neighbors, point_keys=row_keys(X))
+    n = X.shape[0]
+    with torch.inference_mode():
+        projected = module.head.project(z)
+        rows = max(1, _INFERENCE_BLOCK_CELLS // max(n, 1))
+        affinity = np.empty((n, n), dtype=np.float64)
+        for start in range(0, n, rows):
+            block = module.head.block_logits(z, slice(start, start + rows), projected)
+            # Sigmoid in float64: confident "different cluster" logits stay positive instead of
+            # underflowing to 0, so the affinity graph stays connected for the spectral step.
+            affinity[start : start + rows] = torch.sigmoid(block[0].double()).cpu().numpy()
+    # Blocks are symmetric up to rounding; make it exact.
+    affinity += affinity.T
+    affinity *= 0.5
+    return affinity
+
+
+def check_dense_memory(n_samples: int, n_copies: float, memory_limit) -> None:
+    """Refuse a set whose ``n_copies`` dense ``n x n`` float64 results would exceed ``memory_limit``.
+
+    Raises
+    ------
+    AffinityTooLargeError
+        Naming the size needed, the limit, and what to do instead.
+    """
+    limit = memory_limit_bytes(memory_limit)
+    needed = n_copies * 8.0 * float(n_samples) ** 2
+    if limit is not None and needed > limit:
+        raise AffinityTooLargeError(
+            f"a set of {n_samples} points needs about {needed / 2**30:.1f} GiB for its dense "
+            f"{n_samples} x {n_samples} affinity, over memory_limit={limit / 2**30:.1f} GiB. "
+            "Use affinity_mode='sparse' (each point's n_neighbors strongest pairs), cluster smaller "
+            "sets (e.g. pass groups to split it), or raise memory_limit if the machine has the memory."
+        )

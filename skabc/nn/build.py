@@ -1,0 +1,88 @@
+"""The torch module a ContextualKernel's parameters describe, built the same way for training and loading."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..preprocessing import canonicalize_set
+from .backends import BACKEND_OPTIONS
+from .embedders import EMBEDDERS
+from .model import ABCNet
+from .sampled import SampledAttentionBlock
+
+
+def build_module(kernel, n_features: int) -> ABCNet:
+    """A fresh :class:`ABCNet` for the kernel's architecture parameters and ``n_features`` inputs."""
+    if kernel.canonical_features is not None:
+        n_features = int(kernel.canonical_features)
+    embedder = kernel.embedder
+    if isinstance(embedder, str):
+        embedder = EMBEDDERS[embedder](n_features, kernel.d_model)
+    elif isinstance(embedder, nn.Module):
+        embedder = copy.deepcopy(embedder)  # never train the user's own object
+    elif embedder is not None:
+        embedder = embedder(n_features, kernel.d_model)
+        if not isinstance(embedder, nn.Module):
+            raise TypeError(f"embedder(n_features, d_model) must return an nn.Module, got {type(embedder)}")
+    module = ABCNet(
+        n_features=n_features,
+        d_model=kernel.d_model,
+        n_heads=kernel.n_heads,
+        n_blocks=kernel.n_blocks,
+        compat=kernel.compat,
+        attention=kernel.attention,
+        layer_norm=kernel.layer_norm,
+        dropout=kernel.dropout,
+        embedder=embedder,
+        attention_options=backend_options(kernel),
+    )
+    if embedder is not None:
+        with torch.no_grad():
+            out = module.embedder(torch.zeros(2, n_features))
+        if out.shape != (2, kernel.d_model):
+            raise ValueError(
+                f"embedder must map (m, {n_features}) inputs to (m, d_model={kernel.d_model}); "
+                f"it returned shape {tuple(out.shape)}."
+            )
+    return module
+
+
+def backend_options(kernel) -> dict:
+    """Keyword options of the attention backend: its named kernel parameters, then ``attention_options``."""
+    names = BACKEND_OPTIONS.get(kernel.attention, ()) if isinstance(kernel.attention, str) else ()
+    return {**{name: getattr(kernel, name) for name in names}, **(kernel.attention_options or {})}
+
+
+def apply_inference_options(kernel, module: nn.Module) -> None:
+    """Give the fitted blocks the current inference-only options, so set_params needs no refit.
+
+    ``n_attention_samples`` only sets how many window samples the sampled
+    backend averages in eval mode; the weights do not depend on it.
+    """
+    samples = backend_options(kernel).get("n_attention_samples")
+    if samples is None:
+        return
+    for block in module.modules():
+        if isinstance(block, SampledAttentionBlock):
+            block.n_attention_samples = int(samples)
+
+
+class Canonicalize:
+    """Picklable per-set map to canonical coordinates (float32 for the network)."""
+
+    def __init__(self, n_components: int) -> None:
+        self.n_components = n_components
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        return canonicalize_set(np.asarray(X, dtype=np.float32), self.n_components).astype(np.float32, copy=False)
+
+
+def set_transform(kernel):
+    """The per-set input map applied before the network (``None``: identity)."""
+    if kernel.canonical_features is None:
+        return None
+    return Canonicalize(int(kernel.canonical_features))

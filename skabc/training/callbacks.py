@@ -1,0 +1,94 @@
+"""skorch callbacks used to train a ContextualKernel: one theme each, public so recipes can reuse them."""
+
+from __future__ import annotations
+
+import math
+
+from skorch.callbacks import Callback
+
+from ..sampling import SampledSetsDataset
+
+__all__ = ["EveryNthEpoch", "KeepBestWeights", "RedrawEachEpoch", "WarmupCosine"]
+
+
+class WarmupCosine(Callback):
+    """Linear warm-up then cosine decay of the learning rate, as a pure function of the global step.
+
+    The step is recovered from the history, so a resumed fit continues the
+    schedule exactly where the interrupted one stopped.
+
+    Parameters
+    ----------
+    peak_lr : float
+        Learning rate at the end of the warm-up.
+    total_steps : int
+        Optimisation steps of the whole fit.
+    warmup : float, default=0.05
+        Fraction of the steps spent warming up (from ``0.1 * peak_lr``).
+    final_ratio : float, default=0.01
+        Learning rate at the last step, as a fraction of ``peak_lr``.
+    """
+
+    def __init__(self, peak_lr: float, total_steps: int, warmup: float = 0.05, final_ratio: float = 0.01) -> None:
+        self.peak_lr = peak_lr
+        self.total_steps = total_steps
+        self.warmup = warmup
+        self.final_ratio = final_ratio
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of global step ``step``."""
+        warm = max(1, int(self.warmup * self.total_steps))
+        if step < warm:
+            return self.peak_lr * (0.1 + 0.9 * step / warm)
+        progress = min(1.0, (step - warm) / max(1, self.total_steps - warm))
+        floor = self.final_ratio * self.peak_lr
+        return floor + 0.5 * (self.peak_lr - floor) * (1 + math.cos(math.pi * progress))
+
+    def on_train_begin(self, net, **kwargs):
+        self.step_ = sum(len(row["batches"]) for row in net.history)
+
+    def on_batch_begin(self, net, training=False, **kwargs):
+        if training:
+            for group in net.optimizer_.param_groups:
+                group["lr"] = self.lr_at(self.step_)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training:
+            self.step_ += 1
+
+
+class KeepBestWeights(Callback):
+    """Remember the weights of the epoch with the lowest training loss.
+
+    Used only when a fit is interrupted (Ctrl-C): the kernel then keeps the
+    best weights seen so far instead of those of a half-finished epoch.
+    """
+
+    def on_train_begin(self, net, **kwargs):
+        losses = [row.get("train_loss") for row in net.history if "train_loss" in row]
+        self.best_loss_ = min(losses) if losses else float("inf")
+        self.best_state_ = None
+
+    def on_epoch_end(self, net, **kwargs):
+        loss = net.history[-1].get("train_loss")
+        if loss is not None and loss <= self.best_loss_:
+            self.best_loss_ = loss
+            self.best_state_ = {k: v.detach().clone() for k, v in net.module_.state_dict().items()}
+
+
+class EveryNthEpoch:
+    """Checkpoint monitor: true after every ``n``-th epoch (a class, so the net stays picklable)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, net) -> bool:
+        return len(net.history) % self.n == 0
+
+
+class RedrawEachEpoch(Callback):
+    """Tell the virtual dataset which epoch it is, so every epoch sees new sets."""
+
+    def on_epoch_begin(self, net, dataset_train=None, **kwargs):
+        if isinstance(dataset_train, SampledSetsDataset):
+            dataset_train.epoch = len(net.history) - 1

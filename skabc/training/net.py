@@ -1,0 +1,215 @@
+"""Training a ContextualKernel: the skorch net, its callbacks, resuming, and the training memory policy.
+
+The estimator validates its parameters and data; :func:`train` does the rest.
+skorch's ``NeuralNet`` is built here, inside ``fit`` (building it in
+``__init__`` would set attributes scikit-learn's checks forbid), and seeded
+by hand (skorch has no ``random_state``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+from skorch import NeuralNet
+from skorch.callbacks import Checkpoint, GradientNormClipping, LoadInitState, ProgressBar
+from torch import nn
+
+from .._persistence import json_ready
+from .._runtime import memory_limit_bytes, resolve_device, seeded_torch, tune_allocator
+from ..exceptions import AffinityTooLargeError
+from ..nn.build import build_module, set_transform
+from ..nn.loss import SameClusterBCELoss
+from ..sampling import ClusterSetSampler, SampledSetsDataset, check_clusters_per_set, collate_sets
+from .callbacks import EveryNthEpoch, KeepBestWeights, RedrawEachEpoch, WarmupCosine
+
+#: Files of a checkpoint in ``checkpoint_dir`` (skorch's Checkpoint names).
+CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_history": "history.json"}
+_CONFIG_FILE = "config.json"
+
+
+def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tuple[int, int], previous_state=None):
+    """Train ``kernel``'s network on sets drawn from the labelled rows of ``X``.
+
+    Parameters
+    ----------
+    kernel : ContextualKernel
+        Parameters validated.
+    X : ndarray of shape (n_samples, n_features), float32
+    labels : ndarray of int64
+        ``-1`` for unlabelled rows.
+    group_codes : ndarray of int64 or None
+    set_size : (int, int)
+        Checked range of training set sizes.
+    previous_state : dict, default=None
+        Weights to start from (warm start).
+
+    Returns
+    -------
+    net : skorch.NeuralNet
+        Trained (or restored from ``checkpoint_dir`` and trained on).
+    n_sets : int
+        Training sets drawn per epoch.
+    """
+    check_training_memory(kernel, set_size[1])
+    sampler = ClusterSetSampler(labels, group_codes, set_size, check_clusters_per_set(kernel.clusters_per_set))
+    device = resolve_device(kernel.device)
+    tune_allocator()
+
+    n_labelled = int((labels >= 0).sum())
+    n_sets = n_sets_per_epoch(kernel, n_labelled, set_size)
+    steps = kernel.max_epochs * math.ceil(n_sets / kernel.batch_size)
+    seed = int(check_random_state(kernel.random_state).randint(np.iinfo(np.int32).max))
+    dataset = SampledSetsDataset(X, sampler, n_sets, kernel.batch_size, seed, set_transform=set_transform(kernel))
+
+    with seeded_torch(seed, device):
+        net = make_net(kernel, build_module(kernel, X.shape[1]), device, steps)
+        net.initialize()
+        if previous_state is not None:
+            _load_warm_start(net, previous_state)
+        done = _checkpointed_epochs(kernel)
+        # LoadInitState restores the checkpoint at train begin; partial_fit keeps that state and turns
+        # Ctrl-C into a clean stop.
+        net.partial_fit(dataset, y=None, epochs=max(0, kernel.max_epochs - done))
+        _handle_interruption(kernel, net)
+    if not all(np.isfinite(row.get("train_loss", 0.0)) for row in net.history):
+        raise ValueError(
+            "training diverged (the loss became NaN or infinite); lower lr or rescale X "
+            "(e.g. with sklearn's StandardScaler)."
+        )
+    return net, n_sets
+
+
+def make_net(kernel, module: nn.Module, device: torch.device, total_steps: int) -> NeuralNet:
+    """The skorch net that trains ``module`` with the kernel's optimisation parameters."""
+    return NeuralNet(
+        module=module,
+        criterion=SameClusterBCELoss(kernel.pos_weight),
+        optimizer=torch.optim.AdamW,
+        optimizer__weight_decay=kernel.weight_decay,
+        lr=kernel.lr,
+        max_epochs=kernel.max_epochs,
+        batch_size=kernel.batch_size,
+        iterator_train__shuffle=False,
+        iterator_train__collate_fn=collate_sets,
+        train_split=None,
+        predict_nonlinearity=None,
+        device=str(device),
+        callbacks=training_callbacks(kernel, total_steps),
+        verbose=kernel.verbose,
+    )
+
+
+def training_callbacks(kernel, total_steps: int) -> list:
+    """Named callbacks: resume first (the others read the restored history at train begin)."""
+    callbacks = []
+    if kernel.checkpoint_dir is not None:
+        checkpoint = Checkpoint(monitor=EveryNthEpoch(kernel.checkpoint_every), dirname=str(kernel.checkpoint_dir),
+                                f_pickle=None, f_criterion=None, load_best=False, **CHECKPOINT_FILES)
+        callbacks.append(("resume", LoadInitState(checkpoint)))
+    callbacks += [
+        ("redraw_sets", RedrawEachEpoch()),
+        ("keep_best", KeepBestWeights()),
+        ("grad_clip", GradientNormClipping(gradient_clip_value=1.0)),
+        ("lr_schedule", WarmupCosine(kernel.lr, max(total_steps, 1))),
+    ]
+    if kernel.verbose:
+        callbacks.append(("progress", ProgressBar()))
+    if kernel.checkpoint_dir is not None:
+        callbacks.append(("checkpoint", checkpoint))
+    return callbacks
+
+
+def n_sets_per_epoch(kernel, n_labelled: int, set_size: tuple[int, int]) -> int:
+    """``sets_per_epoch``, or enough sets to cover the labelled rows once, between 8 and 64 batches."""
+    if kernel.sets_per_epoch is not None:
+        return int(kernel.sets_per_epoch)
+    covering = math.ceil(n_labelled / (0.5 * (set_size[0] + set_size[1])))
+    return int(np.clip(covering, 8 * kernel.batch_size, 64 * kernel.batch_size))
+
+
+def check_training_memory(kernel, largest_set: int) -> None:
+    """Refuse a training configuration whose per-step pair tensors would not fit.
+
+    Each step keeps, per set and block, attention scores for every head and
+    the ``n x n`` logits, targets and loss for backpropagation (float32);
+    dense attention makes that quadratic in ``set_size``.
+    """
+    limit = memory_limit_bytes(kernel.memory_limit)
+    pair_tensors = kernel.n_blocks * (kernel.n_heads + 1) + 4
+    needed = 4.0 * kernel.batch_size * float(largest_set) ** 2 * pair_tensors
+    if limit is not None and needed > limit:
+        raise AffinityTooLargeError(
+            f"training on sets of up to {largest_set} points in batches of {kernel.batch_size} needs about "
+            f"{needed / 2**30:.1f} GiB per step, over memory_limit={limit / 2**30:.1f} GiB; "
+            "lower set_size or batch_size (the kernel applies to larger sets than it was trained on)."
+        )
+
+
+def _load_warm_start(net: NeuralNet, state: dict) -> None:
+    try:
+        net.module_.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        raise ValueError(
+            "warm_start=True needs the same architecture as the fitted kernel (n_blocks, d_model, "
+            f"n_heads, attention, embedder, canonical_features, input width): {exc}"
+        ) from exc
+
+
+def _checkpointed_epochs(kernel) -> int:
+    """Epochs already saved in ``checkpoint_dir`` (0 if none); refuse a checkpoint of another configuration."""
+    if kernel.checkpoint_dir is None:
+        return 0
+    directory = Path(kernel.checkpoint_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    config_file = directory / _CONFIG_FILE
+    config = json.dumps(describe_params(kernel), sort_keys=True)
+    history = directory / CHECKPOINT_FILES["f_history"]
+    if history.exists():
+        saved = config_file.read_text() if config_file.exists() else None
+        if saved != config:
+            raise ValueError(
+                f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration; "
+                "use another directory or remove it to start afresh."
+            )
+        return len(json.loads(history.read_text()))
+    config_file.write_text(config)
+    return 0
+
+
+def _handle_interruption(kernel, net: NeuralNet) -> None:
+    finished = sum("train_loss" in row for row in net.history)
+    keeper = dict(net.callbacks_)["keep_best"]
+    best_state, keeper.best_state_ = keeper.best_state_, None  # no second copy of the weights in pickles
+    if finished >= kernel.max_epochs:
+        return
+    if best_state is not None:
+        net.module_.load_state_dict(best_state)
+    warnings.warn(
+        f"ContextualKernel training was interrupted after {finished} of {kernel.max_epochs} epochs; "
+        f"the kernel keeps the weights with the best training loss so far ({keeper.best_loss_:.4f}). "
+        + ("Call fit again to resume from checkpoint_dir." if kernel.checkpoint_dir is not None else ""),
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def describe_params(estimator: BaseEstimator) -> dict:
+    """JSON-ready description of the parameters that change training (callables by qualified name)."""
+    # Settings that do not change training: a checkpoint made under other values still resumes.
+    ignored = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit", "affinity_mode",
+               "n_neighbors", "n_random_neighbors", "warm_start")
+    return {k: json_ready(v, _name_of) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
+
+
+def _name_of(value) -> str:
+    """Custom modules and callables are described by their qualified name."""
+    if isinstance(value, nn.Module):
+        return f"module:{type(value).__module__}.{type(value).__qualname__}"
+    return f"{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}"
