@@ -19,10 +19,10 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, validate_data
 
 from ._persistence import load_clustering, save_clustering
+from ._runtime import memory_limit_bytes
 from ._validation import encode_groups, encode_labels
 from .exceptions import AffinityTooLargeError
 from .kernels import ContextualKernel, as_kernel
-from .kernels.contextual import _memory_limit_bytes
 from .kernels.pairwise import (
     FEATURE_AFFINITIES,
     PRECOMPUTED_AFFINITIES,
@@ -423,7 +423,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     def _densify(self, X) -> np.ndarray:
         """Sparse features as the dense array the network needs, if that copy fits the kernel's memory limit."""
         inner = self.kernel.estimator if isinstance(self.kernel, FrozenEstimator) else self.kernel
-        limit = _memory_limit_bytes(getattr(inner, "memory_limit", "auto"))
+        limit = memory_limit_bytes(getattr(inner, "memory_limit", "auto"))
         needed = 4.0 * X.shape[0] * X.shape[1]
         if limit is not None and needed > limit:
             raise AffinityTooLargeError(
