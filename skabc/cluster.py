@@ -10,6 +10,7 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 from joblib import effective_n_jobs
+from sklearn import config_context
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
@@ -643,6 +644,15 @@ def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
     A module-level function so joblib can ship it, with the fitted model, to
     worker processes or Dask workers.
     """
+    if not model._learned():
+        # ABCClustering validated every parameter scikit-learn's functions get here; skip their own
+        # validation, as SpectralClustering.fit does (_fit_context), so the drop-in costs no more.
+        with config_context(skip_parameter_validation=True):
+            return _cluster_one_set(model, X, eig_seed, seed)
+    return _cluster_one_set(model, X, eig_seed, seed)
+
+
+def _cluster_one_set(model: ABCClustering, X, eig_seed, seed):
     kernel = as_kernel(model.kernel_)
     n = _num_samples(X)
     if not kernel.returns_sparse(n):

@@ -149,7 +149,8 @@ def test_grid_search_over_n_clusters_with_the_generic_kernel_trains_nothing(blob
 
     monkeypatch.setattr(ContextualKernel, "fit", no_training)
     X, y = blobs
-    search = GridSearchCV(ABCClustering(random_state=0), {"n_clusters": [2, 3]}, cv=2, scoring="adjusted_rand_score")
+    search = GridSearchCV(ABCClustering(random_state=0), {"n_clusters": [2, 3]}, cv=2, scoring="adjusted_rand_score",
+                          error_score="raise")
     search.fit(X, y)
     assert search.best_params_ == {"n_clusters": 3}
 

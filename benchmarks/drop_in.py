@@ -1,0 +1,155 @@
+"""ABCClustering as a drop-in: same partition as SpectralClustering, at most 1.2x its time.
+
+Usage
+-----
+OMP_NUM_THREADS=1 python benchmarks/drop_in.py            # n = 1,000 / 10,000 / 100,000 (kNN only at 100k)
+OMP_NUM_THREADS=1 python benchmarks/drop_in.py --quick    # smoke run: n = 300 and 1,000, nothing written
+
+For every non-learned affinity and size, ``ABCClustering(n_clusters=k, affinity=...,
+random_state=0)`` and ``SpectralClustering(n_clusters=k, affinity=..., random_state=0)``
+fit the same data side by side in this one process, alternating which goes
+first (``--repeats`` rounds; the fastest time of each counts, which damps the
+noise of a shared machine).  Reported: the adjusted Rand index between the
+two partitions (1 = the same partition up to label ids), whether the labels
+are identical, both times and their ratio.  Target: ARI 1 and ratio <= 1.2.
+
+The data are ``make_blobs`` in 2-D (5 centres, ``cluster_std=1.5``).  For
+``'precomputed'`` the input is the rbf affinity of the points, for
+``'precomputed_nearest_neighbors'`` their sparse 15-nearest-neighbour distance
+graph; building those inputs is not timed (both estimators get the same
+matrix).  At 100,000 points only the sparse kNN affinities run: a dense
+100,000 x 100,000 affinity takes 80 GB.
+
+Writes ``benchmarks/results/drop_in.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import sklearn
+from sklearn.cluster import SpectralClustering
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.neighbors import NearestNeighbors
+
+import skabc
+from skabc import ABCClustering
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "drop_in.json"
+
+N_CLUSTERS = 5
+MAX_RATIO = 1.2
+GAMMA = 1.0
+DENSE_AFFINITIES = ("rbf", "laplacian", "precomputed")
+KNN_AFFINITIES = ("nearest_neighbors", "precomputed_nearest_neighbors")
+#: Affinities run at each size: every kind at 1,000, the dense ones at 10,000 too, kNN only at 100,000.
+PLAN = {
+    1_000: DENSE_AFFINITIES + KNN_AFFINITIES,
+    10_000: ("rbf", "precomputed", *KNN_AFFINITIES),
+    100_000: KNN_AFFINITIES,
+}
+QUICK_PLAN = {300: DENSE_AFFINITIES + KNN_AFFINITIES, 1_000: ("rbf", *KNN_AFFINITIES)}
+
+
+def make_input(X: np.ndarray, affinity: str):
+    """What ``fit`` is given: the points, their rbf affinity, or their kNN distance graph."""
+    if affinity == "precomputed":
+        return rbf_kernel(X, gamma=GAMMA)
+    if affinity == "precomputed_nearest_neighbors":
+        return NearestNeighbors(n_neighbors=15).fit(X).kneighbors_graph(X, mode="distance")
+    return X
+
+
+def timed_fit(estimator, data) -> tuple[np.ndarray, float]:
+    gc.collect()
+    start = time.perf_counter()
+    estimator.fit(data)
+    seconds = time.perf_counter() - start
+    labels = estimator.labels_
+    return labels, seconds
+
+
+def compare(n: int, affinity: str, repeats: int, seed: int = 0) -> dict:
+    X, _ = make_blobs(n_samples=n, centers=N_CLUSTERS, cluster_std=1.5, random_state=seed)
+    data = make_input(X, affinity)
+    params = dict(n_clusters=N_CLUSTERS, affinity=affinity, gamma=GAMMA, random_state=0)
+    times = {"abc": [], "sklearn": []}
+    labels = {}
+    for round_ in range(repeats):
+        order = ("abc", "sklearn") if round_ % 2 == 0 else ("sklearn", "abc")
+        for name in order:
+            estimator = ABCClustering(**params) if name == "abc" else SpectralClustering(**params)
+            with warnings.catch_warnings():
+                # Both raise the same warnings (e.g. "Graph is not fully connected"); the table says enough.
+                warnings.simplefilter("ignore", UserWarning)
+                labels[name], seconds = timed_fit(estimator, data)
+            times[name].append(seconds)
+            del estimator
+    abc_s, sk_s = min(times["abc"]), min(times["sklearn"])
+    return {
+        "n": n,
+        "affinity": affinity,
+        "ari": float(adjusted_rand_score(labels["sklearn"], labels["abc"])),
+        "identical_labels": bool(np.array_equal(labels["sklearn"], labels["abc"])),
+        "same_dtype": labels["sklearn"].dtype == labels["abc"].dtype,
+        "abc_seconds": abc_s,
+        "sklearn_seconds": sk_s,
+        "ratio": abc_s / sk_s,
+        "abc_all_seconds": times["abc"],
+        "sklearn_all_seconds": times["sklearn"],
+    }
+
+
+def print_row(row: dict) -> None:
+    ok = row["ari"] == 1.0 and row["ratio"] <= MAX_RATIO
+    print(f"{row['n']:>8,} {row['affinity']:<31} {row['ari']:>5.3f} {row['identical_labels']!s:>9} "
+          f"{row['abc_seconds']:>9.3f} {row['sklearn_seconds']:>9.3f} {row['ratio']:>6.2f}  {'ok' if ok else 'MISS'}",
+          flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="n = 300 and 1,000 only; nothing written")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="rounds per configuration (default: 3 up to 1,000 points, 2 beyond)")
+    args = parser.parse_args(argv)
+    plan = QUICK_PLAN if args.quick else PLAN
+
+    print(f"{'n':>8} {'affinity':<31} {'ARI':>5} {'identical':>9} {'ABC s':>9} {'SC s':>9} {'ratio':>6}")
+    rows = []
+    for n, affinities in plan.items():
+        for affinity in affinities:
+            repeats = args.repeats or (3 if n <= 1_000 else 2)
+            row = compare(n, affinity, repeats)
+            rows.append(row)
+            print_row(row)
+    misses = [r for r in rows if not (r["ari"] == 1.0 and r["ratio"] <= MAX_RATIO)]
+    print(f"\n{len(rows) - len(misses)} of {len(rows)} configurations give the same partition (ARI 1) "
+          f"within {MAX_RATIO}x SpectralClustering's time.")
+    if not args.quick:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps({
+            "command": "OMP_NUM_THREADS=1 python benchmarks/drop_in.py",
+            "target": {"ari": 1.0, "max_ratio": MAX_RATIO},
+            "machine": {"platform": platform.platform(), "processor": platform.processor(),
+                        "cpu_count": os.cpu_count(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+            "versions": {"skabc": skabc.__version__, "sklearn": sklearn.__version__, "numpy": np.__version__},
+            "rows": rows,
+        }, indent=2) + "\n")
+        print(f"wrote {RESULTS.relative_to(ROOT)}")
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
