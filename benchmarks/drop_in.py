@@ -9,8 +9,8 @@ For every non-learned affinity and size, ``ABCClustering(n_clusters=k, affinity=
 random_state=0)`` and ``SpectralClustering(n_clusters=k, affinity=..., random_state=0)``
 fit the same data side by side in this one process, alternating which goes
 first (``--repeats`` rounds: 9 up to 1,000 points, where a fit takes
-milliseconds, 2 beyond; the fastest time of each counts, which damps the
-noise of a shared machine).  Both estimators first fit a small problem once,
+milliseconds, 4 at 10,000, 3 at 100,000; the fastest time of each counts,
+which damps the noise of a shared machine).  Both estimators first fit a small problem once,
 untimed, so that no first call pays for lazy imports.  Reported: the adjusted Rand index between the
 two partitions (1 = the same partition up to label ids), whether the labels
 are identical, both times and their ratio.  Target: ARI 1 and ratio <= 1.2.
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="n = 300 and 1,000 only; nothing written")
     parser.add_argument("--repeats", type=int, default=None,
-                        help="rounds per configuration (default: 9 up to 1,000 points, 2 beyond)")
+                        help="rounds per configuration (default: 9 up to 1,000 points, 4 at 10,000, 3 beyond)")
     args = parser.parse_args(argv)
     plan = QUICK_PLAN if args.quick else PLAN
     for affinity in DENSE_AFFINITIES + KNN_AFFINITIES:  # warm-up, untimed
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
     rows = []
     for n, affinities in plan.items():
         for affinity in affinities:
-            repeats = args.repeats or (9 if n <= 1_000 else 2)
+            repeats = args.repeats or (9 if n <= 1_000 else 4 if n <= 10_000 else 3)
             row = compare(n, affinity, repeats)
             rows.append(row)
             print_row(row)

@@ -194,3 +194,24 @@ def test_precomputed_kernel_alone():
     assert PrecomputedKernel().fit(A).affinity(A) is A
     assert PrecomputedKernel("precomputed_nearest_neighbors").returns_sparse(10)
     assert PairwiseKernel("nearest_neighbors").returns_sparse(10) and not PairwiseKernel().returns_sparse(10)
+
+
+@pytest.mark.parametrize("params, make", [
+    (dict(affinity="rbf"), lambda X: X),
+    (dict(affinity="nearest_neighbors"), lambda X: X),
+    (dict(affinity="precomputed"), lambda X: rbf_kernel(X, gamma=0.5)),
+])
+def test_predict_clusters_a_new_set_with_the_same_affinity(blobs, params, make):
+    data = make(blobs[0])
+    model = ABCClustering(n_clusters=3, random_state=0, **params).fit(data)
+    np.testing.assert_array_equal(model.predict(data), model.labels_)
+
+
+def test_learned_affinity_refuses_a_sparse_X_too_large_to_densify():
+    from skabc import pretrained
+    from skabc.exceptions import AffinityTooLargeError
+
+    kernel = pretrained.load("generic", device="cpu").set_params(memory_limit=1_000)
+    X = sp.random(50, 10, density=0.3, format="csr", random_state=0)
+    with pytest.raises(AffinityTooLargeError, match="sparse X .* dense"):
+        ABCClustering(kernel=kernel).fit(X)
