@@ -28,7 +28,8 @@ Recipe (end-to-end training as in the paper would take days on this machine):
 
 The 3 validation alphabets of ``background_split()`` are used for model
 selection (``--select``: the clustering settings of
-``RECOMMENDED_CLUSTERING['omniglot']``); the 20 evaluation alphabets are used
+the settings that ``benchmarks/pretrained_settings.py``
+stores in ``skabc/pretrained/omniglot.safetensors``); the 20 evaluation alphabets are used
 only by ``--eval``.
 Checkpoints (every ``--checkpoint-minutes``) live in
 ``benchmarks/.checkpoints/omniglot``.
@@ -237,6 +238,7 @@ def assemble(out: Path | None = None):
     """One kernel per stage-2 member taking 784-pixel rows (CNN backbone + its MLP, blocks and head),
     averaged by a KernelEnsemble written to ``skabc/pretrained/omniglot.safetensors``."""
     from skabc import ContextualKernel, KernelEnsemble
+    from skabc.kernels._contextual_io import load_weights
     from skabc.pretrained import PRETRAINED_DIR
 
     out = PRETRAINED_DIR / "omniglot.safetensors" if out is None else out
@@ -252,10 +254,12 @@ def assemble(out: Path | None = None):
         params = {k: v for k, v in stage2.get_params(deep=False).items()}
         params.update(embedder="conv4", checkpoint_dir=None, verbose=0, device="auto")
         kernel = ContextualKernel(**params)
-        kernel._restore(28 * 28, state, "cpu")
+        load_weights(kernel, 28 * 28, state, "cpu")
         members.append(kernel)
     ensemble = KernelEnsemble.from_fitted(members)
-    ensemble.save(out)
+    from pretrained_settings import SETTINGS  # benchmarks/: the settings chosen by --select
+
+    ensemble.save(out, recommended_clustering=SETTINGS["omniglot"])
     print(f"assembled ensemble of {len(members)} kernels saved to {out}")
     return ensemble
 
@@ -311,7 +315,8 @@ def select(n_per_alphabet: int = 100, seed: int = 7) -> dict:
     The evaluation alphabets are never used.  Every combination of
     :data:`SELECT_GRID` runs ``ABCClustering`` on the stage-2 kernel with k
     unknown and with k known; the combination with the best NMI with k
-    unknown wins (it becomes ``RECOMMENDED_CLUSTERING['omniglot']``).
+    unknown wins (it becomes the settings that
+    ``benchmarks/pretrained_settings.py`` stores in ``skabc/pretrained/omniglot.safetensors``).
     """
     from itertools import product
 
@@ -377,10 +382,10 @@ def _evaluate_sets(images, feats, target, alphabet, a, n_sets, out) -> None:
     from sklearn.metrics import adjusted_rand_score as ari
     from sklearn.metrics import normalized_mutual_info_score as nmi
 
-    from skabc.pretrained import load_clustering
+    from skabc import ABCClustering
 
     # The shipped kernel is loaded once; set_params keeps it (frozen) for every set and task.
-    model = load_clustering("omniglot", device="cpu")
+    model = ABCClustering.from_pretrained("omniglot", device="cpu")
 
     def record(key, truth, labels):
         out.setdefault(f"{key}/nmi", []).append(nmi(truth, labels))
@@ -407,8 +412,8 @@ REPRODUCE_KEYS = ("abc/unknown/nmi", "abc/known/nmi", "abc/k20/nmi", "kmeans/kno
 def reproduce(data_home=None, n_sets: int = 3) -> dict[str, list[float]]:
     """Per-set scores of the first ``n_sets`` sets of every task on the first evaluation alphabet.
 
-    Stored in the results JSON; ``tests/test_pretrained.py`` recomputes them
-    from a fresh install and requires equality.
+    Stored in the results JSON; ``--reproduce`` recomputes them and requires
+    equality (``tests/test_omniglot.py`` runs it as a user would).
     """
     from skabc.pretrained import load
 
@@ -417,6 +422,20 @@ def reproduce(data_home=None, n_sets: int = 3) -> dict[str, list[float]]:
     feats = embed(kernel.kernels_[0].module_.embedder.backbone.eval(), data.images)
     scores = _evaluate_alphabet(data.data, feats, data.target, data.alphabet, 0, n_sets)
     return {key: [float(v) for v in scores[key]] for key in REPRODUCE_KEYS}
+
+
+def check_reproduction(data_home=None) -> int:
+    """Recompute the published per-set scores (``reproduce`` in the results JSON); 0 if all equal bit for bit."""
+    published = json.loads((RESULTS / "omniglot.json").read_text())["reproduce"]
+    scores = reproduce(data_home, n_sets=len(published[REPRODUCE_KEYS[0]]))
+    different = 0
+    for key in REPRODUCE_KEYS:
+        for i, (got, want) in enumerate(zip(scores[key], published[key], strict=True)):
+            different += got != want
+            print(f"{key:18s} set {i}: {got!r:22s} published {want!r:22s} {'same' if got == want else 'DIFFERENT'}")
+    print("all published per-set scores reproduced bit for bit" if not different
+          else f"{different} scores differ from benchmarks/results/omniglot.json")
+    return 1 if different else 0
 
 
 def evaluate(n_sets: int = EVAL_SETS_PER_ALPHABET, n_jobs: int = 2) -> None:
@@ -584,6 +603,8 @@ def main(argv=None) -> int:
     parser.add_argument("--stage", type=int, choices=[1, 2, 3])
     parser.add_argument("--select", action="store_true", help="model selection on validation alphabets")
     parser.add_argument("--eval", action="store_true", help="Table 4 on the evaluation alphabets")
+    parser.add_argument("--reproduce", action="store_true",
+                        help="recompute the published per-set scores and compare them bit for bit (exit 1 if not)")
     parser.add_argument("--sets", type=int, default=EVAL_SETS_PER_ALPHABET, help="sets per alphabet and task")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
@@ -605,6 +626,8 @@ def main(argv=None) -> int:
         select()
     if args.eval:
         evaluate(args.sets, args.jobs)
+    if args.reproduce:
+        return check_reproduction(DATA_HOME)
     return 0
 
 

@@ -70,10 +70,13 @@ def _training_pool(threads: int, families: dict | None = None) -> tuple[np.ndarr
 
 def _ship(kernel: ContextualKernel, time_file: Path, **record) -> float:
     """Save a trained kernel as the shipped generic weights and record its training time; wall minutes."""
+    from pretrained_settings import SETTINGS  # benchmarks/: the settings chosen by --select
+
     from skabc.pretrained import PRETRAINED_DIR
 
     wall = float(sum(kernel.net_.history[:, "dur"]))
-    kernel.save(PRETRAINED_DIR / "generic.safetensors")
+
+    kernel.save(PRETRAINED_DIR / "generic.safetensors", recommended_clustering=SETTINGS["generic"])
     time_file.write_text(json.dumps({"training_wall_seconds": wall, "epochs": len(kernel.net_.history), **record}))
     return wall / 60
 
@@ -695,7 +698,7 @@ def select(kernel_path: str | None = None, n_sets: int = 150, jobs: int = 2) -> 
               f"+- {summary[s]['se']:.4f} (to best {summary[s]['diff_to_best']:+.4f} +- {summary[s]['diff_se']:.4f}), "
               f"|k_hat - k| {summary[s]['mean_abs_k_error']:.2f}")
     print(f"best: affinity_power {best[0]:g}, assign_labels {best[1]!r}, n_clusters_selection {best[2]!r} "
-          "(set RECOMMENDED_CLUSTERING['generic'] in skabc/pretrained)")
+          "(set SETTINGS['generic'] in benchmarks/pretrained_settings.py and run it)")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "zero_shot_select.json").write_text(json.dumps(
         {"command": "python benchmarks/zero_shot.py --select", "validation_seed": VALIDATION_SEED, "n_sets": n_sets,

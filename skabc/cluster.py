@@ -2,53 +2,31 @@
 
 from __future__ import annotations
 
-import copy
-import warnings
-from itertools import pairwise
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import effective_n_jobs
-from sklearn import config_context
-from sklearn.base import BaseEstimator, ClusterMixin, clone
-from sklearn.exceptions import NotFittedError
+from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.frozen import FrozenEstimator
-from sklearn.utils import _safe_indexing, check_random_state
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.parallel import Parallel, delayed
-from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from ._persistence import load_clustering, save_clustering
-from ._runtime import memory_limit_bytes
-from ._validation import encode_groups, encode_labels
-from .exceptions import AffinityTooLargeError
-from .kernels import ContextualKernel, as_kernel
-from .kernels.pairwise import (
-    FEATURE_AFFINITIES,
-    PRECOMPUTED_AFFINITIES,
-    SPARSE_FORMATS,
-    PairwiseKernel,
-    PrecomputedKernel,
-)
-from .spectral import (
-    ASSIGN_LABELS,
-    consensus_n_clusters,
-    eigengap_candidates,
-    eigengap_spectral_labels,
-    estimate_n_clusters,
-    pair_log_likelihood,
-    sklearn_spectral_labels,
-    spectral_labels,
-)
-
-#: How many eigengap candidates ``n_clusters_selection='likelihood'`` compares.
-LIKELIHOOD_CANDIDATES = 5
+from . import persistence
+from ._clustering_io import describe_clustering, restore_clustering
+from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
+from ._sets import cluster_groups, draw_seeds, map_sets
+from ._validation import encode_groups
+from .kernels import as_kernel
+from .kernels.base import check_recommended_clustering
+from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
+from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS, SpectralStep
 
 #: Every value of ``affinity`` given by name: the learned kernel, and all that SpectralClustering accepts.
 AFFINITIES = frozenset({"learned"}) | FEATURE_AFFINITIES | PRECOMPUTED_AFFINITIES
 
 
+@persistence.persistent
 class ABCClustering(ClusterMixin, BaseEstimator):
     """Attention-Based Clustering: a drop-in for :class:`~sklearn.cluster.SpectralClustering`.
 
@@ -84,36 +62,20 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     affinity : str or callable, default='learned'
         Where the affinity comes from.  ``'learned'``: ``kernel``.  Every
         other value means what it means for
-        :class:`~sklearn.cluster.SpectralClustering`, and is computed by
-        scikit-learn's own functions
-        (:class:`~skabc.kernels.pairwise.PairwiseKernel`,
-        :class:`~skabc.kernels.pairwise.PrecomputedKernel`):
-        ``'nearest_neighbors'``, the symmetrised kNN connectivity graph
-        (sparse); ``'precomputed'``, ``X`` is the ``n x n`` affinity itself
-        (dense or sparse; symmetric, non-negative, finite);
-        ``'precomputed_nearest_neighbors'``, ``X`` holds distances (dense,
-        or a sparse graph of nearest neighbours) turned into the kNN graph;
-        a kernel name of :func:`sklearn.metrics.pairwise.kernel_metrics`
-        (``'rbf'``, ``'laplacian'``, ``'poly'``, ...), or a callable taking
-        two rows, through :func:`~sklearn.metrics.pairwise.pairwise_kernels`.
-        With ``n_clusters`` given, these affinities go through
-        SpectralClustering's own spectral step (seeded by ``random_state``
-        exactly as there, so the same settings give the same partition);
-        with ``n_clusters=None`` the number of clusters is estimated, as
-        for the learned affinity.
-    gamma : float, default=1.0
-        Kernel coefficient of the rbf, poly, sigmoid, laplacian and chi2
-        affinities; must be positive.
-    n_neighbors : int, default=10
-        Neighbours per point of the ``'nearest_neighbors'`` and
-        ``'precomputed_nearest_neighbors'`` graphs; must be smaller than the
-        number of samples.
-    degree : float, default=3
-        Degree of the polynomial affinity.
-    coef0 : float, default=1
-        Zero coefficient of the polynomial and sigmoid affinities.
-    kernel_params : dict, default=None
-        Keyword arguments of a callable ``affinity``.
+        :class:`~sklearn.cluster.SpectralClustering` (``'rbf'``,
+        ``'nearest_neighbors'``, ``'precomputed'``,
+        ``'precomputed_nearest_neighbors'``, a kernel name of
+        :func:`sklearn.metrics.pairwise.kernel_metrics`, a callable) and is
+        computed by scikit-learn's own functions
+        (:class:`~skabc.kernels.PairwiseKernel`,
+        :class:`~skabc.kernels.PrecomputedKernel`, which check a precomputed
+        matrix is square, symmetric, non-negative and finite).  With
+        ``n_clusters`` given, SpectralClustering's own spectral step follows,
+        seeded by ``random_state`` as there: the same partition.
+    gamma, n_neighbors, degree, coef0, kernel_params : default=1.0, 10, 3, 1, None
+        As in SpectralClustering, for the non-learned affinities;
+        ``gamma`` must be positive and ``n_neighbors`` below the number of
+        samples.
     max_clusters : int, default=50
         Upper bound of the eigengap estimate.
     n_clusters_selection : {'eigengap', 'consensus', 'likelihood'} or 'auto', default='auto'
@@ -127,24 +89,25 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         estimates instead of one, which shows beyond a few thousand points
         (iterative eigensolvers): pass ``'eigengap'`` there if time matters
         more.  ``'likelihood'``: the
-        :data:`LIKELIHOOD_CANDIDATES` largest eigengaps each propose a ``k``,
+        :data:`~skabc.spectral.select.LIKELIHOOD_CANDIDATES` largest eigengaps each propose a ``k``,
         the set is clustered for each, and the partition that best explains
         the kernel's same-cluster probabilities wins (highest
         :func:`~skabc.spectral.pair_log_likelihood` of the affinity before
         ``affinity_power``; the kernel must output probabilities in
         ``[0, 1]``, as a :class:`ContextualKernel` does).  It costs one
-        spectral clustering per candidate.  ``'auto'``: the value chosen on
-        validation data for the shipped generic kernel when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else
-        ``'eigengap'``.
+        spectral clustering per candidate.  ``'auto'``: the kernel's recommendation
+        (:meth:`~skabc.kernels.Kernel.recommended_clustering`, stored with
+        every shipped kernel, e.g. ``'consensus'`` for the generic kernel),
+        else ``'eigengap'``; resolved in ``fit`` into
+        ``n_clusters_selection_``.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:
         probabilities near 1 stay, moderate cross-cluster probabilities
         fade, which helps the eigengap find the number of clusters of a soft
-        kernel.  ``'auto'``: the value chosen on validation data for the
-        shipped generic kernel when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else 1.
+        kernel.  ``'auto'``: the kernel's recommendation (stored with
+        every shipped kernel), else 1; resolved in ``fit`` into
+        ``affinity_power_``.
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
         Passed to :class:`~sklearn.cluster.SpectralClustering`.
     n_components : int, default=None
@@ -160,11 +123,10 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``'njw'`` (Ng, Jordan & Weiss 2001), k-means on the rows of the
         spectral embedding scaled to unit length, which separates many small
         clusters better (the shipped Omniglot model uses it).  ``'auto'``:
-        the value chosen on validation data for the shipped generic kernel
-        when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else
+        the kernel's recommendation (stored with every shipped kernel), else
         ``'kmeans'``, the default of
-        :class:`~sklearn.cluster.SpectralClustering`.
+        :class:`~sklearn.cluster.SpectralClustering`; resolved in ``fit``
+        into ``assign_labels_``.
     n_jobs : int, default=None
         As in SpectralClustering, parallel jobs of the neighbour search of
         the ``'nearest_neighbors'`` affinities; also the number of sets
@@ -200,6 +162,12 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         :class:`~skabc.kernels.pairwise.PairwiseKernel` /
         :class:`~skabc.kernels.pairwise.PrecomputedKernel` built from
         ``affinity`` and its parameters.
+    affinity_power_ : float
+        What ``affinity_power`` resolved to.
+    assign_labels_ : str
+        What ``assign_labels`` resolved to.
+    n_clusters_selection_ : str
+        What ``n_clusters_selection`` resolved to.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -234,7 +202,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],
         "max_clusters": [Interval(Integral, 1, None, closed="left")],
-        "n_clusters_selection": [StrOptions({"eigengap", "consensus", "likelihood", "auto"})],
+        "n_clusters_selection": [StrOptions(set(N_CLUSTERS_SELECTORS) | {"auto"})],
         "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
@@ -314,29 +282,13 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         self : ABCClustering
         """
         self._validate_params()
-        learned = self._learned()
-        if not learned and self.kernel is not None:
-            raise ValueError(
-                f"kernel is used with affinity='learned' only, but affinity={self.affinity!r} was given "
-                "with a kernel; pass one or the other."
-            )
-        X_in = X
-        X = self._validate_X(X, reset=True, ensure_min_samples=2)
-        group_codes = encode_groups(groups, X.shape[0])
-        if group_codes is None and X.shape[0] == X.shape[1] and not self._pairwise():
-            warnings.warn(
-                f"X is square ({X.shape[0]} x {X.shape[1]}) and affinity={self.affinity!r} reads its rows as "
-                "points with features; to cluster an affinity matrix you computed, set affinity='precomputed'.",
-                UserWarning,
-                stacklevel=2,
-            )
-        if learned:
-            X_in = self._densify(X) if sp.issparse(X) else X_in
-            self.kernel_ = self._learned_kernel(X_in, y, groups)
-        else:
-            X_in = X  # validated as SpectralClustering validates it (float64, sparse formats kept)
-            self.kernel_ = self._sklearn_kernel()
-        labels, affinities, n_found, eigenvalues = self._cluster(X_in, X.shape[0], group_codes)
+        checked = validate_set(self, X, reset=True, ensure_min_samples=2)
+        group_codes = encode_groups(groups, checked.shape[0])
+        warn_if_square(self, checked, group_codes)
+        X_in = kernel_input(self, X, checked)
+        self.kernel_ = resolve_kernel(self, X_in, y, groups)
+        self._resolve_auto(as_kernel(self.kernel_).recommended_clustering())
+        labels, affinities, n_found, eigenvalues = cluster_groups(self, X_in, checked.shape[0], group_codes)
         self.labels_ = labels
         self.n_clusters_ = int(sum(n_found))
         if group_codes is None:
@@ -364,13 +316,9 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "kernel_")
-        X_in = X
-        X = self._validate_X(X, reset=False, ensure_min_samples=1)
-        if sp.issparse(X) and self._learned():
-            X_in = self._densify(X)
-        elif not self._learned():
-            X_in = X
-        return self._cluster(X_in, X.shape[0], encode_groups(groups, X.shape[0]))[0]
+        checked = validate_set(self, X, reset=False, ensure_min_samples=1)
+        X_in = kernel_input(self, X, checked)
+        return cluster_groups(self, X_in, checked.shape[0], encode_groups(groups, checked.shape[0]))[0]
 
     def fit_predict(self, X, y=None, groups=None):
         """Fit (training the kernel when ``y`` has labels) and return the cluster labels of ``X``.
@@ -390,78 +338,68 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     def save(self, path) -> None:
         """Write the fitted model to one safetensors file (kernel weights, labels, JSON parameters).
 
-        The write is atomic.  ``affinity_matrix_`` and ``eigenvalues_`` are not
-        stored (``predict`` recomputes what it needs).
+        The write is atomic.  The fitted kernel (a :class:`ContextualKernel`
+        or a :class:`KernelEnsemble`, frozen or not) and the settings every
+        ``'auto'`` resolved to are stored, so the loaded model predicts
+        exactly as this one.  ``affinity_matrix_`` and ``eigenvalues_`` are
+        not stored (``predict`` recomputes what it needs).
         """
         check_is_fitted(self, "kernel_")
-        save_clustering(self, path)
+        persistence.save(self, path)
 
     @classmethod
     def load(cls, path, device="auto") -> ABCClustering:
         """Load a model written by :meth:`save`, without unpickling anything."""
-        return load_clustering(cls, ContextualKernel, path, device=device)
+        return persistence.load(path, device=device, expected=cls)
 
-    def _learned(self) -> bool:
-        return isinstance(self.affinity, str) and self.affinity == "learned"
+    @classmethod
+    def from_pretrained(cls, name: str, *, device: str = "auto", **params) -> ABCClustering:
+        """A ready model around the shipped kernel ``name`` (see :func:`skabc.pretrained.load`).
 
-    def _pairwise(self) -> bool:
-        """Whether ``X`` is a square matrix over the samples (an affinity or distances), not features."""
-        return isinstance(self.affinity, str) and self.affinity in PRECOMPUTED_AFFINITIES
+        The kernel is wrapped in :class:`sklearn.frozen.FrozenEstimator`, so
+        ``fit`` / ``fit_predict`` cluster new sets without training (even when
+        given labels) and ``clone`` keeps it fitted.  Every ``'auto'`` setting
+        resolves to the values stored with the kernel (chosen on its
+        validation data); ``params`` override them.
+
+        Examples
+        --------
+        >>> from skabc import ABCClustering
+        >>> model = ABCClustering.from_pretrained("circles", random_state=0)
+        >>> type(model.kernel).__name__
+        'FrozenEstimator'
+        """
+        from .pretrained import load
+
+        return cls(kernel=FrozenEstimator(load(name, device=device)), **params)
+
+    def _resolve_auto(self, recommended: dict) -> None:
+        """Resolve every ``'auto'`` once, from the kernel's recommendation; build the spectral step from them."""
+        recommended = {**_GENERIC_DEFAULTS, **check_recommended_clustering(recommended)}
+        self.affinity_power_ = float(recommended["affinity_power"] if self.affinity_power == "auto"
+                                     else self.affinity_power)
+        self.assign_labels_ = recommended["assign_labels"] if self.assign_labels == "auto" else self.assign_labels
+        self.n_clusters_selection_ = (recommended["n_clusters_selection"] if self.n_clusters_selection == "auto"
+                                      else self.n_clusters_selection)
+        self.spectral_step_ = SpectralStep(
+            n_clusters=self.n_clusters, max_clusters=self.max_clusters, selection=self.n_clusters_selection_,
+            affinity_power=self.affinity_power_, assign_labels=self.assign_labels_, eigen_solver=self.eigen_solver,
+            n_components=self.n_components, n_init=self.n_init, eigen_tol=self.eigen_tol, verbose=self.verbose,
+            follows_sklearn=self._follows_sklearn(),
+        )
+
+    def _describe(self) -> tuple[dict, dict]:
+        """JSON description and tensors for :mod:`skabc.persistence`."""
+        return describe_clustering(self)
+
+    @classmethod
+    def _restore(cls, meta: dict, tensors: dict, device) -> ABCClustering:
+        """Rebuild a fitted model from :meth:`_describe`'s output (or a version-1 file's)."""
+        return restore_clustering(cls, meta, tensors, device)
 
     def _follows_sklearn(self) -> bool:
         """Whether the spectral step is SpectralClustering's own: a non-learned affinity with ``n_clusters`` given."""
-        return not self._learned() and self.n_clusters is not None
-
-    def _validate_X(self, X, *, reset: bool, ensure_min_samples: int):
-        """``X`` validated as its affinity needs: float32 for the network, float64 as SpectralClustering."""
-        dtype = np.float32 if self._learned() else np.float64
-        if self._pairwise() and not reset:
-            # A new set's affinity is m x m: its width is its size, not the fitted n_features_in_.
-            return check_array(X, accept_sparse=SPARSE_FORMATS, dtype=dtype, ensure_min_samples=ensure_min_samples)
-        return validate_data(self, X, reset=reset, accept_sparse=SPARSE_FORMATS, dtype=dtype,
-                             ensure_min_samples=ensure_min_samples)
-
-    def _densify(self, X) -> np.ndarray:
-        """Sparse features as the dense array the network needs, if that copy fits the kernel's memory limit."""
-        inner = self.kernel.estimator if isinstance(self.kernel, FrozenEstimator) else self.kernel
-        limit = memory_limit_bytes(getattr(inner, "memory_limit", "auto"))
-        needed = 4.0 * X.shape[0] * X.shape[1]
-        if limit is not None and needed > limit:
-            raise AffinityTooLargeError(
-                f"affinity='learned' needs dense features, and this sparse X ({X.shape[0]} x {X.shape[1]}) would "
-                f"take {needed / 2**30:.1f} GiB dense, over the memory limit of {limit / 2**30:.1f} GiB; reduce its "
-                "width first (e.g. sklearn's TruncatedSVD), or use affinity='nearest_neighbors' or 'rbf', which "
-                "take sparse X."
-            )
-        return X.toarray()
-
-    def _learned_kernel(self, X, y, groups):
-        """The kernel of ``affinity='learned'``, trained on ``y`` only when ``kernel`` asks for it."""
-        if self.kernel is None:
-            return _generic_kernel()  # zero-shot: y is ignored, as by any clusterer
-        try:
-            check_is_fitted(self.kernel)
-            fitted = True
-        except NotFittedError:
-            fitted = False
-        fine_tune = fitted and bool(self.kernel.get_params(deep=False).get("warm_start", False))
-        if y is not None and (not fitted or fine_tune) and np.any(encode_labels(y, _num_samples(X)) >= 0):
-            # A copy keeps the user's kernel as given: clone for a fresh one, deepcopy to keep the weights.
-            kernel = copy.deepcopy(self.kernel) if fine_tune else clone(self.kernel)
-            return kernel.fit(X, y, groups=groups)
-        if not fitted:
-            raise ValueError(
-                "ABCClustering was given no labels and its `kernel` is not fitted: pass y to train "
-                "the kernel, or a fitted kernel."
-            )
-        return self.kernel
-
-    def _sklearn_kernel(self):
-        """The kernel of a non-learned ``affinity``: scikit-learn's own functions, SpectralClustering's settings."""
-        if self._pairwise():
-            return PrecomputedKernel(self.affinity, n_neighbors=self.n_neighbors, n_jobs=self.n_jobs)
-        return PairwiseKernel(self.affinity, gamma=self.gamma, n_neighbors=self.n_neighbors, degree=self.degree,
-                              coef0=self.coef0, kernel_params=self.kernel_params, n_jobs=self.n_jobs)
+        return not is_learned(self.affinity) and self.n_clusters is not None
 
     def predict_many(self, sets, n_jobs=None):
         """Cluster many independent sets with the fitted kernel, in parallel.
@@ -491,138 +429,18 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         check_is_fitted(self, "kernel_")
         sets = list(sets)
         # Validate here so bad input fails before anything is dispatched.
-        checked = [self._validate_X(s, reset=False, ensure_min_samples=1) for s in sets]
-        if not self._learned():
-            sets = checked
-        else:
-            sets = [self._densify(c) if sp.issparse(c) else s for s, c in zip(sets, checked, strict=True)]
+        sets = [kernel_input(self, s, validate_set(self, s, reset=False, ensure_min_samples=1)) for s in sets]
         # The seeds predict(s) would draw, set after set: fixed before dispatch, so
         # scheduling cannot change them (an int random_state gives every set the same seeds).
-        seeds = [self._draw_seeds(check_random_state(self.random_state), 1)[0] for _ in sets]
-        results = self._map_sets(sets, seeds, n_jobs)
+        seeds = [draw_seeds(self, check_random_state(self.random_state), 1)[0] for _ in sets]
+        results = map_sets(self, sets, seeds, n_jobs)
         return [labels for labels, *_ in results]
-
-    def _cluster(self, X, n_samples: int, group_codes):
-        """Cluster each group as one set; returns labels, affinities, k and eigenvalues per set.
-
-        ``X`` is passed on as the caller gave it (e.g. a DataFrame), so the kernel
-        validates it against the feature names it was fitted with.  The groups are
-        clustered in parallel over ``n_jobs``; ids are then offset group after group
-        so they are unique across groups.
-        """
-        if group_codes is None:
-            group_codes = np.zeros(n_samples, dtype=np.int64)
-        groups = np.unique(group_codes)
-        seeds = self._draw_seeds(check_random_state(self.random_state), len(groups))
-        if len(groups) == 1:
-            # One set: X itself, not a copy (a precomputed affinity stays the user's matrix), and its
-            # labels as the spectral step returned them (SpectralClustering's own, for its affinities).
-            set_labels, affinity, found, eigenvalues = self._map_sets([X], seeds, self.n_jobs)[0]
-            return set_labels, [affinity], [found], [eigenvalues]
-        rows_of = [np.flatnonzero(group_codes == g) for g in groups]
-        if sp.issparse(X):
-            X = X.tocsr()  # row-indexable
-        if self._pairwise():
-            subsets = [_safe_indexing(_safe_indexing(X, rows), rows, axis=1) for rows in rows_of]
-        else:
-            subsets = [_safe_indexing(X, rows) for rows in rows_of]
-        results = self._map_sets(subsets, seeds, self.n_jobs)
-        labels = np.empty(n_samples, dtype=np.int64)
-        affinities, n_found, spectra = [], [], []
-        offset = 0
-        for rows, (set_labels, affinity, found, eigenvalues) in zip(rows_of, results, strict=True):
-            # Ids 0..found-1 in every set (already so but for SpectralClustering's), so offsets never collide.
-            labels[rows] = offset + _compact(set_labels)
-            offset += found
-            affinities.append(affinity)
-            n_found.append(found)
-            spectra.append(eigenvalues)
-        return labels, affinities, n_found, spectra
-
-    def _draw_seeds(self, rng, n_sets: int) -> list:
-        """Per-set ``(eigengap seed or None, spectral seed)``, drawn in the order of the serial loop."""
-        if n_sets == 1 and self._follows_sklearn():
-            # Seeded as SpectralClustering seeds itself: random_state untouched, for one RandomState
-            # shared by the eigensolver and the assignment.
-            return [(None, self.random_state)]
-        seeds = []
-        for _ in range(n_sets):
-            eig_seed = None if self.n_clusters is not None else int(rng.randint(2**31 - 1))
-            seeds.append((eig_seed, int(rng.randint(np.iinfo(np.int32).max))))
-        return seeds
-
-    def _map_sets(self, sets: list, seeds: list, n_jobs) -> list:
-        """``_cluster_one`` over the sets, in order: in this process for one set, else with joblib."""
-        if len(sets) == 1:
-            return [_cluster_one(self, sets[0], *seeds[0])]
-        # Ship the parameters and the fitted kernel only, not labels_ or affinity_matrix_ of an earlier fit.
-        # The 'auto' settings are resolved here: they depend on `kernel`, which the copy drops.
-        light = type(self)(**{**self.get_params(deep=False), "kernel": None,
-                              "affinity_power": self._affinity_power(), "assign_labels": self._assign_labels(),
-                              "n_clusters_selection": self._n_clusters_selection()})
-        light.kernel_ = self.kernel_
-        # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
-        n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
-        bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
-        tasks = (delayed(_cluster_chunk)(light, sets[a:b], seeds[a:b]) for a, b in pairwise(bounds))
-        return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
-
-    def _affinity_power(self) -> float:
-        if self.affinity_power != "auto":
-            return float(self.affinity_power)
-        return float(self._generic_setting("affinity_power", 1.0))
-
-    def _assign_labels(self) -> str:
-        if self.assign_labels != "auto":
-            return self.assign_labels
-        return self._generic_setting("assign_labels", "kmeans")
-
-    def _n_clusters_selection(self) -> str:
-        if self.n_clusters_selection != "auto":
-            return self.n_clusters_selection
-        return self._generic_setting("n_clusters_selection", "eigengap")
-
-    def _generic_setting(self, name: str, default):
-        """An 'auto' setting: the one chosen for the shipped generic kernel when it is used, else ``default``."""
-        if self.kernel is None and self._learned():
-            from .pretrained import RECOMMENDED_CLUSTERING
-
-            return RECOMMENDED_CLUSTERING.get("generic", {}).get(name, default)
-        return default
-
-    def _n_clusters_for(self, affinity: np.ndarray, seed):
-        n = affinity.shape[0]
-        if self.n_clusters is not None:
-            return min(self.n_clusters, n), None
-        estimate = consensus_n_clusters if self._n_clusters_selection() == "consensus" else estimate_n_clusters
-        return estimate(
-            affinity,
-            self.max_clusters,
-            random_state=seed,
-            eigen_solver=self.eigen_solver,
-            eigen_tol=self.eigen_tol,
-        )
-
-    def _spectral(self, affinity: np.ndarray, k: int, seed: int) -> np.ndarray:
-        labels = spectral_labels(
-            affinity,
-            k,
-            eigen_solver=self.eigen_solver,
-            n_components=self.n_components,
-            random_state=seed,
-            n_init=self.n_init,
-            eigen_tol=self.eigen_tol,
-            assign_labels=self._assign_labels(),
-            verbose=self.verbose,
-        )
-        return _compact(labels)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         tags.input_tags.sparse = True
-        tags.input_tags.pairwise = self._pairwise()
-        tags.input_tags.positive_only = self._pairwise()  # affinities and distances are non-negative
+        tags.input_tags.pairwise = tags.input_tags.positive_only = is_pairwise(self.affinity)  # non-negative
         return tags
 
 
@@ -632,89 +450,5 @@ FINE_TUNE = dict(warm_start=True, set_size=(50, 200), clusters_per_set=None, set
                  batch_size=32, max_epochs=10, lr=3e-4)
 
 
-def _generic_kernel() -> ContextualKernel:
-    from .pretrained import load
-
-    return load("generic")
-
-
-def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
-    """Cluster one set with ``model.kernel_``; returns (labels from 0, affinity, k found, eigenvalues).
-
-    A module-level function so joblib can ship it, with the fitted model, to
-    worker processes or Dask workers.
-    """
-    if not model._learned():
-        # ABCClustering validated every parameter scikit-learn's functions get here; skip their own
-        # validation, as SpectralClustering.fit does (_fit_context), so the drop-in costs no more.
-        with config_context(skip_parameter_validation=True):
-            return _cluster_one_set(model, X, eig_seed, seed)
-    return _cluster_one_set(model, X, eig_seed, seed)
-
-
-def _cluster_one_set(model: ABCClustering, X, eig_seed, seed):
-    kernel = as_kernel(model.kernel_)
-    n = _num_samples(X)
-    if not kernel.returns_sparse(n):
-        # The affinity plus the spectral step's Laplacian and working copies.
-        kernel.check_memory(n, n_copies=4)
-    probabilities = kernel.affinity(X)
-    affinity = probabilities
-    power = model._affinity_power()
-    if power != 1.0:
-        affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
-    selection = model._n_clusters_selection()
-    if model.n_clusters is None and selection == "likelihood":
-        labels, eigenvalues = _likelihood_labels(model, probabilities, affinity, eig_seed, seed)
-    elif model.n_clusters is None and selection == "eigengap" and sp.issparse(affinity):
-        # Large sparse sets: one eigensolve serves the eigengap and the embedding.
-        labels, _, eigenvalues = eigengap_spectral_labels(
-            affinity, model.max_clusters, eig_seed, eigen_solver=model.eigen_solver,
-            n_components=model.n_components, random_state=seed, n_init=model.n_init,
-            eigen_tol=model.eigen_tol, assign_labels=model._assign_labels(), verbose=model.verbose,
-        )
-        labels = _compact(labels)
-    elif model._follows_sklearn():
-        # SpectralClustering's spectral step, as it runs it: same partition, labels, dtype and warnings.
-        k, eigenvalues = model._n_clusters_for(affinity, eig_seed)
-        labels = sklearn_spectral_labels(
-            affinity, k, eigen_solver=model.eigen_solver, n_components=model.n_components, random_state=seed,
-            n_init=model.n_init, eigen_tol=model.eigen_tol, assign_labels=model._assign_labels(),
-            verbose=model.verbose,
-        )
-    else:
-        k, eigenvalues = model._n_clusters_for(affinity, eig_seed)
-        labels = model._spectral(affinity, k, seed)
-    return labels, affinity, len(np.unique(labels)), eigenvalues
-
-
-def _likelihood_labels(model: ABCClustering, probabilities, affinity, eig_seed, seed: int):
-    """Cluster for each eigengap candidate ``k``; keep the partition most likely under the kernel."""
-    values = probabilities.data if sp.issparse(probabilities) else probabilities
-    if values.size and (np.min(values) < 0 or np.max(values) > 1):
-        raise ValueError(
-            "n_clusters_selection='likelihood' needs a kernel whose affinity holds same-cluster probabilities "
-            f"in [0, 1]; this one gave values in [{np.min(values):.3g}, {np.max(values):.3g}]. "
-            "Use n_clusters_selection='eigengap'."
-        )
-    _, eigenvalues = model._n_clusters_for(affinity, eig_seed)
-    best_labels, best_score = None, -np.inf
-    for k in eigengap_candidates(eigenvalues, LIKELIHOOD_CANDIDATES):
-        labels = model._spectral(affinity, k, seed)
-        score = pair_log_likelihood(probabilities, labels)
-        if score > best_score:
-            best_labels, best_score = labels, score
-    return best_labels, eigenvalues
-
-
-def _compact(labels: np.ndarray) -> np.ndarray:
-    """Relabel 0..k'-1 in order of first appearance, so ids are compact within a set."""
-    _, first = np.unique(labels, return_index=True)
-    remap = np.empty(labels.max() + 1, dtype=np.int64)
-    remap[labels[np.sort(first)]] = np.arange(len(first))
-    return remap[labels]
-
-
-def _cluster_chunk(model: ABCClustering, sets: list, seeds: list) -> list:
-    """``_cluster_one`` over a chunk of sets, in order (one joblib task)."""
-    return [_cluster_one(model, X, *seed) for X, seed in zip(sets, seeds, strict=True)]
+#: What each 'auto' setting resolves to when the kernel recommends nothing (SpectralClustering's choices).
+_GENERIC_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_clusters_selection": "eigengap"}

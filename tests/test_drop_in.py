@@ -213,5 +213,5 @@ def test_learned_affinity_refuses_a_sparse_X_too_large_to_densify():
 
     kernel = pretrained.load("generic", device="cpu").set_params(memory_limit=1_000)
     X = sp.random(50, 10, density=0.3, format="csr", random_state=0)
-    with pytest.raises(AffinityTooLargeError, match="sparse X .* dense"):
+    with pytest.raises(AffinityTooLargeError, match=r"sparse X .* dense"):
         ABCClustering(kernel=kernel).fit(X)

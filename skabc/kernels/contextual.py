@@ -12,21 +12,23 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from torch import nn
 
-from .._persistence import load_kernel, save_kernel
-from .._runtime import resolve_device
+from .. import persistence
 from .._validation import check_magnitude, encode_groups, encode_labels
 from ..inference import check_dense_memory, learned_affinity
 from ..nn.backends import ATTENTION_BACKENDS
-from ..nn.build import apply_inference_options, build_module, set_transform
+from ..nn.build import apply_inference_options, set_transform
 from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
 from ..sampling import check_set_size
 from ..training import train
-from .base import Kernel
+from ._contextual_io import describe_contextual, restore_contextual
+from .base import Kernel, check_recommended_clustering
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
 SPARSE_AUTO_MIN_SAMPLES = 10_000
 
+
+@persistence.persistent
 class ContextualKernel(TransformerMixin, Kernel):
     """Learned kernel from context (Attention-Based Clustering, Coward et al. 2020).
 
@@ -62,10 +64,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         ``attention='sampled'``: attention pattern inside a window: dense
         attention among the window's points (O(n w) per block; the Sampled
         Transformer's random element sampling) or its Hamiltonian path
-        pattern (each point sees itself and its two path neighbours, O(n)).
-        The defaults are the configuration that came within 0.025 ARI of
-        SAB on the circles benchmark; the Hamiltonian pattern did not learn
-        that problem (``docs/backends_results.md``).
+        pattern (each point sees itself and its two path neighbours, O(n));
+        how they compare: ``docs/backends_results.md``.
     attention_options : dict, default=None
         Extra keyword options for the backend factory (e.g. for a custom
         callable ``attention``); they override the named options above.
@@ -111,8 +111,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         Number of epochs; fresh sets are drawn every epoch.  With the
         default ``sets_per_epoch`` an epoch is at most 64 batches, so the
         defaults train for at most 2,560 steps, whatever the number of rows
-        (measured: 8.5 CPU-min, 4.6 min on two cores, for 300,000 rows; see
-        ``benchmarks/circles.py --defaults``).
+        (``docs/circles_results.md`` gives the time this takes).
     batch_size : int, default=32
         Sets per optimisation step.
     lr : float, default=1e-3
@@ -401,34 +400,40 @@ class ContextualKernel(TransformerMixin, Kernel):
         return self.fit(X, y, groups=groups).transform(X)
 
     # ---------------------------------------------------------- persistence
-    def save(self, path) -> None:
+    def save(self, path, *, recommended_clustering: dict | None = None) -> None:
         """Write the fitted kernel to one safetensors file (weights + JSON description).
 
         The write is atomic: an interrupted save never leaves a broken file.
         Only kernels whose parameters are plain values (no custom module or
         callable) can be saved this way; pickle works for the others.
+
+        Parameters
+        ----------
+        path : str or path
+        recommended_clustering : dict, default=None
+            ABCClustering settings to store with the kernel (what its
+            ``'auto'`` values will resolve to, see
+            :meth:`recommended_clustering`; the kernel keeps them too);
+            ``None`` keeps the kernel's own.
         """
         check_is_fitted(self, "module_")
-        save_kernel(self, path)
+        if recommended_clustering is not None:
+            self.recommended_clustering_ = check_recommended_clustering(recommended_clustering)
+        persistence.save(self, path)
 
     @classmethod
     def load(cls, path, device="auto") -> ContextualKernel:
         """Load a kernel written by :meth:`save`, without unpickling anything."""
-        return load_kernel(cls, path, device=device)
+        return persistence.load(path, device=device, expected=cls)
 
-    def _restore(self, n_features: int, state_dict: dict, device) -> None:
-        """Become fitted from saved weights (used by :func:`load_kernel`)."""
-        device = resolve_device(device)
-        module = build_module(self, n_features)
-        try:
-            module.load_state_dict(state_dict, strict=True)
-        except RuntimeError as exc:
-            raise ValueError(f"saved weights do not fit the saved configuration: {exc}") from exc
-        # Inference only: a module, no training net or optimizer.
-        self.module_ = module.to(device)
-        self.module_.eval()
-        self.n_features_in_ = n_features
-        self.n_training_sets_ = 0
+    def _describe(self) -> tuple[dict, dict]:
+        """JSON description and tensors for :mod:`skabc.persistence`."""
+        return describe_contextual(self)
+
+    @classmethod
+    def _restore(cls, meta: dict, tensors: dict, device) -> ContextualKernel:
+        """Rebuild a fitted kernel from :meth:`_describe`'s output (or a version-1 file's)."""
+        return restore_contextual(cls, meta, tensors, device)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
