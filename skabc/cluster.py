@@ -321,7 +321,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         return cluster_groups(self, X_in, checked.shape[0], encode_groups(groups, checked.shape[0]))[0]
 
     def fit_predict(self, X, y=None, groups=None):
-        """Fit (training the kernel when ``y`` has labels) and return the cluster labels of ``X``.
+        """Fit (training the kernel on ``y`` only when ``kernel`` asks for it) and return the labels of ``X``.
 
         Parameters
         ----------

@@ -37,8 +37,8 @@ SPARSE_FORMATS = ["csr", "csc", "coo"]
 # largest entry) is refused; smaller, rounding-level differences are averaged away by
 # scikit-learn's spectral embedding, as SpectralClustering does.
 SYMMETRY_RTOL = 1e-6
-# Rows compared per block by the dense symmetry check (keeps its memory at a few rows of X).
-_SYMMETRY_BLOCK = 1024
+# Side of the square tiles compared by the dense symmetry check (2 MiB of float64 each).
+_SYMMETRY_BLOCK = 512
 
 
 def _physical_memory_bytes() -> float | None:
@@ -286,7 +286,7 @@ class PrecomputedKernel(Kernel):
                 f"matrix, and this one has entries down to {lowest:.3g}."
             )
         if self.kind == "precomputed":
-            _check_symmetric(X)
+            _check_symmetric(X, float(values.max()) if values.size else 0.0)
             return X
         _check_n_neighbors(self.n_neighbors, X.shape[0], self.kind)
         neighbors = NearestNeighbors(n_neighbors=self.n_neighbors, n_jobs=self.n_jobs, metric="precomputed").fit(X)
@@ -307,19 +307,19 @@ class PrecomputedKernel(Kernel):
         return tags
 
 
-def _check_symmetric(A) -> None:
-    """Refuse an affinity that differs from its transpose beyond rounding."""
+def _check_symmetric(A, scale: float) -> None:
+    """Refuse an affinity that differs from its transpose beyond rounding (``scale``: its largest entry)."""
     if sp.issparse(A):
-        A = A.tocsr()
-        scale = float(abs(A).max()) if A.nnz else 0.0
-        difference = A - A.T
+        difference = A.tocsr() - A.T
         largest = float(abs(difference).max()) if difference.nnz else 0.0
     else:
-        scale = float(np.abs(A).max()) if A.size else 0.0
-        largest = 0.0
-        for start in range(0, A.shape[0], _SYMMETRY_BLOCK):
-            rows = slice(start, start + _SYMMETRY_BLOCK)
-            largest = max(largest, float(np.abs(A[rows] - A[:, rows].T).max(initial=0.0)))
+        # Square tiles of the upper triangle against their mirror images: cache-friendly, and no
+        # n x n temporary (a plain A - A.T would double the memory of a large affinity).
+        largest, n, b = 0.0, A.shape[0], _SYMMETRY_BLOCK
+        for i in range(0, n, b):
+            for j in range(i, n, b):
+                tile = A[i:i + b, j:j + b] - A[j:j + b, i:i + b].T
+                largest = max(largest, float(np.abs(tile).max(initial=0.0)))
     if largest > 1e-10 + SYMMETRY_RTOL * scale:
         raise ValueError(
             f"affinity='precomputed' needs a symmetric affinity matrix, but X[i, j] and X[j, i] differ by up to "
