@@ -8,7 +8,7 @@ OMP_NUM_THREADS=1 python benchmarks/drop_in.py --quick    # smoke run: n = 300 a
 For every non-learned affinity and size, ``ABCClustering(n_clusters=k, affinity=...,
 random_state=0)`` and ``SpectralClustering(n_clusters=k, affinity=..., random_state=0)``
 fit the same data side by side in this one process, alternating which goes
-first (``--repeats`` rounds: 9 up to 1,000 points, where a fit takes
+first (``--repeats`` rounds: 25 up to 1,000 points, where a fit takes
 milliseconds, 4 at 10,000, 3 at 100,000; the fastest time of each counts,
 which damps the noise of a shared machine).  Both estimators first fit a small problem once,
 untimed, so that no first call pays for lazy imports.  Reported: the adjusted Rand index between the
@@ -140,13 +140,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="n = 300 and 1,000 only; nothing written")
     parser.add_argument("--repeats", type=int, default=None,
-                        help="rounds per configuration (default: 9 up to 1,000 points, 4 at 10,000, 3 beyond)")
+                        help="rounds per configuration (default: 25 up to 1,000 points, 4 at 10,000, 3 beyond)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=None,
+                        help="run only these sizes of the plan (e.g. --sizes 1000); the JSON is then not written")
     parser.add_argument("--render", action="store_true", help="rewrite the docs table from the JSON; run nothing")
     args = parser.parse_args(argv)
     if args.render:
         render_table(json.loads(RESULTS.read_text())["rows"])
         return 0
     plan = QUICK_PLAN if args.quick else PLAN
+    if args.sizes:
+        plan = {n: affinities for n, affinities in plan.items() if n in args.sizes}
     for affinity in DENSE_AFFINITIES + KNN_AFFINITIES:  # warm-up, untimed
         compare(200, affinity, repeats=1)
 
@@ -154,14 +158,14 @@ def main(argv=None) -> int:
     rows = []
     for n, affinities in plan.items():
         for affinity in affinities:
-            repeats = args.repeats or (9 if n <= 1_000 else 4 if n <= 10_000 else 3)
+            repeats = args.repeats or (25 if n <= 1_000 else 4 if n <= 10_000 else 3)
             row = compare(n, affinity, repeats)
             rows.append(row)
             print_row(row)
     misses = [r for r in rows if not (r["ari"] == 1.0 and r["ratio"] <= MAX_RATIO)]
     print(f"\n{len(rows) - len(misses)} of {len(rows)} configurations give the same partition (ARI 1) "
           f"within {MAX_RATIO}x SpectralClustering's time.")
-    if not args.quick:
+    if not (args.quick or args.sizes):
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps({
             "command": "OMP_NUM_THREADS=1 python benchmarks/drop_in.py",
