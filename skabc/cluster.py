@@ -170,7 +170,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         What ``n_clusters_selection`` resolved to.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when ``X`` has string column
         names.
 
