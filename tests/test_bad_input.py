@@ -197,11 +197,19 @@ def test_numeric_strings_work_or_raise_clearly(route, X30, ctx):
     works_or_raises_clearly(route, X30.astype(str), ctx, match=r"(?i)string|bytes|numeric")
 
 
-@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("route", KERNEL_ROUTES)
 @pytest.mark.parametrize("fmt", ["csr", "coo"])
 def test_sparse_X_raises(route, fmt, X30, ctx):
     with pytest.raises((TypeError, ValueError), match=r"(?i)sparse.*dense"):
         run_route(route, sp.csr_matrix(X30).asformat(fmt), ctx)
+
+
+@pytest.mark.parametrize("route", CLUSTER_ROUTES)
+@pytest.mark.parametrize("fmt", ["csr", "coo"])
+def test_sparse_X_is_densified_for_the_learned_affinity(route, fmt, X30, ctx):
+    """ABCClustering takes sparse X wherever SpectralClustering does; the network gets the dense copy."""
+    labels = run_route(route, sp.csr_matrix(X30).asformat(fmt), ctx)
+    np.testing.assert_array_equal(labels, run_route(route, X30, ctx))
 
 
 # ----------------------------------------------------------------------------------------- DataFrames
@@ -320,11 +328,15 @@ def test_only_unlabelled_y(X30, tiny_kernel):
     assert_labels(ABCClustering(kernel=tiny_kernel, random_state=0).fit(X30, y).labels_, 30)
 
 
-@pytest.mark.parametrize("estimator", ["kernel", "abc", "abc-fitted-kernel"])
-def test_y_of_wrong_length_raises(estimator, X30, tiny_kernel):
-    kernel = tiny_kernel if estimator == "abc-fitted-kernel" else None
+@pytest.mark.parametrize("estimator", ["kernel", "abc"])
+def test_y_of_wrong_length_raises(estimator, X30):
     with pytest.raises(ValueError, match=r"inconsistent numbers of samples: \[30, 20\]"):
-        fit_with_y(estimator.split("-")[0], X30, some_labels(20), kernel=kernel)
+        fit_with_y(estimator, X30, some_labels(20))
+
+
+def test_y_is_ignored_with_a_fitted_kernel(X30, tiny_kernel):
+    """Like SpectralClustering: a y that trains nothing is not read (so not checked) at all."""
+    assert_labels(fit_with_y("abc", X30, some_labels(20), kernel=tiny_kernel), 30)
 
 
 @pytest.mark.parametrize("estimator", ["kernel", "abc"])
@@ -369,9 +381,9 @@ def test_fit_predict_uses_y(X30):
     assert_labels(labels, 30)
 
 
-def test_fit_predict_rejects_y_of_wrong_length(X30, tiny_kernel):
+def test_fit_predict_rejects_y_of_wrong_length(X30):
     with pytest.raises(ValueError, match="inconsistent numbers of samples"):
-        ABCClustering(kernel=tiny_kernel, random_state=0).fit_predict(X30, some_labels(20))
+        ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).fit_predict(X30, some_labels(20))
 
 
 # ---------------------------------------------------------------------------------------------- groups

@@ -204,13 +204,21 @@ def test_grid_search_with_group_kfold_and_routing(blob_data):
         (np.full((20, 2), np.nan), None, None, "NaN"),
         (np.zeros(20), None, None, "2D array"),
         (np.zeros((1, 2)), None, None, "minimum of 2"),
-        (np.zeros((20, 2)), np.zeros(3), None, "inconsistent"),
         (np.zeros((20, 2)), None, np.zeros(3), "groups has 3 entries"),
     ],
 )
 def test_bad_input(tiny_kernel, X, y, groups, match):
     with pytest.raises(ValueError, match=match):
         ABCClustering(kernel=tiny_kernel).fit(X, y, groups=groups)
+
+
+def test_y_is_checked_only_when_it_trains_the_kernel(tiny_kernel):
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match="inconsistent"):
+        ABCClustering(kernel=ContextualKernel(**TINY)).fit(X, np.zeros(3))
+    # A fitted kernel ignores y, whatever it holds, as SpectralClustering does.
+    ignored = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X, np.zeros(3)).labels_
+    np.testing.assert_array_equal(ignored, ABCClustering(kernel=tiny_kernel, random_state=0).fit(X).labels_)
 
 
 def test_bad_parameters():

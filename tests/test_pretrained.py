@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
@@ -172,15 +173,28 @@ def test_default_finds_one_cluster_in_uniform_noise():
     assert sum(k == 1 for k in found) >= 2, found
 
 
-def test_fine_tuning_starts_from_the_generic_weights(monkeypatch):
-    import skabc.cluster
+def test_default_ignores_y():
+    """kernel=None clusters zero-shot: y trains nothing, so the labels are those of fit(X)."""
+    X, y = make_blobs(n_samples=120, centers=3, random_state=0)
+    model = ABCClustering(random_state=0).fit(X, y)
+    np.testing.assert_array_equal(model.labels_, ABCClustering(random_state=0).fit(X).labels_)
+    generic = pretrained.load("generic", device="cpu")
+    for name, weight in model.kernel_.module_.state_dict().items():
+        assert torch.equal(weight, generic.module_.state_dict()[name]), name
+
+
+def test_fine_tuning_starts_from_the_generic_weights():
+    from skabc.cluster import FINE_TUNE
 
     X, y = make_blobs(n_samples=200, centers=3, random_state=0)
     before = pretrained.load("generic", device="cpu")
-    monkeypatch.setitem(skabc.cluster.FINE_TUNE, "max_epochs", 1)
-    monkeypatch.setitem(skabc.cluster.FINE_TUNE, "sets_per_epoch", 4)
-    monkeypatch.setitem(skabc.cluster.FINE_TUNE, "batch_size", 4)
-    model = ABCClustering(random_state=0).fit(X, y)
+    # Asked for explicitly: the generic kernel with warm_start=True (FINE_TUNE), shortened to one tiny epoch.
+    kernel = pretrained.load("generic", device="cpu").set_params(
+        **{**FINE_TUNE, "max_epochs": 1, "sets_per_epoch": 4, "batch_size": 4})
+    model = ABCClustering(kernel=kernel, random_state=0).fit(X, y)
+    assert model.kernel_ is not kernel
+    given = kernel.module_.head.query.weight.detach()
+    assert float((given - before.module_.head.query.weight.detach()).abs().max()) == 0, "the given kernel changed"
     assert model.kernel_.get_params()["canonical_features"] == before.get_params()["canonical_features"]
     assert len(model.kernel_.net_.history) == 1
     # Fine-tuned, so close to (not equal to, not far from) the generic weights.

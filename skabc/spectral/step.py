@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .assign import spectral_labels
+from .assign import sklearn_spectral_labels, spectral_labels
 from .select import N_CLUSTERS_SELECTORS
 
 
@@ -30,6 +30,11 @@ class SpectralStep:
         One of :data:`~skabc.spectral.assign.ASSIGN_LABELS`.
     eigen_solver, n_components, n_init, eigen_tol, verbose
         As for :class:`sklearn.cluster.SpectralClustering`.
+    follows_sklearn : bool
+        With ``n_clusters`` given, cluster exactly as SpectralClustering does
+        (:func:`~skabc.spectral.assign.sklearn_spectral_labels`: its labels, ids
+        and dtype, its warnings), for the non-learned affinities; the learned
+        ones keep this package's spectral step (``False``).
     """
 
     n_clusters: int | None
@@ -42,6 +47,7 @@ class SpectralStep:
     n_init: int = 10
     eigen_tol: float | str = "auto"
     verbose: int = 0
+    follows_sklearn: bool = False
 
     def __post_init__(self) -> None:
         if self.selection not in N_CLUSTERS_SELECTORS:
@@ -63,7 +69,8 @@ class SpectralStep:
         Returns
         -------
         labels : ndarray of shape (n,)
-            Compact ids from 0, in order of first appearance.
+            Compact ids from 0, in order of first appearance (SpectralClustering's
+            own labels with ``follows_sklearn`` and ``n_clusters`` given).
         affinity : ndarray or sparse matrix
             What was clustered: ``probabilities ** affinity_power``.
         n_clusters : int
@@ -81,6 +88,9 @@ class SpectralStep:
             warnings.warn(f"n_clusters={self.n_clusters} is more than the {n} points of the set; every point "
                           f"becomes its own cluster ({n} clusters).", UserWarning, stacklevel=3)
             labels, eigenvalues = np.arange(n), None
+        elif self.n_clusters is not None and self.follows_sklearn:
+            labels = sklearn_spectral_labels(affinity, self.n_clusters, random_state=seed, **self.embedding_params())
+            return labels, affinity, len(np.unique(labels)), None
         elif self.n_clusters is not None:
             labels, eigenvalues = self.labels_for(affinity, self.n_clusters, seed), None
         else:
