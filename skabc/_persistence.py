@@ -55,6 +55,10 @@ def _kernel_part(kernel) -> tuple[dict, dict]:
         "n_features_in": int(kernel.n_features_in_),
         "feature_names_in": [str(f) for f in getattr(kernel, "feature_names_in_", [])] or None,
     }
+    network = getattr(kernel, "network_params_", None) or {}
+    if any(getattr(kernel, k) != v for k, v in network.items()):
+        # A fine-tuned generic kernel: its network is not the one its parameters describe.
+        meta["network_params"] = {k: json_ready(v) for k, v in network.items()}
     tensors = {KERNEL_PREFIX + k: v.detach().cpu().contiguous() for k, v in kernel.module_.state_dict().items()}
     return meta, tensors
 
@@ -116,6 +120,8 @@ def _restore_kernel(kernel_cls, part: dict, tensors: dict, device):
     except TypeError as exc:
         raise ValueError(f"the saved kernel parameters do not match this version of skabc: {exc}") from exc
     state = {k[len(KERNEL_PREFIX):]: v for k, v in tensors.items() if k.startswith(KERNEL_PREFIX)}
+    if part.get("network_params"):
+        kernel.network_params_ = _unlist(part["network_params"])
     kernel._restore(part["n_features_in"], state, device)
     if part.get("feature_names_in"):
         kernel.feature_names_in_ = np.asarray(part["feature_names_in"], dtype=object)

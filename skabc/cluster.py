@@ -50,8 +50,9 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         The learned kernel.  ``None`` uses the shipped generic kernel
         (``skabc.pretrained.load('generic')``, trained on synthetic clustering
         problems; any number of features): without labels it clusters ``X``
-        zero-shot, with labels ``fit`` first fine-tunes a copy of it on them
-        (warm start, :data:`FINE_TUNE` settings).  A kernel you give is
+        zero-shot, with labels ``fit`` first fine-tunes it on them
+        (``ContextualKernel(init='generic')``, :data:`FINE_TUNE`: automatic
+        schedule, early stopping on held-out classes or groups).  A kernel you give is
         trained (a clone of it) when ``fit`` gets labels; without labels it
         must already be fitted (wrap it in
         :class:`sklearn.frozen.FrozenEstimator` to keep it fitted through
@@ -77,7 +78,9 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``[0, 1]``, as a :class:`ContextualKernel` does).  It costs one
         spectral clustering per candidate.  ``'auto'``: the value chosen on
         validation data for the shipped generic kernel when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else
+        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else the value
+        the fitted kernel recommends (``kernel_.recommended_clustering()``,
+        e.g. the generic kernel's for one fine-tuned from it), else
         ``'eigengap'``.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
@@ -86,7 +89,9 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         fade, which helps the eigengap find the number of clusters of a soft
         kernel.  ``'auto'``: the value chosen on validation data for the
         shipped generic kernel when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else 1.
+        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else the value
+        the fitted kernel recommends (``kernel_.recommended_clustering()``,
+        e.g. the generic kernel's for one fine-tuned from it), else 1.
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
         Passed to :class:`~sklearn.cluster.SpectralClustering`.
     n_components : int, default=None
@@ -104,7 +109,9 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         clusters better (the shipped Omniglot model uses it).  ``'auto'``:
         the value chosen on validation data for the shipped generic kernel
         when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else
+        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else the value
+        the fitted kernel recommends (``kernel_.recommended_clustering()``,
+        e.g. the generic kernel's for one fine-tuned from it), else
         ``'kmeans'``, the default of
         :class:`~sklearn.cluster.SpectralClustering`.
     n_jobs : int, default=None
@@ -216,7 +223,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         group_codes = encode_groups(groups, X.shape[0])
         has_labels = y is not None and np.any(encode_labels(y, X.shape[0]) >= 0)
         if has_labels:
-            kernel = _generic_kernel().set_params(**FINE_TUNE) if self.kernel is None else clone(self.kernel)
+            kernel = self._fine_tuning_kernel() if self.kernel is None else clone(self.kernel)
             self.kernel_ = kernel.fit(X_in, y, groups=groups)
         else:
             self.kernel_ = self._fitted_kernel()
@@ -280,6 +287,10 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     def load(cls, path, device="auto") -> ABCClustering:
         """Load a model written by :meth:`save`, without unpickling anything."""
         return load_clustering(cls, ContextualKernel, path, device=device)
+
+    def _fine_tuning_kernel(self) -> ContextualKernel:
+        """The kernel ``fit`` trains when ``kernel=None`` gets labels: the generic one, fine-tuned."""
+        return ContextualKernel(**{"random_state": self.random_state, **FINE_TUNE})
 
     def _fitted_kernel(self):
         if self.kernel is None:
@@ -393,11 +404,14 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         return self._generic_setting("n_clusters_selection", "eigengap")
 
     def _generic_setting(self, name: str, default):
-        """An 'auto' setting: the one chosen for the shipped generic kernel when it is used, else ``default``."""
+        """An 'auto' setting: the one chosen for the shipped generic kernel when it is used, else the one the
+        fitted kernel recommends (e.g. a kernel fine-tuned from the generic one), else ``default``."""
         if self.kernel is None:
             from .pretrained import RECOMMENDED_CLUSTERING
 
             return RECOMMENDED_CLUSTERING.get("generic", {}).get(name, default)
+        if hasattr(self, "kernel_"):
+            return as_kernel(self.kernel_).recommended_clustering().get(name, default)
         return default
 
     def _n_clusters_for(self, affinity: np.ndarray, seed):
@@ -433,10 +447,10 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         return tags
 
 
-#: ``ContextualKernel`` settings used when ``ABCClustering(kernel=None)`` gets labels: a short
-#: fine-tuning of the generic kernel on sets drawn from the user's labelled rows.
-FINE_TUNE = dict(warm_start=True, set_size=(50, 200), clusters_per_set=None, sets_per_epoch=None,
-                 batch_size=32, max_epochs=10, lr=3e-4)
+#: ``ContextualKernel`` parameters of the kernel ``ABCClustering(kernel=None)`` trains when it gets labels:
+#: the generic kernel fine-tuned on sets drawn from the user's labelled rows, with the automatic schedule
+#: and early stopping on held-out classes or groups (``ContextualKernel``'s defaults).
+FINE_TUNE = dict(init="generic")
 
 
 def _generic_kernel() -> ContextualKernel:

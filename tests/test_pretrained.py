@@ -123,7 +123,8 @@ def test_fine_tuning_starts_from_the_generic_weights(monkeypatch):
     monkeypatch.setitem(skabc.cluster.FINE_TUNE, "sets_per_epoch", 4)
     monkeypatch.setitem(skabc.cluster.FINE_TUNE, "batch_size", 4)
     model = ABCClustering(random_state=0).fit(X, y)
-    assert model.kernel_.get_params()["canonical_features"] == before.get_params()["canonical_features"]
+    assert model.kernel_.init_ == "generic"
+    assert model.kernel_.network_params_["canonical_features"] == before.get_params()["canonical_features"]
     assert len(model.kernel_.net_.history) == 1
     # Fine-tuned, so close to (not equal to, not far from) the generic weights.
     a = before.module_.head.query.weight.detach()

@@ -22,6 +22,7 @@ from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
 from ..sampling import check_set_size
 from ..training import train
+from ..training.plan import plan_training
 from .base import Kernel
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
@@ -99,24 +100,63 @@ class ContextualKernel(TransformerMixin, Kernel):
         (:class:`skabc.nn.Conv4Embedder`).  A module is deep-copied at fit; a
         callable is called as ``embedder(n_features, d_model)``.  It must map
         ``(m, n_features)`` to ``(m, d_model)``.
+    init : {'auto', 'generic', 'scratch'}, default='auto'
+        Where training starts.  ``'generic'``: fine-tune the shipped generic
+        kernel (:func:`skabc.pretrained.load` ``('generic')``, trained on
+        synthetic clustering problems; any number of features): the network
+        and its input map are the generic kernel's, so the network
+        parameters above must stay at their defaults, and the fitted kernel
+        recommends the generic kernel's clustering settings to
+        :class:`ABCClustering`.  ``'scratch'``: a freshly initialised
+        network as the parameters above describe.  ``'auto'``:
+        ``'generic'`` when every network parameter (``attention`` to
+        ``embedder``) is at its default, else ``'scratch'``.  Resolved in
+        ``fit`` into ``init_``; a ``warm_start`` fit of a fitted kernel
+        continues from its weights instead.
     set_size : int or (int, int), default=(50, 200)
         Size of each training set, or the range it is drawn from.
     clusters_per_set : int or (int, int), default=None
         Range of clusters per training set; ``None`` draws ``k`` uniformly
         among the values that fit the data (Algorithm 1).
     sets_per_epoch : int, default=None
-        Training sets drawn per epoch.  ``None``: enough sets to cover the
-        labelled rows once, between 8 and 64 batches.
-    max_epochs : int, default=40
-        Number of epochs; fresh sets are drawn every epoch.  With the
-        default ``sets_per_epoch`` an epoch is at most 64 batches, so the
-        defaults train for at most 2,560 steps, whatever the number of rows
-        (measured: 8.5 CPU-min, 4.6 min on two cores, for 300,000 rows; see
-        ``benchmarks/circles.py --defaults``).
+        Training sets drawn per epoch.  ``None``: as the automatic schedule
+        says (``max_epochs='auto'``), else enough sets to cover the labelled
+        rows once, between 8 and 64 batches.
+    max_epochs : int or 'auto', default='auto'
+        Number of epochs; fresh sets are drawn every epoch.  ``'auto'``:
+        the length :func:`skabc.training.schedule.training_schedule` gives
+        the number of labelled rows and classes (from 200 to 1,600
+        optimiser steps, in 16 epochs; stored in ``schedule_``), usually cut
+        short by early stopping.  An int trains exactly that many epochs
+        (unless ``early_stopping=True`` or ``max_time`` stops it).
+    early_stopping : bool or 'auto', default='auto'
+        Hold out part of the labelled data, score fixed validation sets
+        drawn from it after every epoch (``k`` unknown, clustered as
+        :class:`ABCClustering` would with the recommended settings, mean
+        adjusted Rand index), keep the weights of the best epoch, and stop
+        after ``n_iter_no_change`` epochs without a better score.  With
+        several groups whole groups are held out; with one, whole classes
+        (unseen-class validation) plus ``validation_fraction`` of the rows
+        of the others.  The starting weights are scored first and kept if
+        no epoch beats them, so fine-tuning never ends worse on the
+        held-out sets than where it started.  ``'auto'``: on when
+        ``max_epochs='auto'``.  Data too small to spare
+        a split (under 20 held-out rows) train without it.
+    validation_fraction : float, default=0.2
+        Share of the groups, or of the classes and of the other classes'
+        rows, held out for early stopping.
+    n_iter_no_change : int, default=5
+        Epochs without a better validation score before training stops.
+    max_time : float, default=None
+        Wall-clock seconds after which training stops (checked after every
+        optimiser step); with early stopping the best weights so far are
+        kept.  ``None``: no limit.
     batch_size : int, default=32
         Sets per optimisation step.
-    lr : float, default=1e-3
+    lr : float or 'auto', default='auto'
         Peak learning rate of AdamW (linear warm-up, then cosine decay).
+        ``'auto'``: 3e-4 when fine-tuning (``init_`` ``'generic'`` or a warm
+        start), 1e-3 from scratch.
     weight_decay : float, default=0.0
         AdamW weight decay.
     pos_weight : float or 'balanced', default=None
@@ -160,7 +200,9 @@ class ContextualKernel(TransformerMixin, Kernel):
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, set sampling and batch order.
     verbose : int, default=0
-        ``> 0`` prints skorch's epoch log and a progress bar.
+        ``> 0`` prints skorch's epoch log (with the validation score
+        ``valid_ari`` of every epoch, highlighted when it improves) and a
+        progress bar; ``0`` is silent.
 
     Attributes
     ----------
@@ -174,6 +216,19 @@ class ContextualKernel(TransformerMixin, Kernel):
         Feature names seen during fit, when X has them.
     n_training_sets_ : int
         Number of training sets drawn over all epochs.
+    init_ : {'generic', 'scratch', 'warm_start'}
+        Where the last fit started.
+    network_params_ : dict
+        The network parameters (``attention`` to ``embedder``) of the
+        fitted network: the kernel's own, or the generic kernel's when it
+        was fine-tuned.
+    schedule_ : Schedule or None
+        The automatic schedule of ``max_epochs='auto'``, else ``None``.
+    validation_score_ : float or None
+        Best mean adjusted Rand index on the held-out validation sets (that
+        of the returned weights), ``None`` without early stopping.
+    start_validation_score_ : float or None
+        The same score of the starting weights.
 
     Examples
     --------
@@ -207,11 +262,16 @@ class ContextualKernel(TransformerMixin, Kernel):
         "set_size": ["array-like", Interval(Integral, 2, None, closed="left")],
         "clusters_per_set": ["array-like", Interval(Integral, 1, None, closed="left"), None],
         "sets_per_epoch": [Interval(Integral, 1, None, closed="left"), None],
-        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions({"auto", "generic", "scratch"})],
+        "max_epochs": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "lr": [Interval(Real, 0, None, closed="neither")],
+        "lr": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "pos_weight": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"}), None],
+        "early_stopping": ["boolean", StrOptions({"auto"})],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "max_time": [Interval(Real, 0, None, closed="neither"), None],
         "warm_start": ["boolean"],
         "checkpoint_dir": [str, os.PathLike, None],
         "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
@@ -240,14 +300,19 @@ class ContextualKernel(TransformerMixin, Kernel):
         dropout=0.0,
         canonical_features=None,
         embedder=None,
+        init="auto",
         set_size=(50, 200),
         clusters_per_set=None,
         sets_per_epoch=None,
-        max_epochs=40,
+        max_epochs="auto",
         batch_size=32,
-        lr=1e-3,
+        lr="auto",
         weight_decay=0.0,
         pos_weight=None,
+        early_stopping="auto",
+        validation_fraction=0.2,
+        n_iter_no_change=5,
+        max_time=None,
         warm_start=False,
         checkpoint_dir=None,
         checkpoint_every=1,
@@ -273,6 +338,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         self.dropout = dropout
         self.canonical_features = canonical_features
         self.embedder = embedder
+        self.init = init
         self.set_size = set_size
         self.clusters_per_set = clusters_per_set
         self.sets_per_epoch = sets_per_epoch
@@ -281,6 +347,10 @@ class ContextualKernel(TransformerMixin, Kernel):
         self.lr = lr
         self.weight_decay = weight_decay
         self.pos_weight = pos_weight
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.max_time = max_time
         self.warm_start = warm_start
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every = checkpoint_every
@@ -315,20 +385,41 @@ class ContextualKernel(TransformerMixin, Kernel):
             raise ValueError(
                 "ContextualKernel requires y to be passed, but the target y is None: it learns from cluster labels."
             )
-        previous = self.module_.state_dict() if (self.warm_start and hasattr(self, "module_")) else None
-        recommended = self.recommended_clustering() if previous is not None else {}
+        continuing = self.warm_start and hasattr(self, "module_")
+        previous = self.module_.state_dict() if continuing else None
+        # Settings chosen for the weights it continues from still suit a fine-tuned kernel, not a fresh one.
+        recommended = self.recommended_clustering() if continuing else {}
+        # A kernel fine-tuned from the generic one continues with that network; any other with its own parameters
+        # (a changed architecture then fails to load the weights, with a clear error).
+        fine_tuned = continuing and getattr(self, "init_", None) == "generic"
+        network = dict(self.network_params_) if fine_tuned else None
         X = check_magnitude(validate_data(self, X, dtype=np.float32, ensure_min_samples=2))
         labels = encode_labels(y, X.shape[0])
         group_codes = encode_groups(groups, X.shape[0])
-        if self.d_model % self.n_heads != 0:
-            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}.")
-        self.net_, n_sets = train(self, X, labels, group_codes, check_set_size(self.set_size), previous)
+        plan = plan_training(self, X, labels, group_codes, previous, network, recommended)
+        spec = plan.spec
+        if spec.d_model % spec.n_heads != 0:
+            raise ValueError(f"d_model={spec.d_model} must be divisible by n_heads={spec.n_heads}.")
+        self.net_, n_sets = train(spec, X, plan.train_labels, group_codes, check_set_size(self.set_size),
+                                  plan.start_state, plan.callbacks)
         self.module_ = self.net_.module_
         self.module_.eval()
         self.n_training_sets_ = n_sets * sum("train_loss" in row for row in self.net_.history)
-        # Settings chosen for the weights it continues from still suit a fine-tuned kernel, not a fresh one.
-        self.recommended_clustering_ = recommended
+        self.init_ = plan.init
+        self.network_params_ = plan.network_params
+        self.schedule_ = plan.schedule
+        validation = dict(self.net_.callbacks_).get("validation")
+        self.validation_score_ = None if validation is None else validation.best_score_
+        self.start_validation_score_ = None if validation is None else validation.start_score_
+        self.recommended_clustering_ = plan.recommended_clustering
         return self
+
+    def _network(self):
+        """A kernel whose network parameters are those of the fitted network (the generic's when fine-tuned)."""
+        network = getattr(self, "network_params_", None)
+        if not network:
+            return self
+        return type(self)(**{**self.get_params(deep=False), **network})
 
     # ------------------------------------------------------------ inference
     def transform(self, X):
@@ -351,13 +442,14 @@ class ContextualKernel(TransformerMixin, Kernel):
         sparse = self.returns_sparse(X.shape[0])
         if not sparse:
             self.check_memory(X.shape[0])
-        apply_inference_options(self, self.module_)
+        network = self._network()
+        apply_inference_options(network, self.module_)
         return learned_affinity(self.module_, X, sparse=sparse, n_neighbors=self.n_neighbors,
-                                n_random_neighbors=self.n_random_neighbors, set_transform=set_transform(self))
+                                n_random_neighbors=self.n_random_neighbors, set_transform=set_transform(network))
 
     def _validate_set(self, X) -> np.ndarray:
         """Validate a set for inference; canonical kernels accept any number of features."""
-        if self.canonical_features is not None:
+        if self._network().canonical_features is not None:
             return check_magnitude(check_array(X, dtype=np.float32, ensure_min_samples=1))
         return check_magnitude(validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
 
@@ -419,7 +511,7 @@ class ContextualKernel(TransformerMixin, Kernel):
     def _restore(self, n_features: int, state_dict: dict, device) -> None:
         """Become fitted from saved weights (used by :func:`load_kernel`)."""
         device = resolve_device(device)
-        module = build_module(self, n_features)
+        module = build_module(self._network(), n_features)
         try:
             module.load_state_dict(state_dict, strict=True)
         except RuntimeError as exc:
