@@ -196,11 +196,16 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
     best_state, keeper.best_state_ = keeper.best_state_, None  # no second copy of the weights in pickles
     if finished >= kernel.max_epochs or planned_stop(net):
         return
-    if best_state is not None:
-        net.module_.load_state_dict(best_state)
+    validation = dict(net.callbacks_).get("validation")
+    if validation is not None:  # its on_train_end already restored the best validated weights
+        kept = f"the best validation score so far ({validation.best_score_:.4f} ARI)"
+    else:
+        kept = f"the best training loss so far ({keeper.best_loss_:.4f})"
+        if best_state is not None:
+            net.module_.load_state_dict(best_state)
     warnings.warn(
         f"ContextualKernel training was interrupted after {finished} of {kernel.max_epochs} epochs; "
-        f"the kernel keeps the weights with the best training loss so far ({keeper.best_loss_:.4f}). "
+        f"the kernel keeps the weights with {kept}. "
         + ("Call fit again to resume from checkpoint_dir." if kernel.checkpoint_dir is not None else ""),
         RuntimeWarning,
         stacklevel=4,
