@@ -28,7 +28,8 @@ Recipe (end-to-end training as in the paper would take days on this machine):
 
 The 3 validation alphabets of ``background_split()`` are used for model
 selection (``--select``: the clustering settings of
-``RECOMMENDED_CLUSTERING['omniglot']``); the 20 evaluation alphabets are used
+the settings that ``benchmarks/pretrained_settings.py``
+stores in ``skabc/pretrained/omniglot.safetensors``); the 20 evaluation alphabets are used
 only by ``--eval``.
 Checkpoints (every ``--checkpoint-minutes``) live in
 ``benchmarks/.checkpoints/omniglot``.
@@ -311,7 +312,8 @@ def select(n_per_alphabet: int = 100, seed: int = 7) -> dict:
     The evaluation alphabets are never used.  Every combination of
     :data:`SELECT_GRID` runs ``ABCClustering`` on the stage-2 kernel with k
     unknown and with k known; the combination with the best NMI with k
-    unknown wins (it becomes ``RECOMMENDED_CLUSTERING['omniglot']``).
+    unknown wins (it becomes the settings that
+    ``benchmarks/pretrained_settings.py`` stores in ``skabc/pretrained/omniglot.safetensors``).
     """
     from itertools import product
 
@@ -377,10 +379,10 @@ def _evaluate_sets(images, feats, target, alphabet, a, n_sets, out) -> None:
     from sklearn.metrics import adjusted_rand_score as ari
     from sklearn.metrics import normalized_mutual_info_score as nmi
 
-    from skabc.pretrained import load_clustering
+    from skabc import ABCClustering
 
     # The shipped kernel is loaded once; set_params keeps it (frozen) for every set and task.
-    model = load_clustering("omniglot", device="cpu")
+    model = ABCClustering.from_pretrained("omniglot", device="cpu")
 
     def record(key, truth, labels):
         out.setdefault(f"{key}/nmi", []).append(nmi(truth, labels))

@@ -695,7 +695,7 @@ def select(kernel_path: str | None = None, n_sets: int = 150, jobs: int = 2) -> 
               f"+- {summary[s]['se']:.4f} (to best {summary[s]['diff_to_best']:+.4f} +- {summary[s]['diff_se']:.4f}), "
               f"|k_hat - k| {summary[s]['mean_abs_k_error']:.2f}")
     print(f"best: affinity_power {best[0]:g}, assign_labels {best[1]!r}, n_clusters_selection {best[2]!r} "
-          "(set RECOMMENDED_CLUSTERING['generic'] in skabc/pretrained)")
+          "(set SETTINGS['generic'] in benchmarks/pretrained_settings.py and run it)")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "zero_shot_select.json").write_text(json.dumps(
         {"command": "python benchmarks/zero_shot.py --select", "validation_seed": VALIDATION_SEED, "n_sets": n_sets,

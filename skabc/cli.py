@@ -128,7 +128,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _cluster(args: argparse.Namespace) -> int:
     from .cluster import ABCClustering
-    from .pretrained import load_clustering, load_saved_kernel
+    from .pretrained import load_saved_kernel
 
     X = _read_array(args.X, "X", 2)
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
@@ -137,7 +137,8 @@ def _cluster(args: argparse.Namespace) -> int:
                               random_state=args.seed)
     else:
         # A shipped kernel comes with the clustering settings chosen for it (e.g. affinity_power).
-        model = load_clustering(args.pretrained or "generic", n_clusters=args.n_clusters, random_state=args.seed)
+        model = ABCClustering.from_pretrained(args.pretrained or "generic", n_clusters=args.n_clusters,
+                                             random_state=args.seed)
     if groups is None:
         labels = model.fit_predict(X)
         n_clusters = model.n_clusters_

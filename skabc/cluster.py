@@ -7,17 +7,20 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from ._persistence import load_clustering, save_clustering
+from . import persistence
 from ._validation import encode_groups, encode_labels
 from .kernels import ContextualKernel, as_kernel
+from .kernels.base import CLUSTERING_SETTINGS, check_recommended_clustering
 from .spectral import (
     ASSIGN_LABELS,
     consensus_n_clusters,
@@ -32,6 +35,7 @@ from .spectral import (
 LIKELIHOOD_CANDIDATES = 5
 
 
+@persistence.persistent
 class ABCClustering(ClusterMixin, BaseEstimator):
     """Attention-Based Clustering: a drop-in for :class:`~sklearn.cluster.SpectralClustering`.
 
@@ -76,22 +80,19 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         :func:`~skabc.spectral.pair_log_likelihood` of the affinity before
         ``affinity_power``; the kernel must output probabilities in
         ``[0, 1]``, as a :class:`ContextualKernel` does).  It costs one
-        spectral clustering per candidate.  ``'auto'``: the value chosen on
-        validation data for the shipped generic kernel when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else the value
-        the fitted kernel recommends (``kernel_.recommended_clustering()``,
-        e.g. the generic kernel's for one fine-tuned from it), else
-        ``'eigengap'``.
+        spectral clustering per candidate.  ``'auto'``: the kernel's recommendation
+        (:meth:`~skabc.kernels.Kernel.recommended_clustering`, stored with
+        every shipped kernel, e.g. ``'consensus'`` for the generic kernel),
+        else ``'eigengap'``; resolved in ``fit`` into
+        ``n_clusters_selection_``.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:
         probabilities near 1 stay, moderate cross-cluster probabilities
         fade, which helps the eigengap find the number of clusters of a soft
-        kernel.  ``'auto'``: the value chosen on validation data for the
-        shipped generic kernel when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else the value
-        the fitted kernel recommends (``kernel_.recommended_clustering()``,
-        e.g. the generic kernel's for one fine-tuned from it), else 1.
+        kernel.  ``'auto'``: the kernel's recommendation (stored with
+        every shipped kernel), else 1; resolved in ``fit`` into
+        ``affinity_power_``.
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
         Passed to :class:`~sklearn.cluster.SpectralClustering`.
     n_components : int, default=None
@@ -107,13 +108,10 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``'njw'`` (Ng, Jordan & Weiss 2001), k-means on the rows of the
         spectral embedding scaled to unit length, which separates many small
         clusters better (the shipped Omniglot model uses it).  ``'auto'``:
-        the value chosen on validation data for the shipped generic kernel
-        when ``kernel=None``
-        (:data:`skabc.pretrained.RECOMMENDED_CLUSTERING`), else the value
-        the fitted kernel recommends (``kernel_.recommended_clustering()``,
-        e.g. the generic kernel's for one fine-tuned from it), else
+        the kernel's recommendation (stored with every shipped kernel), else
         ``'kmeans'``, the default of
-        :class:`~sklearn.cluster.SpectralClustering`.
+        :class:`~sklearn.cluster.SpectralClustering`; resolved in ``fit``
+        into ``assign_labels_``.
     n_jobs : int, default=None
         Number of sets clustered in parallel by ``fit`` and ``predict`` when
         ``groups`` is given, through :class:`joblib.Parallel` (``None``: 1,
@@ -139,6 +137,12 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``None`` when ``n_clusters`` is given.
     kernel_ : ContextualKernel
         The fitted kernel.
+    affinity_power_ : float
+        What ``affinity_power`` resolved to.
+    assign_labels_ : str
+        What ``assign_labels`` resolved to.
+    n_clusters_selection_ : str
+        What ``n_clusters_selection`` resolved to.
     n_features_in_ : int
         Number of features seen during fit.
 
@@ -227,6 +231,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             self.kernel_ = kernel.fit(X_in, y, groups=groups)
         else:
             self.kernel_ = self._fitted_kernel()
+        self._resolve_auto(as_kernel(self.kernel_).recommended_clustering())
         labels, affinities, n_found, eigenvalues = self._cluster(X_in, X.shape[0], group_codes)
         self.labels_ = labels
         self.n_clusters_ = int(sum(n_found))
@@ -277,16 +282,100 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     def save(self, path) -> None:
         """Write the fitted model to one safetensors file (kernel weights, labels, JSON parameters).
 
-        The write is atomic.  ``affinity_matrix_`` and ``eigenvalues_`` are not
-        stored (``predict`` recomputes what it needs).
+        The write is atomic.  The fitted kernel (a :class:`ContextualKernel`
+        or a :class:`KernelEnsemble`, frozen or not) and the settings every
+        ``'auto'`` resolved to are stored, so the loaded model predicts
+        exactly as this one.  ``affinity_matrix_`` and ``eigenvalues_`` are
+        not stored (``predict`` recomputes what it needs).
         """
         check_is_fitted(self, "kernel_")
-        save_clustering(self, path)
+        persistence.save(self, path)
 
     @classmethod
     def load(cls, path, device="auto") -> ABCClustering:
         """Load a model written by :meth:`save`, without unpickling anything."""
-        return load_clustering(cls, ContextualKernel, path, device=device)
+        return persistence.load(path, device=device, expected=cls)
+
+    @classmethod
+    def from_pretrained(cls, name: str, *, device: str = "auto", **params) -> ABCClustering:
+        """A ready model around the shipped kernel ``name`` (see :func:`skabc.pretrained.load`).
+
+        The kernel is wrapped in :class:`sklearn.frozen.FrozenEstimator`, so
+        ``fit`` / ``fit_predict`` cluster new sets without training (even when
+        given labels) and ``clone`` keeps it fitted.  Every ``'auto'`` setting
+        resolves to the values stored with the kernel (chosen on its
+        validation data); ``params`` override them.
+
+        Examples
+        --------
+        >>> from skabc import ABCClustering
+        >>> model = ABCClustering.from_pretrained("circles", random_state=0)
+        >>> type(model.kernel).__name__
+        'FrozenEstimator'
+        """
+        from .pretrained import load
+
+        return cls(kernel=FrozenEstimator(load(name, device=device)), **params)
+
+    def _resolve_auto(self, recommended: dict) -> None:
+        """Resolve every ``'auto'`` setting once, from the kernel's recommendation, into fitted attributes."""
+        recommended = {**_GENERIC_DEFAULTS, **check_recommended_clustering(recommended)}
+        self.affinity_power_ = float(recommended["affinity_power"] if self.affinity_power == "auto"
+                                     else self.affinity_power)
+        self.assign_labels_ = recommended["assign_labels"] if self.assign_labels == "auto" else self.assign_labels
+        self.n_clusters_selection_ = (recommended["n_clusters_selection"] if self.n_clusters_selection == "auto"
+                                      else self.n_clusters_selection)
+
+    def _describe(self) -> tuple[dict, dict]:
+        """JSON description and tensors for :mod:`skabc.persistence`."""
+        check_is_fitted(self, "kernel_")
+        frozen = isinstance(self.kernel_, FrozenEstimator)
+        kernel = self.kernel_.estimator if frozen else self.kernel_
+        if not persistence.is_saveable(kernel):
+            raise TypeError(
+                f"ABCClustering.save stores a ContextualKernel or a KernelEnsemble, and this model's kernel is a "
+                f"{type(kernel).__name__}; save that kernel with its own save() if it has one, "
+                "and the clustering parameters with get_params()"
+            )
+        kernel_meta, kernel_tensors = persistence.describe(kernel)
+        tensors = {_KERNEL + k: v for k, v in kernel_tensors.items()}
+        tensors["labels_"] = torch.as_tensor(np.asarray(self.labels_, dtype=np.int64))
+        meta = {
+            "params": persistence.plain_params(self, skip=("kernel",)),
+            "kernel": kernel_meta,
+            # How `kernel` was given: None (the generic kernel), frozen, or a kernel to train.
+            "kernel_param": "none" if self.kernel is None else ("frozen" if frozen else "kernel"),
+            "fitted": {name + "_": getattr(self, name + "_") for name in CLUSTERING_SETTINGS},
+            "n_features_in": int(self.n_features_in_),
+            "feature_names_in": [str(f) for f in getattr(self, "feature_names_in_", [])] or None,
+            "n_clusters": int(self.n_clusters_),
+        }
+        return meta, tensors
+
+    @classmethod
+    def _restore(cls, meta: dict, tensors: dict, device) -> ABCClustering:
+        """Rebuild a fitted model from :meth:`_describe`'s output (or a version-1 file's)."""
+        if "class" in meta["kernel"]:
+            kernel = persistence.restore(meta["kernel"], persistence.nested(_KERNEL, tensors), device)
+        else:  # version 1: always a ContextualKernel, its weights directly under "kernel."
+            kernel = ContextualKernel._restore({"kernel": meta["kernel"]}, tensors, device)
+        fitted = FrozenEstimator(kernel) if meta.get("kernel_param") == "frozen" else kernel
+        param = None if meta.get("kernel_param") == "none" else fitted
+        model = cls(kernel=param, **persistence.unlist(meta["params"]))
+        model.kernel_ = fitted
+        model.n_features_in_ = meta["n_features_in"]
+        names = meta.get("feature_names_in")
+        if names:
+            model.feature_names_in_ = np.asarray(names, dtype=object)
+        elif hasattr(kernel, "feature_names_in_"):
+            model.feature_names_in_ = kernel.feature_names_in_
+        model.labels_ = tensors["labels_"].numpy()
+        model.n_clusters_ = meta["n_clusters"]
+        # Version-1 files stored no resolved settings: resolve them as fit would from the loaded kernel.
+        model._resolve_auto(as_kernel(fitted).recommended_clustering())
+        for name, value in meta.get("fitted", {}).items():
+            setattr(model, name, value)
+        return model
 
     def _fine_tuning_kernel(self) -> ContextualKernel:
         """The kernel ``fit`` trains when ``kernel=None`` gets labels: the generic one, fine-tuned."""
@@ -377,48 +466,21 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         if len(sets) == 1:
             return [_cluster_one(self, sets[0], *seeds[0])]
         # Ship the parameters and the fitted kernel only, not labels_ or affinity_matrix_ of an earlier fit.
-        # The 'auto' settings are resolved here: they depend on `kernel`, which the copy drops.
-        light = type(self)(**{**self.get_params(deep=False), "kernel": None,
-                              "affinity_power": self._affinity_power(), "assign_labels": self._assign_labels(),
-                              "n_clusters_selection": self._n_clusters_selection()})
+        light = type(self)(**{**self.get_params(deep=False), "kernel": None})
         light.kernel_ = self.kernel_
+        for name in CLUSTERING_SETTINGS:
+            setattr(light, name + "_", getattr(self, name + "_"))
         # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
         n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
         bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
         tasks = (delayed(_cluster_chunk)(light, sets[a:b], seeds[a:b]) for a, b in pairwise(bounds))
         return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
 
-    def _affinity_power(self) -> float:
-        if self.affinity_power != "auto":
-            return float(self.affinity_power)
-        return float(self._generic_setting("affinity_power", 1.0))
-
-    def _assign_labels(self) -> str:
-        if self.assign_labels != "auto":
-            return self.assign_labels
-        return self._generic_setting("assign_labels", "kmeans")
-
-    def _n_clusters_selection(self) -> str:
-        if self.n_clusters_selection != "auto":
-            return self.n_clusters_selection
-        return self._generic_setting("n_clusters_selection", "eigengap")
-
-    def _generic_setting(self, name: str, default):
-        """An 'auto' setting: the one chosen for the shipped generic kernel when it is used, else the one the
-        fitted kernel recommends (e.g. a kernel fine-tuned from the generic one), else ``default``."""
-        if self.kernel is None:
-            from .pretrained import RECOMMENDED_CLUSTERING
-
-            return RECOMMENDED_CLUSTERING.get("generic", {}).get(name, default)
-        if hasattr(self, "kernel_"):
-            return as_kernel(self.kernel_).recommended_clustering().get(name, default)
-        return default
-
     def _n_clusters_for(self, affinity: np.ndarray, seed):
         n = affinity.shape[0]
         if self.n_clusters is not None:
             return min(self.n_clusters, n), None
-        estimate = consensus_n_clusters if self._n_clusters_selection() == "consensus" else estimate_n_clusters
+        estimate = consensus_n_clusters if self.n_clusters_selection_ == "consensus" else estimate_n_clusters
         return estimate(
             affinity,
             self.max_clusters,
@@ -436,7 +498,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             random_state=seed,
             n_init=self.n_init,
             eigen_tol=self.eigen_tol,
-            assign_labels=self._assign_labels(),
+            assign_labels=self.assign_labels_,
             verbose=self.verbose,
         )
         return _compact(labels)
@@ -451,6 +513,13 @@ class ABCClustering(ClusterMixin, BaseEstimator):
 #: the generic kernel fine-tuned on sets drawn from the user's labelled rows, with the automatic schedule
 #: and early stopping on held-out classes or groups (``ContextualKernel``'s defaults).
 FINE_TUNE = dict(init="generic")
+
+
+#: What each 'auto' setting resolves to when the kernel recommends nothing (SpectralClustering's choices).
+_GENERIC_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_clusters_selection": "eigengap"}
+
+# Prefix of the kernel's tensors in a saved model.
+_KERNEL = "kernel."
 
 
 def _generic_kernel() -> ContextualKernel:
@@ -472,10 +541,10 @@ def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
         kernel.check_memory(n, n_copies=4)
     probabilities = kernel.affinity(X)
     affinity = probabilities
-    power = model._affinity_power()
+    power = model.affinity_power_
     if power != 1.0:
         affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
-    selection = model._n_clusters_selection()
+    selection = model.n_clusters_selection_
     if model.n_clusters is None and selection == "likelihood":
         labels, eigenvalues = _likelihood_labels(model, probabilities, affinity, eig_seed, seed)
     elif model.n_clusters is None and selection == "eigengap" and sp.issparse(affinity):
@@ -483,7 +552,7 @@ def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
         labels, _, eigenvalues = eigengap_spectral_labels(
             affinity, model.max_clusters, eig_seed, eigen_solver=model.eigen_solver,
             n_components=model.n_components, random_state=seed, n_init=model.n_init,
-            eigen_tol=model.eigen_tol, assign_labels=model._assign_labels(), verbose=model.verbose,
+            eigen_tol=model.eigen_tol, assign_labels=model.assign_labels_, verbose=model.verbose,
         )
         labels = _compact(labels)
     else:

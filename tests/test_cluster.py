@@ -235,14 +235,17 @@ def test_affinity_power_sharpens_what_the_spectral_step_sees(tiny_kernel):
     np.testing.assert_allclose(plain.affinity_matrix_, tiny_kernel.transform(X))
     from skabc.pretrained import RECOMMENDED_CLUSTERING
 
-    assert ABCClustering()._affinity_power() == RECOMMENDED_CLUSTERING["generic"]["affinity_power"] > 1
+    generic = ABCClustering(random_state=0).fit(X)
+    assert generic.affinity_power_ == RECOMMENDED_CLUSTERING["generic"]["affinity_power"] > 1
     with pytest.raises(ValueError, match="affinity_power"):
         ABCClustering(kernel=tiny_kernel, affinity_power=0).fit(X)
 
 
 @pytest.mark.parametrize("use_groups", [False, True])
 def test_auto_assign_labels_follows_the_kernel(tiny_kernel, monkeypatch, use_groups):
-    """'auto' is scikit-learn's 'kmeans' for a kernel you give, the generic kernel's chosen value without one."""
+    """'auto' is scikit-learn's 'kmeans' for a kernel that recommends nothing, else the kernel's recommendation."""
+    import copy
+
     import skabc.cluster
     from skabc.pretrained import RECOMMENDED_CLUSTERING
 
@@ -254,14 +257,19 @@ def test_auto_assign_labels_follows_the_kernel(tiny_kernel, monkeypatch, use_gro
         return real(*args, **kwargs)
 
     monkeypatch.setattr(skabc.cluster, "spectral_labels", spy)
-    monkeypatch.setitem(RECOMMENDED_CLUSTERING, "generic", {"affinity_power": 2.0, "assign_labels": "cluster_qr"})
+    recommending = copy.deepcopy(tiny_kernel)
+    recommending.recommended_clustering_ = {"affinity_power": 2.0, "assign_labels": "cluster_qr"}
     X, _, groups = make_blob_sets(n_sets=2, set_size=30, random_state=5)
     groups = groups if use_groups else None
     ABCClustering(kernel=tiny_kernel, n_clusters=2, random_state=0).fit(X, groups=groups)
     assert seen and set(seen) == {"kmeans"}
     seen.clear()
-    ABCClustering(n_clusters=2, random_state=0).fit(X, groups=groups)
+    model = ABCClustering(kernel=recommending, n_clusters=2, random_state=0).fit(X, groups=groups)
     assert seen and set(seen) == {"cluster_qr"}
+    assert (model.affinity_power_, model.assign_labels_, model.n_clusters_selection_) == (2.0, "cluster_qr", "eigengap")
+    seen.clear()
+    ABCClustering(n_clusters=2, random_state=0).fit(X, groups=groups)
+    assert seen and set(seen) == {RECOMMENDED_CLUSTERING["generic"]["assign_labels"]}
     seen.clear()
     ABCClustering(n_clusters=2, assign_labels="discretize", random_state=0).fit(X, groups=groups)
     assert seen and set(seen) == {"discretize"}

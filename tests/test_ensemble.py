@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TINY, make_blob_sets
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.frozen import FrozenEstimator
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble
@@ -58,7 +59,24 @@ def test_from_fitted_and_clustering_with_an_ensemble(ensemble, blob_sets):
     labels = model.fit_predict(X[:30])
     assert labels.shape == (30,) and model.n_clusters_ >= 1
     with pytest.raises(TypeError, match="own save"):
-        model.save("/nonexistent/model.safetensors")
+        ABCClustering(kernel=FrozenEstimator(_NotSaveable(ensemble)), random_state=0).fit(X[:30]).save(
+            "/nonexistent/model.safetensors")
+
+
+class _NotSaveable(TransformerMixin, BaseEstimator):
+    """A fitted kernel of a class the safe format does not know."""
+
+    def __init__(self, inner=None):
+        self.inner = inner
+
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, X):
+        return self.inner.transform(X)
+
+    def __sklearn_is_fitted__(self):
+        return True
 
 
 def test_bad_input(ensemble, blob_sets):

@@ -444,7 +444,7 @@ def test_training_memory_is_checked_before_training(blob_data):
 
 def test_interrupted_save_keeps_the_previous_file(tiny_kernel, tmp_path, monkeypatch):
     """Writes go to a temporary file renamed into place: a failure leaves the old model intact."""
-    from skabc import _persistence
+    from skabc import persistence
 
     path = tmp_path / "k.safetensors"
     tiny_kernel.save(path)
@@ -455,7 +455,7 @@ def test_interrupted_save_keeps_the_previous_file(tiny_kernel, tmp_path, monkeyp
             f.write(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr(_persistence, "save_file", broken_save)
+    monkeypatch.setattr(persistence, "save_file", broken_save)
     with pytest.raises(OSError, match="disk full"):
         tiny_kernel.save(path)
     assert path.read_bytes() == before

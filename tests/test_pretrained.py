@@ -59,7 +59,7 @@ def test_omniglot_clusters_an_unseen_alphabet():
     scores = []
     for seed in range(3):
         X, truth = _tengwar_set(seed)
-        model = pretrained.load_clustering("omniglot", random_state=0, device="cpu")
+        model = ABCClustering.from_pretrained("omniglot", random_state=0, device="cpu")
         labels = model.fit_predict(X)
         scores.append(normalized_mutual_info_score(truth, labels))
     # Tengwar, one of the 20 evaluation alphabets (never seen in training), is among the hardest

@@ -18,8 +18,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
+from skabc import ABCClustering
 from skabc.datasets import load_omniglot_sample
-from skabc.pretrained import load_clustering
 
 sample = load_omniglot_sample()
 rng = np.random.default_rng(0)
@@ -30,7 +30,7 @@ rows = np.concatenate([rng.choice(np.flatnonzero(sample.target == c), size=rng.i
 rows = rng.permutation(rows)
 images, truth = sample.data[rows], sample.target[rows]
 
-model = load_clustering("omniglot", random_state=0, device="cpu")
+model = ABCClustering.from_pretrained("omniglot", random_state=0, device="cpu")
 labels = model.fit_predict(images)
 print(f"{len(rows)} drawings of {len(characters)} characters; found {model.n_clusters_} clusters")
 print(f"NMI {normalized_mutual_info_score(truth, labels):.3f}, ARI {adjusted_rand_score(truth, labels):.3f}")

@@ -15,8 +15,30 @@ from sklearn.base import BaseEstimator
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ..spectral import ASSIGN_LABELS
+
 #: The ABCClustering settings a kernel may recommend (what each ``'auto'`` resolves to).
 CLUSTERING_SETTINGS = ("affinity_power", "assign_labels", "n_clusters_selection")
+
+
+#: Values each recommended setting may take.
+_SETTING_CHECKS = {
+    "affinity_power": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+    "assign_labels": lambda v: v in ASSIGN_LABELS,
+    "n_clusters_selection": lambda v: v in ("eigengap", "consensus", "likelihood"),
+}
+
+
+def check_recommended_clustering(settings) -> dict:
+    """A validated copy of recommended clustering settings (e.g. read from a file)."""
+    if not isinstance(settings, dict):
+        raise ValueError(f"recommended clustering settings must be a dict, got {type(settings).__name__}")
+    for name, value in settings.items():
+        if name not in _SETTING_CHECKS:
+            raise ValueError(f"unknown recommended clustering setting {name!r}; expected among {CLUSTERING_SETTINGS}")
+        if not _SETTING_CHECKS[name](value):
+            raise ValueError(f"invalid recommended value {value!r} for {name!r}")
+    return {name: (float(v) if name == "affinity_power" else v) for name, v in settings.items()}
 
 
 class Kernel(BaseEstimator):

@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from torch import nn
 
-from .._persistence import load_kernel, save_kernel
+from .. import persistence
 from .._runtime import resolve_device
 from .._validation import check_magnitude, encode_groups, encode_labels
 from ..inference import check_dense_memory, learned_affinity
@@ -22,12 +22,16 @@ from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
 from ..sampling import check_set_size
 from ..training import train
-from ..training.plan import plan_training
-from .base import Kernel
+from ..training.plan import NETWORK_PARAMS, plan_training
+from .base import Kernel, check_recommended_clustering
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
 SPARSE_AUTO_MIN_SAMPLES = 10_000
 
+# Prefix of the weights' tensor names in a saved file.
+_WEIGHTS = "kernel."
+
+@persistence.persistent
 class ContextualKernel(TransformerMixin, Kernel):
     """Learned kernel from context (Attention-Based Clustering, Coward et al. 2020).
 
@@ -493,23 +497,69 @@ class ContextualKernel(TransformerMixin, Kernel):
         return self.fit(X, y, groups=groups).transform(X)
 
     # ---------------------------------------------------------- persistence
-    def save(self, path) -> None:
+    def save(self, path, *, recommended_clustering: dict | None = None) -> None:
         """Write the fitted kernel to one safetensors file (weights + JSON description).
 
         The write is atomic: an interrupted save never leaves a broken file.
         Only kernels whose parameters are plain values (no custom module or
         callable) can be saved this way; pickle works for the others.
+
+        Parameters
+        ----------
+        path : str or path
+        recommended_clustering : dict, default=None
+            ABCClustering settings to store with the kernel (what its
+            ``'auto'`` values will resolve to, see
+            :meth:`recommended_clustering`); ``None`` keeps the kernel's own.
         """
         check_is_fitted(self, "module_")
-        save_kernel(self, path)
+        if recommended_clustering is not None:
+            self.recommended_clustering_ = check_recommended_clustering(recommended_clustering)
+        persistence.save(self, path)
 
     @classmethod
     def load(cls, path, device="auto") -> ContextualKernel:
         """Load a kernel written by :meth:`save`, without unpickling anything."""
-        return load_kernel(cls, path, device=device)
+        return persistence.load(path, device=device, expected=cls)
 
-    def _restore(self, n_features: int, state_dict: dict, device) -> None:
-        """Become fitted from saved weights (used by :func:`load_kernel`)."""
+    def _describe(self) -> tuple[dict, dict]:
+        """JSON description and tensors for :mod:`skabc.persistence`."""
+        check_is_fitted(self, "module_")
+        part = {
+            "params": persistence.plain_params(self, skip=("checkpoint_dir", "checkpoint_every", "verbose", "device")),
+            "n_features_in": int(self.n_features_in_),
+            "feature_names_in": [str(f) for f in getattr(self, "feature_names_in_", [])] or None,
+        }
+        network = getattr(self, "network_params_", None) or {}
+        if any(getattr(self, name) != value for name, value in network.items()):
+            # Fine-tuned from the generic kernel: the network is not the one the parameters describe.
+            part["network_params"] = {name: persistence.json_ready(value) for name, value in network.items()}
+        # Copies: an ensemble may hold one kernel twice, and safetensors refuses tensors that share memory.
+        tensors = {_WEIGHTS + k: v.detach().cpu().clone() for k, v in self.module_.state_dict().items()}
+        return {"kernel": part, "recommended_clustering": self.recommended_clustering()}, tensors
+
+    @classmethod
+    def _restore(cls, meta: dict, tensors: dict, device) -> ContextualKernel:
+        """Rebuild a fitted kernel from :meth:`_describe`'s output (or a version-1 file's)."""
+        part = meta["kernel"]
+        try:
+            kernel = cls(**persistence.unlist(part["params"]), device=device)
+        except TypeError as exc:
+            raise ValueError(f"the saved kernel parameters do not match this version of skabc: {exc}") from exc
+        if part.get("network_params"):
+            network = persistence.unlist(part["network_params"])
+            unknown = set(network) - set(NETWORK_PARAMS)
+            if unknown:
+                raise ValueError(f"the saved network parameters name unknown parameters: {sorted(unknown)}")
+            kernel.network_params_ = network
+        kernel._load_weights(part["n_features_in"], persistence.nested(_WEIGHTS, tensors), device)
+        if part.get("feature_names_in"):
+            kernel.feature_names_in_ = np.asarray(part["feature_names_in"], dtype=object)
+        kernel.recommended_clustering_ = check_recommended_clustering(meta.get("recommended_clustering") or {})
+        return kernel
+
+    def _load_weights(self, n_features: int, state_dict: dict, device) -> None:
+        """Become fitted from saved weights."""
         device = resolve_device(device)
         module = build_module(self._network(), n_features)
         try:

@@ -18,11 +18,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
-from .._persistence import load_ensemble, save_ensemble
-from .base import Kernel, as_kernel
+from .. import persistence
+from .base import Kernel, as_kernel, check_recommended_clustering
 from .contextual import ContextualKernel
 
 
+@persistence.persistent
 class KernelEnsemble(TransformerMixin, Kernel):
     """Mean affinity of several kernels trained from different seeds.
 
@@ -179,18 +180,48 @@ class KernelEnsemble(TransformerMixin, Kernel):
         """ABCClustering settings saved with this ensemble (chosen on its validation data); ``{}`` if none."""
         return dict(getattr(self, "recommended_clustering_", {}))
 
-    def save(self, path) -> None:
-        """Write every member to one safetensors file (weights + JSON description); atomic."""
+    def save(self, path, *, recommended_clustering: dict | None = None) -> None:
+        """Write every member to one safetensors file (weights + JSON description); atomic.
+
+        ``recommended_clustering``: as for :meth:`ContextualKernel.save`.
+        """
         check_is_fitted(self, "kernels_")
-        for kernel in self.kernels_:
-            if not isinstance(kernel, ContextualKernel):
-                raise TypeError(f"only ensembles of ContextualKernel can be saved, got a {type(kernel).__name__}")
-        save_ensemble(self, path)
+        if recommended_clustering is not None:
+            self.recommended_clustering_ = check_recommended_clustering(recommended_clustering)
+        persistence.save(self, path)
 
     @classmethod
     def load(cls, path, device="auto") -> KernelEnsemble:
         """Load an ensemble written by :meth:`save`, without unpickling anything."""
-        return load_ensemble(cls, ContextualKernel, path, device=device)
+        return persistence.load(path, device=device, expected=cls)
+
+    def _describe(self) -> tuple[dict, dict]:
+        """JSON description and tensors for :mod:`skabc.persistence` (members: ContextualKernels)."""
+        check_is_fitted(self, "kernels_")
+        members, tensors = [], {}
+        for i, kernel in enumerate(self.kernels_):
+            if not isinstance(kernel, ContextualKernel):
+                raise TypeError(f"only ensembles of ContextualKernel can be saved, got a {type(kernel).__name__}")
+            meta, part = kernel._describe()
+            members.append(meta["kernel"])
+            tensors.update({_member_prefix(i) + k: v for k, v in persistence.nested(_MEMBER_WEIGHTS, part).items()})
+        meta = {"params": persistence.plain_params(self, skip=("kernel",)), "members": members,
+                "recommended_clustering": self.recommended_clustering()}
+        return meta, tensors
+
+    @classmethod
+    def _restore(cls, meta: dict, tensors: dict, device) -> KernelEnsemble:
+        """Rebuild a fitted ensemble from :meth:`_describe`'s output."""
+        kernels = []
+        for i, part in enumerate(meta["members"]):
+            own = {_MEMBER_WEIGHTS + k: v for k, v in persistence.nested(_member_prefix(i), tensors).items()}
+            kernels.append(ContextualKernel._restore({"kernel": part}, own, device))
+        ensemble = cls.from_fitted(kernels)
+        params = persistence.unlist(meta["params"])
+        params.pop("n_members", None)  # from_fitted sets it from the members
+        ensemble.set_params(**params)
+        ensemble.recommended_clustering_ = check_recommended_clustering(meta.get("recommended_clustering") or {})
+        return ensemble
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -198,3 +229,10 @@ class KernelEnsemble(TransformerMixin, Kernel):
         tags.target_tags.required = True
         tags.transformer_tags.preserves_dtype = []
         return tags
+
+
+_MEMBER_WEIGHTS = "kernel."
+
+
+def _member_prefix(i: int) -> str:
+    return f"members.{i}."

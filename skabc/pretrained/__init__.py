@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 
-from ..kernels import ContextualKernel, KernelEnsemble
+from .. import persistence
+from ..kernels import ContextualKernel, Kernel, KernelEnsemble
+from ..persistence import read_description
 
 PRETRAINED_DIR = Path(__file__).resolve().parent
 
@@ -18,19 +22,18 @@ AVAILABLE = {
     "circles-pairwise": "circles_pairwise.safetensors",
 }
 
-#: ABCClustering settings chosen for each kernel on its own validation data
-#: (see benchmarks/zero_shot.py --select and benchmarks/omniglot.py --select).
-RECOMMENDED_CLUSTERING: dict[str, dict] = {
-    # benchmarks/results/omniglot_select.json (300 sets of 3 validation alphabets, the 3-kernel ensemble),
-    # NMI with k unknown: 0.916 with these settings; 0.910 with the plain eigengap (and 'njw') on A**4.
-    "omniglot": {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "likelihood"},
-    # benchmarks/results/zero_shot_select.json (150 synthetic validation sets, phase-10 weights): ARI 0.669
-    # with A**8, 'njw' and the consensus estimate of k, against 0.656 with the plain eigengap (paired
-    # +0.013 +- 0.006), 0.650 with A**16 (consensus) and 0.645 with A**4 (eigengap); 'njw' was ahead of
-    # 'kmeans' at every power.
-    "generic": {"affinity_power": 8.0, "assign_labels": "njw", "n_clusters_selection": "consensus"},
-}
 
+def _recommended(name: str) -> dict:
+    """The clustering settings stored in the shipped file ``name`` (read from its JSON header only)."""
+    path = PRETRAINED_DIR / AVAILABLE[name]
+    return dict(read_description(path).get("recommended_clustering") or {}) if path.exists() else {}
+
+
+#: ABCClustering settings chosen for each shipped kernel on its own validation data, as stored in
+#: its file (``benchmarks/pretrained_settings.py`` writes them; a read-only view).
+RECOMMENDED_CLUSTERING: Mapping[str, dict] = MappingProxyType(
+    {name: settings for name in AVAILABLE if (settings := _recommended(name))}
+)
 
 
 def load(name: str, device: str = "auto") -> ContextualKernel | KernelEnsemble:
@@ -87,35 +90,10 @@ def load_saved_kernel(path, device: str = "auto") -> ContextualKernel | KernelEn
     -------
     kernel : ContextualKernel or KernelEnsemble
     """
-    from .._persistence import read_description
-
-    if read_description(path)["class"] == KernelEnsemble.__name__:
-        return KernelEnsemble.load(path, device=device)
-    return ContextualKernel.load(path, device=device)
-
-
-def load_clustering(name: str, device: str = "auto", **params):
-    """A ready :class:`~skabc.ABCClustering` around the shipped kernel ``name``.
-
-    The kernel is wrapped in :class:`sklearn.frozen.FrozenEstimator`, so
-    ``fit`` / ``fit_predict`` cluster new sets without training (even when
-    given labels) and ``clone`` keeps it fitted.  Settings recommended for the
-    kernel (:data:`RECOMMENDED_CLUSTERING`) are applied first; ``params``
-    override them.
-
-    Examples
-    --------
-    >>> from skabc.pretrained import load_clustering
-    >>> model = load_clustering("circles", random_state=0)
-    >>> type(model).__name__
-    'ABCClustering'
-    """
-    from sklearn.frozen import FrozenEstimator
-
-    from ..cluster import ABCClustering
-
-    settings = {**RECOMMENDED_CLUSTERING.get(name, {}), **params}
-    return ABCClustering(kernel=FrozenEstimator(load(name, device=device)), **settings)
+    kernel = persistence.load(path, device=device)
+    if not isinstance(kernel, Kernel):
+        raise ValueError(f"{str(path)!r} holds a {type(kernel).__name__}, not a kernel")
+    return kernel
 
 
-__all__ = ["AVAILABLE", "PRETRAINED_DIR", "RECOMMENDED_CLUSTERING", "load", "load_clustering", "load_saved_kernel"]
+__all__ = ["AVAILABLE", "PRETRAINED_DIR", "RECOMMENDED_CLUSTERING", "load", "load_saved_kernel"]

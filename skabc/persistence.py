@@ -1,0 +1,149 @@
+"""Safe persistence keyed by class: safetensors tensors + one JSON description, never pickle.
+
+Every saveable class registers itself with :func:`persistent` and implements
+``_describe() -> (meta, tensors)`` and the classmethod
+``_restore(meta, tensors, device)``.  :func:`save` writes what ``_describe``
+returns, tagged with the class name; :func:`load` reads the tag and lets that
+class rebuild itself.  Nothing is unpickled: a file holds tensors and a JSON
+string.  Writes are atomic (temporary file, then rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import sklearn
+import torch
+from safetensors.torch import load_file, safe_open, save_file
+
+FORMAT = "skabc"
+#: Version 2 stores any registered kernel inside a saved ABCClustering, and every kernel's
+#: recommended clustering settings; version 1 files (kernels and ContextualKernel models) still load.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+_REGISTRY: dict[str, type] = {}
+
+
+def persistent(cls: type) -> type:
+    """Class decorator: files tagged with ``cls.__name__`` are restored by ``cls._restore``."""
+    _REGISTRY[cls.__name__] = cls
+    return cls
+
+
+def _refuse_non_plain(value):
+    raise TypeError(
+        f"cannot save a parameter of type {type(value).__name__} in the safe format; "
+        "use pickle (or joblib) for estimators with custom modules or callables"
+    )
+
+
+def json_ready(value, other=_refuse_non_plain):
+    """A parameter value as JSON (tuples as lists); ``other(value)`` handles anything else."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_ready(v, other) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [json_ready(v, other) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return other(value)
+
+
+def plain_params(estimator, skip=()) -> dict:
+    """``get_params(deep=False)`` as JSON, without the names in ``skip``."""
+    return {k: json_ready(v) for k, v in estimator.get_params(deep=False).items() if k not in skip}
+
+
+def unlist(params: dict) -> dict:
+    """Saved parameters back as Python values (JSON lists were tuples)."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
+
+
+def is_saveable(obj) -> bool:
+    """Whether ``obj``'s class can be written by :func:`save`."""
+    return _REGISTRY.get(type(obj).__name__) is type(obj)
+
+
+def describe(obj) -> tuple[dict, dict]:
+    """``obj``'s JSON description (tagged with its class) and tensors."""
+    if not is_saveable(obj):
+        raise TypeError(f"a {type(obj).__name__} cannot be saved in skabc's safe format")
+    meta, tensors = obj._describe()
+    return {"class": type(obj).__name__, **meta}, tensors
+
+
+def restore(meta: dict, tensors: dict, device="auto"):
+    """Rebuild the object a description (from :func:`describe`) and its tensors describe."""
+    cls = _REGISTRY.get(meta.get("class"))
+    if cls is None:
+        raise ValueError(f"the saved object is a {meta.get('class')!r}, which this version of skabc cannot load")
+    return cls._restore(meta, tensors, device)
+
+
+def nested(prefix: str, tensors: dict) -> dict:
+    """The tensors whose names start with ``prefix``, with the prefix removed."""
+    return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+
+
+def save(obj, path) -> None:
+    """Atomically write ``obj`` (a registered class) to the safetensors file ``path``."""
+    meta, tensors = describe(obj)
+    write(path, meta, tensors)
+
+
+def load(path, device="auto", expected: type | None = None):
+    """Load the object saved at ``path``; with ``expected``, refuse a file holding another class."""
+    meta = read_description(path)
+    if expected is not None and meta["class"] != expected.__name__:
+        raise ValueError(f"{str(path)!r} holds a {meta['class']}, not a {expected.__name__}")
+    return restore(meta, load_file(str(path)), device)
+
+
+def write(path, meta: dict, tensors: dict) -> None:
+    """Write tensors and the JSON ``meta`` (stamped with format and versions) atomically to ``path``."""
+    from . import __version__
+
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "versions": {"skabc": __version__, "torch": torch.__version__, "sklearn": sklearn.__version__},
+        **meta,
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata={"skabc": json.dumps(meta)})
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a saved model is an ordinary readable file
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def read_description(path) -> dict:
+    """The JSON description stored in a file written by skabc."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no saved skabc model at {str(path)!r}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+    except Exception as exc:  # safetensors raises its own error types for bad headers
+        raise ValueError(f"{str(path)!r} is not a safetensors file written by skabc: {exc}") from exc
+    if "skabc" not in metadata:
+        raise ValueError(f"{str(path)!r} is a safetensors file but holds no skabc description")
+    meta = json.loads(metadata["skabc"])
+    if meta.get("format") != FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
+        raise ValueError(
+            f"{str(path)!r} has format {meta.get('format')!r} version {meta.get('format_version')!r}; "
+            f"this skabc reads {FORMAT!r} versions {READABLE_VERSIONS}"
+        )
+    return meta
