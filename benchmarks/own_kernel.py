@@ -56,6 +56,15 @@ def timed_fit(X, y, groups=None) -> tuple[ABCClustering, float]:
     return model, time.process_time() - cpu
 
 
+def training_facts(kernel: ContextualKernel) -> dict:
+    """How the fit went (getattr: the script also measures versions of skabc before these attributes)."""
+    schedule = getattr(kernel, "schedule_", None)
+    return {"init": getattr(kernel, "init_", None), "epochs": len(kernel.net_.history),
+            "schedule": None if schedule is None else vars(schedule),
+            "validation_ari": getattr(kernel, "validation_score_", None),
+            "start_validation_ari": getattr(kernel, "start_validation_score_", None)}
+
+
 def mean_se(values) -> dict:
     values = np.asarray(values, dtype=float)
     return {"mean": float(values.mean()), "se": float(values.std(ddof=1) / np.sqrt(len(values)))}
@@ -95,9 +104,7 @@ def run_digits() -> dict:
             scores["generic zero-shot (k unknown)"].append(adjusted_rand_score(truth, generic.fit_predict(X[rows_])))
             scores["SpectralClustering kNN (k given)"].append(
                 adjusted_rand_score(truth, spectral_knn(X[rows_], len(np.unique(truth)))))
-        out[name] = {"fit_cpu_s": cpu, "n_labelled": int(rows.sum()), "init": kernel.init_,
-                     "epochs": len(kernel.net_.history), "schedule": vars(kernel.schedule_),
-                     "validation_ari": kernel.validation_score_, "start_validation_ari": kernel.start_validation_score_,
+        out[name] = {"fit_cpu_s": cpu, "n_labelled": int(rows.sum()), **training_facts(kernel),
                      "scores": {k: mean_se(v) for k, v in scores.items()}}
     return out
 
@@ -135,9 +142,7 @@ def run_shapes(name: str, make, train_seed: int, test_seed: int) -> dict:
             scores[method].append(adjusted_rand_score(yt[rows], clusterer.fit_predict(Xt[rows])))
         scores["SpectralClustering kNN (k given)"].append(
             adjusted_rand_score(yt[rows], spectral_knn(Xt[rows], len(np.unique(yt[rows])))))
-    return {"fit_cpu_s": cpu, "n_labelled": len(X), "init": kernel.init_, "epochs": len(kernel.net_.history),
-            "schedule": vars(kernel.schedule_), "validation_ari": kernel.validation_score_,
-            "start_validation_ari": kernel.start_validation_score_, "n_test_sets": len(np.unique(gt)),
+    return {"fit_cpu_s": cpu, "n_labelled": len(X), **training_facts(kernel), "n_test_sets": len(np.unique(gt)),
             "scores": {k: mean_se(v) for k, v in scores.items()}}
 
 
@@ -203,6 +208,7 @@ def table(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", choices=["digits", "circles", "arcs", "small"], action="append")
+    parser.add_argument("--output", default="own_kernel.json", help="file name under benchmarks/results/")
     args = parser.parse_args()
     torch.set_num_threads(1)
     parts = args.only or ["digits", "small", "circles", "arcs"]
@@ -223,7 +229,7 @@ def main() -> None:
     result["checks"] = checks(result)
     result["wall_s"] = time.perf_counter() - start
     print(table(result))
-    out = ROOT / "benchmarks" / "results" / "own_kernel.json"
+    out = ROOT / "benchmarks" / "results" / args.output
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(f"wrote {out}")
