@@ -21,7 +21,7 @@ from skorch import NeuralNet
 from skorch.callbacks import Checkpoint, GradientNormClipping, LoadInitState, ProgressBar
 from torch import nn
 
-from .._persistence import json_ready
+from ..persistence import json_ready
 from .._runtime import memory_limit_bytes, resolve_device, seeded_torch, tune_allocator
 from ..exceptions import AffinityTooLargeError
 from ..nn.build import build_module, set_transform

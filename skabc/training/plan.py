@@ -1,7 +1,7 @@
 """What a ContextualKernel fit will do, decided once: where it starts, how long it trains, how it validates.
 
 :func:`plan_training` resolves every ``'auto'`` of the training parameters
-(``init``, ``max_epochs``, ``lr``, ``early_stopping``) for the data at hand
+(``init``, ``max_epochs``, ``early_stopping``) for the data at hand
 and returns a :class:`TrainingPlan`: the network's architecture, the weights
 to start from, a kernel whose parameters say exactly how to train (what
 :func:`skabc.training.train` reads), the rows left for training, and the
@@ -28,9 +28,6 @@ NETWORK_PARAMS = ("attention", "n_inducing", "window_size", "window_attention", 
 
 #: The shipped kernel ``init='generic'`` fine-tunes (loaded through :func:`skabc.pretrained.load`).
 GENERIC = "generic"
-
-#: Peak learning rates of ``lr='auto'``: gentler when fine-tuning trained weights than from scratch.
-FINE_TUNE_LR, SCRATCH_LR = 3e-4, 1e-3
 
 #: Fixed held-out sets scored after every epoch when early stopping is on.
 N_VALIDATION_SETS = 24
@@ -128,8 +125,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes, previo
             sets_per_epoch = per_epoch
         else:  # the user's epoch length, as many epochs as the schedule's steps need
             max_epochs = max(1, round(schedule.n_steps * kernel.batch_size / sets_per_epoch))
-    lr = kernel.lr if kernel.lr != "auto" else (SCRATCH_LR if init == "scratch" else FINE_TUNE_LR)
-    spec = type(kernel)(**{**kernel.get_params(deep=False), **network, "lr": lr, "max_epochs": max_epochs,
+    spec = type(kernel)(**{**kernel.get_params(deep=False), **network, "max_epochs": max_epochs,
                            "sets_per_epoch": sets_per_epoch, "early_stopping": False, "init": "scratch"})
 
     callbacks = []
