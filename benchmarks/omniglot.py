@@ -238,6 +238,7 @@ def assemble(out: Path | None = None):
     """One kernel per stage-2 member taking 784-pixel rows (CNN backbone + its MLP, blocks and head),
     averaged by a KernelEnsemble written to ``skabc/pretrained/omniglot.safetensors``."""
     from skabc import ContextualKernel, KernelEnsemble
+    from skabc.kernels._contextual_io import load_weights
     from skabc.pretrained import PRETRAINED_DIR
 
     out = PRETRAINED_DIR / "omniglot.safetensors" if out is None else out
@@ -253,10 +254,12 @@ def assemble(out: Path | None = None):
         params = {k: v for k, v in stage2.get_params(deep=False).items()}
         params.update(embedder="conv4", checkpoint_dir=None, verbose=0, device="auto")
         kernel = ContextualKernel(**params)
-        kernel._restore(28 * 28, state, "cpu")
+        load_weights(kernel, 28 * 28, state, "cpu")
         members.append(kernel)
     ensemble = KernelEnsemble.from_fitted(members)
-    ensemble.save(out)
+    from pretrained_settings import SETTINGS  # benchmarks/: the settings chosen by --select
+
+    ensemble.save(out, recommended_clustering=SETTINGS["omniglot"])
     print(f"assembled ensemble of {len(members)} kernels saved to {out}")
     return ensemble
 
@@ -409,8 +412,8 @@ REPRODUCE_KEYS = ("abc/unknown/nmi", "abc/known/nmi", "abc/k20/nmi", "kmeans/kno
 def reproduce(data_home=None, n_sets: int = 3) -> dict[str, list[float]]:
     """Per-set scores of the first ``n_sets`` sets of every task on the first evaluation alphabet.
 
-    Stored in the results JSON; ``tests/test_pretrained.py`` recomputes them
-    from a fresh install and requires equality.
+    Stored in the results JSON; ``--reproduce`` recomputes them and requires
+    equality (``tests/test_omniglot.py`` runs it as a user would).
     """
     from skabc.pretrained import load
 
@@ -419,6 +422,20 @@ def reproduce(data_home=None, n_sets: int = 3) -> dict[str, list[float]]:
     feats = embed(kernel.kernels_[0].module_.embedder.backbone.eval(), data.images)
     scores = _evaluate_alphabet(data.data, feats, data.target, data.alphabet, 0, n_sets)
     return {key: [float(v) for v in scores[key]] for key in REPRODUCE_KEYS}
+
+
+def check_reproduction(data_home=None) -> int:
+    """Recompute the published per-set scores (``reproduce`` in the results JSON); 0 if all equal bit for bit."""
+    published = json.loads((RESULTS / "omniglot.json").read_text())["reproduce"]
+    scores = reproduce(data_home, n_sets=len(published[REPRODUCE_KEYS[0]]))
+    different = 0
+    for key in REPRODUCE_KEYS:
+        for i, (got, want) in enumerate(zip(scores[key], published[key], strict=True)):
+            different += got != want
+            print(f"{key:18s} set {i}: {got!r:22s} published {want!r:22s} {'same' if got == want else 'DIFFERENT'}")
+    print("all published per-set scores reproduced bit for bit" if not different
+          else f"{different} scores differ from benchmarks/results/omniglot.json")
+    return 1 if different else 0
 
 
 def evaluate(n_sets: int = EVAL_SETS_PER_ALPHABET, n_jobs: int = 2) -> None:
@@ -586,6 +603,8 @@ def main(argv=None) -> int:
     parser.add_argument("--stage", type=int, choices=[1, 2, 3])
     parser.add_argument("--select", action="store_true", help="model selection on validation alphabets")
     parser.add_argument("--eval", action="store_true", help="Table 4 on the evaluation alphabets")
+    parser.add_argument("--reproduce", action="store_true",
+                        help="recompute the published per-set scores and compare them bit for bit (exit 1 if not)")
     parser.add_argument("--sets", type=int, default=EVAL_SETS_PER_ALPHABET, help="sets per alphabet and task")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
@@ -607,6 +626,8 @@ def main(argv=None) -> int:
         select()
     if args.eval:
         evaluate(args.sets, args.jobs)
+    if args.reproduce:
+        return check_reproduction(DATA_HOME)
     return 0
 
 

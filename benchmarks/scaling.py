@@ -259,7 +259,9 @@ def _recall(config: dict, X: np.ndarray) -> dict:
     from skabc import sparse_affinity
 
     kernel = load_kernel(config["kernel"])
-    z = kernel._encode(X)
+    from skabc.inference import encode
+
+    z = encode(kernel.module_, X)
     head = kernel.module_.head
     n = X.shape[0]
     k = N_NEIGHBORS

@@ -70,10 +70,13 @@ def _training_pool(threads: int, families: dict | None = None) -> tuple[np.ndarr
 
 def _ship(kernel: ContextualKernel, time_file: Path, **record) -> float:
     """Save a trained kernel as the shipped generic weights and record its training time; wall minutes."""
+    from pretrained_settings import SETTINGS  # benchmarks/: the settings chosen by --select
+
     from skabc.pretrained import PRETRAINED_DIR
 
     wall = float(sum(kernel.net_.history[:, "dur"]))
-    kernel.save(PRETRAINED_DIR / "generic.safetensors")
+
+    kernel.save(PRETRAINED_DIR / "generic.safetensors", recommended_clustering=SETTINGS["generic"])
     time_file.write_text(json.dumps({"training_wall_seconds": wall, "epochs": len(kernel.net_.history), **record}))
     return wall / 60
 

@@ -7,7 +7,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 from sklearn.exceptions import NotFittedError
@@ -18,21 +17,11 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from . import persistence
+from ._clustering_io import describe_clustering, restore_clustering
 from ._validation import encode_groups, encode_labels
 from .kernels import ContextualKernel, as_kernel
-from .kernels.base import CLUSTERING_SETTINGS, check_recommended_clustering
-from .spectral import (
-    ASSIGN_LABELS,
-    consensus_n_clusters,
-    eigengap_candidates,
-    eigengap_spectral_labels,
-    estimate_n_clusters,
-    pair_log_likelihood,
-    spectral_labels,
-)
-
-#: How many eigengap candidates ``n_clusters_selection='likelihood'`` compares.
-LIKELIHOOD_CANDIDATES = 5
+from .kernels.base import check_recommended_clustering
+from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS, SpectralStep
 
 
 @persistence.persistent
@@ -74,7 +63,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         estimates instead of one, which shows beyond a few thousand points
         (iterative eigensolvers): pass ``'eigengap'`` there if time matters
         more.  ``'likelihood'``: the
-        :data:`LIKELIHOOD_CANDIDATES` largest eigengaps each propose a ``k``,
+        :data:`~skabc.spectral.select.LIKELIHOOD_CANDIDATES` largest eigengaps each propose a ``k``,
         the set is clustered for each, and the partition that best explains
         the kernel's same-cluster probabilities wins (highest
         :func:`~skabc.spectral.pair_log_likelihood` of the affinity before
@@ -161,7 +150,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "kernel": [HasMethods(["fit", "transform"]), None],
         "max_clusters": [Interval(Integral, 1, None, closed="left")],
-        "n_clusters_selection": [StrOptions({"eigengap", "consensus", "likelihood", "auto"})],
+        "n_clusters_selection": [StrOptions(set(N_CLUSTERS_SELECTORS) | {"auto"})],
         "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
@@ -318,64 +307,27 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         return cls(kernel=FrozenEstimator(load(name, device=device)), **params)
 
     def _resolve_auto(self, recommended: dict) -> None:
-        """Resolve every ``'auto'`` setting once, from the kernel's recommendation, into fitted attributes."""
+        """Resolve every ``'auto'`` once, from the kernel's recommendation; build the spectral step from them."""
         recommended = {**_GENERIC_DEFAULTS, **check_recommended_clustering(recommended)}
         self.affinity_power_ = float(recommended["affinity_power"] if self.affinity_power == "auto"
                                      else self.affinity_power)
         self.assign_labels_ = recommended["assign_labels"] if self.assign_labels == "auto" else self.assign_labels
         self.n_clusters_selection_ = (recommended["n_clusters_selection"] if self.n_clusters_selection == "auto"
                                       else self.n_clusters_selection)
+        self.spectral_step_ = SpectralStep(
+            n_clusters=self.n_clusters, max_clusters=self.max_clusters, selection=self.n_clusters_selection_,
+            affinity_power=self.affinity_power_, assign_labels=self.assign_labels_, eigen_solver=self.eigen_solver,
+            n_components=self.n_components, n_init=self.n_init, eigen_tol=self.eigen_tol, verbose=self.verbose,
+        )
 
     def _describe(self) -> tuple[dict, dict]:
         """JSON description and tensors for :mod:`skabc.persistence`."""
-        check_is_fitted(self, "kernel_")
-        frozen = isinstance(self.kernel_, FrozenEstimator)
-        kernel = self.kernel_.estimator if frozen else self.kernel_
-        if not persistence.is_saveable(kernel):
-            raise TypeError(
-                f"ABCClustering.save stores a ContextualKernel or a KernelEnsemble, and this model's kernel is a "
-                f"{type(kernel).__name__}; save that kernel with its own save() if it has one, "
-                "and the clustering parameters with get_params()"
-            )
-        kernel_meta, kernel_tensors = persistence.describe(kernel)
-        tensors = {_KERNEL + k: v for k, v in kernel_tensors.items()}
-        tensors["labels_"] = torch.as_tensor(np.asarray(self.labels_, dtype=np.int64))
-        meta = {
-            "params": persistence.plain_params(self, skip=("kernel",)),
-            "kernel": kernel_meta,
-            # How `kernel` was given: None (the generic kernel), frozen, or a kernel to train.
-            "kernel_param": "none" if self.kernel is None else ("frozen" if frozen else "kernel"),
-            "fitted": {name + "_": getattr(self, name + "_") for name in CLUSTERING_SETTINGS},
-            "n_features_in": int(self.n_features_in_),
-            "feature_names_in": [str(f) for f in getattr(self, "feature_names_in_", [])] or None,
-            "n_clusters": int(self.n_clusters_),
-        }
-        return meta, tensors
+        return describe_clustering(self)
 
     @classmethod
     def _restore(cls, meta: dict, tensors: dict, device) -> ABCClustering:
         """Rebuild a fitted model from :meth:`_describe`'s output (or a version-1 file's)."""
-        if "class" in meta["kernel"]:
-            kernel = persistence.restore(meta["kernel"], persistence.nested(_KERNEL, tensors), device)
-        else:  # version 1: always a ContextualKernel, its weights directly under "kernel."
-            kernel = ContextualKernel._restore({"kernel": meta["kernel"]}, tensors, device)
-        fitted = FrozenEstimator(kernel) if meta.get("kernel_param") == "frozen" else kernel
-        param = None if meta.get("kernel_param") == "none" else fitted
-        model = cls(kernel=param, **persistence.unlist(meta["params"]))
-        model.kernel_ = fitted
-        model.n_features_in_ = meta["n_features_in"]
-        names = meta.get("feature_names_in")
-        if names:
-            model.feature_names_in_ = np.asarray(names, dtype=object)
-        elif hasattr(kernel, "feature_names_in_"):
-            model.feature_names_in_ = kernel.feature_names_in_
-        model.labels_ = tensors["labels_"].numpy()
-        model.n_clusters_ = meta["n_clusters"]
-        # Version-1 files stored no resolved settings: resolve them as fit would from the loaded kernel.
-        model._resolve_auto(as_kernel(fitted).recommended_clustering())
-        for name, value in meta.get("fitted", {}).items():
-            setattr(model, name, value)
-        return model
+        return restore_clustering(cls, meta, tensors, device)
 
     def _fine_tuning_kernel(self) -> ContextualKernel:
         """The kernel ``fit`` trains when ``kernel=None`` gets labels: the generic one, fine-tuned."""
@@ -462,46 +414,16 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         return seeds
 
     def _map_sets(self, sets: list, seeds: list, n_jobs) -> list:
-        """``_cluster_one`` over the sets, in order: in this process for one set, else with joblib."""
+        """Cluster each set, in order: in this process for one set, else with joblib."""
+        kernel, step = self.kernel_, self.spectral_step_
         if len(sets) == 1:
-            return [_cluster_one(self, sets[0], *seeds[0])]
-        # Ship the parameters and the fitted kernel only, not labels_ or affinity_matrix_ of an earlier fit.
-        light = type(self)(**{**self.get_params(deep=False), "kernel": None})
-        light.kernel_ = self.kernel_
-        for name in CLUSTERING_SETTINGS:
-            setattr(light, name + "_", getattr(self, name + "_"))
+            return [_cluster_one(kernel, step, sets[0], *seeds[0])]
+        # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
         # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
         n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
         bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
-        tasks = (delayed(_cluster_chunk)(light, sets[a:b], seeds[a:b]) for a, b in pairwise(bounds))
+        tasks = (delayed(_cluster_chunk)(kernel, step, sets[a:b], seeds[a:b]) for a, b in pairwise(bounds))
         return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
-
-    def _n_clusters_for(self, affinity: np.ndarray, seed):
-        n = affinity.shape[0]
-        if self.n_clusters is not None:
-            return min(self.n_clusters, n), None
-        estimate = consensus_n_clusters if self.n_clusters_selection_ == "consensus" else estimate_n_clusters
-        return estimate(
-            affinity,
-            self.max_clusters,
-            random_state=seed,
-            eigen_solver=self.eigen_solver,
-            eigen_tol=self.eigen_tol,
-        )
-
-    def _spectral(self, affinity: np.ndarray, k: int, seed: int) -> np.ndarray:
-        labels = spectral_labels(
-            affinity,
-            k,
-            eigen_solver=self.eigen_solver,
-            n_components=self.n_components,
-            random_state=seed,
-            n_init=self.n_init,
-            eigen_tol=self.eigen_tol,
-            assign_labels=self.assign_labels_,
-            verbose=self.verbose,
-        )
-        return _compact(labels)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -518,76 +440,27 @@ FINE_TUNE = dict(init="generic")
 #: What each 'auto' setting resolves to when the kernel recommends nothing (SpectralClustering's choices).
 _GENERIC_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_clusters_selection": "eigengap"}
 
-# Prefix of the kernel's tensors in a saved model.
-_KERNEL = "kernel."
-
-
 def _generic_kernel() -> ContextualKernel:
     from .pretrained import load
 
     return load("generic")
 
 
-def _cluster_one(model: ABCClustering, X, eig_seed, seed: int):
-    """Cluster one set with ``model.kernel_``; returns (labels from 0, affinity, k found, eigenvalues).
+def _cluster_one(kernel, step: SpectralStep, X, eig_seed, seed: int):
+    """Cluster one set: the kernel's affinity, then the spectral step.
 
-    A module-level function so joblib can ship it, with the fitted model, to
-    worker processes or Dask workers.
+    Returns (labels from 0, affinity, k found, eigenvalues).  A module-level
+    function so joblib can ship it, with the fitted kernel, to worker processes
+    or Dask workers.
     """
-    kernel = as_kernel(model.kernel_)
+    kernel = as_kernel(kernel)
     n = _num_samples(X)
     if not kernel.returns_sparse(n):
         # The affinity plus the spectral step's Laplacian and working copies.
         kernel.check_memory(n, n_copies=4)
-    probabilities = kernel.affinity(X)
-    affinity = probabilities
-    power = model.affinity_power_
-    if power != 1.0:
-        affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
-    selection = model.n_clusters_selection_
-    if model.n_clusters is None and selection == "likelihood":
-        labels, eigenvalues = _likelihood_labels(model, probabilities, affinity, eig_seed, seed)
-    elif model.n_clusters is None and selection == "eigengap" and sp.issparse(affinity):
-        # Large sparse sets: one eigensolve serves the eigengap and the embedding.
-        labels, _, eigenvalues = eigengap_spectral_labels(
-            affinity, model.max_clusters, eig_seed, eigen_solver=model.eigen_solver,
-            n_components=model.n_components, random_state=seed, n_init=model.n_init,
-            eigen_tol=model.eigen_tol, assign_labels=model.assign_labels_, verbose=model.verbose,
-        )
-        labels = _compact(labels)
-    else:
-        k, eigenvalues = model._n_clusters_for(affinity, eig_seed)
-        labels = model._spectral(affinity, k, seed)
-    return labels, affinity, len(np.unique(labels)), eigenvalues
+    return step.cluster(kernel.affinity(X), eig_seed, seed)
 
 
-def _likelihood_labels(model: ABCClustering, probabilities, affinity, eig_seed, seed: int):
-    """Cluster for each eigengap candidate ``k``; keep the partition most likely under the kernel."""
-    values = probabilities.data if sp.issparse(probabilities) else probabilities
-    if values.size and (np.min(values) < 0 or np.max(values) > 1):
-        raise ValueError(
-            "n_clusters_selection='likelihood' needs a kernel whose affinity holds same-cluster probabilities "
-            f"in [0, 1]; this one gave values in [{np.min(values):.3g}, {np.max(values):.3g}]. "
-            "Use n_clusters_selection='eigengap'."
-        )
-    _, eigenvalues = model._n_clusters_for(affinity, eig_seed)
-    best_labels, best_score = None, -np.inf
-    for k in eigengap_candidates(eigenvalues, LIKELIHOOD_CANDIDATES):
-        labels = model._spectral(affinity, k, seed)
-        score = pair_log_likelihood(probabilities, labels)
-        if score > best_score:
-            best_labels, best_score = labels, score
-    return best_labels, eigenvalues
-
-
-def _compact(labels: np.ndarray) -> np.ndarray:
-    """Relabel 0..k'-1 in order of first appearance, so ids are compact within a set."""
-    _, first = np.unique(labels, return_index=True)
-    remap = np.empty(labels.max() + 1, dtype=np.int64)
-    remap[labels[np.sort(first)]] = np.arange(len(first))
-    return remap[labels]
-
-
-def _cluster_chunk(model: ABCClustering, sets: list, seeds: list) -> list:
+def _cluster_chunk(kernel, step: SpectralStep, sets: list, seeds: list) -> list:
     """``_cluster_one`` over a chunk of sets, in order (one joblib task)."""
-    return [_cluster_one(model, X, *seed) for X, seed in zip(sets, seeds, strict=True)]
+    return [_cluster_one(kernel, step, X, *seed) for X, seed in zip(sets, seeds, strict=True)]

@@ -246,17 +246,17 @@ def test_auto_assign_labels_follows_the_kernel(tiny_kernel, monkeypatch, use_gro
     """'auto' is scikit-learn's 'kmeans' for a kernel that recommends nothing, else the kernel's recommendation."""
     import copy
 
-    import skabc.cluster
+    import skabc.spectral.step
     from skabc.pretrained import RECOMMENDED_CLUSTERING
 
     seen = []
-    real = skabc.cluster.spectral_labels
+    real = skabc.spectral.step.spectral_labels
 
     def spy(*args, **kwargs):
         seen.append(kwargs["assign_labels"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(skabc.cluster, "spectral_labels", spy)
+    monkeypatch.setattr(skabc.spectral.step, "spectral_labels", spy)
     recommending = copy.deepcopy(tiny_kernel)
     recommending.recommended_clustering_ = {"affinity_power": 2.0, "assign_labels": "cluster_qr"}
     X, _, groups = make_blob_sets(n_sets=2, set_size=30, random_state=5)
@@ -341,18 +341,18 @@ def test_consensus_selection_keeps_a_broad_cluster_that_sharpening_splits():
 def test_auto_selection_is_consensus_for_the_generic_kernel(monkeypatch):
     from sklearn.datasets import make_blobs
 
-    import skabc.cluster
+    import skabc.spectral.select
     from skabc.pretrained import RECOMMENDED_CLUSTERING
 
     assert RECOMMENDED_CLUSTERING["generic"]["n_clusters_selection"] == "consensus"
     calls = []
-    real = skabc.cluster.consensus_n_clusters
+    real = skabc.spectral.select.consensus_n_clusters
 
     def spy(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(skabc.cluster, "consensus_n_clusters", spy)
+    monkeypatch.setattr(skabc.spectral.select, "consensus_n_clusters", spy)
     X, _ = make_blobs(n_samples=60, centers=2, random_state=0)
     ABCClustering(random_state=0).fit(X)
     assert len(calls) == 1

@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import os
+import subprocess
 import sys
 from itertools import pairwise
 from pathlib import Path
@@ -19,6 +21,7 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.neighbors import NearestNeighbors
 
 import skabc.sparse_affinity as sparse_affinity
+from skabc.inference import encode
 from skabc.nn.heads import SimilarityHead
 from skabc.sparse_affinity import dense_to_topk, topk_affinity
 from skabc.spectral import eigengap_spectral_labels, estimate_n_clusters, spectral_labels
@@ -211,7 +214,7 @@ def test_ivf_recall_of_a_trained_kernel(tiny_kernel):
     """The kernel trained in conftest (blob sets): 'ivf' at default settings recovers its exact neighbours."""
     rng = np.random.default_rng(0)
     X = np.concatenate([rng.normal(c, 0.05, size=(700, 2)) for c in ((-0.5, -0.5), (0.5, 0.5), (0.5, -0.5))])
-    z = tiny_kernel._encode(X.astype(np.float32))
+    z = encode(tiny_kernel.module_, X.astype(np.float32))
     head = tiny_kernel.module_.head
     # 2,100 points: about 8 cells of 256, so probe 2 of them for the index to matter.
     assert _row_topk_recall(head, z, 15, n_probe=2, seed=0) >= 0.9
@@ -279,7 +282,7 @@ def test_eigengap_spectral_labels_sparse_matches_two_steps(solver):
 
 def test_eigengap_spectral_labels_sparse_options(monkeypatch):
     """n_components (even beyond max_clusters + 1) sets the embedding width; other assignments; k = 1."""
-    import skabc.spectral as spectral
+    import skabc.spectral.select as spectral
 
     affinity, y = _bridged_blobs([200, 220, 240], seed=1)
     widths = []
@@ -320,18 +323,20 @@ def test_eigengap_spectral_labels_dense_is_the_two_step_path():
 # --------------------------------------------------------------------------- benchmarks/scaling.py
 
 
-def _load_benchmark():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "scaling.py"
-    spec = importlib.util.spec_from_file_location("scaling_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+def _run_config(config: dict) -> dict:
+    """One configuration of benchmarks/scaling.py, run as the script runs it: a child process, one JSON line."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "scaling.py"), "--threads", "1", "--run-config", json.dumps(config)],
+        capture_output=True, text=True, env=env, cwd=root, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_scaling_benchmark_configuration_runs_in_process(tiny_kernel, tmp_path):
-    """The code path of one benchmark configuration, in-process on 300 points, for each method kind."""
-    bench = _load_benchmark()
+    """The code path of one benchmark configuration, on 300 points, for each method kind."""
     kernel_path = tmp_path / "kernel.safetensors"
     tiny_kernel.save(kernel_path)
     for config in (
@@ -340,12 +345,11 @@ def test_scaling_benchmark_configuration_runs_in_process(tiny_kernel, tmp_path):
         dict(method="spectral_nn", n=300, d=2),
         dict(method="minibatch_kmeans", n=300, d=2),
     ):
-        row = bench.run_config(config, threads=1)
+        row = _run_config(config)
         assert row["status"] == "ok", row
         assert row["fit_predict_s"] > 0 and row["n_clusters"] >= 1
         assert 0.0 <= row["ari"] <= 1.0 or row["ari"] < 0
-    skipped = bench.run_config(dict(method="abc", backend="tiny", mode="dense", n=10**6, d=2,
-                                    kernel=str(kernel_path)), threads=1)
+    skipped = _run_config(dict(method="abc", backend="tiny", mode="dense", n=10**6, d=2, kernel=str(kernel_path)))
     assert skipped["status"].startswith("refused") and "sparse" in skipped["status"]
 
 
@@ -354,7 +358,7 @@ def test_arpack_failure_falls_back_to_another_solver(monkeypatch, dense_fallback
     """If ARPACK fails on a component (it can on nearly regular graphs), the dense solver or LOBPCG takes over."""
     from scipy.sparse.linalg import ArpackError
 
-    import skabc.spectral as spectral
+    import skabc.spectral.eigen as spectral
 
     affinity, y = _bridged_blobs([150, 170, 160], seed=3)  # one component, above SPARSE_DENSE_LIMIT
     expected = estimate_n_clusters(affinity.toarray(), 6)[1]
@@ -373,7 +377,7 @@ def test_arpack_failure_falls_back_to_another_solver(monkeypatch, dense_fallback
 
 def test_unconverged_lobpcg_falls_back_to_arpack(monkeypatch):
     """LOBPCG that returns unconverged pairs (e.g. its starting guess) is caught by the residual check."""
-    import skabc.spectral as spectral
+    import skabc.spectral.eigen as spectral
 
     affinity, y = _bridged_blobs([150, 170, 160], seed=4)
     expected = estimate_n_clusters(affinity.toarray(), 6)[1]
@@ -407,7 +411,7 @@ def test_large_component_path_gives_the_same_eigenpairs(monkeypatch):
 
     The eigenvalues match the float64 path to 1e-10, the embedding (in point order) to float32 accuracy.
     """
-    import skabc.spectral as spectral
+    import skabc.spectral.eigen as spectral
 
     affinity, y = _bridged_blobs([150, 170, 160], seed=6)
     monkeypatch.setattr(spectral, "ARPACK_LARGE_COMPONENT", 10**9)

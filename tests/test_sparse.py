@@ -16,7 +16,7 @@ from sklearn.cluster import SpectralClustering
 from sklearn.metrics import adjusted_rand_score
 from sklearn.neighbors import NearestNeighbors
 
-import skabc.spectral as spectral
+import skabc.spectral.eigen as spectral
 from skabc.nn.heads import SimilarityHead
 from skabc.sparse_affinity import dense_to_topk, random_partners, row_keys, topk_affinity
 from skabc.spectral import estimate_n_clusters, laplacian_eigenvalues, normalized_adjacency, spectral_labels
@@ -222,7 +222,7 @@ def test_random_partners_keep_the_eigengap_of_large_clusters_whose_knn_graph_is_
 def test_auto_mode_switches_to_sparse_above_the_threshold(tiny_kernel, monkeypatch):
     import pickle
 
-    from skabc import kernel as kernel_module
+    from skabc.kernels import contextual as kernel_module
 
     kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(n_neighbors=5)
     X = np.random.default_rng(0).normal(size=(40, 2))

@@ -146,7 +146,7 @@ def test_laplacian_eigenvalues_arpack_matches_dense(monkeypatch, kind):
     else:
         affinity, _ = _block_affinity([20, 15, 25], seed=5)
     dense = laplacian_eigenvalues(affinity, 6)
-    monkeypatch.setattr(spectral, "DENSE_EIGEN_LIMIT", 20)
+    monkeypatch.setattr(spectral.eigen, "DENSE_EIGEN_LIMIT", 20)
     sparse = laplacian_eigenvalues(affinity, 6, random_state=0)
     assert sparse.shape == dense.shape == (6,)
     assert np.all(np.diff(sparse) >= 0)

@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ..spectral import ASSIGN_LABELS
+from ..spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
 
 #: The ABCClustering settings a kernel may recommend (what each ``'auto'`` resolves to).
 CLUSTERING_SETTINGS = ("affinity_power", "assign_labels", "n_clusters_selection")
@@ -25,7 +25,7 @@ CLUSTERING_SETTINGS = ("affinity_power", "assign_labels", "n_clusters_selection"
 _SETTING_CHECKS = {
     "affinity_power": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
     "assign_labels": lambda v: v in ASSIGN_LABELS,
-    "n_clusters_selection": lambda v: v in ("eigengap", "consensus", "likelihood"),
+    "n_clusters_selection": lambda v: v in N_CLUSTERS_SELECTORS,
 }
 
 

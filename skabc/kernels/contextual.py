@@ -13,23 +13,21 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from torch import nn
 
 from .. import persistence
-from .._runtime import resolve_device
 from .._validation import check_magnitude, encode_groups, encode_labels
 from ..inference import check_dense_memory, learned_affinity
 from ..nn.backends import ATTENTION_BACKENDS
-from ..nn.build import apply_inference_options, build_module, set_transform
+from ..nn.build import apply_inference_options, set_transform
 from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
 from ..sampling import check_set_size
 from ..training import train
-from ..training.plan import NETWORK_PARAMS, plan_training
+from ..training.plan import network_of, plan_training
+from ._contextual_io import describe_contextual, restore_contextual
 from .base import Kernel, check_recommended_clustering
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
 SPARSE_AUTO_MIN_SAMPLES = 10_000
 
-# Prefix of the weights' tensor names in a saved file.
-_WEIGHTS = "kernel."
 
 @persistence.persistent
 class ContextualKernel(TransformerMixin, Kernel):
@@ -67,10 +65,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         ``attention='sampled'``: attention pattern inside a window: dense
         attention among the window's points (O(n w) per block; the Sampled
         Transformer's random element sampling) or its Hamiltonian path
-        pattern (each point sees itself and its two path neighbours, O(n)).
-        The defaults are the configuration that came within 0.025 ARI of
-        SAB on the circles benchmark; the Hamiltonian pattern did not learn
-        that problem (``docs/backends_results.md``).
+        pattern (each point sees itself and its two path neighbours, O(n));
+        how they compare: ``docs/backends_results.md``.
     attention_options : dict, default=None
         Extra keyword options for the backend factory (e.g. for a custom
         callable ``attention``); they override the named options above.
@@ -105,62 +101,36 @@ class ContextualKernel(TransformerMixin, Kernel):
         callable is called as ``embedder(n_features, d_model)``.  It must map
         ``(m, n_features)`` to ``(m, d_model)``.
     init : {'auto', 'generic', 'scratch'}, default='auto'
-        Where training starts.  ``'generic'``: fine-tune the shipped generic
-        kernel (:func:`skabc.pretrained.load` ``('generic')``, trained on
-        synthetic clustering problems; any number of features): the network
-        and its input map are the generic kernel's, so the network
-        parameters above must stay at their defaults, and the fitted kernel
-        recommends the generic kernel's clustering settings to
-        :class:`ABCClustering`.  ``'scratch'``: a freshly initialised
-        network as the parameters above describe.  ``'auto'``:
-        ``'generic'`` when every network parameter (``attention`` to
-        ``embedder``) is at its default, else ``'scratch'``.  Resolved in
-        ``fit`` into ``init_``; a ``warm_start`` fit of a fitted kernel
-        continues from its weights instead.
+        ``'generic'``: fine-tune the shipped generic kernel (its network and
+        clustering settings; leave the parameters above at their defaults);
+        ``'scratch'``: the network above, new; ``'auto'``: ``'generic'`` if
+        the parameters above are all defaults, else ``'scratch'``.
     set_size : int or (int, int), default=(50, 200)
         Size of each training set, or the range it is drawn from.
     clusters_per_set : int or (int, int), default=None
         Range of clusters per training set; ``None`` draws ``k`` uniformly
         among the values that fit the data (Algorithm 1).
     sets_per_epoch : int, default=None
-        Training sets drawn per epoch.  ``None``: as the automatic schedule
-        says (``max_epochs='auto'``), else enough sets to cover the labelled
-        rows once, between 8 and 64 batches.
+        Training sets per epoch; ``None``: the automatic schedule's, else
+        enough to cover the labelled rows once (8 to 64 batches).
     max_epochs : int or 'auto', default='auto'
-        Number of epochs; fresh sets are drawn every epoch.  ``'auto'``:
-        the length :func:`skabc.training.schedule.training_schedule` gives
-        the number of labelled rows and classes (from 200 to 3,200
-        optimiser steps, in 16 epochs; stored in ``schedule_``), usually cut
-        short by early stopping.  An int trains exactly that many epochs
-        (unless ``early_stopping=True`` or ``max_time`` stops it).
+        Epochs (fresh sets each).  ``'auto'``: 200 to 3,200 steps from the
+        labelled rows and classes (:func:`skabc.training.training_schedule`).
     early_stopping : bool or 'auto', default='auto'
-        Hold out part of the labelled data, score fixed validation sets
-        drawn from it after every epoch (``k`` unknown, clustered as
-        :class:`ABCClustering` would with the recommended settings, mean
-        adjusted Rand index), keep the weights of the best epoch, and stop
-        after ``n_iter_no_change`` epochs without a better score.  With
-        several groups whole groups are held out; with one, whole classes
-        (unseen-class validation) plus ``validation_fraction`` of the rows
-        of the others.  The starting weights are scored first and kept if
-        no epoch beats them, so fine-tuning never ends worse on the
-        held-out sets than where it started.  ``'auto'``: on when
-        ``max_epochs='auto'``.  Data too small to spare
-        a split (under 20 held-out rows) train without it.
+        Score sets of held-out groups (else classes, plus some rows of the
+        others), ``k`` unknown, after every epoch; keep the best weights,
+        the starting ones included; stop after ``n_iter_no_change`` epochs
+        without progress.  ``'auto'``: on with ``max_epochs='auto'``.
     validation_fraction : float, default=0.2
-        Share of the groups, or of the classes and of the other classes'
-        rows, held out for early stopping.
+        Share of the groups, or of the classes and rows, held out.
     n_iter_no_change : int, default=5
-        Epochs without a better validation score before training stops.
+        Patience of early stopping, in epochs.
     max_time : float, default=None
-        Wall-clock seconds after which training stops (checked after every
-        optimiser step); with early stopping the best weights so far are
-        kept.  ``None``: no limit.
+        Seconds of training (wall clock) before it stops.
     batch_size : int, default=32
         Sets per optimisation step.
     lr : float, default=1e-3
         Peak learning rate of AdamW (linear warm-up, then cosine decay).
-        Fine-tuning the generic kernel uses it too: on circles, 1,600 steps
-        at 1e-3 reached a held-out ARI of 0.81 where 3e-4 reached 0.68.
     weight_decay : float, default=0.0
         AdamW weight decay.
     pos_weight : float or 'balanced', default=None
@@ -204,9 +174,7 @@ class ContextualKernel(TransformerMixin, Kernel):
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, set sampling and batch order.
     verbose : int, default=0
-        ``> 0`` prints skorch's epoch log (with the validation score
-        ``valid_ari`` of every epoch, highlighted when it improves) and a
-        progress bar; ``0`` is silent.
+        ``> 0`` prints skorch's epoch log (with ``valid_ari``) and a progress bar.
 
     Attributes
     ----------
@@ -220,19 +188,10 @@ class ContextualKernel(TransformerMixin, Kernel):
         Feature names seen during fit, when X has them.
     n_training_sets_ : int
         Number of training sets drawn over all epochs.
-    init_ : {'generic', 'scratch', 'warm_start'}
-        Where the last fit started.
-    network_params_ : dict
-        The network parameters (``attention`` to ``embedder``) of the
-        fitted network: the kernel's own, or the generic kernel's when it
-        was fine-tuned.
-    schedule_ : Schedule or None
-        The automatic schedule of ``max_epochs='auto'``, else ``None``.
-    validation_score_ : float or None
-        Best mean adjusted Rand index on the held-out validation sets (that
-        of the returned weights), ``None`` without early stopping.
-    start_validation_score_ : float or None
-        The same score of the starting weights.
+    init_, network_params_, schedule_ : str, dict, Schedule or None
+        Where the fit started; the fitted network's parameters; the schedule.
+    validation_score_, start_validation_score_ : float or None
+        Held-out mean ARI of the kept and of the starting weights.
 
     Examples
     --------
@@ -313,10 +272,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         lr=1e-3,
         weight_decay=0.0,
         pos_weight=None,
-        early_stopping="auto",
-        validation_fraction=0.2,
-        n_iter_no_change=5,
-        max_time=None,
+        early_stopping="auto", validation_fraction=0.2, n_iter_no_change=5, max_time=None,
         warm_start=False,
         checkpoint_dir=None,
         checkpoint_every=1,
@@ -351,10 +307,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         self.lr = lr
         self.weight_decay = weight_decay
         self.pos_weight = pos_weight
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.max_time = max_time
+        self.early_stopping, self.validation_fraction = early_stopping, validation_fraction
+        self.n_iter_no_change, self.max_time = n_iter_no_change, max_time
         self.warm_start = warm_start
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every = checkpoint_every
@@ -389,41 +343,16 @@ class ContextualKernel(TransformerMixin, Kernel):
             raise ValueError(
                 "ContextualKernel requires y to be passed, but the target y is None: it learns from cluster labels."
             )
-        continuing = self.warm_start and hasattr(self, "module_")
-        previous = self.module_.state_dict() if continuing else None
-        # Settings chosen for the weights it continues from still suit a fine-tuned kernel, not a fresh one.
-        recommended = self.recommended_clustering() if continuing else {}
-        # A kernel fine-tuned from the generic one continues with that network; any other with its own parameters
-        # (a changed architecture then fails to load the weights, with a clear error).
-        fine_tuned = continuing and getattr(self, "init_", None) == "generic"
-        network = dict(self.network_params_) if fine_tuned else None
         X = check_magnitude(validate_data(self, X, dtype=np.float32, ensure_min_samples=2))
-        labels = encode_labels(y, X.shape[0])
         group_codes = encode_groups(groups, X.shape[0])
-        plan = plan_training(self, X, labels, group_codes, previous, network, recommended)
-        spec = plan.spec
-        if spec.d_model % spec.n_heads != 0:
-            raise ValueError(f"d_model={spec.d_model} must be divisible by n_heads={spec.n_heads}.")
-        self.net_, n_sets = train(spec, X, plan.train_labels, group_codes, check_set_size(self.set_size),
+        plan = plan_training(self, X, encode_labels(y, X.shape[0]), group_codes)
+        self.net_, n_sets = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(self.set_size),
                                   plan.start_state, plan.callbacks)
         self.module_ = self.net_.module_
         self.module_.eval()
         self.n_training_sets_ = n_sets * sum("train_loss" in row for row in self.net_.history)
-        self.init_ = plan.init
-        self.network_params_ = plan.network_params
-        self.schedule_ = plan.schedule
-        validation = dict(self.net_.callbacks_).get("validation")
-        self.validation_score_ = None if validation is None else validation.best_score_
-        self.start_validation_score_ = None if validation is None else validation.start_score_
-        self.recommended_clustering_ = plan.recommended_clustering
+        plan.record(self, self.net_)
         return self
-
-    def _network(self):
-        """A kernel whose network parameters are those of the fitted network (the generic's when fine-tuned)."""
-        network = getattr(self, "network_params_", None)
-        if not network:
-            return self
-        return type(self)(**{**self.get_params(deep=False), **network})
 
     # ------------------------------------------------------------ inference
     def transform(self, X):
@@ -446,14 +375,14 @@ class ContextualKernel(TransformerMixin, Kernel):
         sparse = self.returns_sparse(X.shape[0])
         if not sparse:
             self.check_memory(X.shape[0])
-        network = self._network()
+        network = network_of(self)
         apply_inference_options(network, self.module_)
         return learned_affinity(self.module_, X, sparse=sparse, n_neighbors=self.n_neighbors,
                                 n_random_neighbors=self.n_random_neighbors, set_transform=set_transform(network))
 
     def _validate_set(self, X) -> np.ndarray:
         """Validate a set for inference; canonical kernels accept any number of features."""
-        if self._network().canonical_features is not None:
+        if network_of(self).canonical_features is not None:
             return check_magnitude(check_array(X, dtype=np.float32, ensure_min_samples=1))
         return check_magnitude(validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
 
@@ -510,7 +439,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         recommended_clustering : dict, default=None
             ABCClustering settings to store with the kernel (what its
             ``'auto'`` values will resolve to, see
-            :meth:`recommended_clustering`); ``None`` keeps the kernel's own.
+            :meth:`recommended_clustering`; the kernel keeps them too);
+            ``None`` keeps the kernel's own.
         """
         check_is_fitted(self, "module_")
         if recommended_clustering is not None:
@@ -524,53 +454,12 @@ class ContextualKernel(TransformerMixin, Kernel):
 
     def _describe(self) -> tuple[dict, dict]:
         """JSON description and tensors for :mod:`skabc.persistence`."""
-        check_is_fitted(self, "module_")
-        part = {
-            "params": persistence.plain_params(self, skip=("checkpoint_dir", "checkpoint_every", "verbose", "device")),
-            "n_features_in": int(self.n_features_in_),
-            "feature_names_in": [str(f) for f in getattr(self, "feature_names_in_", [])] or None,
-        }
-        network = getattr(self, "network_params_", None) or {}
-        if any(getattr(self, name) != value for name, value in network.items()):
-            # Fine-tuned from the generic kernel: the network is not the one the parameters describe.
-            part["network_params"] = {name: persistence.json_ready(value) for name, value in network.items()}
-        # Copies: an ensemble may hold one kernel twice, and safetensors refuses tensors that share memory.
-        tensors = {_WEIGHTS + k: v.detach().cpu().clone() for k, v in self.module_.state_dict().items()}
-        return {"kernel": part, "recommended_clustering": self.recommended_clustering()}, tensors
+        return describe_contextual(self)
 
     @classmethod
     def _restore(cls, meta: dict, tensors: dict, device) -> ContextualKernel:
         """Rebuild a fitted kernel from :meth:`_describe`'s output (or a version-1 file's)."""
-        part = meta["kernel"]
-        try:
-            kernel = cls(**persistence.unlist(part["params"]), device=device)
-        except TypeError as exc:
-            raise ValueError(f"the saved kernel parameters do not match this version of skabc: {exc}") from exc
-        if part.get("network_params"):
-            network = persistence.unlist(part["network_params"])
-            unknown = set(network) - set(NETWORK_PARAMS)
-            if unknown:
-                raise ValueError(f"the saved network parameters name unknown parameters: {sorted(unknown)}")
-            kernel.network_params_ = network
-        kernel._load_weights(part["n_features_in"], persistence.nested(_WEIGHTS, tensors), device)
-        if part.get("feature_names_in"):
-            kernel.feature_names_in_ = np.asarray(part["feature_names_in"], dtype=object)
-        kernel.recommended_clustering_ = check_recommended_clustering(meta.get("recommended_clustering") or {})
-        return kernel
-
-    def _load_weights(self, n_features: int, state_dict: dict, device) -> None:
-        """Become fitted from saved weights."""
-        device = resolve_device(device)
-        module = build_module(self._network(), n_features)
-        try:
-            module.load_state_dict(state_dict, strict=True)
-        except RuntimeError as exc:
-            raise ValueError(f"saved weights do not fit the saved configuration: {exc}") from exc
-        # Inference only: a module, no training net or optimizer.
-        self.module_ = module.to(device)
-        self.module_.eval()
-        self.n_features_in_ = n_features
-        self.n_training_sets_ = 0
+        return restore_contextual(cls, meta, tensors, device)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -19,6 +19,7 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .. import persistence
+from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
 from .base import Kernel, as_kernel, check_recommended_clustering
 from .contextual import ContextualKernel
 
@@ -230,8 +231,6 @@ class KernelEnsemble(TransformerMixin, Kernel):
         tags.transformer_tags.preserves_dtype = []
         return tags
 
-
-_MEMBER_WEIGHTS = "kernel."
 
 
 def _member_prefix(i: int) -> str:

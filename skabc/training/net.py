@@ -21,11 +21,11 @@ from skorch import NeuralNet
 from skorch.callbacks import Checkpoint, GradientNormClipping, LoadInitState, ProgressBar
 from torch import nn
 
-from ..persistence import json_ready
 from .._runtime import memory_limit_bytes, resolve_device, seeded_torch, tune_allocator
 from ..exceptions import AffinityTooLargeError
 from ..nn.build import build_module, set_transform
 from ..nn.loss import SameClusterBCELoss
+from ..persistence import json_ready
 from ..sampling import ClusterSetSampler, SampledSetsDataset, check_clusters_per_set, collate_sets
 from .callbacks import EveryNthEpoch, KeepBestWeights, RedrawEachEpoch, WarmupCosine
 from .early_stopping import planned_stop

@@ -46,6 +46,24 @@ class TrainingPlan:
     schedule: Schedule | None
     callbacks: list = field(default_factory=list)
 
+    def record(self, kernel, net) -> None:
+        """Set ``kernel``'s fitted attributes that say how this plan's training went."""
+        kernel.init_ = self.init
+        kernel.network_params_ = self.network_params
+        kernel.schedule_ = self.schedule
+        validation = dict(net.callbacks_).get("validation")
+        kernel.validation_score_ = None if validation is None else validation.best_score_
+        kernel.start_validation_score_ = None if validation is None else validation.start_score_
+        kernel.recommended_clustering_ = self.recommended_clustering
+
+
+def network_of(kernel):
+    """A kernel whose network parameters are those of ``kernel``'s fitted network (the generic's if fine-tuned)."""
+    network = getattr(kernel, "network_params_", None)
+    if not network:
+        return kernel
+    return type(kernel)(**{**kernel.get_params(deep=False), **network})
+
 
 def default_network_params(kernel) -> dict:
     """The ``__init__`` defaults of the network parameters of ``kernel``'s class."""
@@ -67,8 +85,7 @@ def resolve_init(kernel, continuing: bool) -> str:
     return GENERIC if own == default_network_params(kernel) else "scratch"
 
 
-def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes, previous_state=None,
-                  previous_network=None, previous_recommended=None) -> TrainingPlan:
+def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> TrainingPlan:
     """Resolve where ``kernel``'s fit starts, how long it trains and how it validates.
 
     Parameters
@@ -79,9 +96,6 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes, previo
     labels : ndarray of int64
         ``-1`` for unlabelled rows.
     group_codes : ndarray of int64 or None
-    previous_state, previous_network, previous_recommended : optional
-        Weights, network parameters and recommended settings of the fitted
-        kernel a ``warm_start`` fit continues from.
 
     Returns
     -------
@@ -91,12 +105,19 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes, previo
     ------
     ValueError
         If ``init='generic'`` is combined with network parameters of its
-        own, or the generic kernel cannot be fine-tuned.
+        own, the generic kernel cannot be fine-tuned, or ``d_model`` is not
+        divisible by ``n_heads``.
     """
-    init = resolve_init(kernel, previous_state is not None)
+    continuing = kernel.warm_start and hasattr(kernel, "module_")
+    init = resolve_init(kernel, continuing)
     own_network = {name: getattr(kernel, name) for name in NETWORK_PARAMS}
-    start_state, recommended = previous_state, dict(previous_recommended or {})
-    network = dict(previous_network or own_network)
+    # A warm start continues from the fitted weights, with the settings recommended for them; a kernel
+    # fine-tuned from the generic one keeps that network, any other uses its own parameters (a changed
+    # architecture then fails to load the weights, with a clear error).
+    start_state = kernel.module_.state_dict() if continuing else None
+    recommended = kernel.recommended_clustering() if continuing else {}
+    fine_tuned = continuing and getattr(kernel, "init_", None) == GENERIC
+    network = dict(kernel.network_params_) if fine_tuned else own_network
     if init == GENERIC:
         changed = {k: v for k, v in own_network.items() if v != default_network_params(kernel)[k]}
         if changed:
@@ -127,6 +148,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes, previo
             max_epochs = max(1, round(schedule.n_steps * kernel.batch_size / sets_per_epoch))
     spec = type(kernel)(**{**kernel.get_params(deep=False), **network, "max_epochs": max_epochs,
                            "sets_per_epoch": sets_per_epoch, "early_stopping": False, "init": "scratch"})
+    if spec.d_model % spec.n_heads != 0:
+        raise ValueError(f"d_model={spec.d_model} must be divisible by n_heads={spec.n_heads}.")
 
     callbacks = []
     if held_out is not None:

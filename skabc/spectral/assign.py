@@ -1,0 +1,118 @@
+"""Label assignment in the spectral embedding: scikit-learn's kmeans / discretize / cluster_qr, and NJW."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.cluster import SpectralClustering, k_means
+from sklearn.utils import check_random_state
+
+from .eigen import _check_eigen_solver, _smallest_eigenpairs
+
+
+def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
+    """Spectral clustering of a precomputed affinity.
+
+    Dense affinities go to scikit-learn's ``SpectralClustering``.  Sparse ones
+    use the component-wise eigensolver of this module (scikit-learn's sparse
+    ARPACK path factorises the shifted Laplacian, whose fill-in makes it slow
+    on kNN graphs of high-dimensional data) and then the same label
+    assignment as scikit-learn.
+
+    Parameters
+    ----------
+    affinity : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric non-negative affinity.
+    n_clusters : int
+        Number of clusters; ``<= 1`` labels everything 0.
+    **spectral_params
+        ``SpectralClustering`` parameters.  The sparse path understands
+        ``eigen_solver``, ``n_components``, ``random_state``, ``n_init``,
+        ``eigen_tol``, ``assign_labels`` and ``verbose``.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,), int64
+    """
+    n = affinity.shape[0]
+    if n_clusters <= 1 or n < 2:
+        return np.zeros(n, dtype=np.int64)
+    n_clusters = min(n_clusters, n)
+    if sp.issparse(affinity) or spectral_params.get("assign_labels") == "njw":
+        return _embedding_labels(affinity, n_clusters, **spectral_params)
+    model = SpectralClustering(n_clusters=n_clusters, affinity="precomputed", **spectral_params)
+    with warnings.catch_warnings():
+        # A learned affinity may split into components (confident "different cluster" pairs);
+        # those components are clusters, which the embedding represents correctly.
+        warnings.filterwarnings("ignore", message="Graph is not fully connected", category=UserWarning)
+        return model.fit(affinity).labels_.astype(np.int64)
+
+
+def _embedding_labels(
+    affinity,
+    n_clusters: int,
+    *,
+    eigen_solver: str | None = None,
+    n_components: int | None = None,
+    random_state=None,
+    n_init: int = 10,
+    eigen_tol="auto",
+    assign_labels: str = "kmeans",
+    verbose: bool = False,
+) -> np.ndarray:
+    """Normalised spectral embedding, then :func:`_assign`.
+
+    Sparse affinities use this module's component-wise eigensolver; dense
+    ones (reached only for ``assign_labels='njw'``, which scikit-learn lacks)
+    use scikit-learn's ``spectral_embedding`` exactly as ``SpectralClustering``
+    calls it, so only the assignment differs from the other options.
+    """
+    _check_assign_labels(assign_labels)
+    # One RandomState for the eigensolver then the assignment, as SpectralClustering does.
+    random_state = check_random_state(random_state)
+    n_components = int(min(n_clusters if n_components is None else n_components, affinity.shape[0]))
+    if sp.issparse(affinity):
+        solver = _check_eigen_solver(eigen_solver)
+        _, vectors = _smallest_eigenpairs(affinity, n_components, solver, random_state, eigen_tol, vectors=True)
+    else:
+        from sklearn.manifold import spectral_embedding
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Graph is not fully connected", category=UserWarning)
+            vectors = spectral_embedding(affinity, n_components=n_components, eigen_solver=eigen_solver,
+                                         random_state=random_state, eigen_tol=eigen_tol, drop_first=False)
+    return _assign(vectors, n_clusters, assign_labels, random_state, n_init, verbose)
+
+
+#: Label assignments: scikit-learn's three, and ``'njw'`` (Ng, Jordan & Weiss 2001: k-means on the
+#: rows of the spectral embedding scaled to unit length).
+ASSIGN_LABELS = ("kmeans", "discretize", "cluster_qr", "njw")
+
+
+def _check_assign_labels(assign_labels: str) -> None:
+    if assign_labels not in ASSIGN_LABELS:
+        raise ValueError(f"assign_labels must be one of {ASSIGN_LABELS}, got {assign_labels!r}")
+
+
+def _assign(vectors: np.ndarray, n_clusters: int, assign_labels: str, random_state, n_init: int, verbose) -> np.ndarray:
+    """scikit-learn's label assignment in the spectral embedding ``vectors``."""
+    if verbose:
+        print(f"Computing label assignment using {assign_labels}")
+    if assign_labels in ("kmeans", "njw"):
+        if assign_labels == "njw":
+            # Unit rows: a point's direction in the embedding says which cluster it leans to, its
+            # length mostly how well it is connected; many small clusters separate better this way.
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        _, labels, _ = k_means(vectors, n_clusters, random_state=random_state, n_init=n_init, verbose=verbose)
+    else:
+        # Imported here: public functions of a private scikit-learn module.
+        from sklearn.cluster._spectral import cluster_qr, discretize
+
+        if assign_labels == "cluster_qr":
+            labels = cluster_qr(vectors)
+        else:
+            labels = discretize(vectors, random_state=random_state)
+    return np.asarray(labels, dtype=np.int64)

@@ -1,0 +1,357 @@
+"""Estimators of the number of clusters, and the registry that ABCClustering's ``n_clusters_selection`` names.
+
+Every selector has one signature, ``selector(step, affinity, probabilities,
+eigen_seed, seed) -> Selection``: ``affinity`` is what the spectral step
+clusters (the kernel's output raised to ``affinity_power``), ``probabilities``
+the kernel's output itself.  A selector that already clustered the set (the
+likelihood compares partitions; the sparse eigengap shares its eigensolve
+with the embedding) returns the labels too.  Adding one is one function and
+one line in :data:`N_CLUSTERS_SELECTORS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_random_state
+
+from .assign import _assign, _check_assign_labels, spectral_labels
+from .eigen import _check_eigen_solver, _smallest_eigenpairs, laplacian_eigenvalues
+
+if TYPE_CHECKING:
+    from .step import SpectralStep
+
+#: How many eigengap candidates ``n_clusters_selection='likelihood'`` compares.
+LIKELIHOOD_CANDIDATES = 5
+
+
+def _largest_eigengap(eigenvalues: np.ndarray) -> int:
+    """``k = argmax_i (lambda_{i+1} - lambda_i)`` (1-based) of ascending eigenvalues."""
+    return int(np.argmax(np.diff(eigenvalues)) + 1)
+
+
+def estimate_n_clusters(
+    affinity, max_clusters: int, random_state=None, eigen_solver: str | None = None, eigen_tol="auto"
+) -> tuple[int, np.ndarray]:
+    """Number of clusters by the largest eigengap of the normalised Laplacian.
+
+    ``k = argmax_i (lambda_{i+1} - lambda_i)`` over ``1 <= k <= min(max_clusters, n - 1)``
+    (von Luxburg 2007; ABC paper section 3.4).  ``k = 1`` is a valid answer.
+
+    Parameters
+    ----------
+    affinity : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric non-negative affinity.
+    max_clusters : int
+        Largest ``k`` considered.
+    random_state : int, RandomState instance or None
+        Seeds the iterative eigensolvers.
+    eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
+        Solver for sparse affinities, see :func:`laplacian_eigenvalues`.
+    eigen_tol : float or 'auto', default='auto'
+        Tolerance of the sparse solver.
+
+    Returns
+    -------
+    n_clusters : int
+    eigenvalues : ndarray
+        The smallest Laplacian eigenvalues that were compared, ascending.
+    """
+    n = affinity.shape[0]
+    if n < 2:
+        return 1, np.zeros(n)
+    cap = int(max(1, min(max_clusters, n - 1)))
+    eigenvalues = laplacian_eigenvalues(
+        affinity, cap + 1, random_state=random_state, eigen_solver=eigen_solver, eigen_tol=eigen_tol
+    )
+    return _largest_eigengap(eigenvalues), eigenvalues
+
+
+#: Relative powers of :func:`consensus_n_clusters`: the affinity as given, two softer versions and one sharper.
+CONSENSUS_POWERS = (0.25, 0.5, 1.0, 2.0)
+
+
+def consensus_n_clusters(
+    affinity,
+    max_clusters: int,
+    random_state=None,
+    eigen_solver: str | None = None,
+    eigen_tol="auto",
+    powers: tuple[float, ...] = CONSENSUS_POWERS,
+) -> tuple[int, np.ndarray]:
+    """Number of clusters by the median of eigengap estimates over powers of the affinity.
+
+    The eigengap estimate of a soft affinity depends on how much it is
+    sharpened: raised to a high power, a broad cluster next to tight ones
+    falls apart into several (too many clusters); left soft, close clusters
+    merge (too few).  This estimates ``k`` with :func:`estimate_n_clusters` on
+    ``affinity ** r`` for every ``r`` in ``powers`` and returns the median of
+    those estimates, rounded down: where the estimates disagree it lands
+    between them instead of betting on one.
+
+    Parameters
+    ----------
+    affinity : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric non-negative affinity.
+    max_clusters : int
+        Largest ``k`` considered by every estimate.
+    random_state : int, RandomState instance or None
+        Seeds the iterative eigensolvers (the same seed for every power).
+    eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
+        Solver for sparse affinities, see :func:`laplacian_eigenvalues`.
+    eigen_tol : float or 'auto', default='auto'
+        Tolerance of the sparse solver.
+    powers : tuple of float, default=CONSENSUS_POWERS
+        Positive exponents applied elementwise to ``affinity``.
+
+    Returns
+    -------
+    n_clusters : int
+    eigenvalues : ndarray
+        The smallest Laplacian eigenvalues of ``affinity ** r`` for the
+        ``r`` in ``powers`` closest to 1, ascending (those of ``affinity``
+        itself with the default ``powers``).
+
+    Raises
+    ------
+    ValueError
+        If ``powers`` is empty or holds a non-positive or non-finite value,
+        or if ``affinity`` has negative entries (fractional powers of them
+        are not real).
+    """
+    powers = tuple(float(r) for r in powers)
+    if not powers or not all(np.isfinite(r) and r > 0 for r in powers):
+        raise ValueError(f"powers must be a non-empty tuple of positive finite numbers, got {powers!r}.")
+    entries = affinity.data if sp.issparse(affinity) else np.asarray(affinity)
+    lowest = np.min(entries) if entries.size else 0.0
+    if lowest < 0:
+        raise ValueError(
+            f"The consensus estimate raises the affinity to fractional powers, so it must be non-negative; this one "
+            f"has entries down to {lowest:.3g}. Use n_clusters_selection='eigengap' for a signed kernel."
+        )
+    reported = min(powers, key=lambda r: abs(np.log(r)))
+    estimates, eigenvalues = [], None
+    for r in powers:
+        powered = affinity if r == 1.0 else (affinity.power(r) if sp.issparse(affinity) else affinity**r)
+        k, values = estimate_n_clusters(
+            powered, max_clusters, random_state=random_state, eigen_solver=eigen_solver, eigen_tol=eigen_tol
+        )
+        estimates.append(k)
+        if r == reported and eigenvalues is None:
+            eigenvalues = values
+    return median_estimate(estimates), eigenvalues
+
+
+def median_estimate(estimates) -> int:
+    """The consensus of several estimates of ``k``: their median, rounded down.
+
+    Parameters
+    ----------
+    estimates : sequence of int
+        Non-empty.
+
+    Returns
+    -------
+    n_clusters : int
+    """
+    return int(np.floor(np.median(estimates)))
+
+
+def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: int) -> list[int]:
+    """The ``n_candidates`` values of ``k`` with the largest eigengaps, largest gap first.
+
+    Parameters
+    ----------
+    eigenvalues : ndarray
+        Smallest Laplacian eigenvalues, ascending (as :func:`estimate_n_clusters` returns them).
+    n_candidates : int
+        How many candidates at most.
+
+    Returns
+    -------
+    candidates : list of int
+        ``k = i`` for the gaps ``lambda_{i+1} - lambda_i`` in decreasing order
+        (ties: smaller ``k`` first); the first is the eigengap estimate.
+    """
+    gaps = np.diff(np.asarray(eigenvalues, dtype=np.float64))
+    if gaps.size == 0:
+        return [1]
+    order = np.argsort(-gaps, kind="stable")[: max(1, int(n_candidates))]
+    return [int(i) + 1 for i in order]
+
+
+def pair_log_likelihood(probabilities, labels: np.ndarray, eps: float = 1e-6) -> float:
+    """Bernoulli log-likelihood of a partition under same-cluster probabilities.
+
+    ``sum_{i<j} [s_ij log p_ij + (1 - s_ij) log(1 - p_ij)]`` with
+    ``s_ij = 1`` when ``labels[i] == labels[j]``: how well the partition
+    explains the pair probabilities a :class:`~skabc.ContextualKernel` was
+    trained (with this very loss) to output.  For a sparse matrix only the
+    stored pairs count.
+
+    Parameters
+    ----------
+    probabilities : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric, values in ``[0, 1]``.
+    labels : ndarray of shape (n,)
+    eps : float
+        Probabilities are clipped to ``[eps, 1 - eps]`` so one confident
+        mistake costs a finite amount.
+
+    Returns
+    -------
+    float
+    """
+    labels = np.asarray(labels)
+    if sp.issparse(probabilities):
+        coo = sp.triu(probabilities, k=1, format="coo")
+        same = labels[coo.row] == labels[coo.col]
+        return _bernoulli_log_likelihood(np.asarray(coo.data, dtype=np.float64), same, eps)
+    probabilities = np.asarray(probabilities)
+    n = probabilities.shape[0]
+    total = 0.0
+    # Row blocks of the strict upper triangle: memory stays O(block * n) on large dense sets.
+    block = max(1, 2**22 // max(n, 1))
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        p = probabilities[start:stop].astype(np.float64)
+        same = labels[start:stop, None] == labels[None, :]
+        upper = np.arange(start, stop)[:, None] < np.arange(n)[None, :]
+        total += _bernoulli_log_likelihood(p[upper], same[upper], eps)
+    return float(total)
+
+
+def _bernoulli_log_likelihood(p: np.ndarray, same: np.ndarray, eps: float) -> float:
+    p = np.clip(p, eps, 1.0 - eps)
+    return float(np.where(same, np.log(p), np.log1p(-p)).sum())
+
+
+def eigengap_spectral_labels(
+    affinity,
+    max_clusters: int,
+    eigen_random_state=None,
+    *,
+    eigen_solver: str | None = None,
+    n_components: int | None = None,
+    random_state=None,
+    n_init: int = 10,
+    eigen_tol="auto",
+    assign_labels: str = "kmeans",
+    verbose: bool = False,
+) -> tuple[np.ndarray, int, np.ndarray]:
+    """Eigengap estimate of ``k``, then spectral clustering into ``k`` clusters.
+
+    The result is that of :func:`estimate_n_clusters` (seeded by
+    ``eigen_random_state``) followed by :func:`spectral_labels` (seeded by
+    ``random_state``).  A dense affinity takes exactly that path.  For a
+    sparse one the two steps share a single eigensolve: the eigenvectors of
+    the ``max_clusters + 1`` smallest eigenvalues, computed for the eigengap,
+    already hold the spectral embedding, which on large graphs halves the
+    time of the spectral step (the eigensolver dominates it).
+
+    Parameters
+    ----------
+    affinity : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric non-negative affinity.
+    max_clusters : int
+        Largest ``k`` considered.
+    eigen_random_state : int, RandomState instance or None
+        Seeds the eigensolver (the eigengap's, and for sparse input the only one).
+    eigen_solver, n_components, random_state, n_init, eigen_tol, assign_labels, verbose
+        As for :func:`spectral_labels`; ``random_state`` seeds the label assignment
+        (and, for dense input, scikit-learn's eigensolver).
+
+    Returns
+    -------
+    labels : ndarray of shape (n,), int64
+    n_clusters : int
+        The eigengap estimate.
+    eigenvalues : ndarray
+        The smallest Laplacian eigenvalues compared, ascending.
+    """
+    params = dict(eigen_solver=eigen_solver, n_components=n_components, random_state=random_state, n_init=n_init,
+                  eigen_tol=eigen_tol, assign_labels=assign_labels, verbose=verbose)
+    n = affinity.shape[0]
+    if not sp.issparse(affinity) or n < 2:
+        n_clusters, eigenvalues = estimate_n_clusters(
+            affinity, max_clusters, random_state=eigen_random_state, eigen_solver=eigen_solver, eigen_tol=eigen_tol
+        )
+        return spectral_labels(affinity, n_clusters, **params), n_clusters, eigenvalues
+    _check_assign_labels(assign_labels)
+    solver = _check_eigen_solver(eigen_solver)
+    cap = int(max(1, min(max_clusters, n - 1)))
+    n_eigen = int(min(cap + 1, n))
+    wanted = 0 if n_components is None else int(min(n_components, n))
+    values, vectors = _smallest_eigenpairs(
+        affinity, max(n_eigen, wanted), solver, check_random_state(eigen_random_state), eigen_tol, vectors=True
+    )
+    eigenvalues = values[:n_eigen]
+    n_clusters = _largest_eigengap(eigenvalues)
+    if n_clusters <= 1:
+        return np.zeros(n, dtype=np.int64), n_clusters, eigenvalues
+    embedding = vectors[:, : (n_clusters if n_components is None else wanted)]
+    labels = _assign(embedding, n_clusters, assign_labels, check_random_state(random_state), n_init, verbose)
+    return labels, n_clusters, eigenvalues
+
+
+# ----------------------------------------------------------------------------- the registry
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a selector found: ``k``, the eigenvalues it compared, and the labels if it clustered already."""
+
+    n_clusters: int
+    eigenvalues: np.ndarray | None
+    labels: np.ndarray | None = None
+
+
+def select_eigengap(step: SpectralStep, affinity, probabilities, eigen_seed, seed) -> Selection:
+    """The largest eigengap; on a sparse affinity one eigensolve also gives the embedding."""
+    if sp.issparse(affinity):
+        labels, k, eigenvalues = eigengap_spectral_labels(
+            affinity, step.max_clusters, eigen_seed, random_state=seed, **step.embedding_params()
+        )
+        return Selection(k, eigenvalues, labels)
+    k, eigenvalues = estimate_n_clusters(affinity, step.max_clusters, random_state=eigen_seed,
+                                         eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol)
+    return Selection(k, eigenvalues)
+
+
+def select_consensus(step: SpectralStep, affinity, probabilities, eigen_seed, seed) -> Selection:
+    """The median eigengap estimate over powers of the affinity (:func:`consensus_n_clusters`)."""
+    k, eigenvalues = consensus_n_clusters(affinity, step.max_clusters, random_state=eigen_seed,
+                                          eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol)
+    return Selection(k, eigenvalues)
+
+
+def select_likelihood(step: SpectralStep, affinity, probabilities, eigen_seed, seed) -> Selection:
+    """Cluster for each eigengap candidate ``k``; keep the partition most likely under the probabilities."""
+    values = probabilities.data if sp.issparse(probabilities) else probabilities
+    if values.size and (np.min(values) < 0 or np.max(values) > 1):
+        raise ValueError(
+            "n_clusters_selection='likelihood' needs a kernel whose affinity holds same-cluster probabilities "
+            f"in [0, 1]; this one gave values in [{np.min(values):.3g}, {np.max(values):.3g}]. "
+            "Use n_clusters_selection='eigengap'."
+        )
+    # The candidates share one eigensolve.
+    _, eigenvalues = estimate_n_clusters(affinity, step.max_clusters, random_state=eigen_seed,
+                                         eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol)
+    best_labels, best_score = None, -np.inf
+    for k in eigengap_candidates(eigenvalues, LIKELIHOOD_CANDIDATES):
+        labels = step.labels_for(affinity, k, seed)
+        score = pair_log_likelihood(probabilities, labels)
+        if score > best_score:
+            best_labels, best_score = labels, score
+    return Selection(len(np.unique(best_labels)), eigenvalues, best_labels)
+
+
+#: ``n_clusters_selection`` name -> selector.
+N_CLUSTERS_SELECTORS = {
+    "eigengap": select_eigengap,
+    "consensus": select_consensus,
+    "likelihood": select_likelihood,
+}

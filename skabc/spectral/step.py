@@ -1,0 +1,100 @@
+"""SpectralStep: the spectral settings of one fitted ABCClustering, turning an affinity into labels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .assign import spectral_labels
+from .select import N_CLUSTERS_SELECTORS
+
+
+@dataclass(frozen=True)
+class SpectralStep:
+    """Everything the spectral step needs, resolved once in ``fit`` (no ``'auto'`` left).
+
+    Parameters
+    ----------
+    n_clusters : int or None
+        Given ``k``, or ``None`` to select it by ``selection``.
+    max_clusters : int
+        Largest ``k`` a selector considers.
+    selection : str
+        A key of :data:`~skabc.spectral.select.N_CLUSTERS_SELECTORS`.
+    affinity_power : float
+        The kernel's output is raised elementwise to this power first.
+    assign_labels : str
+        One of :data:`~skabc.spectral.assign.ASSIGN_LABELS`.
+    eigen_solver, n_components, n_init, eigen_tol, verbose
+        As for :class:`sklearn.cluster.SpectralClustering`.
+    """
+
+    n_clusters: int | None
+    max_clusters: int
+    selection: str = "eigengap"
+    affinity_power: float = 1.0
+    assign_labels: str = "kmeans"
+    eigen_solver: str | None = None
+    n_components: int | None = None
+    n_init: int = 10
+    eigen_tol: float | str = "auto"
+    verbose: int = 0
+
+    def __post_init__(self) -> None:
+        if self.selection not in N_CLUSTERS_SELECTORS:
+            raise ValueError(f"n_clusters_selection must be one of {sorted(N_CLUSTERS_SELECTORS)}, "
+                             f"got {self.selection!r}")
+
+    def cluster(self, probabilities, eigen_seed, seed: int):
+        """Labels of one set from the kernel's affinity ``probabilities``.
+
+        Parameters
+        ----------
+        probabilities : ndarray or sparse matrix of shape (n, n)
+            The kernel's affinity of the set.
+        eigen_seed : int or None
+            Seeds the eigensolve of the ``k`` selection (unused when ``n_clusters`` is given).
+        seed : int
+            Seeds the embedding and the label assignment.
+
+        Returns
+        -------
+        labels : ndarray of shape (n,)
+            Compact ids from 0, in order of first appearance.
+        affinity : ndarray or sparse matrix
+            What was clustered: ``probabilities ** affinity_power``.
+        n_clusters : int
+            Number of clusters found.
+        eigenvalues : ndarray or None
+            Smallest Laplacian eigenvalues the selector compared (``None`` with ``n_clusters`` given).
+        """
+        affinity = probabilities
+        if self.affinity_power != 1.0:
+            power = self.affinity_power
+            affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
+        if self.n_clusters is not None:
+            labels, eigenvalues = self.labels_for(affinity, min(self.n_clusters, affinity.shape[0]), seed), None
+        else:
+            found = N_CLUSTERS_SELECTORS[self.selection](self, affinity, probabilities, eigen_seed, seed)
+            labels = found.labels if found.labels is not None else self.labels_for(affinity, found.n_clusters, seed)
+            labels, eigenvalues = compact(labels), found.eigenvalues
+        return labels, affinity, len(np.unique(labels)), eigenvalues
+
+    def labels_for(self, affinity, n_clusters: int, seed: int) -> np.ndarray:
+        """Spectral clustering of ``affinity`` into ``n_clusters`` (compact ids)."""
+        return compact(spectral_labels(affinity, n_clusters, random_state=seed, **self.embedding_params()))
+
+    def embedding_params(self) -> dict:
+        """The settings of the embedding and the assignment, as :func:`spectral_labels` takes them."""
+        return dict(eigen_solver=self.eigen_solver, n_components=self.n_components, n_init=self.n_init,
+                    eigen_tol=self.eigen_tol, assign_labels=self.assign_labels, verbose=self.verbose)
+
+
+def compact(labels: np.ndarray) -> np.ndarray:
+    """Relabel 0..k'-1 in order of first appearance, so ids are compact within a set."""
+    _, first = np.unique(labels, return_index=True)
+    remap = np.empty(labels.max() + 1, dtype=np.int64)
+    remap[labels[np.sort(first)]] = np.arange(len(first))
+    return remap[labels]
