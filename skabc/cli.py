@@ -27,7 +27,7 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"Training a multiplicative ABC kernel from scratch for {args.epochs} epochs "
               "(the shipped one trained for 300; expect a weaker result).")
         X, y, groups = make_circles_sets(n_sets=2000, set_size=300, random_state=12345)
-        kernel = ContextualKernel(d_model=64, n_blocks=6, set_size=(100, 300), sets_per_epoch=1024,
+        kernel = ContextualKernel(init="scratch", d_model=64, n_blocks=6, set_size=(100, 300), sets_per_epoch=1024,
                                   max_epochs=args.epochs, random_state=0, verbose=0 if args.quiet else 1)
         kernels = {"multiplicative (trained now)": kernel.fit(X, y, groups=groups)}
     else:
@@ -138,7 +138,7 @@ def _train(args: argparse.Namespace) -> int:
     y = _read_array(args.y, "y", 1)
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
     kernel = ContextualKernel(
-        attention=args.attention, compat=args.compat, d_model=args.d_model, n_blocks=args.n_blocks,
+        init="scratch", attention=args.attention, compat=args.compat, d_model=args.d_model, n_blocks=args.n_blocks,
         set_size=tuple(args.set_size), max_epochs=args.epochs, random_state=args.seed,
         verbose=0 if args.quiet else 1,
     )

@@ -10,6 +10,7 @@ from .._runtime import resolve_device
 from ..nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
 from ..nn.build import build_module, check_architecture_unchanged, record_architecture
 from ..sampling import check_clusters_per_set, check_set_size
+from ..training.plan import NETWORK_PARAMS, network_of
 from .base import check_recommended_clustering
 
 # Prefix of the weights' tensor names in a saved file.
@@ -28,6 +29,10 @@ def describe_contextual(kernel) -> tuple[dict, dict]:
         "n_features_in": int(kernel.n_features_in_),
         "feature_names_in": [str(f) for f in getattr(kernel, "feature_names_in_", [])] or None,
     }
+    network = getattr(kernel, "network_params_", None) or {}
+    if any(getattr(kernel, name) != value for name, value in network.items()):
+        # Fine-tuned from the generic kernel: the network is not the one the parameters describe.
+        part["network_params"] = {name: persistence.json_ready(value) for name, value in network.items()}
     # Copies: an ensemble may hold one kernel twice, and safetensors refuses tensors that share memory.
     tensors = {WEIGHTS + k: v.detach().cpu().clone() for k, v in kernel.module_.state_dict().items()}
     return {"kernel": part, "recommended_clustering": kernel.recommended_clustering()}, tensors
@@ -40,6 +45,12 @@ def restore_contextual(cls, meta: dict, tensors: dict, device):
         kernel = cls(**persistence.unlist(part["params"]), device=device)
     except TypeError as exc:
         raise ValueError(f"the saved kernel parameters do not match this version of skabc: {exc}") from exc
+    if part.get("network_params"):
+        network = persistence.unlist(part["network_params"])
+        unknown = set(network) - set(NETWORK_PARAMS)
+        if unknown:
+            raise ValueError(f"the saved network parameters name unknown parameters: {sorted(unknown)}")
+        kernel.network_params_ = network
     load_weights(kernel, part["n_features_in"], persistence.nested(WEIGHTS, tensors), device)
     if part.get("feature_names_in"):
         kernel.feature_names_in_ = np.asarray(part["feature_names_in"], dtype=object)
@@ -50,7 +61,7 @@ def restore_contextual(cls, meta: dict, tensors: dict, device):
 def load_weights(kernel, n_features: int, state_dict: dict, device) -> None:
     """Make ``kernel`` fitted from weights: it then holds just the module (no training net or optimizer)."""
     device = resolve_device(device)
-    module = build_module(kernel, n_features)
+    module = build_module(network_of(kernel), n_features)
     try:
         module.load_state_dict(state_dict, strict=True)
     except RuntimeError as exc:
@@ -78,11 +89,16 @@ def check_contextual_part(cls, part, where: str, n_tensors: int) -> dict:
     the ``checkpoint_dir`` later training writes into), each valid for the constructor, and sizes are
     bounded before the implied network is laid out on torch's 'meta' device (no memory).
     """
-    _schema.check_keys(part, where, required=("params", "n_features_in"), optional=("feature_names_in",))
+    _schema.check_keys(part, where, required=("params", "n_features_in"),
+                       optional=("feature_names_in", "network_params"))
     allowed = [name for name in cls().get_params(deep=False) if name not in UNSAVED_PARAMS]
     params = _schema.check_params(cls, part["params"], f"{where}.params", allowed)
     n_features = _schema.check_int(part["n_features_in"], f"{where}.n_features_in", 1, _schema.MAX_FEATURES)
     _schema.check_names(part.get("feature_names_in"), f"{where}.feature_names_in", n_features)
+    if part.get("network_params") is not None:
+        # A fine-tuned kernel's network is the generic one's: the weights must fit that configuration.
+        network = _schema.check_params(cls, part["network_params"], f"{where}.network_params", list(NETWORK_PARAMS))
+        params = {**params, **network}
     kernel = cls(**params)
     _check_saved_sizes(kernel, f"{where}.params", n_tensors)
     try:
