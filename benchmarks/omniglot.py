@@ -164,7 +164,7 @@ def load_backbone() -> nn.Module:
 
 
 # ----------------------------------------------------------------- stage 2
-STAGE2 = dict(d_model=128, n_heads=4, n_blocks=2, compat="multiplicative", layer_norm="pre",
+STAGE2 = dict(init="scratch", d_model=128, n_heads=4, n_blocks=2, compat="multiplicative", layer_norm="pre",
               set_size=100, batch_size=32, sets_per_epoch=3200, max_epochs=12, lr=1e-3, dropout=0.1,
               weight_decay=0.01, random_state=2)
 

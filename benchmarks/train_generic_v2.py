@@ -47,8 +47,8 @@ CHECKPOINTS = ROOT / "benchmarks" / ".checkpoints" / "generic_v2"
 TRAIN_SEED = 20261201
 POOL_FAMILIES = {**FAMILY_WEIGHTS, "scattered": 0.15, "blobs": 0.40}
 POOL = dict(n_sets=8_000, set_size=(150, 500), n_features=(1, 64), max_clusters=15)
-KERNEL = dict(canonical_features=64, embed_features=16, local_geometry=True, embedder="fourier", d_model=64,
-              n_blocks=4, n_heads=4, compat="multiplicative", layer_norm="pre", set_size=500,
+KERNEL = dict(init="scratch", canonical_features=64, embed_features=16, local_geometry=True, embedder="fourier",
+              d_model=64, n_blocks=4, n_heads=4, compat="multiplicative", layer_norm="pre", set_size=500,
               batch_size=16, sets_per_epoch=512, max_epochs=30, lr=1e-5, random_state=0)
 
 

@@ -54,8 +54,8 @@ DOCS = ROOT / "docs"
 TRAIN_SEED, VALIDATION_SEED = 31337, 4242
 POOL = dict(n_sets=16_000, set_size=(200, 700), n_features=(1, 64), max_clusters=15)
 # set_size >= every pool set: each training set is one whole drawn set (all its clusters, noise included).
-KERNEL = dict(canonical_features=16, embedder="fourier", d_model=64, n_blocks=4, n_heads=4, compat="multiplicative",
-              layer_norm="pre", set_size=700, batch_size=16, sets_per_epoch=512, max_epochs=70,
+KERNEL = dict(init="scratch", canonical_features=16, embedder="fourier", d_model=64, n_blocks=4, n_heads=4,
+              compat="multiplicative", layer_norm="pre", set_size=700, batch_size=16, sets_per_epoch=512, max_epochs=70,
               lr=1e-3, random_state=0)
 
 

@@ -7,9 +7,9 @@ import torch
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from . import persistence
+from . import _schema, persistence
 from .kernels import ContextualKernel, as_kernel
-from .kernels.base import CLUSTERING_SETTINGS
+from .kernels.base import CLUSTERING_SETTINGS, Kernel
 
 # Prefix of the kernel's tensors in a saved model.
 _KERNEL = "kernel."
@@ -60,8 +60,39 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
         model.feature_names_in_ = kernel.feature_names_in_
     model.labels_ = tensors["labels_"].numpy()
     model.n_clusters_ = meta["n_clusters"]
+    if not _schema.label_values_ok(model.labels_, model.n_clusters_):
+        raise _schema.fail("labels_", f"cluster ids must lie in [0, n_clusters={model.n_clusters_}), got "
+                                      f"[{model.labels_.min()}, {model.labels_.max()}]")
     # The settings resolved at fit (they fill in every 'auto' as they did then); version-1 files
     # stored none: resolve them as fit would, from the loaded kernel.
     resolved = {name[:-1]: value for name, value in meta.get("fitted", {}).items()}
     model._resolve_auto(resolved or as_kernel(fitted).recommended_clustering())
     return model
+
+
+def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
+    """Validate a saved model's description and its file's tensors before anything is built (:mod:`skabc._schema`)."""
+    prefix = f"{where}." if where else ""
+    _schema.check_keys(meta, where or "description", required=("params", "kernel", "n_features_in", "n_clusters"),
+                       optional=("kernel_param", "fitted", "feature_names_in"))
+    allowed = [name for name in cls().get_params(deep=False) if name != "kernel"]
+    _schema.check_params(cls, meta["params"], prefix + "params", allowed)
+    n_features = _schema.check_int(meta["n_features_in"], prefix + "n_features_in", 1, _schema.MAX_FEATURES)
+    _schema.check_names(meta.get("feature_names_in"), prefix + "feature_names_in", n_features)
+    _schema.check_int(meta["n_clusters"], prefix + "n_clusters", 1, _schema.MAX_COUNT)
+    if "kernel_param" in meta:
+        _schema.check_str(meta["kernel_param"], prefix + "kernel_param", {"none", "frozen", "kernel"})
+    fitted = _schema.check_keys(meta.get("fitted", {}), prefix + "fitted",
+                                optional=[name + "_" for name in CLUSTERING_SETTINGS])
+    _schema.check_recommended({name[:-1]: value for name, value in fitted.items()}, prefix + "fitted")
+    _schema.check_labels(header, "labels_", where or "tensors")
+    kernel_header = {name: spec for name, spec in header.items() if name != "labels_"}
+    stray = sorted(name for name in kernel_header if not name.startswith(_KERNEL))
+    if stray:
+        raise _schema.fail(where or "tensors", f"the file holds unexpected tensors {stray[:3]}")
+    kernel = meta["kernel"]
+    if isinstance(kernel, dict) and "class" in kernel:
+        persistence.check_description(kernel, persistence.nested(_KERNEL, kernel_header), prefix + "kernel",
+                                      base=Kernel)
+    else:  # version 1: always a ContextualKernel, its weights directly under "kernel."
+        ContextualKernel._check_description({"kernel": kernel}, kernel_header, where)

@@ -41,6 +41,15 @@ def resolve_device(device) -> torch.device:
         raise ValueError(f"device must be 'auto' or a torch device such as 'cpu' or 'cuda', got {device!r}") from exc
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was requested but CUDA is not available on this machine")
+    if resolved.type not in ("cpu", "cuda"):
+        # 'mps', 'xpu', 'meta'...: torch only says so at the first allocation, deep inside training.
+        try:
+            torch.empty(1, device=resolved)
+        except (RuntimeError, AssertionError) as exc:
+            raise ValueError(
+                f"device={device!r} is not available on this machine (this torch build cannot allocate "
+                f"tensors there: {type(exc).__name__}); use 'auto', 'cpu' or 'cuda'"
+            ) from None
     return resolved
 
 

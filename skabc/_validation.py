@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_consistent_length, column_or_1d
@@ -10,6 +12,10 @@ UNLABELLED = -1
 
 # Beyond this magnitude float32 activations (squared in layer norms) overflow to inf/NaN.
 MAX_ABS_VALUE = 1e15
+
+# A scale-free set whose largest |value| is below this would lose its values in the float32 cast
+# (float32's smallest normal number is about 1.2e-38); such a set is first rescaled by a power of two.
+TINY_SET_SCALE = 2.0**-64
 
 
 def check_magnitude(X: np.ndarray) -> np.ndarray:
@@ -24,12 +30,87 @@ def check_magnitude(X: np.ndarray) -> np.ndarray:
     return X
 
 
+def check_not_masked_or_missing(X, input_name: str = "X") -> None:
+    """Refuse inputs whose missing entries scikit-learn's conversion would not report clearly.
+
+    ``np.asarray`` drops the mask of a masked array, so the fill values would be
+    clustered as data; ``pd.NA`` in an object column makes the float conversion
+    fail with a message naming neither the input nor the problem.
+    """
+    if isinstance(X, np.ma.MaskedArray):
+        if np.ma.getmaskarray(X).any():
+            raise ValueError(
+                f"{input_name} is a masked array with masked entries; their mask would be ignored and the "
+                f"hidden values used as data. Drop or impute the masked entries first "
+                f"(e.g. {input_name}.filled(value) or sklearn.impute.SimpleImputer)."
+            )
+        return
+    pandas = sys.modules.get("pandas")  # pd.NA can only exist when pandas is imported
+    if pandas is None:
+        return
+    if isinstance(X, (pandas.DataFrame, pandas.Series)):
+        missing = X.isna().to_numpy().any()
+    elif isinstance(X, np.ndarray) and X.dtype == object:
+        missing = bool(np.any(pandas.isna(X)))
+    else:
+        return
+    if missing:
+        raise ValueError(
+            f"Input {input_name} contains NaN (missing values such as pd.NA or None); drop or impute them "
+            "first (e.g. with sklearn.impute.SimpleImputer)."
+        )
+
+
+def to_network_float32(X: np.ndarray, scale_free: bool) -> np.ndarray:
+    """Cast a validated float array to float32 for the network.
+
+    For a kernel that canonicalises every set (``scale_free``), the result
+    must not depend on the global scale of ``X``; a set so small that float32
+    would flush it to zero is first multiplied by a power of two, which is
+    exact and leaves its canonical coordinates unchanged.  Sets of ordinary
+    magnitude are cast exactly as ``check_array(X, dtype=np.float32)`` would.
+    """
+    if scale_free and X.size and X.dtype == np.float64:
+        largest = float(np.max(np.abs(X)))
+        if 0.0 < largest < TINY_SET_SCALE:
+            X = np.ldexp(X, -np.frexp(largest)[1])  # largest |value| now in [0.5, 1)
+    return X.astype(np.float32, copy=False)
+
+
+def format_bytes(n_bytes: float) -> str:
+    """A memory size in GiB, or in MiB / KiB when it is small (never '0.0 GiB')."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.1f} {unit}"
+    return f"{n_bytes:.0f} bytes"
+
+
+def _check_label_values(values: np.ndarray, input_name: str, hint: str) -> None:
+    """Refuse object labels holding missing values or mixing strings with numbers (unsortable)."""
+    if values.dtype != object:
+        return
+    if any(v is None or (isinstance(v, float) and v != v) for v in values) or _holds_pandas_na(values):
+        raise ValueError(f"{input_name} contains missing values (NaN, None or pd.NA); {hint}")
+    kinds = {"string" if isinstance(v, (str, bytes)) else type(v).__name__ for v in values}
+    if "string" in kinds and len(kinds) > 1:
+        others = sorted(kinds - {"string"})
+        raise TypeError(
+            f"{input_name} mixes strings with {', '.join(others)} values; use one type for every entry "
+            f"(e.g. convert them all to str)."
+        )
+
+
+def _holds_pandas_na(values: np.ndarray) -> bool:
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and any(v is pandas.NA for v in values)
+
+
 def encode_labels(y, n_samples: int) -> np.ndarray:
     """Cluster labels as codes ``0..C-1``, with ``-1`` (unlabelled) kept as ``-1``."""
+    check_not_masked_or_missing_labels(y, "y")
     y = column_or_1d(y, warn=True)
     check_consistent_length(np.empty(n_samples), y)
-    if y.dtype == object and any(v is None or (isinstance(v, float) and v != v) for v in y):
-        raise ValueError("y contains missing labels (NaN or None); use -1 to mark unlabelled rows.")
+    _check_label_values(y, "y", "use -1 to mark unlabelled rows.")
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError("y contains NaN or infinity; use -1 to mark unlabelled rows.")
     kind = type_of_target(y, input_name="y", raise_unknown=True)
@@ -44,6 +125,15 @@ def encode_labels(y, n_samples: int) -> np.ndarray:
     return codes
 
 
+def check_not_masked_or_missing_labels(values, input_name: str) -> None:
+    """Refuse a masked label array with masked entries (its mask would be ignored)."""
+    if isinstance(values, np.ma.MaskedArray) and np.ma.getmaskarray(values).any():
+        raise ValueError(
+            f"{input_name} is a masked array with masked entries; their mask would be ignored. Give them a "
+            f"real value first with {input_name}.filled(value) (in y, -1 marks unlabelled rows)."
+        )
+
+
 def _is_unlabelled(y: np.ndarray) -> np.ndarray:
     if y.dtype.kind in "iuf":
         return y == UNLABELLED
@@ -54,9 +144,11 @@ def encode_groups(groups, n_samples: int) -> np.ndarray | None:
     """Group ids as codes ``0..G-1`` (or None)."""
     if groups is None:
         return None
+    check_not_masked_or_missing_labels(groups, "groups")
     groups = column_or_1d(groups)
     if len(groups) != n_samples:
         raise ValueError(f"groups has {len(groups)} entries but X has {n_samples} rows.")
+    _check_label_values(groups, "groups", "give every row a group.")
     if groups.dtype.kind == "f" and not np.all(np.isfinite(groups)):
         raise ValueError("groups contains NaN or infinity.")
     return np.unique(groups, return_inverse=True)[1].astype(np.int64)

@@ -18,6 +18,8 @@ def _demo(args: argparse.Namespace) -> int:
     from .kernels import ContextualKernel
     from .pretrained import load
 
+    if args.plot:
+        _check_output(args.plot, "--plot")
     if args.threads:
         torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -25,7 +27,7 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"Training a multiplicative ABC kernel from scratch for {args.epochs} epochs "
               "(the shipped one trained for 300; expect a weaker result).")
         X, y, groups = make_circles_sets(n_sets=2000, set_size=300, random_state=12345)
-        kernel = ContextualKernel(d_model=64, n_blocks=6, set_size=(100, 300), sets_per_epoch=1024,
+        kernel = ContextualKernel(init="scratch", d_model=64, n_blocks=6, set_size=(100, 300), sets_per_epoch=1024,
                                   max_epochs=args.epochs, random_state=0, verbose=0 if args.quiet else 1)
         kernels = {"multiplicative (trained now)": kernel.fit(X, y, groups=groups)}
     else:
@@ -67,8 +69,28 @@ def _figure(kernels, seed, out, ABCClustering, make_circles_sets, np):
     return out
 
 
+def _check_output(path: str, what: str) -> None:
+    """Refuse an output path that cannot be written, before any work is done (e.g. before training)."""
+    import os
+
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{what} {path!r} is a directory; give a file name inside it")
+    folder = out.parent
+    while not folder.exists():  # the first existing ancestor is where the missing folders would be made
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"cannot write {what} {path!r}: {str(folder)!r} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {what} {path!r}: the folder {str(folder)!r} is not writable")
+
+
 def _read_array(path: str, what: str, ndim: int):
-    """Load a .npy (never pickled objects) or .csv file; a non-numeric first line is a header."""
+    """Load a .npy (never pickled objects) or .csv file; a non-numeric first line is a header.
+
+    Text is read as UTF-8 with an optional byte-order mark (as spreadsheet programs write it), so a
+    marked first row is still recognised as data.
+    """
     import numpy as np
 
     file = Path(path)
@@ -78,14 +100,14 @@ def _read_array(path: str, what: str, ndim: int):
         if file.suffix == ".npy":
             data = np.load(file, allow_pickle=False)
         elif file.suffix in (".csv", ".txt"):
-            with file.open() as f:
+            with file.open(encoding="utf-8-sig") as f:
                 first = f.readline()
             try:
                 [float(v) for v in first.strip().split(",") if v.strip()]
                 skip = 0
             except ValueError:
                 skip = 1
-            data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim)
+            data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")
         else:
             raise ValueError(f"{what} file {path!r} must be .npy or .csv")
     except (OSError, ValueError) as exc:
@@ -111,11 +133,12 @@ def _write_labels(labels, path: str) -> None:
 def _train(args: argparse.Namespace) -> int:
     from .kernels import ContextualKernel
 
+    _check_output(args.output, "output")
     X = _read_array(args.X, "X", 2)
     y = _read_array(args.y, "y", 1)
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
     kernel = ContextualKernel(
-        attention=args.attention, compat=args.compat, d_model=args.d_model, n_blocks=args.n_blocks,
+        init="scratch", attention=args.attention, compat=args.compat, d_model=args.d_model, n_blocks=args.n_blocks,
         set_size=tuple(args.set_size), max_epochs=args.epochs, random_state=args.seed,
         verbose=0 if args.quiet else 1,
     )
@@ -130,6 +153,9 @@ def _cluster(args: argparse.Namespace) -> int:
     from .cluster import ABCClustering
     from .pretrained import load_saved_kernel
 
+    _check_output(args.output, "output")
+    if args.plot:
+        _check_output(args.plot, "--plot")
     X = _read_array(args.X, "X", 2)
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
     if args.kernel:
@@ -168,11 +194,15 @@ def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
     import numpy as np
     from tqdm.auto import tqdm
 
+    from ._validation import encode_groups
+
+    codes = encode_groups(groups, len(X))  # one id per row, or a clear error
     labels = np.empty(len(X), dtype=np.int64)
     offset = 0
-    for g in tqdm(np.unique(groups), desc="clustering sets", unit="set", disable=quiet):
-        rows = np.flatnonzero(groups == g)
-        found = model.fit_predict(X[rows])
+    for g in tqdm(np.unique(codes), desc="clustering sets", unit="set", disable=quiet):
+        rows = np.flatnonzero(codes == g)
+        # A one-row group is one cluster, as ABCClustering.fit(X, groups=...) makes it.
+        found = model.fit_predict(X[rows]) if len(rows) > 1 else np.zeros(1, dtype=np.int64)
         labels[rows] = found + offset
         offset += len(np.unique(found))
     return labels, offset
@@ -188,6 +218,16 @@ def _evaluate(args: argparse.Namespace) -> int:
     print(f"ARI {adjusted_rand_score(truth, labels):.4f}")
     print(f"NMI {normalized_mutual_info_score(truth, labels):.4f}")
     return 0
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -219,7 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--train", action="store_true", help="train a kernel from scratch instead of the shipped one")
     demo.add_argument("--epochs", type=_positive_int, default=20,
                       help="epochs for --train (default: 20; one epoch took about 5 s on 2 cores here)")
-    demo.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    demo.add_argument("--threads", type=_non_negative_int, default=0,
+                      help="torch threads (default: 0, torch's choice)")
     demo.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     demo.set_defaults(func=_demo)
 
@@ -275,8 +316,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError, ImportError, MemoryError) as exc:
-        print(f"skabc {args.command}: error: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, OSError, ImportError, MemoryError) as exc:
+        # One line, no traceback: the first line of the message says what is wrong.
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in message:
+            message = f"{message}: {exc.filename!r}"
+        print(f"skabc {args.command}: error: {message}", file=sys.stderr)
         return 1
 
 

@@ -2,36 +2,43 @@
 
 from __future__ import annotations
 
-from itertools import pairwise
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import effective_n_jobs
-from sklearn.base import BaseEstimator, ClusterMixin, clone
-from sklearn.exceptions import NotFittedError
+from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.frozen import FrozenEstimator
-from sklearn.utils import _safe_indexing, check_random_state
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.parallel import Parallel, delayed
-from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from . import persistence
-from ._clustering_io import describe_clustering, restore_clustering
-from ._validation import encode_groups, encode_labels
-from .kernels import ContextualKernel, as_kernel
+from ._clustering_io import check_clustering, describe_clustering, restore_clustering
+from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
+from ._sets import cluster_groups, draw_seeds, map_sets
+from ._validation import check_not_masked_or_missing, encode_groups
+from .kernels import as_kernel
 from .kernels.base import check_recommended_clustering
+from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
 from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS, SpectralStep
+
+#: Every value of ``affinity`` given by name: the learned kernel, and all that SpectralClustering accepts.
+AFFINITIES = frozenset({"learned"}) | FEATURE_AFFINITIES | PRECOMPUTED_AFFINITIES
 
 
 @persistence.persistent
 class ABCClustering(ClusterMixin, BaseEstimator):
     """Attention-Based Clustering: a drop-in for :class:`~sklearn.cluster.SpectralClustering`.
 
-    A :class:`ContextualKernel` turns the set ``X`` into a learned affinity;
-    the number of clusters is given or estimated by the eigengap of the
-    normalised Laplacian; scikit-learn's spectral clustering on the
-    precomputed affinity gives the labels.
+    A kernel turns the set ``X`` into an affinity: by default a
+    :class:`ContextualKernel` learned from context, or any affinity
+    :class:`~sklearn.cluster.SpectralClustering` builds (``affinity='rbf'``,
+    ``'nearest_neighbors'``, ``'precomputed'``, ...).  The number of clusters
+    is given or estimated by the eigengap of the normalised Laplacian, for
+    every affinity; spectral clustering of the affinity gives the labels.
+    Unlike SpectralClustering, ``n_clusters`` defaults to ``None``
+    (estimated); see "Coming from SpectralClustering" in the documentation
+    for every other difference.
 
     Parameters
     ----------
@@ -40,15 +47,35 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         eigengaps of ``L = I - D^-1/2 A D^-1/2`` (at most ``max_clusters``),
         as ``n_clusters_selection`` says.
     kernel : ContextualKernel, default=None
-        The learned kernel.  ``None`` uses the shipped generic kernel
-        (``skabc.pretrained.load('generic')``, trained on synthetic clustering
-        problems; any number of features): without labels it clusters ``X``
-        zero-shot, with labels ``fit`` first fine-tunes a copy of it on them
-        (warm start, :data:`FINE_TUNE` settings).  A kernel you give is
-        trained (a clone of it) when ``fit`` gets labels; without labels it
-        must already be fitted (wrap it in
+        The learned kernel (``affinity='learned'`` only).  ``None`` uses the
+        shipped generic kernel (``skabc.pretrained.load('generic')``, trained
+        on synthetic clustering problems; any number of features), which
+        clusters ``X`` zero-shot.  ``y`` trains a kernel only when you ask
+        for it: a kernel you give that is not fitted is trained (a clone of
+        it) on the labels of ``fit``, and a fitted one with
+        ``warm_start=True`` is fine-tuned (a copy of it; e.g.
+        ``skabc.pretrained.load('generic').set_params(**FINE_TUNE)``).  With
+        ``kernel=None`` or any other fitted kernel, ``fit`` ignores ``y``,
+        as every scikit-learn clusterer does (wrap a kernel in
         :class:`sklearn.frozen.FrozenEstimator` to keep it fitted through
         ``clone``).
+    affinity : str or callable, default='learned'
+        Where the affinity comes from.  ``'learned'``: ``kernel``.  Every
+        other value means what it means for
+        :class:`~sklearn.cluster.SpectralClustering` (``'rbf'``,
+        ``'nearest_neighbors'``, ``'precomputed'``,
+        ``'precomputed_nearest_neighbors'``, a kernel name of
+        :func:`sklearn.metrics.pairwise.kernel_metrics`, a callable) and is
+        computed by scikit-learn's own functions
+        (:class:`~skabc.kernels.PairwiseKernel`,
+        :class:`~skabc.kernels.PrecomputedKernel`, which check a precomputed
+        matrix is square, symmetric, non-negative and finite).  With
+        ``n_clusters`` given, SpectralClustering's own spectral step follows,
+        seeded by ``random_state`` as there: the same partition.
+    gamma, n_neighbors, degree, coef0, kernel_params : default=1.0, 10, 3, 1, None
+        As in SpectralClustering, for the non-learned affinities;
+        ``gamma`` must be positive and ``n_neighbors`` below the number of
+        samples.
     max_clusters : int, default=50
         Upper bound of the eigengap estimate.
     n_clusters_selection : {'eigengap', 'consensus', 'likelihood', 'rotation'} or 'auto', default='auto'
@@ -105,8 +132,10 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         :class:`~sklearn.cluster.SpectralClustering`; resolved in ``fit``
         into ``assign_labels_``.
     n_jobs : int, default=None
-        Number of sets clustered in parallel by ``fit`` and ``predict`` when
-        ``groups`` is given, through :class:`joblib.Parallel` (``None``: 1,
+        As in SpectralClustering, parallel jobs of the neighbour search of
+        the ``'nearest_neighbors'`` affinities; also the number of sets
+        clustered in parallel by ``fit`` and ``predict`` when ``groups`` is
+        given, through :class:`joblib.Parallel` (``None``: 1,
         unless a :func:`joblib.parallel_config` context says otherwise, e.g.
         ``backend='dask'`` to spread the sets over Dask workers).  A single
         set is always clustered in the calling process.  Results do not
@@ -118,17 +147,25 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     Attributes
     ----------
     labels_ : ndarray of shape (n_samples,)
-        Cluster labels; with ``groups``, ids are unique across groups.
+        Cluster labels; with ``groups``, ids are unique across groups.  With
+        a non-learned affinity and ``n_clusters`` given, exactly
+        SpectralClustering's labels (its ids and dtype: int32 from k-means);
+        otherwise int64, numbered in order of first appearance.
     affinity_matrix_ : ndarray of shape (n_samples, n_samples) or sparse matrix
-        Affinity given to the spectral step: the learned one raised to
-        ``affinity_power`` (block-diagonal sparse when ``groups`` is given).
+        Affinity given to the spectral step: the kernel's, raised to
+        ``affinity_power`` (block-diagonal sparse when ``groups`` is given);
+        for ``affinity='precomputed'`` the validated ``X``, as in
+        SpectralClustering.
     n_clusters_ : int
         Number of clusters found (summed over groups).
     eigenvalues_ : ndarray or list of ndarray
         Smallest Laplacian eigenvalues used by the eigengap (per group);
         ``None`` when ``n_clusters`` is given.
-    kernel_ : ContextualKernel
-        The fitted kernel.
+    kernel_ : Kernel
+        The fitted kernel that gave the affinity: the learned one, or a
+        :class:`~skabc.kernels.pairwise.PairwiseKernel` /
+        :class:`~skabc.kernels.pairwise.PrecomputedKernel` built from
+        ``affinity`` and its parameters.
     affinity_power_ : float
         What ``affinity_power`` resolved to.
     assign_labels_ : str
@@ -137,6 +174,9 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         What ``n_clusters_selection`` resolved to.
     n_features_in_ : int
         Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during fit, when ``X`` has string column
+        names.
 
     Examples
     --------
@@ -147,11 +187,24 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     >>> model = ABCClustering(kernel=kernel, random_state=0).fit(X, y, groups=groups)
     >>> model.labels_.shape
     (3840,)
+
+    Any affinity of SpectralClustering, with ``k`` estimated:
+
+    >>> from sklearn.datasets import make_blobs
+    >>> X, _ = make_blobs(n_samples=200, centers=3, random_state=0)
+    >>> ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X).n_clusters_
+    3
     """
 
     _parameter_constraints: dict = {
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "kernel": [HasMethods(["fit", "transform"]), None],
+        "affinity": [callable, StrOptions(set(AFFINITIES))],
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "degree": [Interval(Real, 0, None, closed="left")],
+        "coef0": [Interval(Real, None, None, closed="neither")],
+        "kernel_params": [dict, None],
         "max_clusters": [Interval(Integral, 1, None, closed="left")],
         "n_clusters_selection": [StrOptions(set(N_CLUSTERS_SELECTORS) | {"auto"})],
         "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
@@ -170,6 +223,12 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         n_clusters=None,
         *,
         kernel=None,
+        affinity="learned",
+        gamma=1.0,
+        n_neighbors=10,
+        degree=3,
+        coef0=1,
+        kernel_params=None,
         max_clusters=50,
         n_clusters_selection="auto",
         affinity_power="auto",
@@ -184,6 +243,12 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     ):
         self.n_clusters = n_clusters
         self.kernel = kernel
+        self.affinity = affinity
+        self.gamma = gamma
+        self.n_neighbors = n_neighbors
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
         self.max_clusters = max_clusters
         self.n_clusters_selection = n_clusters_selection
         self.affinity_power = affinity_power
@@ -197,34 +262,38 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         self.verbose = verbose
 
     def fit(self, X, y=None, groups=None):
-        """Learn the kernel (when labels are given) and cluster ``X``.
+        """Cluster ``X``, first training the kernel on ``y`` when ``kernel`` asks for it.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Points to cluster (one set, or one set per group).
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or (n_samples, n_samples)
+            Points to cluster (one set, or one set per group); the affinity
+            (``affinity='precomputed'``) or distance
+            (``'precomputed_nearest_neighbors'``) matrix.  The learned
+            affinity densifies sparse ``X`` (refused when the dense copy
+            would not fit in memory).
         y : array-like of shape (n_samples,), default=None
-            Cluster labels to train the kernel on; ``-1`` marks unlabelled
-            rows (still clustered).  Without labels, ``kernel`` must be fitted.
+            Ignored, as by every scikit-learn clusterer, unless ``kernel`` is
+            an unfitted kernel (trained on these labels) or a fitted one with
+            ``warm_start=True`` (fine-tuned on them); ``-1`` marks unlabelled
+            rows (still clustered).
         groups : array-like of shape (n_samples,), default=None
-            Each group is drawn from for training and clustered as its own set.
+            Each group is clustered as its own set (and drawn from when the
+            kernel is trained).
 
         Returns
         -------
         self : ABCClustering
         """
         self._validate_params()
-        X_in = X
-        X = validate_data(self, X, dtype=np.float32, ensure_min_samples=2)
-        group_codes = encode_groups(groups, X.shape[0])
-        has_labels = y is not None and np.any(encode_labels(y, X.shape[0]) >= 0)
-        if has_labels:
-            kernel = _generic_kernel().set_params(**FINE_TUNE) if self.kernel is None else clone(self.kernel)
-            self.kernel_ = kernel.fit(X_in, y, groups=groups)
-        else:
-            self.kernel_ = self._fitted_kernel()
+        check_not_masked_or_missing(X)
+        checked = validate_set(self, X, reset=True, ensure_min_samples=2)
+        group_codes = encode_groups(groups, checked.shape[0])
+        warn_if_square(self, checked, group_codes)
+        X_in = kernel_input(self, X, checked)
+        self.kernel_ = resolve_kernel(self, X_in, y, groups)
         self._resolve_auto(as_kernel(self.kernel_).recommended_clustering())
-        labels, affinities, n_found, eigenvalues = self._cluster(X_in, X.shape[0], group_codes)
+        labels, affinities, n_found, eigenvalues = cluster_groups(self, X_in, checked.shape[0], group_codes)
         self.labels_ = labels
         self.n_clusters_ = int(sum(n_found))
         if group_codes is None:
@@ -252,12 +321,13 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "kernel_")
-        X_in = X
-        X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
-        return self._cluster(X_in, X.shape[0], encode_groups(groups, X.shape[0]))[0]
+        check_not_masked_or_missing(X)
+        checked = validate_set(self, X, reset=False, ensure_min_samples=1)
+        X_in = kernel_input(self, X, checked)
+        return cluster_groups(self, X_in, checked.shape[0], encode_groups(groups, checked.shape[0]))[0]
 
     def fit_predict(self, X, y=None, groups=None):
-        """Fit (training the kernel when ``y`` has labels) and return the cluster labels of ``X``.
+        """Fit (training the kernel on ``y`` only when ``kernel`` asks for it) and return the labels of ``X``.
 
         Parameters
         ----------
@@ -321,6 +391,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             n_clusters=self.n_clusters, max_clusters=self.max_clusters, selection=self.n_clusters_selection_,
             affinity_power=self.affinity_power_, assign_labels=self.assign_labels_, eigen_solver=self.eigen_solver,
             n_components=self.n_components, n_init=self.n_init, eigen_tol=self.eigen_tol, verbose=self.verbose,
+            follows_sklearn=self._follows_sklearn(),
         )
 
     def _describe(self) -> tuple[dict, dict]:
@@ -332,17 +403,14 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         """Rebuild a fitted model from :meth:`_describe`'s output (or a version-1 file's)."""
         return restore_clustering(cls, meta, tensors, device)
 
-    def _fitted_kernel(self):
-        if self.kernel is None:
-            return _generic_kernel()
-        try:
-            check_is_fitted(self.kernel)
-        except NotFittedError as exc:
-            raise ValueError(
-                "ABCClustering was given no labels and its `kernel` is not fitted: pass y to train "
-                "the kernel, or a fitted kernel."
-            ) from exc
-        return self.kernel
+    @classmethod
+    def _check_description(cls, meta: dict, header: dict, where: str = "") -> None:
+        """Validate a saved description and its file's tensors before anything is built."""
+        check_clustering(cls, meta, header, where)
+
+    def _follows_sklearn(self) -> bool:
+        """Whether the spectral step is SpectralClustering's own: a non-learned affinity with ``n_clusters`` given."""
+        return not is_learned(self.affinity) and self.n_clusters is not None
 
     def predict_many(self, sets, n_jobs=None):
         """Cluster many independent sets with the fitted kernel, in parallel.
@@ -371,95 +439,25 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         """
         check_is_fitted(self, "kernel_")
         sets = list(sets)
-        for s in sets:  # validate here so bad input fails before anything is dispatched
-            validate_data(self, s, dtype=np.float32, reset=False, ensure_min_samples=1)
         # The seeds predict(s) would draw, set after set: fixed before dispatch, so
         # scheduling cannot change them (an int random_state gives every set the same seeds).
-        seeds = [self._draw_seeds(check_random_state(self.random_state), 1)[0] for _ in sets]
-        results = self._map_sets(sets, seeds, n_jobs)
+        seeds = [draw_seeds(self, check_random_state(self.random_state), 1)[0] for _ in sets]
+        results = map_sets(self, sets, seeds, n_jobs)
         return [labels for labels, *_ in results]
-
-    def _cluster(self, X, n_samples: int, group_codes):
-        """Cluster each group as one set; returns labels, affinities, k and eigenvalues per set.
-
-        ``X`` is passed on as the caller gave it (e.g. a DataFrame), so the kernel
-        validates it against the feature names it was fitted with.  The groups are
-        clustered in parallel over ``n_jobs``; ids are then offset group after group
-        so they are unique across groups.
-        """
-        if group_codes is None:
-            group_codes = np.zeros(n_samples, dtype=np.int64)
-        groups = np.unique(group_codes)
-        seeds = self._draw_seeds(check_random_state(self.random_state), len(groups))
-        rows_of = [np.flatnonzero(group_codes == g) for g in groups]
-        results = self._map_sets([_safe_indexing(X, rows) for rows in rows_of], seeds, self.n_jobs)
-        labels = np.empty(n_samples, dtype=np.int64)
-        affinities, n_found, spectra = [], [], []
-        offset = 0
-        for rows, (set_labels, affinity, found, eigenvalues) in zip(rows_of, results, strict=True):
-            labels[rows] = offset + set_labels
-            offset += found
-            affinities.append(affinity)
-            n_found.append(found)
-            spectra.append(eigenvalues)
-        return labels, affinities, n_found, spectra
-
-    def _draw_seeds(self, rng, n_sets: int) -> list:
-        """Per-set ``(eigengap seed or None, spectral seed)``, drawn in the order of the serial loop."""
-        seeds = []
-        for _ in range(n_sets):
-            eig_seed = None if self.n_clusters is not None else int(rng.randint(2**31 - 1))
-            seeds.append((eig_seed, int(rng.randint(np.iinfo(np.int32).max))))
-        return seeds
-
-    def _map_sets(self, sets: list, seeds: list, n_jobs) -> list:
-        """Cluster each set, in order: in this process for one set, else with joblib."""
-        kernel, step = self.kernel_, self.spectral_step_
-        if len(sets) == 1:
-            return [_cluster_one(kernel, step, sets[0], *seeds[0])]
-        # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
-        # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
-        n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
-        bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
-        tasks = (delayed(_cluster_chunk)(kernel, step, sets[a:b], seeds[a:b]) for a, b in pairwise(bounds))
-        return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
+        tags.input_tags.sparse = True
+        tags.input_tags.pairwise = tags.input_tags.positive_only = is_pairwise(self.affinity)  # non-negative
         return tags
 
 
-#: ``ContextualKernel`` settings used when ``ABCClustering(kernel=None)`` gets labels: a short
-#: fine-tuning of the generic kernel on sets drawn from the user's labelled rows.
+#: ``ContextualKernel`` settings for a short fine-tuning of the generic kernel on sets drawn from the
+#: user's labelled rows: ``ABCClustering(kernel=skabc.pretrained.load('generic').set_params(**FINE_TUNE))``.
 FINE_TUNE = dict(warm_start=True, set_size=(50, 200), clusters_per_set=None, sets_per_epoch=None,
                  batch_size=32, max_epochs=10, lr=3e-4)
 
 
 #: What each 'auto' setting resolves to when the kernel recommends nothing (SpectralClustering's choices).
 _GENERIC_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_clusters_selection": "eigengap"}
-
-def _generic_kernel() -> ContextualKernel:
-    from .pretrained import load
-
-    return load("generic")
-
-
-def _cluster_one(kernel, step: SpectralStep, X, eig_seed, seed: int):
-    """Cluster one set: the kernel's affinity, then the spectral step.
-
-    Returns (labels from 0, affinity, k found, eigenvalues).  A module-level
-    function so joblib can ship it, with the fitted kernel, to worker processes
-    or Dask workers.
-    """
-    kernel = as_kernel(kernel)
-    n = _num_samples(X)
-    if not kernel.returns_sparse(n):
-        # The affinity plus the spectral step's Laplacian and working copies.
-        kernel.check_memory(n, n_copies=4)
-    return step.cluster(kernel.affinity(X), eig_seed, seed)
-
-
-def _cluster_chunk(kernel, step: SpectralStep, sets: list, seeds: list) -> list:
-    """``_cluster_one`` over a chunk of sets, in order (one joblib task)."""
-    return [_cluster_one(kernel, step, X, *seed) for X, seed in zip(sets, seeds, strict=True)]

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ._runtime import memory_limit_bytes
+from ._validation import format_bytes
 from .exceptions import AffinityTooLargeError
 from .sparse_affinity import row_keys, topk_affinity
 
@@ -112,8 +113,8 @@ def check_dense_memory(n_samples: int, n_copies: float, memory_limit) -> None:
     needed = n_copies * 8.0 * float(n_samples) ** 2
     if limit is not None and needed > limit:
         raise AffinityTooLargeError(
-            f"a set of {n_samples} points needs about {needed / 2**30:.1f} GiB for its dense "
-            f"{n_samples} x {n_samples} affinity, over memory_limit={limit / 2**30:.1f} GiB. "
+            f"a set of {n_samples} points needs about {format_bytes(needed)} for its dense "
+            f"{n_samples} x {n_samples} affinity, over memory_limit={format_bytes(limit)}. "
             "Use affinity_mode='sparse' (each point's n_neighbors strongest pairs), cluster smaller "
             "sets (e.g. pass groups to split it), or raise memory_limit if the machine has the memory."
         )

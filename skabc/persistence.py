@@ -20,6 +20,8 @@ import sklearn
 import torch
 from safetensors.torch import load_file, safe_open, save_file
 
+from . import _schema
+
 FORMAT = "skabc"
 #: Version 2 stores any registered kernel inside a saved ABCClustering, and every kernel's
 #: recommended clustering settings; version 1 files (kernels and ContextualKernel models) still load.
@@ -78,6 +80,37 @@ def describe(obj) -> tuple[dict, dict]:
     return {"class": type(obj).__name__, **meta}, tensors
 
 
+#: Entries of every file's top-level description, whatever its class.
+HEADER_KEYS = ("format", "format_version", "class", "versions")
+
+
+def registered_class(meta: dict, where: str = "class", base: type | None = None) -> type:
+    """The registered class a (checked) description names; ``base``: it must be a subclass of that."""
+    name = meta.get("class")
+    cls = _REGISTRY.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise _schema.fail(where, f"{name!r} is not a class this version of skabc can load "
+                                  f"(known: {', '.join(sorted(_REGISTRY))})")
+    if base is not None and not issubclass(cls, base):
+        raise _schema.fail(where, f"a {name} here is not a {base.__name__}")
+    return cls
+
+
+def check_description(meta, header: dict, where: str = "", base: type | None = None, top_level: bool = False):
+    """Validate a description and the tensors its file announces (``{name: (dtype, shape)}``), nothing built.
+
+    Dispatches on the class the description names to its ``_check_description(meta, header, where)``;
+    nested descriptions (a model's kernel, an ensemble's members) are checked by the same function.
+    Returns the class.
+    """
+    prefix = f"{where}." if where else ""
+    _schema.check_object(meta, where or "description")
+    cls = registered_class(meta, prefix + "class", base)
+    own = HEADER_KEYS if top_level else ("class",)
+    cls._check_description({k: v for k, v in meta.items() if k not in own}, header, where)
+    return cls
+
+
 def restore(meta: dict, tensors: dict, device="auto"):
     """Rebuild the object a description (from :func:`describe`) and its tensors describe."""
     cls = _REGISTRY.get(meta.get("class"))
@@ -98,11 +131,31 @@ def save(obj, path) -> None:
 
 
 def load(path, device="auto", expected: type | None = None):
-    """Load the object saved at ``path``; with ``expected``, refuse a file holding another class."""
+    """Load the object saved at ``path``; with ``expected``, refuse a file holding another class.
+
+    The whole description is validated first (keys, types and ranges of every entry, and the names,
+    dtypes and shapes of the tensors the file announces against those its configuration implies), so
+    nothing is built or allocated for a file that cannot be loaded; then the tensors are read, and
+    must be finite.  Every refusal is a ValueError naming the file and the entry.
+    """
     meta = read_description(path)
-    if expected is not None and meta["class"] != expected.__name__:
-        raise ValueError(f"{str(path)!r} holds a {meta['class']}, not a {expected.__name__}")
-    return restore(meta, load_file(str(path)), device)
+    name = str(path)
+    try:
+        cls = registered_class(meta)
+    except _schema.DescriptionError as exc:
+        raise _schema.DescriptionError(f"{name!r}: {exc}") from None
+    if expected is not None and not issubclass(cls, expected):
+        raise ValueError(f"{name!r} holds a {cls.__name__}, not a {expected.__name__}")
+    try:
+        header = _schema.tensor_header(path)
+        check_description(meta, header, top_level=True)
+        tensors = load_file(name)
+        _schema.check_finite(tensors, path)
+        return cls._restore(meta, tensors, device)
+    except _schema.DescriptionError as exc:
+        if str(exc).startswith(repr(name)):
+            raise
+        raise _schema.DescriptionError(f"{name!r} is not a model this version of skabc can load: {exc}") from None
 
 
 def write(path, meta: dict, tensors: dict) -> None:
@@ -140,10 +193,14 @@ def read_description(path) -> dict:
         raise ValueError(f"{str(path)!r} is not a safetensors file written by skabc: {exc}") from exc
     if "skabc" not in metadata:
         raise ValueError(f"{str(path)!r} is a safetensors file but holds no skabc description")
-    meta = json.loads(metadata["skabc"])
-    if meta.get("format") != FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
+    meta = _schema.parse_description(metadata["skabc"], path)
+    version = meta.get("format_version")
+    if meta.get("format") != FORMAT or type(version) is not int or version not in READABLE_VERSIONS:
         raise ValueError(
             f"{str(path)!r} has format {meta.get('format')!r} version {meta.get('format_version')!r}; "
             f"this skabc reads {FORMAT!r} versions {READABLE_VERSIONS}"
         )
+    versions = meta.get("versions", {})
+    if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+        raise _schema.DescriptionError(f"{str(path)!r}: versions: expected an object of version strings")
     return meta

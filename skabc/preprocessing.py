@@ -6,7 +6,12 @@ features in any units.  :func:`canonicalize_set` maps a whole set ``X`` of shape
 parameter-free procedure computed *on that set alone*:
 
 (a) centre every column and divide it by its standard deviation; a column of
-    (near-)zero variance, such as zero padding, becomes exactly 0;
+    (near-)zero variance, such as zero padding, becomes exactly 0
+    (``scaling='features'``, the default).  With ``scaling='global'`` the
+    columns are only centred and keep their relative scales: columns that
+    share one unit, such as the pixels of an image, then weigh as they do in
+    the data, where standardising would inflate near-constant pixels to the
+    weight of the informative ones;
 (b) rotate to the principal axes of the standardised set (SVD), components by
     decreasing variance; directions of (near-)zero variance become exactly 0;
 (c) fix the sign of every axis: positive third moment (skewness) along it;
@@ -17,8 +22,8 @@ parameter-free procedure computed *on that set alone*:
     ``sqrt(mean_i ||z_i||^2)``, and multiply by :data:`TARGET_RMS_RADIUS`
     (1.0): every non-constant set comes out with unit RMS radius.
 
-The result is invariant to translating ``X``, to scaling it globally or per
-column, to permuting or appending constant (e.g. zero) columns, and to the sign
+The result is invariant to translating ``X``, to scaling it globally or (with
+``scaling='features'``) per column, to permuting or appending constant (e.g. zero) columns, and to the sign
 convention of the SVD; it is *equivariant* to permuting rows (the rows of the
 output are permuted the same way).  These invariances are exact up to rounding
 except where the set's principal variances are (nearly) tied: there the
@@ -47,8 +52,11 @@ _SYMMETRY_TOL = 1e-6
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
+#: How step (a) scales the columns: each by its own standard deviation, or all by one factor.
+SCALINGS = ("features", "global")
 
-def canonicalize_set(X, n_components: int = 16) -> np.ndarray:
+
+def canonicalize_set(X, n_components: int = 16, *, scaling: str = "features") -> np.ndarray:
     """Map one set of any width and scale to ``n_components`` canonical coordinates.
 
     The steps, the invariances and the constant are described in the module
@@ -61,6 +69,10 @@ def canonicalize_set(X, n_components: int = 16) -> np.ndarray:
         features.
     n_components : int, default=16
         Width of the output.
+    scaling : {'features', 'global'}, default='features'
+        Step (a): standardise every column (invariance to per-column units),
+        or only centre them and keep their relative scales (for columns in
+        one unit, e.g. pixels).
 
     Returns
     -------
@@ -73,8 +85,9 @@ def canonicalize_set(X, n_components: int = 16) -> np.ndarray:
     Raises
     ------
     ValueError
-        If ``X`` is not 2-D, is empty, or holds NaN or infinity, or if
-        ``n_components`` is not a positive integer.
+        If ``X`` is not 2-D, is empty, or holds NaN or infinity, if
+        ``n_components`` is not a positive integer, or if ``scaling`` is
+        not one of :data:`SCALINGS`.
 
     Examples
     --------
@@ -89,11 +102,13 @@ def canonicalize_set(X, n_components: int = 16) -> np.ndarray:
     """
     if isinstance(n_components, bool) or not isinstance(n_components, Integral) or n_components < 1:
         raise ValueError(f"n_components must be a positive integer, got {n_components!r}.")
+    if scaling not in SCALINGS:
+        raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}.")
     X = check_array(X, dtype=_FLOAT_DTYPES, ensure_min_samples=1, ensure_min_features=1, input_name="X")
-    return _canonicalize(X, int(n_components))
+    return _canonicalize(X, int(n_components), scaling)
 
 
-def _canonicalize(X: np.ndarray, n_components: int) -> np.ndarray:
+def _canonicalize(X: np.ndarray, n_components: int, scaling: str = "features") -> np.ndarray:
     """Steps (a)-(e) on a validated finite 2-D float array."""
     n = X.shape[0]
     out = np.zeros((n, n_components), dtype=X.dtype if X.dtype == np.float32 else np.float64)
@@ -102,13 +117,15 @@ def _canonicalize(X: np.ndarray, n_components: int) -> np.ndarray:
     # changes nothing else (the step is invariant to per-column scaling anyway).
     Z = np.asarray(X, dtype=np.float64)
     peak = np.max(np.abs(Z), axis=0)
+    if scaling == "global":  # one factor for every column keeps their relative scales
+        peak = np.full_like(peak, peak.max(initial=0.0))
     Z = Z / np.where(peak > 0, peak, 1.0)
     Z = Z - Z.mean(axis=0)
     std = np.sqrt(np.mean(Z * Z, axis=0))
     varying = std > _CONSTANT_TOL * np.max(np.abs(Z), axis=0, initial=0.0) + np.finfo(np.float64).tiny
     if not varying.any():
         return out
-    Z = Z[:, varying] / std[varying]
+    Z = Z[:, varying] / (std[varying] if scaling == "features" else 1.0)
 
     # (b) Principal axes, by decreasing variance; drop directions of (numerically) zero variance.
     U, s, _ = np.linalg.svd(Z, full_matrices=False)

@@ -40,6 +40,13 @@ def tiny_kernel(blob_data):
     return ContextualKernel(**TINY).fit(X, y, groups=groups)
 
 
+@pytest.fixture(scope="session")
+def tiny_kernel_seed_1(blob_data):
+    """A second tiny kernel, from another seed (e.g. to build a KernelEnsemble)."""
+    X, y, groups = blob_data
+    return ContextualKernel(**{**TINY, "random_state": 1}).fit(X, y, groups=groups)
+
+
 def same_matrix(left, right, atol=1e-6):
     """Assert two sparse matrices have the same pattern and (within atol) the same values."""
     left, right = left.tocsr(), right.tocsr()

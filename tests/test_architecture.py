@@ -76,8 +76,6 @@ def test_pretrained_depends_on_kernels_only():
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_modules_stay_small(path):
-    if path.relative_to(PACKAGE).as_posix() == "datasets/synthetic.py":
-        pytest.xfail("the synthetic families still share one module (split pending)")
     assert len(path.read_text().splitlines()) <= MAX_LINES
 
 

@@ -197,11 +197,19 @@ def test_numeric_strings_work_or_raise_clearly(route, X30, ctx):
     works_or_raises_clearly(route, X30.astype(str), ctx, match=r"(?i)string|bytes|numeric")
 
 
-@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("route", KERNEL_ROUTES)
 @pytest.mark.parametrize("fmt", ["csr", "coo"])
 def test_sparse_X_raises(route, fmt, X30, ctx):
     with pytest.raises((TypeError, ValueError), match=r"(?i)sparse.*dense"):
         run_route(route, sp.csr_matrix(X30).asformat(fmt), ctx)
+
+
+@pytest.mark.parametrize("route", CLUSTER_ROUTES)
+@pytest.mark.parametrize("fmt", ["csr", "coo"])
+def test_sparse_X_is_densified_for_the_learned_affinity(route, fmt, X30, ctx):
+    """ABCClustering takes sparse X wherever SpectralClustering does; the network gets the dense copy."""
+    labels = run_route(route, sp.csr_matrix(X30).asformat(fmt), ctx)
+    np.testing.assert_array_equal(labels, run_route(route, X30, ctx))
 
 
 # ----------------------------------------------------------------------------------------- DataFrames
@@ -320,11 +328,15 @@ def test_only_unlabelled_y(X30, tiny_kernel):
     assert_labels(ABCClustering(kernel=tiny_kernel, random_state=0).fit(X30, y).labels_, 30)
 
 
-@pytest.mark.parametrize("estimator", ["kernel", "abc", "abc-fitted-kernel"])
-def test_y_of_wrong_length_raises(estimator, X30, tiny_kernel):
-    kernel = tiny_kernel if estimator == "abc-fitted-kernel" else None
+@pytest.mark.parametrize("estimator", ["kernel", "abc"])
+def test_y_of_wrong_length_raises(estimator, X30):
     with pytest.raises(ValueError, match=r"inconsistent numbers of samples: \[30, 20\]"):
-        fit_with_y(estimator.split("-")[0], X30, some_labels(20), kernel=kernel)
+        fit_with_y(estimator, X30, some_labels(20))
+
+
+def test_y_is_ignored_with_a_fitted_kernel(X30, tiny_kernel):
+    """Like SpectralClustering: a y that trains nothing is not read (so not checked) at all."""
+    assert_labels(fit_with_y("abc", X30, some_labels(20), kernel=tiny_kernel), 30)
 
 
 @pytest.mark.parametrize("estimator", ["kernel", "abc"])
@@ -369,9 +381,9 @@ def test_fit_predict_uses_y(X30):
     assert_labels(labels, 30)
 
 
-def test_fit_predict_rejects_y_of_wrong_length(X30, tiny_kernel):
+def test_fit_predict_rejects_y_of_wrong_length(X30):
     with pytest.raises(ValueError, match="inconsistent numbers of samples"):
-        ABCClustering(kernel=tiny_kernel, random_state=0).fit_predict(X30, some_labels(20))
+        ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).fit_predict(X30, some_labels(20))
 
 
 # ---------------------------------------------------------------------------------------------- groups
@@ -451,3 +463,155 @@ def test_property_non_finite_sets_raise(tiny_kernel, X):
         ABCClustering(kernel=tiny_kernel, random_state=0).fit_predict(X)
     with pytest.raises(ValueError, match=r"NaN|infinity"):
         ContextualKernel(**TINY).fit(X, some_labels(len(X)))
+
+
+# ------------------------------------------------- cases of the hostile-input probe (issue 21): validation
+@pytest.mark.parametrize("route", ROUTES)
+def test_masked_array_with_masked_entries_raises(route, X30, ctx):
+    X = np.ma.masked_array(X30, mask=np.zeros_like(X30, dtype=bool))
+    X.mask[3, 1] = True
+    with pytest.raises(ValueError, match="X is a masked array with masked entries"):
+        run_route(route, X, ctx)
+
+
+@pytest.mark.parametrize("route", INFERENCE_ROUTES)
+def test_masked_array_without_masked_entries_is_its_data(route, X30, ctx):
+    np.testing.assert_array_equal(run_route(route, np.ma.masked_array(X30), ctx), run_route(route, X30, ctx))
+
+
+@pytest.mark.parametrize("what", ["y", "groups"])
+def test_masked_labels_or_groups_raise(what, X30):
+    masked = np.ma.masked_array(some_labels(30), mask=np.arange(30) == 4)
+    kwargs = {"y": masked} if what == "y" else {"y": some_labels(30), "groups": masked}
+    with pytest.raises(ValueError, match=f"{what} is a masked array with masked entries"):
+        ContextualKernel(**TINY).fit(X30, **kwargs)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("container", ["dataframe", "object-array"])
+def test_pandas_NA_in_an_object_column_raises_clearly(route, container, X30, ctx):
+    df = pd.DataFrame({"a": pd.Series(X30[:, 0], dtype=object), "b": X30[:, 1]})
+    df.iloc[3, 0] = pd.NA
+    X = df if container == "dataframe" else df.to_numpy()
+    if route in INFERENCE_ROUTES and container == "dataframe":
+        X = X.to_numpy()  # the fitted models saw no feature names
+    with pytest.raises(ValueError, match=r"contains NaN \(missing values such as pd.NA"):
+        run_route(route, X, ctx)
+
+
+@pytest.mark.parametrize("estimator", ["kernel", "abc"])
+def test_y_mixing_strings_and_numbers_raises(estimator, X30):
+    y = np.array(["a", 1, "b"] * 10, dtype=object)
+    with pytest.raises(TypeError, match="y mixes strings with int values"):
+        fit_with_y(estimator, X30, y)
+
+
+@pytest.mark.parametrize("missing", [None, np.nan, pd.NA], ids=["None", "nan", "NA"])
+def test_groups_with_missing_ids_among_strings_raise(missing, X30, tiny_kernel):
+    groups = np.array(["a", "b", missing] * 10, dtype=object)
+    with pytest.raises(ValueError, match="groups contains missing values"):
+        ContextualKernel(**TINY).fit(X30, some_labels(30), groups=groups)
+    with pytest.raises(ValueError, match="groups contains missing values"):
+        ABCClustering(kernel=tiny_kernel).fit(X30, groups=groups)
+
+
+def test_groups_mixing_strings_and_numbers_raise(X30, tiny_kernel):
+    with pytest.raises(TypeError, match="groups mixes strings with int values"):
+        ABCClustering(kernel=tiny_kernel).fit(X30, groups=np.array(["a", 2] * 15, dtype=object))
+
+
+def test_string_labels_and_groups_still_work(X30):
+    y = np.array(["a", "b", "c"] * 10, dtype=object)
+    groups = np.array(["g1", "g2"] * 15)
+    assert_labels(fit_with_y("abc", X30, y, groups=groups), 30)
+
+
+@pytest.fixture(scope="module")
+def canonical_kernel(blob_data):
+    X, y, groups = blob_data
+    return ContextualKernel(**{**TINY, "canonical_features": 4}).fit(X, y, groups=groups)
+
+
+@pytest.mark.parametrize("scale", [1e-310, 1e-40, 1e-25])
+def test_scale_free_kernel_is_scale_free_down_to_subnormal_values(scale, X30, canonical_kernel):
+    """The float32 cast comes after the (exact, power-of-two) rescaling, not before the canonicalisation."""
+    np.testing.assert_allclose(canonical_kernel.transform(X30 * scale), canonical_kernel.transform(X30), atol=1e-5)
+
+
+def test_generic_kernel_finds_the_same_clusters_in_a_subnormal_copy():
+    """The probe's case: X * 1e-310 gave 1 cluster where X gave 5."""
+    X, _, _ = make_blob_sets(n_sets=1, set_size=60, max_clusters=5, spread=0.02, random_state=3)
+    labels = ABCClustering(random_state=0).fit_predict(X)
+    assert len(np.unique(labels)) == 5
+    np.testing.assert_array_equal(ABCClustering(random_state=0).fit_predict(X * 1e-310), labels)
+
+
+def test_scale_free_fit_on_subnormal_values_learns_from_them(X30):
+    """Training sets are canonicalised too: a subnormal copy of X trains the same kernel (not one on zeros)."""
+    params = {**TINY, "canonical_features": 2, "set_size": 30}
+    on_x = ContextualKernel(**params).fit(X30, some_labels(30)).transform(X30)
+    on_tiny = ContextualKernel(**params).fit(X30 * 1e-310, some_labels(30)).transform(X30)
+    np.testing.assert_allclose(on_tiny, on_x, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "limit, n, message",
+    [(1000, 30, r"needs about 7.0 KiB for its dense 30 x 30 affinity, over memory_limit=1000 bytes"),
+     (3 * 2**20, 800, r"needs about 4.9 MiB for its dense 800 x 800 affinity, over memory_limit=3.0 MiB"),
+     (2**30, 20_000, r"needs about 3.0 GiB for its dense 20000 x 20000 affinity, over memory_limit=1.0 GiB")],
+)
+def test_memory_limit_messages_use_a_readable_unit(limit, n, message, tiny_kernel):
+    """Never 'needs 0.0 GiB, over 0.0 GiB': small sizes are given in MiB, KiB or bytes."""
+    import copy
+
+    small = copy.deepcopy(tiny_kernel).set_params(memory_limit=limit, affinity_mode="dense")
+    with pytest.raises(MemoryError, match=message):
+        small.check_memory(n)
+
+
+def test_training_memory_message_uses_a_readable_unit(X30):
+    with pytest.raises(MemoryError, match=r"needs about 350.0 KiB per step, over memory_limit=1000 bytes"):
+        ContextualKernel(**{**TINY, "memory_limit": 1000}).fit(X30, some_labels(30))
+
+
+def test_more_clusters_than_points_warns_and_gives_singletons(X30, tiny_kernel):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = ABCClustering(n_clusters=100, kernel=tiny_kernel, random_state=0).fit(X30)
+    ours = [w for w in caught if "n_clusters=100 is more than the 30 points" in str(w.message)]
+    assert len(ours) == 1 and ours[0].category is UserWarning
+    assert not [w for w in caught if w is not ours[0]], [str(w.message) for w in caught]  # no scipy warning
+    assert model.n_clusters_ == 30
+    np.testing.assert_array_equal(np.sort(model.labels_), np.arange(30))
+
+
+@pytest.mark.parametrize("device", ["mps", "xpu"])
+def test_unavailable_accelerator_device_raises_clearly(device, X30):
+    import torch
+
+    available = getattr(getattr(torch.backends, device, None), "is_available", lambda: False)()
+    if device == "xpu":
+        available = hasattr(torch, "xpu") and torch.xpu.is_available()
+    if available:
+        pytest.skip(f"{device} is available here")
+    with pytest.raises(ValueError, match=f"device='{device}' is not available on this machine"):
+        ContextualKernel(**{**TINY, "device": device}).fit(X30, some_labels(30))
+
+
+@pytest.mark.parametrize(
+    "change", [{"canonical_features": 4}, {"d_model": 32}, {"n_blocks": 3}, {"embedder": "fourier"}],
+    ids=lambda c: next(iter(c)),
+)
+def test_architecture_changed_after_fit_is_refused_by_transform_and_save(change, X30, tiny_kernel, tmp_path):
+    import copy
+
+    kernel = copy.deepcopy(tiny_kernel).set_params(**change)
+    name = next(iter(change))
+    with pytest.raises(ValueError, match=f"{name}=.* was set after fit, .* transform needs"):
+        kernel.transform(X30)
+    with pytest.raises(ValueError, match=f"{name}=.* was set after fit, .* save needs"):
+        kernel.save(tmp_path / "k.safetensors")
+    assert not (tmp_path / "k.safetensors").exists()
+    # Setting it back, or changing an inference-only setting, keeps the kernel usable.
+    kernel.set_params(**{name: tiny_kernel.get_params()[name]}, affinity_mode="dense", memory_limit=None)
+    np.testing.assert_array_equal(kernel.transform(X30), tiny_kernel.transform(X30))

@@ -120,6 +120,26 @@ def test_clone_and_pickle(tiny_kernel):
     np.testing.assert_array_equal(restored.predict(X), model.predict(X))
 
 
+def test_reordering_the_points_reorders_the_partition():
+    """What holds instead of scikit-learn's sample-order invariance (an expected failure in test_common.py):
+    the affinity is permutation-equivariant and the partition follows the points, while the cluster ids
+    are numbered in order of first appearance."""
+    from sklearn.datasets import make_blobs
+
+    X, truth = make_blobs(n_samples=90, centers=3, cluster_std=0.5, random_state=4)
+    order = np.random.default_rng(0).permutation(len(X))
+    model = ABCClustering(random_state=0).fit(X)
+    moved = ABCClustering(random_state=0).fit(X[order])
+    np.testing.assert_allclose(moved.affinity_matrix_, model.affinity_matrix_[np.ix_(order, order)], atol=1e-5)
+    assert model.n_clusters_ == moved.n_clusters_ == 3
+    assert adjusted_rand_score(truth, model.labels_) == 1.0
+    assert adjusted_rand_score(model.labels_[order], moved.labels_) == 1.0
+    for labels in (model.labels_, moved.labels_):
+        _, first = np.unique(labels, return_index=True)
+        np.testing.assert_array_equal(labels[np.sort(first)], np.arange(3))
+    assert not np.array_equal(model.labels_[order], moved.labels_)  # hence not sklearn's invariance
+
+
 def test_pipeline_kernel_then_precomputed_spectral_clustering(blob_data):
     X, y, _ = blob_data
     pipe = make_pipeline(StandardScaler(), ContextualKernel(**TINY),
@@ -128,25 +148,51 @@ def test_pipeline_kernel_then_precomputed_spectral_clustering(blob_data):
     assert labels.shape == (60,)
 
 
+def _recording_kernel(seen: list):
+    """A ContextualKernel class whose every fit (clones' included) appends the groups it received to ``seen``."""
+
+    class RecordingKernel(ContextualKernel):
+        def fit(self, X, y, groups=None):
+            seen.append(None if groups is None else np.asarray(groups).copy())
+            return super().fit(X, y, groups=groups)
+
+    return RecordingKernel
+
+
 def test_pipeline_routes_groups_to_the_kernel(blob_data):
-    X, y, g = blob_data
+    X, y, g = (a[:60] for a in blob_data)
+    seen = []
     with config_context(enable_metadata_routing=True):
-        kernel = ContextualKernel(**TINY).set_fit_request(groups=True)
+        kernel = _recording_kernel(seen)(**TINY).set_fit_request(groups=True)
         pipe = make_pipeline(StandardScaler(), kernel,
                              SpectralClustering(n_clusters=2, affinity="precomputed", random_state=0))
-        pipe.fit(X[:60], y[:60], groups=g[:60])
-    # Two groups of 30 rows: sets were drawn within them, so no set exceeded 30 points.
-    assert pipe[1].n_features_in_ == 2
+        pipe.fit(X, y, groups=g)
+    assert len(seen) == 1
+    np.testing.assert_array_equal(seen[0], g)
+    # The training sets were drawn within the two groups: the weights are those of a direct fit with the
+    # groups, and not those of a fit that draws across them.
+    Z = StandardScaler().fit_transform(X)
+    within = ContextualKernel(**TINY).fit(Z, y, groups=g).transform(Z[:30])
+    across = ContextualKernel(**TINY).fit(Z, y).transform(Z[:30])
+    np.testing.assert_array_equal(pipe[1].transform(Z[:30]), within)
+    assert not np.allclose(within, across)
 
 
 def test_grid_search_with_group_kfold_and_routing(blob_data):
     X, y, g = blob_data
     X, y, g = X[g < 12], y[g < 12], g[g < 12]
+    seen = []
     with config_context(enable_metadata_routing=True):
-        model = ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).set_fit_request(groups=True)
+        model = ABCClustering(kernel=_recording_kernel(seen)(**TINY), random_state=0).set_fit_request(groups=True)
         search = GridSearchCV(model, {"kernel__compat": ["multiplicative", "additive"]},
                               cv=GroupKFold(n_splits=3), scoring="adjusted_rand_score")
         search.fit(X, y, groups=g)
+    # Every fit of the kernel got the groups of its own training rows: 2 candidates x 3 folds, then the refit.
+    train_groups = [g[train] for train, _ in GroupKFold(n_splits=3).split(X, y, g)]
+    assert len(seen) == 7
+    for got, expected in zip(seen, train_groups * 2 + [g], strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert all(len(np.unique(got)) == 8 for got in seen[:6])  # GroupKFold held 4 of the 12 groups out
     assert search.best_params_["kernel__compat"] in ("multiplicative", "additive")
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
     assert isinstance(search.best_estimator_.kernel_, ContextualKernel)
@@ -158,13 +204,21 @@ def test_grid_search_with_group_kfold_and_routing(blob_data):
         (np.full((20, 2), np.nan), None, None, "NaN"),
         (np.zeros(20), None, None, "2D array"),
         (np.zeros((1, 2)), None, None, "minimum of 2"),
-        (np.zeros((20, 2)), np.zeros(3), None, "inconsistent"),
         (np.zeros((20, 2)), None, np.zeros(3), "groups has 3 entries"),
     ],
 )
 def test_bad_input(tiny_kernel, X, y, groups, match):
     with pytest.raises(ValueError, match=match):
         ABCClustering(kernel=tiny_kernel).fit(X, y, groups=groups)
+
+
+def test_y_is_checked_only_when_it_trains_the_kernel(tiny_kernel):
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match="inconsistent"):
+        ABCClustering(kernel=ContextualKernel(**TINY)).fit(X, np.zeros(3))
+    # A fitted kernel ignores y, whatever it holds, as SpectralClustering does.
+    ignored = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X, np.zeros(3)).labels_
+    np.testing.assert_array_equal(ignored, ABCClustering(kernel=tiny_kernel, random_state=0).fit(X).labels_)
 
 
 def test_bad_parameters():
@@ -205,18 +259,59 @@ def test_shipped_circles_kernel_beats_spectral_clustering():
     assert np.mean(abc_ari) > np.mean(knn_ari) + 0.2
 
 
-def test_save_load_round_trip(tiny_kernel, tmp_path):
-    X, _, g = make_blob_sets(n_sets=2, set_size=25, random_state=3)
-    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X, groups=g)
+def _round_trip_case(name, request):
+    """One round-trip case: its model, two sets of its kind of data (X, groups) and a fresh third set."""
+    from sklearn.datasets import make_blobs
+
+    from skabc import KernelEnsemble
+    from skabc.datasets import load_omniglot_sample, make_circles_sets
+    from skabc.pretrained import load
+
+    if name in ("user kernel", "user ensemble"):
+        X, _, g = make_blob_sets(n_sets=3, set_size=25, random_state=3)
+        kernel = request.getfixturevalue("tiny_kernel")
+        if name == "user ensemble":
+            kernel = KernelEnsemble.from_fitted([kernel, request.getfixturevalue("tiny_kernel_seed_1")])
+    elif name.startswith("circles"):
+        X, _, g = make_circles_sets(n_sets=3, set_size=60, random_state=11)
+        kernel = load(name, device="cpu")
+    elif name == "omniglot":
+        sample = load_omniglot_sample()
+        X, g = sample.data[::4], sample.target[::4] % 3
+        kernel = load(name, device="cpu")
+    else:  # the generic kernel: any table
+        X = np.concatenate([make_blobs(n_samples=40, centers=3, n_features=3, random_state=s)[0] for s in range(3)])
+        g = np.repeat(np.arange(3), 40)
+        kernel = None if name == "ABCClustering()" else load("generic", device="cpu")
+    model = ABCClustering(kernel=kernel, random_state=0)
+    return model, X[g != 2], g[g != 2], X[g == 2]
+
+
+@pytest.mark.parametrize("name", [
+    "user kernel", "user ensemble", "ABCClustering()", "generic", "circles", "circles-additive",
+    "circles-pairwise", "omniglot",
+])
+def test_save_load_round_trip(name, request, tmp_path):
+    """save -> load gives the same model: same labels and the same affinities, on the data it was fitted
+    on and on a fresh set, for the generic model, every shipped kernel, an ensemble and a user kernel."""
+    model, X, groups, X_new = _round_trip_case(name, request)
+    model.fit(X, groups=groups)
     path = tmp_path / "model.safetensors"
     model.save(path)
     loaded = ABCClustering.load(path, device="cpu")
     np.testing.assert_array_equal(loaded.labels_, model.labels_)
-    np.testing.assert_array_equal(loaded.predict(X, groups=g), model.predict(X, groups=g))
-    np.testing.assert_array_equal(loaded.kernel_.transform(X), tiny_kernel.transform(X))
     assert loaded.n_clusters_ == model.n_clusters_
-    with pytest.raises(ValueError, match="holds a ABCClustering"):
-        ContextualKernel.load(path)
+    np.testing.assert_array_equal(loaded.kernel_.transform(X_new), model.kernel_.transform(X_new))
+    np.testing.assert_array_equal(loaded.predict(X_new), model.predict(X_new))
+    np.testing.assert_array_equal(loaded.predict(X, groups=groups), model.predict(X, groups=groups))
+    # The affinity the spectral step sees (after any sharpening) and the k it finds: refit without labels.
+    fresh = ABCClustering.load(path, device="cpu").fit(X_new)
+    reference = model.fit(X_new)
+    np.testing.assert_array_equal(fresh.affinity_matrix_, reference.affinity_matrix_)
+    np.testing.assert_array_equal(fresh.labels_, reference.labels_)
+    if name == "user kernel":
+        with pytest.raises(ValueError, match="holds a ABCClustering"):
+            ContextualKernel.load(path)
 
 
 def test_memory_limit_applies_to_clustering(tiny_kernel):

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-import skabc.cluster
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble
 from skabc.preprocessing import SetCanonicalizer
 
 TINY = dict(d_model=8, n_heads=2, n_blocks=1, set_size=(2, 20), sets_per_epoch=8, batch_size=8, max_epochs=1,
             random_state=0, device="cpu")
-
-FAST_FINE_TUNE = dict(max_epochs=1, sets_per_epoch=4, batch_size=4, set_size=(2, 20), device="cpu")
 
 CONTEXT = (
     "by design: every output depends on the whole set it is computed on (a contextual kernel), "
@@ -27,17 +24,41 @@ PER_SET = (
     "row order does not matter (transform is row-permutation equivariant, and that check passes)"
 )
 
+SQUARE = (
+    "by design: affinity='precomputed' takes the square n x n affinity matrix as X, and this check passes "
+    "feature rows (not square: a clear ValueError)"
+)
+
 
 def _expected_failures(estimator) -> dict[str, str]:
     if isinstance(estimator, SetCanonicalizer):
         return {"check_methods_subset_invariance": PER_SET}
-    failures = {
-        "check_methods_sample_order_invariance": CONTEXT
-        + "; for ABCClustering also the ids of the clusters follow the order of the points (with a"
-        " permutation-equivariant kernel the check can pass when the reordered set happens to get the same ids)",
-    }
+    failures = {}
+    if not (isinstance(estimator, ABCClustering) and estimator.kernel is None and estimator.affinity == "learned"):
+        # ABCClustering() passes it for real: the shipped generic kernel sees the check's 20 uniform points as
+        # one cluster, so there are no ids to reorder.  What holds in general (the partition follows a
+        # reordering, the ids are in order of first appearance) is tested in test_cluster.py.
+        failures["check_methods_sample_order_invariance"] = (
+            CONTEXT + "; for ABCClustering also the ids of the clusters follow the order of the points"
+        )
     if isinstance(estimator, (ContextualKernel, KernelEnsemble)):
         failures["check_methods_subset_invariance"] = CONTEXT
+    if isinstance(estimator, ABCClustering) and estimator.affinity == "precomputed":
+        failures.update({
+            "check_clustering": SQUARE,
+            "check_clustering(readonly_memmap=True)": SQUARE,
+            "check_fit_idempotent": SQUARE,
+            "check_methods_subset_invariance": SQUARE + "; predict(X[rows]) gets rows of an affinity, not a set's",
+            "check_n_features_in_after_fitting": (
+                "by design: predict takes a new set's own m x m affinity, whose width is its size, not "
+                "n_features_in_ (a wrong shape fails as 'needs a square n x n affinity matrix')"
+            ),
+        })
+    if isinstance(estimator, ABCClustering) and estimator.affinity == "nearest_neighbors":
+        failures["check_methods_subset_invariance"] = (
+            "by design: predict clusters the set it is given, and the check predicts one-point sets, which "
+            "have no n_neighbors=5 neighbours (a clear ValueError)"
+        )
     if isinstance(estimator, ABCClustering) and estimator.kernel is not None:
         failures["check_clustering"] = NO_LABELS
         failures["check_clustering(readonly_memmap=True)"] = NO_LABELS
@@ -50,11 +71,13 @@ def _expected_failures(estimator) -> dict[str, str]:
         KernelEnsemble(ContextualKernel(**TINY), n_members=2, random_state=0),
         ABCClustering(kernel=ContextualKernel(**TINY), random_state=0),
         ABCClustering(random_state=0),
+        ABCClustering(affinity="rbf", random_state=0),
+        ABCClustering(n_clusters=3, affinity="nearest_neighbors", n_neighbors=5, random_state=0),
+        ABCClustering(n_clusters=3, affinity="precomputed", random_state=0),
         SetCanonicalizer(),
     ],
     expected_failed_checks=_expected_failures,
+    xfail_strict=True,  # an expected failure that passes is a stale reason: make it fail loudly
 )
-def test_sklearn_compatible(estimator, check, monkeypatch):
-    # Checks that pass labels make ABCClustering() fine-tune the generic kernel: keep that to one tiny epoch.
-    monkeypatch.setattr(skabc.cluster, "FINE_TUNE", {**skabc.cluster.FINE_TUNE, **FAST_FINE_TUNE})
+def test_sklearn_compatible(estimator, check):
     check(estimator)

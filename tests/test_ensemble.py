@@ -93,13 +93,20 @@ def test_bad_input(ensemble, blob_sets):
 
 
 def test_cli_clusters_with_a_saved_ensemble(ensemble, blob_sets, tmp_path):
+    """`skabc cluster --kernel ensemble.safetensors` gives the labels of the ensemble clustered in process."""
     from skabc.cli import main
 
     X = blob_sets[0][:30]
     np.save(tmp_path / "X.npy", X)
     ensemble.save(tmp_path / "ensemble.safetensors")
-    out = tmp_path / "labels.npy"
-    assert main(["cluster", str(tmp_path / "X.npy"), "--kernel", str(tmp_path / "ensemble.safetensors"),
-                 "-o", str(out), "-q"]) == 0
-    expected = ABCClustering(kernel=FrozenEstimator(ensemble), random_state=0).fit_predict(X)
-    assert np.load(out).shape == (30,) and len(np.unique(np.load(out))) == len(np.unique(expected))
+    for n_clusters in (None, 3):
+        out = tmp_path / f"labels_{n_clusters}.npy"
+        extra = [] if n_clusters is None else ["--n-clusters", str(n_clusters)]
+        assert main(["cluster", str(tmp_path / "X.npy"), "--kernel", str(tmp_path / "ensemble.safetensors"),
+                     "-o", str(out), "-q", *extra]) == 0
+        expected = ABCClustering(n_clusters=n_clusters, kernel=FrozenEstimator(ensemble),
+                                 random_state=0).fit_predict(X)
+        np.testing.assert_array_equal(np.load(out), expected)
+    # Given k = 3 the partition is not a trivial one (this 1-epoch ensemble puts all 30 rows in one cluster
+    # when it estimates k itself).
+    assert len(np.unique(np.load(tmp_path / "labels_3.npy"))) == 3

@@ -16,7 +16,10 @@ from skabc.datasets import load_omniglot
 from skabc.datasets.omniglot import omniglot_search_paths
 from skabc.nn import Conv4Embedder
 
-REAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "omniglot"
+ROOT = Path(__file__).resolve().parents[1]
+# The real archives, in the shared data folder beside the checkout (or beside the folder of worktrees).
+_ARCHIVE_FOLDERS = [base / "shared" / "data" / "omniglot" for base in (ROOT.parent, ROOT.parents[1])]
+REAL_DATA = next((f for f in _ARCHIVE_FOLDERS if (f / "images_evaluation.zip").exists()), _ARCHIVE_FOLDERS[0])
 
 
 def _png(ink: np.ndarray) -> bytes:
@@ -138,13 +141,7 @@ def test_kernel_with_conv4_embedder_trains_saves_and_is_equivariant(tmp_path):
         ContextualKernel(embedder="conv4", max_epochs=1).fit(X_bad, np.arange(20) % 2)
 
 
-ROOT = Path(__file__).resolve().parents[1]
-# The shared data folder beside the checkout (or beside the folder of worktrees).
-_ARCHIVE_FOLDERS = [base / "shared" / "data" / "omniglot" for base in (ROOT.parent, ROOT.parents[1])]
-EVALUATION_DATA = next((f for f in _ARCHIVE_FOLDERS if (f / "images_evaluation.zip").exists()), None)
-
-
-@pytest.mark.skipif(EVALUATION_DATA is None, reason="real Omniglot archives not present")
+@pytest.mark.skipif(not (REAL_DATA / "images_evaluation.zip").exists(), reason="real Omniglot archives not present")
 def test_omniglot_benchmark_reproduces_its_published_scores_as_a_user_runs_it():
     """benchmarks/omniglot.py --reproduce, in a fresh process: the published per-set scores, bit for bit."""
     import os
@@ -153,7 +150,7 @@ def test_omniglot_benchmark_reproduces_its_published_scores_as_a_user_runs_it():
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "omniglot.py"), "--reproduce", "--data-home", str(EVALUATION_DATA)],
+        [sys.executable, str(ROOT / "benchmarks" / "omniglot.py"), "--reproduce", "--data-home", str(REAL_DATA)],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr

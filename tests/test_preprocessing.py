@@ -185,3 +185,20 @@ def test_transformer_parameter_validation_and_pandas_output():
     out = make_pipeline(SetCanonicalizer(n_components=4)).set_output(transform="pandas").fit_transform(frame)
     assert list(out.columns) == [f"setcanonicalizer{i}" for i in range(4)]
     assert_allclose(out.to_numpy(), Z0[:, :4] / np.sqrt(np.mean(np.sum(Z0[:, :4] ** 2, axis=1))))
+
+
+def test_global_scaling_keeps_relative_column_scales():
+    rng = np.random.default_rng(3)
+    X = np.column_stack([rng.normal(size=200), 0.01 * rng.normal(size=200)])
+    # Per-column standardisation makes the near-constant column as wide as the other; global scaling does not.
+    assert np.std(canonicalize_set(X, 2)[:, 1]) > 0.5
+    Z = canonicalize_set(X, 2, scaling="global")
+    assert np.std(Z[:, 1]) < 0.05
+    # Still invariant to translation and to one global factor, and of unit RMS radius.
+    assert_allclose(canonicalize_set(3 * X - 5, 2, scaling="global"), Z, atol=1e-8)
+    assert_allclose(np.sqrt(np.mean(np.sum(Z**2, axis=1))), TARGET_RMS_RADIUS)
+
+
+def test_unknown_scaling_is_refused():
+    with pytest.raises(ValueError, match="scaling"):
+        canonicalize_set(X0, scaling="columns")

@@ -232,18 +232,23 @@ def test_auto_mode_switches_to_sparse_above_the_threshold(tiny_kernel, monkeypat
     assert not sp.issparse(kernel.set_params(affinity_mode="dense").transform(X))
 
 
-def test_abc_clustering_on_sparse_affinity(tiny_kernel):
-    """The eigengap and spectral step run on the sparse kNN affinity end to end."""
-    import pickle
-
+def test_abc_clustering_on_sparse_affinity():
+    """The eigengap and spectral step run on the sparse kNN affinity end to end and find the three blobs."""
     from skabc import ABCClustering
+    from skabc.pretrained import load
 
-    kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(affinity_mode="sparse", n_neighbors=8)
+    kernel = load("generic", device="cpu").set_params(affinity_mode="sparse", n_neighbors=8)
     rng = np.random.default_rng(0)
     X = np.concatenate([rng.normal(c, 0.05, size=(40, 2)) for c in ((-2, -2), (2, 2), (2, -2))])
+    truth = np.repeat([0, 1, 2], 40)
     model = ABCClustering(kernel=kernel, random_state=0).fit(X)
     assert sp.issparse(model.affinity_matrix_)
-    assert model.labels_.shape == (120,) and model.n_clusters_ >= 1
+    assert model.affinity_matrix_.nnz <= 2 * 120 * (8 + 20)  # 8 neighbours and 20 random partners a row, symmetrised
+    assert model.n_clusters_ == 3
+    assert adjusted_rand_score(truth, model.labels_) == 1.0
+    dense = ABCClustering(kernel=kernel.set_params(affinity_mode="dense"), random_state=0).fit(X)
+    assert not sp.issparse(dense.affinity_matrix_)
+    assert adjusted_rand_score(dense.labels_, model.labels_) == 1.0
 
 
 # --------------------------------------------------------------------------- sparse eigenvalues

@@ -1,18 +1,11 @@
 """Data generators and loaders."""
 
+from .blobs import make_blobs_set
 from .circles import make_circles_sets
 from .omniglot import load_omniglot, load_omniglot_sample
-from .synthetic import (
-    FAMILIES,
-    FAMILY_WEIGHTS,
-    add_background_noise,
-    embed_in_dimensions,
-    make_blobs_set,
-    make_clustering_sets,
-    make_curves_set,
-    make_moons_set,
-    make_rings_set,
-)
+from .shapes import make_curves_set, make_moons_set, make_rings_set
+from .synthetic import FAMILIES, FAMILY_WEIGHTS, make_clustering_sets
+from .transforms import add_background_noise, embed_in_dimensions
 
 __all__ = [
     "FAMILIES",

@@ -5,23 +5,34 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .. import persistence
+from .. import _schema, persistence
 from .._runtime import resolve_device
-from ..nn.build import build_module
+from ..nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
+from ..nn.build import build_module, check_architecture_unchanged, record_architecture
+from ..sampling import check_clusters_per_set, check_set_size
+from ..training.plan import NETWORK_PARAMS, network_of
 from .base import check_recommended_clustering
 
 # Prefix of the weights' tensor names in a saved file.
 WEIGHTS = "kernel."
 
+# Parameters save() does not write: machine-specific, or (checkpoint_dir) where later training would write.
+UNSAVED_PARAMS = ("checkpoint_dir", "checkpoint_every", "verbose", "device")
+
 
 def describe_contextual(kernel) -> tuple[dict, dict]:
     """Parameters, input width, feature names, recommended settings, and the weights."""
     check_is_fitted(kernel, "module_")
+    check_architecture_unchanged(kernel, "save")
     part = {
-        "params": persistence.plain_params(kernel, skip=("checkpoint_dir", "checkpoint_every", "verbose", "device")),
+        "params": persistence.plain_params(kernel, skip=UNSAVED_PARAMS),
         "n_features_in": int(kernel.n_features_in_),
         "feature_names_in": [str(f) for f in getattr(kernel, "feature_names_in_", [])] or None,
     }
+    network = getattr(kernel, "network_params_", None) or {}
+    if any(getattr(kernel, name) != value for name, value in network.items()):
+        # Fine-tuned from the generic kernel: the network is not the one the parameters describe.
+        part["network_params"] = {name: persistence.json_ready(value) for name, value in network.items()}
     # Copies: an ensemble may hold one kernel twice, and safetensors refuses tensors that share memory.
     tensors = {WEIGHTS + k: v.detach().cpu().clone() for k, v in kernel.module_.state_dict().items()}
     return {"kernel": part, "recommended_clustering": kernel.recommended_clustering()}, tensors
@@ -34,6 +45,12 @@ def restore_contextual(cls, meta: dict, tensors: dict, device):
         kernel = cls(**persistence.unlist(part["params"]), device=device)
     except TypeError as exc:
         raise ValueError(f"the saved kernel parameters do not match this version of skabc: {exc}") from exc
+    if part.get("network_params"):
+        network = persistence.unlist(part["network_params"])
+        unknown = set(network) - set(NETWORK_PARAMS)
+        if unknown:
+            raise ValueError(f"the saved network parameters name unknown parameters: {sorted(unknown)}")
+        kernel.network_params_ = network
     load_weights(kernel, part["n_features_in"], persistence.nested(WEIGHTS, tensors), device)
     if part.get("feature_names_in"):
         kernel.feature_names_in_ = np.asarray(part["feature_names_in"], dtype=object)
@@ -44,7 +61,7 @@ def restore_contextual(cls, meta: dict, tensors: dict, device):
 def load_weights(kernel, n_features: int, state_dict: dict, device) -> None:
     """Make ``kernel`` fitted from weights: it then holds just the module (no training net or optimizer)."""
     device = resolve_device(device)
-    module = build_module(kernel, n_features)
+    module = build_module(network_of(kernel), n_features)
     try:
         module.load_state_dict(state_dict, strict=True)
     except RuntimeError as exc:
@@ -52,4 +69,60 @@ def load_weights(kernel, n_features: int, state_dict: dict, device) -> None:
     kernel.module_ = module.to(device)
     kernel.module_.eval()
     kernel.n_features_in_ = n_features
+    record_architecture(kernel)
     kernel.n_training_sets_ = 0
+
+
+def check_contextual(cls, meta: dict, header: dict, where: str = "") -> None:
+    """Validate a saved kernel description and its file's tensors before anything is built (:mod:`skabc._schema`)."""
+    prefix = f"{where}." if where else ""
+    _schema.check_keys(meta, where or "description", required=("kernel",), optional=("recommended_clustering",))
+    _schema.check_recommended(meta.get("recommended_clustering"), prefix + "recommended_clustering")
+    expected = check_contextual_part(cls, meta["kernel"], prefix + "kernel", len(header))
+    _schema.check_tensors(header, {WEIGHTS + k: v for k, v in expected.items()}, where or "tensors")
+
+
+def check_contextual_part(cls, part, where: str, n_tensors: int) -> dict:
+    """Validate one kernel's entry (params, n_features_in, feature_names_in); return the tensors it implies.
+
+    Only the parameters :func:`describe_contextual` writes are accepted (a file must not choose, say,
+    the ``checkpoint_dir`` later training writes into), each valid for the constructor, and sizes are
+    bounded before the implied network is laid out on torch's 'meta' device (no memory).
+    """
+    _schema.check_keys(part, where, required=("params", "n_features_in"),
+                       optional=("feature_names_in", "network_params"))
+    allowed = [name for name in cls().get_params(deep=False) if name not in UNSAVED_PARAMS]
+    params = _schema.check_params(cls, part["params"], f"{where}.params", allowed)
+    n_features = _schema.check_int(part["n_features_in"], f"{where}.n_features_in", 1, _schema.MAX_FEATURES)
+    _schema.check_names(part.get("feature_names_in"), f"{where}.feature_names_in", n_features)
+    if part.get("network_params") is not None:
+        # A fine-tuned kernel's network is the generic one's: the weights must fit that configuration.
+        network = _schema.check_params(cls, part["network_params"], f"{where}.network_params", list(NETWORK_PARAMS))
+        params = {**params, **network}
+    kernel = cls(**params)
+    _check_saved_sizes(kernel, f"{where}.params", n_tensors)
+    try:
+        return _schema.expected_tensors(lambda: build_module(kernel, n_features))
+    except (TypeError, ValueError, RuntimeError, AssertionError, ArithmeticError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise _schema.fail(f"{where}.params", f"this configuration cannot be built ({message})") from None
+
+
+def _check_saved_sizes(kernel, where: str, n_tensors: int) -> None:
+    """Bounds and cross-parameter rules of a saved configuration that ``_parameter_constraints`` cannot say."""
+    for name in ("d_model", "n_heads", "n_inducing", "canonical_features"):
+        value = getattr(kernel, name)
+        if value is not None and value > _schema.MAX_WIDTH:
+            raise _schema.fail(f"{where}.{name}", f"{value} is larger than any skabc network ({_schema.MAX_WIDTH})")
+    if kernel.d_model % kernel.n_heads:
+        raise _schema.fail(where, f"d_model={kernel.d_model} is not divisible by n_heads={kernel.n_heads}")
+    if kernel.n_blocks > n_tensors:  # every block has weights: more blocks than tensors cannot fit the file
+        raise _schema.fail(f"{where}.n_blocks", f"{kernel.n_blocks} blocks, but the file holds {n_tensors} tensors")
+    for name, check in (("set_size", check_set_size), ("clusters_per_set", check_clusters_per_set)):
+        try:
+            check(getattr(kernel, name))
+        except ValueError as exc:
+            raise _schema.fail(f"{where}.{name}", str(exc)) from None
+    passed = ("d_model", "n_heads", "d_ff", "layer_norm", "dropout", *BACKEND_OPTIONS.get(kernel.attention, ()))
+    _schema.check_backend_options(kernel.attention_options, ATTENTION_BACKENDS[kernel.attention],
+                                  f"{where}.attention_options", passed=passed)

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-import os
-from numbers import Integral, Real
-
 import numpy as np
-import torch
 from sklearn.base import TransformerMixin
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
-from torch import nn
 
 from .. import persistence
-from .._validation import check_magnitude, encode_groups, encode_labels
+from .._validation import (
+    check_magnitude,
+    check_not_masked_or_missing,
+    encode_groups,
+    encode_labels,
+    to_network_float32,
+)
 from ..inference import check_dense_memory, learned_affinity
-from ..nn.backends import ATTENTION_BACKENDS
-from ..nn.build import apply_inference_options, set_transform
-from ..nn.embedders import EMBEDDERS
-from ..nn.heads import COMPAT_FUNCTIONS
+from ..nn.build import apply_inference_options, check_architecture_unchanged, record_architecture, set_transform
 from ..sampling import check_set_size
 from ..training import train
-from ._contextual_io import describe_contextual, restore_contextual
+from ..training.plan import network_of, plan_training
+from ._contextual_constraints import CONTEXTUAL_KERNEL_CONSTRAINTS
+from ._contextual_io import check_contextual, describe_contextual, restore_contextual
 from .base import Kernel, check_recommended_clustering
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
@@ -112,19 +111,33 @@ class ContextualKernel(TransformerMixin, Kernel):
         ``None``: all.  With ``local_geometry`` the distances still use every
         column, so a wide ``canonical_features`` keeps the distances of wide
         tables while the embedder stays small.
+    init : {'auto', 'generic', 'scratch'}, default='auto'
+        ``'generic'``: fine-tune the shipped generic kernel (its network and
+        clustering settings; leave the parameters above at their defaults);
+        ``'scratch'``: the network above, new; ``'auto'``: ``'generic'`` if
+        the parameters above are all defaults, else ``'scratch'``.
     set_size : int or (int, int), default=(50, 200)
         Size of each training set, or the range it is drawn from.
     clusters_per_set : int or (int, int), default=None
         Range of clusters per training set; ``None`` draws ``k`` uniformly
         among the values that fit the data (Algorithm 1).
     sets_per_epoch : int, default=None
-        Training sets drawn per epoch.  ``None``: enough sets to cover the
-        labelled rows once, between 8 and 64 batches.
-    max_epochs : int, default=40
-        Number of epochs; fresh sets are drawn every epoch.  With the
-        default ``sets_per_epoch`` an epoch is at most 64 batches, so the
-        defaults train for at most 2,560 steps, whatever the number of rows
-        (``docs/circles_results.md`` gives the time this takes).
+        Training sets per epoch; ``None``: the automatic schedule's, else
+        enough to cover the labelled rows once (8 to 64 batches).
+    max_epochs : int or 'auto', default='auto'
+        Epochs (fresh sets each).  ``'auto'``: 200 to 3,200 steps from the
+        labelled rows and classes (:func:`skabc.training.training_schedule`).
+    early_stopping : bool or 'auto', default='auto'
+        Score sets of held-out groups (else classes, plus some rows of the
+        others), ``k`` unknown, after every epoch; keep the best weights,
+        the starting ones included; stop after ``n_iter_no_change`` epochs
+        without progress.  ``'auto'``: on with ``max_epochs='auto'``.
+    validation_fraction : float, default=0.2
+        Share of the groups, or of the classes and rows, held out.
+    n_iter_no_change : int, default=5
+        Patience of early stopping, in epochs.
+    max_time : float, default=None
+        Seconds of training (wall clock) before it stops.
     batch_size : int, default=32
         Sets per optimisation step.
     lr : float, default=1e-3
@@ -172,7 +185,7 @@ class ContextualKernel(TransformerMixin, Kernel):
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, set sampling and batch order.
     verbose : int, default=0
-        ``> 0`` prints skorch's epoch log and a progress bar.
+        ``> 0`` prints skorch's epoch log (with ``valid_ari``) and a progress bar.
 
     Attributes
     ----------
@@ -186,6 +199,10 @@ class ContextualKernel(TransformerMixin, Kernel):
         Feature names seen during fit, when X has them.
     n_training_sets_ : int
         Number of training sets drawn over all epochs.
+    init_, network_params_, schedule_ : str, dict, Schedule or None
+        Where the fit started; the fitted network's parameters; the schedule.
+    validation_score_, start_validation_score_ : float or None
+        Held-out mean ARI of the kept and of the starting weights.
 
     Examples
     --------
@@ -201,42 +218,7 @@ class ContextualKernel(TransformerMixin, Kernel):
     #: Its affinities are same-cluster probabilities (sigmoid of the head's logits).
     outputs_probabilities = True
 
-    _parameter_constraints: dict = {
-        "attention": [StrOptions(set(ATTENTION_BACKENDS)), callable],
-        "n_inducing": [Interval(Integral, 1, None, closed="left")],
-        "window_size": [Interval(Integral, 2, None, closed="left")],
-        "n_attention_samples": [Interval(Integral, 1, None, closed="left")],
-        "window_attention": [StrOptions({"hamiltonian", "dense"})],
-        "attention_options": [dict, None],
-        "compat": [StrOptions(set(COMPAT_FUNCTIONS))],
-        "n_blocks": [Interval(Integral, 0, None, closed="left")],
-        "n_heads": [Interval(Integral, 1, None, closed="left")],
-        "d_model": [Interval(Integral, 1, None, closed="left")],
-        "layer_norm": [StrOptions({"pre", "post"})],
-        "dropout": [Interval(Real, 0, 1, closed="left")],
-        "canonical_features": [Interval(Integral, 1, None, closed="left"), None],
-        "embedder": [StrOptions(set(EMBEDDERS)), nn.Module, callable, None],
-        "local_geometry": ["boolean"],
-        "embed_features": [Interval(Integral, 1, None, closed="left"), None],
-        "set_size": ["array-like", Interval(Integral, 2, None, closed="left")],
-        "clusters_per_set": ["array-like", Interval(Integral, 1, None, closed="left"), None],
-        "sets_per_epoch": [Interval(Integral, 1, None, closed="left"), None],
-        "max_epochs": [Interval(Integral, 1, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "lr": [Interval(Real, 0, None, closed="neither")],
-        "weight_decay": [Interval(Real, 0, None, closed="left")],
-        "pos_weight": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"}), None],
-        "warm_start": ["boolean"],
-        "checkpoint_dir": [str, os.PathLike, None],
-        "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
-        "affinity_mode": [StrOptions({"auto", "dense", "sparse"})],
-        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
-        "n_random_neighbors": [Interval(Integral, 0, None, closed="left")],
-        "memory_limit": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
-        "device": [str, torch.device, None],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-    }
+    _parameter_constraints: dict = CONTEXTUAL_KERNEL_CONSTRAINTS
 
     def __init__(
         self,
@@ -256,14 +238,16 @@ class ContextualKernel(TransformerMixin, Kernel):
         embedder=None,
         local_geometry=False,
         embed_features=None,
+        init="auto",
         set_size=(50, 200),
         clusters_per_set=None,
         sets_per_epoch=None,
-        max_epochs=40,
+        max_epochs="auto",
         batch_size=32,
         lr=1e-3,
         weight_decay=0.0,
         pos_weight=None,
+        early_stopping="auto", validation_fraction=0.2, n_iter_no_change=5, max_time=None,
         warm_start=False,
         checkpoint_dir=None,
         checkpoint_every=1,
@@ -291,6 +275,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         self.embedder = embedder
         self.local_geometry = local_geometry
         self.embed_features = embed_features
+        self.init = init
         self.set_size = set_size
         self.clusters_per_set = clusters_per_set
         self.sets_per_epoch = sets_per_epoch
@@ -299,6 +284,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         self.lr = lr
         self.weight_decay = weight_decay
         self.pos_weight = pos_weight
+        self.early_stopping, self.validation_fraction = early_stopping, validation_fraction
+        self.n_iter_no_change, self.max_time = n_iter_no_change, max_time
         self.warm_start = warm_start
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every = checkpoint_every
@@ -333,20 +320,23 @@ class ContextualKernel(TransformerMixin, Kernel):
             raise ValueError(
                 "ContextualKernel requires y to be passed, but the target y is None: it learns from cluster labels."
             )
-        previous = self.module_.state_dict() if (self.warm_start and hasattr(self, "module_")) else None
-        recommended = self.recommended_clustering() if previous is not None else {}
-        X = check_magnitude(validate_data(self, X, dtype=np.float32, ensure_min_samples=2))
-        labels = encode_labels(y, X.shape[0])
+        check_not_masked_or_missing(X)
+        X = validate_data(self, X, dtype=self._input_dtype(), ensure_min_samples=2)
+        X = to_network_float32(check_magnitude(X), scale_free=network_of(self).canonical_features is not None)
         group_codes = encode_groups(groups, X.shape[0])
-        if self.d_model % self.n_heads != 0:
-            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}.")
-        self.net_, n_sets = train(self, X, labels, group_codes, check_set_size(self.set_size), previous)
+        plan = plan_training(self, X, encode_labels(y, X.shape[0]), group_codes)
+        self.net_, n_sets = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(self.set_size),
+                                  plan.start_state, plan.callbacks)
         self.module_ = self.net_.module_
         self.module_.eval()
+        record_architecture(self)
         self.n_training_sets_ = n_sets * sum("train_loss" in row for row in self.net_.history)
-        # Settings chosen for the weights it continues from still suit a fine-tuned kernel, not a fresh one.
-        self.recommended_clustering_ = recommended
+        plan.record(self, self.net_)
         return self
+
+    def _input_dtype(self):
+        # A canonicalising kernel validates in float64: its float32 cast comes after any rescaling.
+        return (np.float64, np.float32) if network_of(self).canonical_features is not None else np.float32
 
     # ------------------------------------------------------------ inference
     def transform(self, X):
@@ -365,19 +355,25 @@ class ContextualKernel(TransformerMixin, Kernel):
             ``n_random_neighbors`` random ones).
         """
         check_is_fitted(self, "module_")
+        check_architecture_unchanged(self, "transform")
         X = self._validate_set(X)
         sparse = self.returns_sparse(X.shape[0])
         if not sparse:
             self.check_memory(X.shape[0])
-        apply_inference_options(self, self.module_)
+        network = network_of(self)
+        apply_inference_options(network, self.module_)
         return learned_affinity(self.module_, X, sparse=sparse, n_neighbors=self.n_neighbors,
-                                n_random_neighbors=self.n_random_neighbors, set_transform=set_transform(self))
+                                n_random_neighbors=self.n_random_neighbors, set_transform=set_transform(network))
 
     def _validate_set(self, X) -> np.ndarray:
         """Validate a set for inference; canonical kernels accept any number of features."""
-        if self.canonical_features is not None:
-            return check_magnitude(check_array(X, dtype=np.float32, ensure_min_samples=1))
-        return check_magnitude(validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
+        check_not_masked_or_missing(X)
+        scale_free = network_of(self).canonical_features is not None
+        if scale_free:
+            X = check_array(X, dtype=self._input_dtype(), ensure_min_samples=1)
+        else:
+            X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
+        return to_network_float32(check_magnitude(X), scale_free=scale_free)
 
     def returns_sparse(self, n_samples: int) -> bool:
         """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points."""
@@ -432,7 +428,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         recommended_clustering : dict, default=None
             ABCClustering settings to store with the kernel (what its
             ``'auto'`` values will resolve to, see
-            :meth:`recommended_clustering`); ``None`` keeps the kernel's own.
+            :meth:`recommended_clustering`; the kernel keeps them too);
+            ``None`` keeps the kernel's own.
         """
         check_is_fitted(self, "module_")
         if recommended_clustering is not None:
@@ -452,6 +449,11 @@ class ContextualKernel(TransformerMixin, Kernel):
     def _restore(cls, meta: dict, tensors: dict, device) -> ContextualKernel:
         """Rebuild a fitted kernel from :meth:`_describe`'s output (or a version-1 file's)."""
         return restore_contextual(cls, meta, tensors, device)
+
+    @classmethod
+    def _check_description(cls, meta: dict, header: dict, where: str = "") -> None:
+        """Validate a saved description and its file's tensors before anything is built."""
+        check_contextual(cls, meta, header, where)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -18,8 +18,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
-from .. import persistence
+from .. import _schema, persistence
 from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
+from ._contextual_io import check_contextual_part
 from .base import Kernel, as_kernel, check_recommended_clustering
 from .contextual import ContextualKernel
 
@@ -209,6 +210,24 @@ class KernelEnsemble(TransformerMixin, Kernel):
         meta = {"params": persistence.plain_params(self, skip=("kernel",)), "members": members,
                 "recommended_clustering": self.recommended_clustering()}
         return meta, tensors
+
+    @classmethod
+    def _check_description(cls, meta: dict, header: dict, where: str = "") -> None:
+        """Validate a saved description and its file's tensors before anything is built (see :mod:`skabc._schema`)."""
+        prefix = f"{where}." if where else ""
+        _schema.check_keys(meta, where or "description", required=("params", "members"),
+                           optional=("recommended_clustering",))
+        _schema.check_params(cls, meta["params"], prefix + "params", allowed=("n_members", "random_state"))
+        _schema.check_recommended(meta.get("recommended_clustering"), prefix + "recommended_clustering")
+        members = meta["members"]
+        if not isinstance(members, list) or not 1 <= len(members) <= max(1, len(header)):
+            raise _schema.fail(prefix + "members", f"expected a list of 1 to {max(1, len(header))} kernels "
+                                                   f"(one per group of tensors), got {_schema.describe_value(members)}")
+        expected = {}
+        for i, part in enumerate(members):
+            own = check_contextual_part(ContextualKernel, part, f"{prefix}members.{i}", len(header))
+            expected.update({_member_prefix(i) + k: v for k, v in own.items()})
+        _schema.check_tensors(header, expected, where or "tensors")
 
     @classmethod
     def _restore(cls, meta: dict, tensors: dict, device) -> KernelEnsemble:

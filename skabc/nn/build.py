@@ -57,6 +57,37 @@ def build_module(kernel, n_features: int) -> ABCNet:
     return module
 
 
+#: Parameters the fitted weights depend on: changing one after fit needs a refit.  (``dropout`` and
+#: the training settings do not matter at inference; ``n_attention_samples`` is inference-only.)
+ARCHITECTURE_PARAMS = ("attention", "n_inducing", "window_size", "window_attention", "attention_options",
+                       "compat", "n_blocks", "n_heads", "d_model", "layer_norm", "canonical_features", "embedder")
+
+
+def record_architecture(kernel) -> None:
+    """Remember, on a kernel that just became fitted, the parameter values its module was built with."""
+    kernel._fitted_architecture_ = {name: getattr(kernel, name) for name in ARCHITECTURE_PARAMS}
+
+
+def check_architecture_unchanged(kernel, action: str) -> None:
+    """Refuse to use fitted weights after a parameter they depend on was changed by ``set_params``.
+
+    ``set_params(d_model=32)`` or ``set_params(canonical_features=4)`` on a fitted kernel does not
+    change its network; transforming (``action='transform'``) with the new value would fail inside
+    torch, and saving (``'save'``) would write a file that cannot be loaded.
+    """
+    fitted = getattr(kernel, "_fitted_architecture_", None)
+    if fitted is None:  # fitted by an older version: nothing recorded
+        return
+    for name, value in fitted.items():
+        current = getattr(kernel, name)
+        if current is not value and current != value:
+            raise ValueError(
+                f"{name}={current!r} was set after fit, but the fitted weights were built with {name}={value!r}; "
+                f"{action} needs the configuration the kernel was fitted with. Set {name} back to {value!r}, "
+                "or fit again."
+            )
+
+
 def backend_options(kernel) -> dict:
     """Keyword options of the attention backend: its named kernel parameters, then ``attention_options``."""
     names = BACKEND_OPTIONS.get(kernel.attention, ()) if isinstance(kernel.attention, str) else ()

@@ -150,7 +150,9 @@ class SampledAttentionBlock(nn.Module):
         self.n_attention_samples = n_attention_samples
         self.window_attention = window_attention
         if seed is None:
-            seed = int(torch.randint(0, 2**62, ()))
+            # Drawn on the CPU (the same draw as before), so the block can also be laid out on the 'meta'
+            # device, where the loader checks a saved file's shapes without allocating.
+            seed = int(torch.randint(0, 2**62, (), device="cpu"))
         self.register_buffer("eval_seed", torch.tensor(seed, dtype=torch.long))
 
     def draw_windows(self, lengths: Sequence[int], sample_index: int | None = None) -> list[torch.Tensor]:

@@ -90,10 +90,7 @@ def load_saved_kernel(path, device: str = "auto") -> ContextualKernel | KernelEn
     -------
     kernel : ContextualKernel or KernelEnsemble
     """
-    kernel = persistence.load(path, device=device)
-    if not isinstance(kernel, Kernel):
-        raise ValueError(f"{str(path)!r} holds a {type(kernel).__name__}, not a kernel")
-    return kernel
+    return persistence.load(path, device=device, expected=Kernel)
 
 
 __all__ = ["AVAILABLE", "PRETRAINED_DIR", "RECOMMENDED_CLUSTERING", "load", "load_saved_kernel"]

@@ -96,8 +96,63 @@ def _check_assign_labels(assign_labels: str) -> None:
         raise ValueError(f"assign_labels must be one of {ASSIGN_LABELS}, got {assign_labels!r}")
 
 
+def sklearn_spectral_labels(
+    affinity,
+    n_clusters: int,
+    *,
+    eigen_solver: str | None = None,
+    n_components: int | None = None,
+    random_state=None,
+    n_init: int = 10,
+    eigen_tol="auto",
+    assign_labels: str = "kmeans",
+    verbose: bool = False,
+) -> np.ndarray:
+    """Spectral clustering of an affinity step for step as ``SpectralClustering.fit`` does it.
+
+    The non-learned affinities of :class:`~skabc.ABCClustering` go through
+    this when ``n_clusters`` is given, so that the same settings give the
+    same partition as :class:`~sklearn.cluster.SpectralClustering`, in the
+    same time: scikit-learn's :func:`~sklearn.manifold.spectral_embedding`
+    (dense or sparse, with its warnings, e.g. for a graph that is not fully
+    connected), then its label assignment, one ``RandomState`` for both.
+    ``assign_labels='njw'`` adds the row normalisation of :func:`_assign`.
+
+    Parameters
+    ----------
+    affinity : ndarray or scipy sparse matrix of shape (n, n)
+        Symmetric non-negative affinity.
+    n_clusters : int
+    eigen_solver, n_components, random_state, n_init, eigen_tol, assign_labels, verbose
+        As for :class:`~sklearn.cluster.SpectralClustering`.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,)
+        scikit-learn's labels, with scikit-learn's dtype (int32 from k-means).
+    """
+    from sklearn.manifold import spectral_embedding
+
+    _check_assign_labels(assign_labels)
+    random_state = check_random_state(random_state)
+    maps = spectral_embedding(
+        affinity,
+        n_components=n_clusters if n_components is None else n_components,
+        eigen_solver=eigen_solver,
+        random_state=random_state,
+        eigen_tol=eigen_tol,
+        drop_first=False,
+    )
+    return _assign_raw(maps, n_clusters, assign_labels, random_state, n_init, verbose)
+
+
 def _assign(vectors: np.ndarray, n_clusters: int, assign_labels: str, random_state, n_init: int, verbose) -> np.ndarray:
-    """scikit-learn's label assignment in the spectral embedding ``vectors``."""
+    """scikit-learn's label assignment in the spectral embedding ``vectors``, as int64."""
+    return np.asarray(_assign_raw(vectors, n_clusters, assign_labels, random_state, n_init, verbose), dtype=np.int64)
+
+
+def _assign_raw(vectors: np.ndarray, n_clusters: int, assign_labels: str, random_state, n_init: int, verbose):
+    """:func:`_assign` with the labels in the dtype scikit-learn's assignment returns them."""
     if verbose:
         print(f"Computing label assignment using {assign_labels}")
     if assign_labels in ("kmeans", "njw"):
@@ -115,4 +170,4 @@ def _assign(vectors: np.ndarray, n_clusters: int, assign_labels: str, random_sta
             labels = cluster_qr(vectors)
         else:
             labels = discretize(vectors, random_state=random_state)
-    return np.asarray(labels, dtype=np.int64)
+    return labels

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from .assign import spectral_labels
+from .assign import sklearn_spectral_labels, spectral_labels
 from .select import N_CLUSTERS_SELECTORS
 
 
@@ -29,6 +30,11 @@ class SpectralStep:
         One of :data:`~skabc.spectral.assign.ASSIGN_LABELS`.
     eigen_solver, n_components, n_init, eigen_tol, verbose
         As for :class:`sklearn.cluster.SpectralClustering`.
+    follows_sklearn : bool
+        With ``n_clusters`` given, cluster exactly as SpectralClustering does
+        (:func:`~skabc.spectral.assign.sklearn_spectral_labels`: its labels, ids
+        and dtype, its warnings), for the non-learned affinities; the learned
+        ones keep this package's spectral step (``False``).
     """
 
     n_clusters: int | None
@@ -41,6 +47,7 @@ class SpectralStep:
     n_init: int = 10
     eigen_tol: float | str = "auto"
     verbose: int = 0
+    follows_sklearn: bool = False
 
     def __post_init__(self) -> None:
         if self.selection not in N_CLUSTERS_SELECTORS:
@@ -62,7 +69,8 @@ class SpectralStep:
         Returns
         -------
         labels : ndarray of shape (n,)
-            Compact ids from 0, in order of first appearance.
+            Compact ids from 0, in order of first appearance (SpectralClustering's
+            own labels with ``follows_sklearn`` and ``n_clusters`` given).
         affinity : ndarray or sparse matrix
             What was clustered: ``probabilities ** affinity_power``.
         n_clusters : int
@@ -74,8 +82,17 @@ class SpectralStep:
         if self.affinity_power != 1.0:
             power = self.affinity_power
             affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
-        if self.n_clusters is not None:
-            labels, eigenvalues = self.labels_for(affinity, min(self.n_clusters, affinity.shape[0]), seed), None
+        n = affinity.shape[0]
+        if self.n_clusters is not None and self.n_clusters > n:
+            # Only singletons make that many clusters; say so instead of scipy's k >= N warning.
+            warnings.warn(f"n_clusters={self.n_clusters} is more than the {n} points of the set; every point "
+                          f"becomes its own cluster ({n} clusters).", UserWarning, stacklevel=3)
+            labels, eigenvalues = np.arange(n), None
+        elif self.n_clusters is not None and self.follows_sklearn:
+            labels = sklearn_spectral_labels(affinity, self.n_clusters, random_state=seed, **self.embedding_params())
+            return labels, affinity, len(np.unique(labels)), None
+        elif self.n_clusters is not None:
+            labels, eigenvalues = self.labels_for(affinity, self.n_clusters, seed), None
         else:
             found = N_CLUSTERS_SELECTORS[self.selection](self, affinity, probabilities, eigen_seed, seed)
             labels = found.labels if found.labels is not None else self.labels_for(affinity, found.n_clusters, seed)

@@ -1,7 +1,9 @@
-"""Training harness of the learned kernels (skorch net, public callbacks, resume, memory policy)."""
+"""Training harness of the learned kernels (skorch net, public callbacks, schedule, early stopping, resume)."""
 
 from .callbacks import EveryNthEpoch, KeepBestWeights, RedrawEachEpoch, WarmupCosine
+from .early_stopping import TimeLimit, ValidationSetsScoring
 from .net import check_training_memory, make_net, train
+from .schedule import Schedule, training_schedule
 
-__all__ = ["EveryNthEpoch", "KeepBestWeights", "RedrawEachEpoch", "WarmupCosine", "check_training_memory",
-           "make_net", "train"]
+__all__ = ["EveryNthEpoch", "KeepBestWeights", "RedrawEachEpoch", "Schedule", "TimeLimit", "ValidationSetsScoring",
+           "WarmupCosine", "check_training_memory", "make_net", "train", "training_schedule"]

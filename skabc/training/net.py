@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import warnings
 from pathlib import Path
 
@@ -22,19 +23,22 @@ from skorch.callbacks import Checkpoint, GradientNormClipping, LoadInitState, Pr
 from torch import nn
 
 from .._runtime import memory_limit_bytes, resolve_device, seeded_torch, tune_allocator
+from .._validation import format_bytes
 from ..exceptions import AffinityTooLargeError
 from ..nn.build import build_module, set_transform
 from ..nn.loss import SameClusterBCELoss
 from ..persistence import json_ready
 from ..sampling import ClusterSetSampler, SampledSetsDataset, check_clusters_per_set, collate_sets
 from .callbacks import EveryNthEpoch, KeepBestWeights, RedrawEachEpoch, WarmupCosine
+from .early_stopping import planned_stop
 
 #: Files of a checkpoint in ``checkpoint_dir`` (skorch's Checkpoint names).
 CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_history": "history.json"}
 _CONFIG_FILE = "config.json"
 
 
-def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tuple[int, int], previous_state=None):
+def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tuple[int, int], previous_state=None,
+          callbacks=()):
     """Train ``kernel``'s network on sets drawn from the labelled rows of ``X``.
 
     Parameters
@@ -49,6 +53,10 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         Checked range of training set sizes.
     previous_state : dict, default=None
         Weights to start from (warm start).
+    callbacks : sequence of (str, skorch.callbacks.Callback), default=()
+        More named callbacks, e.g. validation and early stopping
+        (:mod:`skabc.training.early_stopping`); a run they end is not
+        reported as interrupted.
 
     Returns
     -------
@@ -69,7 +77,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     dataset = SampledSetsDataset(X, sampler, n_sets, kernel.batch_size, seed, set_transform=set_transform(kernel))
 
     with seeded_torch(seed, device):
-        net = make_net(kernel, build_module(kernel, X.shape[1]), device, steps)
+        net = make_net(kernel, build_module(kernel, X.shape[1]), device, steps, callbacks)
         net.initialize()
         if previous_state is not None:
             _load_warm_start(net, previous_state)
@@ -86,7 +94,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     return net, n_sets
 
 
-def make_net(kernel, module: nn.Module, device: torch.device, total_steps: int) -> NeuralNet:
+def make_net(kernel, module: nn.Module, device: torch.device, total_steps: int, callbacks=()) -> NeuralNet:
     """The skorch net that trains ``module`` with the kernel's optimisation parameters."""
     return NeuralNet(
         module=module,
@@ -101,12 +109,12 @@ def make_net(kernel, module: nn.Module, device: torch.device, total_steps: int) 
         train_split=None,
         predict_nonlinearity=None,
         device=str(device),
-        callbacks=training_callbacks(kernel, total_steps),
+        callbacks=training_callbacks(kernel, total_steps, callbacks),
         verbose=kernel.verbose,
     )
 
 
-def training_callbacks(kernel, total_steps: int) -> list:
+def training_callbacks(kernel, total_steps: int, extra=()) -> list:
     """Named callbacks: resume first (the others read the restored history at train begin)."""
     callbacks = []
     if kernel.checkpoint_dir is not None:
@@ -118,6 +126,7 @@ def training_callbacks(kernel, total_steps: int) -> list:
         ("keep_best", KeepBestWeights()),
         ("grad_clip", GradientNormClipping(gradient_clip_value=1.0)),
         ("lr_schedule", WarmupCosine(kernel.lr, max(total_steps, 1))),
+        *extra,
     ]
     if kernel.verbose:
         callbacks.append(("progress", ProgressBar()))
@@ -147,7 +156,7 @@ def check_training_memory(kernel, largest_set: int) -> None:
     if limit is not None and needed > limit:
         raise AffinityTooLargeError(
             f"training on sets of up to {largest_set} points in batches of {kernel.batch_size} needs about "
-            f"{needed / 2**30:.1f} GiB per step, over memory_limit={limit / 2**30:.1f} GiB; "
+            f"{format_bytes(needed)} per step, over memory_limit={format_bytes(limit)}; "
             "lower set_size or batch_size (the kernel applies to larger sets than it was trained on)."
         )
 
@@ -178,22 +187,66 @@ def _checkpointed_epochs(kernel) -> int:
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration; "
                 "use another directory or remove it to start afresh."
             )
-        return len(json.loads(history.read_text()))
+        return _check_checkpoint_files(directory)
     config_file.write_text(config)
     return 0
+
+
+def _check_checkpoint_files(directory: Path) -> int:
+    """Read every checkpoint file once before skorch restores them; return the epochs in the history.
+
+    skorch's LoadInitState would fail inside ``partial_fit`` with torch's message for a refused pickle
+    (which suggests ``weights_only=False``, never an option here) and without naming the file.  The
+    ``.pt`` files are read as torch does then, with ``weights_only=True``: tensors and plain containers,
+    never arbitrary objects.
+    """
+    for name in CHECKPOINT_FILES.values():
+        file = directory / name
+        if not file.is_file():
+            raise ValueError(f"checkpoint_dir={str(directory)!r} holds no {name}; remove it to start afresh.")
+        try:
+            if file.suffix == ".json":
+                history = json.loads(file.read_text())
+                if not isinstance(history, list) or not all(isinstance(row, dict) for row in history):
+                    raise ValueError("the history is not a list of epochs")
+            else:
+                torch.load(file, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            if "GLOBAL" in str(exc):  # torch names the Python global it refused to unpickle
+                raise ValueError(
+                    f"refusing to resume from {str(file)!r}: it holds pickled Python objects besides tensors, "
+                    "and unpickling them could run arbitrary code. skabc only reads checkpoints it wrote; "
+                    "remove the file (or use another checkpoint_dir) to start afresh."
+                ) from None
+            raise ValueError(
+                f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote (corrupt or truncated); "
+                "remove it (or use another checkpoint_dir) to start afresh."
+            ) from None
+        except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(
+                f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote ({first_line}); "
+                "remove it (or use another checkpoint_dir) to start afresh."
+            ) from None
+    return len(history)
 
 
 def _handle_interruption(kernel, net: NeuralNet) -> None:
     finished = sum("train_loss" in row for row in net.history)
     keeper = dict(net.callbacks_)["keep_best"]
     best_state, keeper.best_state_ = keeper.best_state_, None  # no second copy of the weights in pickles
-    if finished >= kernel.max_epochs:
+    if finished >= kernel.max_epochs or planned_stop(net):
         return
-    if best_state is not None:
-        net.module_.load_state_dict(best_state)
+    validation = dict(net.callbacks_).get("validation")
+    if validation is not None:  # its on_train_end already restored the best validated weights
+        kept = f"the best validation score so far ({validation.best_score_:.4f} ARI)"
+    else:
+        kept = f"the best training loss so far ({keeper.best_loss_:.4f})"
+        if best_state is not None:
+            net.module_.load_state_dict(best_state)
     warnings.warn(
         f"ContextualKernel training was interrupted after {finished} of {kernel.max_epochs} epochs; "
-        f"the kernel keeps the weights with the best training loss so far ({keeper.best_loss_:.4f}). "
+        f"the kernel keeps the weights with {kept}. "
         + ("Call fit again to resume from checkpoint_dir." if kernel.checkpoint_dir is not None else ""),
         RuntimeWarning,
         stacklevel=4,
@@ -204,7 +257,10 @@ def describe_params(estimator: BaseEstimator) -> dict:
     """JSON-ready description of the parameters that change training (callables by qualified name)."""
     # Settings that do not change training: a checkpoint made under other values still resumes.
     ignored = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit", "affinity_mode",
-               "n_neighbors", "n_random_neighbors", "warm_start")
+               "n_neighbors", "n_random_neighbors", "warm_start",
+               # Resolved before training (the kernel train() gets has init='scratch', no early stopping):
+               # leaving them out keeps checkpoints written before these parameters existed resumable.
+               "init", "early_stopping", "validation_fraction", "n_iter_no_change", "max_time")
     return {k: json_ready(v, _name_of) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
 
 

@@ -1,0 +1,115 @@
+"""How ABCClustering reads its input: ``X`` checked as its ``affinity`` needs, and the kernel it resolves to.
+
+``affinity='learned'`` reads ``X`` as float32 features for the network (sparse
+``X`` densified under the kernel's memory limit) and trains a kernel only when
+the user asks for it; every other ``affinity`` reads ``X`` as
+SpectralClustering does (float64, sparse formats kept) and resolves to a
+:class:`~skabc.kernels.pairwise.PairwiseKernel` or
+:class:`~skabc.kernels.pairwise.PrecomputedKernel` with SpectralClustering's
+settings.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, validate_data
+
+from ._runtime import memory_limit_bytes
+from ._validation import encode_labels
+from .exceptions import AffinityTooLargeError
+from .kernels.pairwise import PRECOMPUTED_AFFINITIES, SPARSE_FORMATS, PairwiseKernel, PrecomputedKernel
+
+
+def is_learned(affinity) -> bool:
+    """Whether ``affinity`` is the learned kernel's (``'learned'``)."""
+    return isinstance(affinity, str) and affinity == "learned"
+
+
+def is_pairwise(affinity) -> bool:
+    """Whether ``X`` is a square matrix over the samples (an affinity or distances), not features."""
+    return isinstance(affinity, str) and affinity in PRECOMPUTED_AFFINITIES
+
+
+def validate_set(model, X, *, reset: bool, ensure_min_samples: int):
+    """``X`` validated as ``model.affinity`` needs it: float32 for the network, float64 as SpectralClustering."""
+    dtype = np.float32 if is_learned(model.affinity) else np.float64
+    if is_pairwise(model.affinity) and not reset:
+        # A new set's affinity is m x m: its width is its size, not the fitted n_features_in_.
+        return check_array(X, accept_sparse=SPARSE_FORMATS, dtype=dtype, ensure_min_samples=ensure_min_samples)
+    return validate_data(model, X, reset=reset, accept_sparse=SPARSE_FORMATS, dtype=dtype,
+                         ensure_min_samples=ensure_min_samples)
+
+
+def kernel_input(model, X, checked):
+    """What the kernel is given: ``X`` as the caller passed it to a learned kernel (its feature names are
+    checked there), densified when sparse; the validated ``checked`` for scikit-learn's affinities."""
+    if not is_learned(model.affinity):
+        return checked
+    return densify(checked, model.kernel) if sp.issparse(checked) else X
+
+
+def densify(X, kernel) -> np.ndarray:
+    """Sparse features as the dense array the network needs, if that copy fits the kernel's memory limit."""
+    inner = kernel.estimator if isinstance(kernel, FrozenEstimator) else kernel
+    limit = memory_limit_bytes(getattr(inner, "memory_limit", "auto"))
+    needed = 4.0 * X.shape[0] * X.shape[1]
+    if limit is not None and needed > limit:
+        raise AffinityTooLargeError(
+            f"affinity='learned' needs dense features, and this sparse X ({X.shape[0]} x {X.shape[1]}) would "
+            f"take {needed / 2**30:.1f} GiB dense, over the memory limit of {limit / 2**30:.1f} GiB; reduce its "
+            "width first (e.g. sklearn's TruncatedSVD), or use affinity='nearest_neighbors' or 'rbf', which "
+            "take sparse X."
+        )
+    return X.toarray()
+
+
+def warn_if_square(model, X, group_codes) -> None:
+    """SpectralClustering's warning: square features may be an affinity matrix meant as 'precomputed'."""
+    if group_codes is None and X.shape[0] == X.shape[1] and not is_pairwise(model.affinity):
+        warnings.warn(
+            f"X is square ({X.shape[0]} x {X.shape[1]}) and affinity={model.affinity!r} reads its rows as "
+            "points with features; to cluster an affinity matrix you computed, set affinity='precomputed'.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def resolve_kernel(model, X, y, groups):
+    """The fitted kernel of ``model``: scikit-learn's for a non-learned ``affinity``, else the learned one."""
+    if not is_learned(model.affinity):
+        if model.kernel is not None:
+            raise ValueError(
+                f"kernel is used with affinity='learned' only, but affinity={model.affinity!r} was given "
+                "with a kernel; pass one or the other."
+            )
+        if is_pairwise(model.affinity):
+            return PrecomputedKernel(model.affinity, n_neighbors=model.n_neighbors, n_jobs=model.n_jobs)
+        return PairwiseKernel(model.affinity, gamma=model.gamma, n_neighbors=model.n_neighbors, degree=model.degree,
+                              coef0=model.coef0, kernel_params=model.kernel_params, n_jobs=model.n_jobs)
+    if model.kernel is None:
+        from .pretrained import load
+
+        return load("generic")  # zero-shot: y is ignored, as by any clusterer
+    try:
+        check_is_fitted(model.kernel)
+        fitted = True
+    except NotFittedError:
+        fitted = False
+    fine_tune = fitted and bool(model.kernel.get_params(deep=False).get("warm_start", False))
+    if y is not None and (not fitted or fine_tune) and np.any(encode_labels(y, _num_samples(X)) >= 0):
+        # A copy keeps the user's kernel as given: clone for a fresh one, deepcopy to keep the weights.
+        kernel = copy.deepcopy(model.kernel) if fine_tune else clone(model.kernel)
+        return kernel.fit(X, y, groups=groups)
+    if not fitted:
+        raise ValueError(
+            "ABCClustering was given no labels and its `kernel` is not fitted: pass y to train "
+            "the kernel, or a fitted kernel."
+        )
+    return model.kernel

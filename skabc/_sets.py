@@ -1,0 +1,114 @@
+"""Clustering one set or many: per-set seeds fixed before dispatch, joblib (or Dask) over the sets.
+
+Each set is clustered by :func:`_cluster_one` (the kernel's affinity, then the
+spectral step); with ``groups``, every group is one set and ids are offset
+group after group so they are unique across groups.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import scipy.sparse as sp
+from joblib import effective_n_jobs
+from sklearn import config_context
+from sklearn.utils import _safe_indexing, check_random_state
+from sklearn.utils.parallel import Parallel, delayed
+from sklearn.utils.validation import _num_samples
+
+from ._fit_inputs import is_pairwise
+from .kernels import as_kernel
+from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
+from .spectral import SpectralStep, compact
+
+
+def cluster_groups(model, X, n_samples: int, group_codes):
+    """Cluster each group as one set; returns labels, affinities, k and eigenvalues per set.
+
+    ``X`` is passed on as the caller gave it (e.g. a DataFrame), so the kernel
+    validates it against the feature names it was fitted with.  The groups are
+    clustered in parallel over ``n_jobs``; ids are then offset group after group
+    so they are unique across groups.
+    """
+    if group_codes is None:
+        group_codes = np.zeros(n_samples, dtype=np.int64)
+    groups = np.unique(group_codes)
+    seeds = draw_seeds(model, check_random_state(model.random_state), len(groups))
+    if len(groups) == 1:
+        # One set: X itself, not a copy (a precomputed affinity stays the user's matrix), and its
+        # labels as the spectral step returned them (SpectralClustering's own, for its affinities).
+        set_labels, affinity, found, eigenvalues = map_sets(model, [X], seeds, model.n_jobs)[0]
+        return set_labels, [affinity], [found], [eigenvalues]
+    rows_of = [np.flatnonzero(group_codes == g) for g in groups]
+    if sp.issparse(X):
+        X = X.tocsr()  # row-indexable
+    if is_pairwise(model.affinity):
+        subsets = [_safe_indexing(_safe_indexing(X, rows), rows, axis=1) for rows in rows_of]
+    else:
+        subsets = [_safe_indexing(X, rows) for rows in rows_of]
+    results = map_sets(model, subsets, seeds, model.n_jobs)
+    labels = np.empty(n_samples, dtype=np.int64)
+    affinities, n_found, spectra = [], [], []
+    offset = 0
+    for rows, (set_labels, affinity, found, eigenvalues) in zip(rows_of, results, strict=True):
+        # Ids 0..found-1 in every set (already so but for SpectralClustering's), so offsets never collide.
+        labels[rows] = offset + compact(set_labels)
+        offset += found
+        affinities.append(affinity)
+        n_found.append(found)
+        spectra.append(eigenvalues)
+    return labels, affinities, n_found, spectra
+
+def draw_seeds(model, rng, n_sets: int) -> list:
+    """Per-set ``(eigengap seed or None, spectral seed)``, drawn in the order of the serial loop."""
+    if n_sets == 1 and model._follows_sklearn():
+        # Seeded as SpectralClustering seeds itself: random_state untouched, for one RandomState
+        # shared by the eigensolver and the assignment.
+        return [(None, model.random_state)]
+    seeds = []
+    for _ in range(n_sets):
+        eig_seed = None if model.n_clusters is not None else int(rng.randint(2**31 - 1))
+        seeds.append((eig_seed, int(rng.randint(np.iinfo(np.int32).max))))
+    return seeds
+
+def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
+    """Cluster each set, in order: in this process for one set, else with joblib."""
+    kernel, step = model.kernel_, model.spectral_step_
+    if len(sets) == 1:
+        return [_cluster_one(kernel, step, sets[0], *seeds[0])]
+    # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
+    # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
+    n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
+    bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
+    tasks = (delayed(_cluster_chunk)(kernel, step, sets[a:b], seeds[a:b]) for a, b in pairwise(bounds))
+    return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
+
+
+def _cluster_one(kernel, step: SpectralStep, X, eig_seed, seed: int):
+    """Cluster one set: the kernel's affinity, then the spectral step.
+
+    Returns (labels from 0, affinity, k found, eigenvalues).  A module-level
+    function so joblib can ship it, with the fitted kernel, to worker processes
+    or Dask workers.
+    """
+    if isinstance(kernel, (PairwiseKernel, PrecomputedKernel)):
+        # ABCClustering validated every parameter scikit-learn's functions get here; skip their own
+        # validation, as SpectralClustering.fit does (_fit_context), so the drop-in costs no more.
+        with config_context(skip_parameter_validation=True):
+            return _cluster_one_set(kernel, step, X, eig_seed, seed)
+    return _cluster_one_set(kernel, step, X, eig_seed, seed)
+
+
+def _cluster_one_set(kernel, step: SpectralStep, X, eig_seed, seed: int):
+    kernel = as_kernel(kernel)
+    n = _num_samples(X)
+    if not kernel.returns_sparse(n):
+        # The affinity plus the spectral step's Laplacian and working copies.
+        kernel.check_memory(n, n_copies=4)
+    return step.cluster(kernel.affinity(X), eig_seed, seed)
+
+
+def _cluster_chunk(kernel, step: SpectralStep, sets: list, seeds: list) -> list:
+    """``_cluster_one`` over a chunk of sets, in order (one joblib task)."""
+    return [_cluster_one(kernel, step, X, *seed) for X, seed in zip(sets, seeds, strict=True)]

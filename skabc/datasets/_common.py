@@ -1,0 +1,129 @@
+"""Shared parameter checks and random helpers of the synthetic set generators."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+
+
+def _check_int(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def _check_real(name: str, value, minimum: float = 0.0, maximum: float = np.inf, *, open_max: bool = False) -> float:
+    ok = isinstance(value, Real) and not isinstance(value, bool) and np.isfinite(value) and value >= minimum
+    ok = ok and (value < maximum if open_max else value <= maximum)
+    if not ok:
+        bound = f"< {maximum}" if open_max else f"<= {maximum}"
+        upper = "" if maximum == np.inf else f" and {bound}"
+        raise ValueError(f"{name} must be a finite number >= {minimum}{upper}, got {value!r}.")
+    return float(value)
+
+
+def _check_positive(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}.")
+    return float(value)
+
+
+def _check_range(name: str, value, minimum: float, *, integer: bool = False, positive: bool = False) -> tuple:
+    """A number, or a ``(low, high)`` pair with ``minimum <= low <= high``."""
+    pair = (value, value) if np.isscalar(value) else tuple(value) if isinstance(value, (tuple, list)) else None
+    kind = "integer" if integer else "number"
+    if pair is None or len(pair) != 2:
+        raise ValueError(f"{name} must be a {kind} or a (low, high) pair, got {value!r}.")
+    check = _check_int if integer else _check_real
+    low, high = (check(name, v, minimum) for v in pair)
+    if positive and low <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}.")
+    if high < low:
+        raise ValueError(f"{name} must satisfy low <= high, got {value!r}.")
+    return low, high
+
+
+def _check_noise_fraction(value) -> float:
+    return _check_real("noise_fraction", value, 0.0, 1.0, open_max=True)
+
+
+def _split_noise(n_samples: int, noise_fraction: float, n_structure_min: int, name: str) -> tuple[int, int]:
+    """Points of structure and of background noise in a set of ``n_samples``."""
+    n_noise = round(noise_fraction * n_samples)
+    if n_samples - n_noise < n_structure_min:
+        raise ValueError(
+            f"n_samples={n_samples} with noise_fraction={noise_fraction} leaves {n_samples - n_noise} points "
+            f"of structure, fewer than {name}={n_structure_min} (every cluster needs a point)."
+        )
+    return n_samples - n_noise, n_noise
+
+
+# --------------------------------------------------------------------------- drawing helpers
+
+
+def _log_uniform(rng, low: float, high: float, size=None):
+    return np.exp(rng.uniform(np.log(low), np.log(high), size))
+
+
+def _size_weights(rng, k: int, imbalance: float) -> np.ndarray:
+    """Log-normal cluster-size weights; ``imbalance=0`` gives equal expected sizes."""
+    return np.exp(imbalance * rng.standard_normal(k))
+
+
+def _split_counts(rng, n: int, weights: np.ndarray) -> np.ndarray:
+    """``len(weights)`` counts >= 1 summing to ``n``, the rest spread in proportion to the weights."""
+    k = len(weights)
+    return rng.multinomial(n - k, weights / weights.sum()) + 1
+
+
+def _random_rotation(rng, d: int) -> np.ndarray:
+    """Uniformly random orthogonal ``d x d`` matrix."""
+    q, r = np.linalg.qr(rng.standard_normal((d, d)))
+    return q * np.sign(np.diag(r))
+
+
+def _disc(rng, radius: float, k: int) -> np.ndarray:
+    """``k`` points uniform in a disc."""
+    rho = radius * np.sqrt(rng.uniform(0, 1, k))
+    phi = rng.uniform(0, 2 * np.pi, k)
+    return np.column_stack([rho * np.cos(phi), rho * np.sin(phi)])
+
+
+def _rotate2d(rng, X: np.ndarray) -> np.ndarray:
+    a = rng.uniform(0, 2 * np.pi)
+    c, s = np.cos(a), np.sin(a)
+    return X @ np.array([[c, s], [-s, c]])
+
+
+def _background(rng, X: np.ndarray, n_noise: int, margin: float) -> np.ndarray:
+    """``n_noise`` points uniform in the bounding box of ``X`` widened by ``margin`` of its extent."""
+    low, high = X.min(axis=0), X.max(axis=0)
+    pad = margin * (high - low)
+    return rng.uniform(0, 1, (n_noise, X.shape[1])) * (high - low + 2 * pad) + (low - pad)
+
+
+def _embed(rng, X: np.ndarray, n_features: int, noise_std: float) -> np.ndarray:
+    d0 = X.shape[1]
+    q, r = np.linalg.qr(rng.standard_normal((n_features, d0)))
+    basis = q * np.sign(np.diag(r))  # (n_features, d0), orthonormal columns
+    out = X @ basis.T
+    if noise_std > 0 and n_features > d0:
+        noise = rng.normal(0.0, noise_std, out.shape)
+        out += noise - (noise @ basis) @ basis.T  # only in the directions orthogonal to the structure
+    return out
+
+
+def _finish(rng, X, y, n_noise: int, n_features: int, embed_noise: float, margin: float = 0.1):
+    """Add singleton-labelled background noise, embed into ``n_features`` dimensions, shuffle."""
+    if n_noise:
+        X = np.concatenate([X, _background(rng, X, n_noise, margin)])
+        y = np.concatenate([y, y.max() + 1 + np.arange(n_noise)])
+    if n_features > X.shape[1]:
+        X = _embed(rng, X, n_features, embed_noise)
+    order = rng.permutation(len(X))
+    return X[order], y[order].astype(np.int64)
+
+
+# --------------------------------------------------------------------------- public generators
+

@@ -1,0 +1,92 @@
+"""Background noise and embedding into more dimensions, applied to any labelled set."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from ._common import _background, _check_int, _check_real, _embed
+
+
+def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1, random_state=None):
+    """Append uniform background noise points, each with its own label.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        One set.
+    y : array-like of int of shape (n_samples,)
+        Its cluster labels.
+    fraction : float, default=0.1
+        Share of the *returned* points that is noise, in ``[0, 1)``:
+        ``round(fraction * n_samples / (1 - fraction))`` points are added.
+    margin : float, default=0.1
+        The noise is uniform in the bounding box of ``X`` widened on every
+        side by this share of its extent (a constant column stays constant).
+    random_state : int, RandomState instance or None, default=None
+        Seed.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples + n_noise, n_features)
+        ``X`` followed by the noise points.
+    y : ndarray of shape (n_samples + n_noise,)
+        ``y`` followed by the noise labels ``max(y)+1, max(y)+2, ...``: every
+        noise point is a singleton cluster, since noise belongs with nothing
+        (see the module documentation).
+    """
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(y)
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}.")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or infinity.")
+    if y.shape != (X.shape[0],) or y.dtype.kind not in "iu":
+        raise ValueError(f"y must be {X.shape[0]} integer labels, got an array of shape {y.shape} and dtype {y.dtype}.")
+    fraction = _check_real("fraction", fraction, 0.0, 1.0, open_max=True)
+    margin = _check_real("margin", margin)
+    rng = check_random_state(random_state)
+    n_noise = round(fraction * len(X) / (1 - fraction))
+    noise = _background(rng, X, n_noise, margin)
+    labels = y.max() + 1 + np.arange(n_noise, dtype=np.int64)
+    return np.concatenate([X, noise]), np.concatenate([y.astype(np.int64), labels])
+
+
+def embed_in_dimensions(X, n_features: int, *, noise_std: float = 0.0, random_state=None) -> np.ndarray:
+    """Place a low-dimensional set into ``n_features`` dimensions at a random orientation.
+
+    The columns of ``X`` are mapped onto a random orthonormal basis of a
+    ``d0``-dimensional subspace of ``R^n_features`` (distances are kept), and
+    isotropic Gaussian noise is added in the ``n_features - d0`` directions
+    orthogonal to it.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, d0)
+        The set.
+    n_features : int
+        Target dimension, ``>= d0``.  With ``n_features == d0`` this is a
+        random rotation (and reflection) of ``X``.
+    noise_std : float, default=0.0
+        Standard deviation of the noise in every orthogonal direction, in the
+        units of ``X``.
+    random_state : int, RandomState instance or None, default=None
+        Seed.
+
+    Returns
+    -------
+    X_embedded : ndarray of shape (n_samples, n_features)
+    """
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or X.shape[1] < 1:
+        raise ValueError(f"X must be a 2-D array with at least one column, got shape {X.shape}.")
+    n_features = _check_int("n_features", n_features)
+    if n_features < X.shape[1]:
+        raise ValueError(f"n_features={n_features} is smaller than the {X.shape[1]} columns of X.")
+    noise_std = _check_real("noise_std", noise_std)
+    return _embed(check_random_state(random_state), X, n_features, noise_std)
+
+
+# --------------------------------------------------------------------------- the mixture
+
+

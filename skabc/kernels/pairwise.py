@@ -1,0 +1,327 @@
+"""Kernels over scikit-learn's own affinities: every non-learned ``ABCClustering(affinity=...)``.
+
+:class:`PairwiseKernel` builds an affinity from features (a kernel of
+:mod:`sklearn.metrics.pairwise`, a callable, or a k-nearest-neighbour graph);
+:class:`PrecomputedKernel` takes the user's affinity or distance matrix.  Both
+call scikit-learn's functions exactly as
+:class:`~sklearn.cluster.SpectralClustering` calls them, so the same settings
+give the same matrix, bit for bit.  They hold no learned state: they are ready
+without ``fit``.
+"""
+
+from __future__ import annotations
+
+import os
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.metrics.pairwise import KERNEL_PARAMS, pairwise_kernels
+from sklearn.neighbors import NearestNeighbors, kneighbors_graph
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_array, validate_data
+
+from ..exceptions import AffinityTooLargeError
+from .base import Kernel
+
+#: The kernel names of :func:`sklearn.metrics.pairwise.pairwise_kernels`.
+KERNEL_NAMES = frozenset(KERNEL_PARAMS)
+#: Affinities built from features, as SpectralClustering names them.
+FEATURE_AFFINITIES = KERNEL_NAMES | {"nearest_neighbors"}
+#: Affinities the user computed: an affinity matrix, or distances to turn into a kNN graph.
+PRECOMPUTED_AFFINITIES = frozenset({"precomputed", "precomputed_nearest_neighbors"})
+#: Sparse formats accepted as scikit-learn's SpectralClustering accepts them.
+SPARSE_FORMATS = ["csr", "csc", "coo"]
+
+# A precomputed affinity whose transpose differs from it by more than this (relative to its
+# largest entry) is refused; smaller, rounding-level differences are averaged away by
+# scikit-learn's spectral embedding, as SpectralClustering does.
+SYMMETRY_RTOL = 1e-6
+# Side of the square tiles compared by the dense symmetry check (2 MiB of float64 each).
+_SYMMETRY_BLOCK = 512
+
+
+def _physical_memory_bytes() -> float | None:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # not POSIX: no reliable figure
+        return None
+
+
+def _check_n_neighbors(n_neighbors: int, n_samples: int, affinity: str) -> None:
+    if n_neighbors >= n_samples:
+        raise ValueError(
+            f"n_neighbors={n_neighbors} must be smaller than the number of samples ({n_samples}) "
+            f"for affinity={affinity!r}; lower n_neighbors."
+        )
+
+
+class PairwiseKernel(Kernel):
+    """Affinity of a set from its features, by scikit-learn's own functions.
+
+    ``metric='nearest_neighbors'`` gives the symmetrised k-nearest-neighbour
+    connectivity ``0.5 * (C + C.T)`` of
+    :func:`sklearn.neighbors.kneighbors_graph` (``include_self=True``), a
+    sparse matrix; any other value goes to
+    :func:`sklearn.metrics.pairwise.pairwise_kernels`.  This is exactly what
+    :class:`~sklearn.cluster.SpectralClustering` computes for the same
+    ``affinity``.  Nothing is learned: the kernel is ready without ``fit``.
+
+    Parameters
+    ----------
+    metric : str or callable, default='rbf'
+        ``'nearest_neighbors'``, a kernel name of
+        :func:`sklearn.metrics.pairwise.kernel_metrics` (``'rbf'``,
+        ``'laplacian'``, ``'poly'``, ...), or a callable taking two rows and
+        returning their similarity.
+    gamma : float, default=1.0
+        Kernel coefficient of the rbf, poly, sigmoid, laplacian and chi2
+        kernels; must be positive.
+    n_neighbors : int, default=10
+        Neighbours per point of the kNN graph (the point itself included);
+        must be smaller than the number of samples.
+    degree : float, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=1
+        Zero coefficient of the polynomial and sigmoid kernels.
+    kernel_params : dict, default=None
+        Keyword arguments of a callable ``metric`` (for a named kernel they
+        complement ``gamma``, ``degree`` and ``coef0``).
+    n_jobs : int, default=None
+        Parallel jobs of the neighbour search.
+
+    Attributes
+    ----------
+    outputs_probabilities : bool
+        Always False: these affinities are not same-cluster probabilities.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skabc.kernels.pairwise import PairwiseKernel
+    >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [5.0, 5.0]])
+    >>> PairwiseKernel("rbf", gamma=0.5).affinity(X).round(3)
+    array([[1.   , 0.607, 0.   ],
+           [0.607, 1.   , 0.   ],
+           [0.   , 0.   , 1.   ]])
+    """
+
+    _parameter_constraints: dict = {
+        "metric": [callable, StrOptions(set(FEATURE_AFFINITIES))],
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "degree": [Interval(Real, 0, None, closed="left")],
+        "coef0": [Interval(Real, None, None, closed="neither")],
+        "kernel_params": [dict, None],
+        "n_jobs": [Integral, None],
+    }
+
+    def __init__(self, metric="rbf", *, gamma=1.0, n_neighbors=10, degree=3, coef0=1, kernel_params=None,
+                 n_jobs=None):
+        self.metric = metric
+        self.gamma = gamma
+        self.n_neighbors = n_neighbors
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.n_jobs = n_jobs
+
+    def fit(self, X, y=None):
+        """Check the parameters and record the number of features; nothing is learned.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : Ignored
+
+        Returns
+        -------
+        self : PairwiseKernel
+        """
+        self._validate_params()
+        validate_data(self, X, accept_sparse=SPARSE_FORMATS, dtype=np.float64)
+        return self
+
+    def affinity(self, X) -> np.ndarray | sp.csr_matrix:
+        """The affinity of the set ``X``, as SpectralClustering builds it.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        affinity : ndarray of shape (n_samples, n_samples), or scipy.sparse.csr_matrix for the kNN graph
+        """
+        self._validate_params()
+        X = check_array(X, accept_sparse=SPARSE_FORMATS, dtype=np.float64)
+        if self.metric == "nearest_neighbors":
+            _check_n_neighbors(self.n_neighbors, X.shape[0], "nearest_neighbors")
+            connectivity = kneighbors_graph(X, n_neighbors=self.n_neighbors, include_self=True, n_jobs=self.n_jobs)
+            return 0.5 * (connectivity + connectivity.T)
+        # A copy: SpectralClustering writes gamma, degree and coef0 into the user's dict; we do not.
+        params = dict(self.kernel_params or {})
+        if not callable(self.metric):
+            params.update(gamma=self.gamma, degree=self.degree, coef0=self.coef0)
+        return pairwise_kernels(X, metric=self.metric, filter_params=True, **params)
+
+    def returns_sparse(self, n_samples: int) -> bool:
+        """True for the kNN graph, False for the dense pairwise kernels."""
+        return self.metric == "nearest_neighbors"
+
+    def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
+        """Refuse a dense kernel matrix that could not fit in the machine's physical memory.
+
+        A clear error instead of an allocation failure deep in NumPy; the
+        kNN graph is sparse and always passes.
+        """
+        if self.returns_sparse(n_samples):
+            return
+        available = _physical_memory_bytes()
+        needed = n_copies * 8.0 * float(n_samples) ** 2
+        if available is not None and needed > available:
+            raise AffinityTooLargeError(
+                f"affinity={self.metric!r} on {n_samples} points needs about {needed / 2**30:.1f} GiB for its "
+                f"dense {n_samples} x {n_samples} matrix and the spectral step's copies, more than this "
+                f"machine's {available / 2**30:.1f} GiB; use affinity='nearest_neighbors' (a sparse graph)."
+            )
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return True  # stateless: ready without fit
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class PrecomputedKernel(Kernel):
+    """The user's own affinity matrix, or a kNN graph of the user's distances.
+
+    ``kind='precomputed'``: ``X`` is the affinity, checked (square,
+    symmetric, non-negative, finite) and returned as given, dense or sparse.
+    ``kind='precomputed_nearest_neighbors'``: ``X`` holds distances (dense,
+    or a sparse graph of each point's nearest neighbours); the affinity is the
+    symmetrised connectivity of its ``n_neighbors`` nearest neighbours, built
+    by :class:`sklearn.neighbors.NearestNeighbors` with
+    ``metric='precomputed'``, exactly as
+    :class:`~sklearn.cluster.SpectralClustering` builds it.
+
+    Parameters
+    ----------
+    kind : {'precomputed', 'precomputed_nearest_neighbors'}, default='precomputed'
+    n_neighbors : int, default=10
+        Neighbours per point (``'precomputed_nearest_neighbors'`` only).
+    n_jobs : int, default=None
+        Parallel jobs of the neighbour search.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skabc.kernels.pairwise import PrecomputedKernel
+    >>> A = np.array([[1.0, 0.9], [0.9, 1.0]])
+    >>> PrecomputedKernel().affinity(A) is A
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "kind": [StrOptions(set(PRECOMPUTED_AFFINITIES))],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "n_jobs": [Integral, None],
+    }
+
+    def __init__(self, kind="precomputed", *, n_neighbors=10, n_jobs=None):
+        self.kind = kind
+        self.n_neighbors = n_neighbors
+        self.n_jobs = n_jobs
+
+    def fit(self, X, y=None):
+        """Check the parameters and the matrix; nothing is learned.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_samples)
+        y : Ignored
+
+        Returns
+        -------
+        self : PrecomputedKernel
+        """
+        self._validate_params()
+        self.affinity(validate_data(self, X, accept_sparse=SPARSE_FORMATS, dtype=np.float64))
+        return self
+
+    def affinity(self, X) -> np.ndarray | sp.spmatrix:
+        """The affinity the square matrix ``X`` stands for.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_samples)
+            Affinities (``kind='precomputed'``) or distances.
+
+        Returns
+        -------
+        affinity : ndarray or scipy sparse matrix of shape (n_samples, n_samples)
+
+        Raises
+        ------
+        ValueError
+            If ``X`` is not square, has negative or non-finite entries, or
+            (an affinity) is not symmetric; or ``n_neighbors`` is not below
+            the number of samples.
+        """
+        self._validate_params()
+        X = check_array(X, accept_sparse=SPARSE_FORMATS, dtype=np.float64)
+        what = "affinity" if self.kind == "precomputed" else "distance"
+        if X.ndim != 2 or X.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"affinity={self.kind!r} needs a square n x n {what} matrix, got shape {X.shape}; "
+                "to cluster feature rows use another affinity (e.g. 'rbf' or 'nearest_neighbors')."
+            )
+        values = X.data if sp.issparse(X) else X
+        lowest = float(values.min()) if values.size else 0.0
+        if lowest < 0:
+            raise ValueError(
+                f"Negative values in data passed to affinity={self.kind!r}: it needs a non-negative {what} "
+                f"matrix, and this one has entries down to {lowest:.3g}."
+            )
+        if self.kind == "precomputed":
+            _check_symmetric(X, float(values.max()) if values.size else 0.0)
+            return X
+        _check_n_neighbors(self.n_neighbors, X.shape[0], self.kind)
+        neighbors = NearestNeighbors(n_neighbors=self.n_neighbors, n_jobs=self.n_jobs, metric="precomputed").fit(X)
+        connectivity = neighbors.kneighbors_graph(X=X, mode="connectivity")
+        return 0.5 * (connectivity + connectivity.T)
+
+    def returns_sparse(self, n_samples: int) -> bool:
+        """True for the kNN graph; a precomputed affinity stays as given (dense or sparse)."""
+        return self.kind == "precomputed_nearest_neighbors"
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return True  # stateless: ready without fit
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.pairwise = True
+        return tags
+
+
+def _check_symmetric(A, scale: float) -> None:
+    """Refuse an affinity that differs from its transpose beyond rounding (``scale``: its largest entry)."""
+    if sp.issparse(A):
+        difference = A.tocsr() - A.T
+        largest = float(abs(difference).max()) if difference.nnz else 0.0
+    else:
+        # Square tiles of the upper triangle against their mirror images: cache-friendly, and no
+        # n x n temporary (a plain A - A.T would double the memory of a large affinity).
+        largest, n, b = 0.0, A.shape[0], _SYMMETRY_BLOCK
+        for i in range(0, n, b):
+            for j in range(i, n, b):
+                tile = A[i:i + b, j:j + b] - A[j:j + b, i:i + b].T
+                largest = max(largest, float(np.abs(tile).max(initial=0.0)))
+    if largest > 1e-10 + SYMMETRY_RTOL * scale:
+        raise ValueError(
+            f"affinity='precomputed' needs a symmetric affinity matrix, but X[i, j] and X[j, i] differ by up to "
+            f"{largest:.3g} (largest entry {scale:.3g}); symmetrise it first, e.g. 0.5 * (X + X.T)."
+        )

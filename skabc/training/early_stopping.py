@@ -1,0 +1,125 @@
+"""skorch callbacks that end a training run early: on a validation score, or on a time budget.
+
+Both stop the run the way skorch's own ``EarlyStopping`` does (raising
+``KeyboardInterrupt``, which ``NeuralNet.partial_fit`` turns into a clean
+end of training) and say so in ``stopped_``, so the kernel can tell a
+planned stop from a user's Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import time
+
+from skorch.callbacks import Callback
+
+from .validation import score_sets
+
+
+def _copy_state(module) -> dict:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+class ValidationSetsScoring(Callback):
+    """Score held-out validation sets after every epoch; keep the best weights; stop when they stall.
+
+    The weights the run starts from are scored first (``start_score_``) and
+    count as a candidate: if no epoch beats them, training ends with them
+    restored, so a fine-tuned kernel is never worse on the held-out sets
+    than the kernel it started from.
+
+    Parameters
+    ----------
+    sets : list of (ndarray, ndarray)
+        Validation sets (network input, true labels), from
+        :func:`~skabc.training.validation.draw_validation_sets`.
+    settings : dict
+        How the sets are clustered (ABCClustering's resolved
+        ``affinity_power``, ``assign_labels``, ``n_clusters_selection``).
+    patience : int or None, default=5
+        Epochs without a better score before the run stops; ``None`` never
+        stops (the best weights are still restored).
+    name : str, default='valid_ari'
+        History key of the score (``name + '_best'`` marks improvements,
+        which skorch's epoch log highlights).
+
+    Attributes
+    ----------
+    start_score_ : float
+        Score of the starting weights.
+    best_score_ : float
+        Best score seen (``start_score_`` included).
+    best_epoch_ : int
+        Epoch of the best score, ``0`` for the starting weights.
+    stopped_ : bool
+        Whether this callback ended the run.
+    """
+
+    def __init__(self, sets: list, settings: dict, patience: int | None = 5, name: str = "valid_ari") -> None:
+        self.sets = sets
+        self.settings = settings
+        self.patience = patience
+        self.name = name
+
+    def on_train_begin(self, net, **kwargs):
+        self.start_score_ = score_sets(net.module_, self.sets, self.settings)
+        self.best_score_ = self.start_score_
+        self.best_epoch_ = 0
+        self.best_state_ = _copy_state(net.module_)
+        self.stopped_ = False
+
+    def on_epoch_end(self, net, **kwargs):
+        score = score_sets(net.module_, self.sets, self.settings)
+        epoch = len(net.history)
+        improved = score > self.best_score_
+        net.history.record(self.name, score)
+        net.history.record(self.name + "_best", bool(improved))
+        if improved:
+            self.best_score_, self.best_epoch_ = score, epoch
+            self.best_state_ = _copy_state(net.module_)
+        elif self.patience is not None and epoch - self.best_epoch_ >= self.patience:
+            self.stopped_ = True
+            raise KeyboardInterrupt
+
+    def on_train_end(self, net, **kwargs):
+        state, self.best_state_ = self.best_state_, None  # no second copy of the weights in pickles
+        if state is not None:
+            net.module_.load_state_dict(state)
+
+
+class TimeLimit(Callback):
+    """Stop training once ``max_time`` seconds (wall clock) have passed since it began.
+
+    Checked after every optimiser step; the weights of the step that ran
+    past the limit stay (a :class:`ValidationSetsScoring` restores its best
+    ones at the end anyway).
+
+    Parameters
+    ----------
+    max_time : float
+        Seconds.
+
+    Attributes
+    ----------
+    stopped_ : bool
+        Whether the limit ended the run.
+    """
+
+    def __init__(self, max_time: float) -> None:
+        self.max_time = max_time
+
+    def on_train_begin(self, net, **kwargs):
+        self.start_ = time.monotonic()
+        self.stopped_ = False
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training and time.monotonic() - self.start_ > self.max_time:
+            self.stopped_ = True
+            raise KeyboardInterrupt
+
+
+def planned_stop(net) -> bool:
+    """Whether one of these callbacks, not the user, ended the run of ``net``."""
+    return any(getattr(cb, "stopped_", False) for _, cb in net.callbacks_)
+
+
+__all__ = ["TimeLimit", "ValidationSetsScoring", "planned_stop"]

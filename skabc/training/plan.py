@@ -1,0 +1,193 @@
+"""What a ContextualKernel fit will do, decided once: where it starts, how long it trains, how it validates.
+
+:func:`plan_training` resolves every ``'auto'`` of the training parameters
+(``init``, ``max_epochs``, ``early_stopping``) for the data at hand
+and returns a :class:`TrainingPlan`: the network's architecture, the weights
+to start from, a kernel whose parameters say exactly how to train (what
+:func:`skabc.training.train` reads), the rows left for training, and the
+callbacks that validate on held-out classes or groups and stop the run.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from ..nn.build import set_transform
+from ..sampling import check_set_size
+from .early_stopping import TimeLimit, ValidationSetsScoring
+from .schedule import Schedule, training_schedule
+from .validation import draw_validation_sets, validation_split
+
+#: Parameters that define the network (its architecture and input map); the others say how to train or infer.
+NETWORK_PARAMS = ("attention", "n_inducing", "window_size", "window_attention", "attention_options", "compat",
+                  "n_blocks", "n_heads", "d_model", "layer_norm", "dropout", "canonical_features", "embedder",
+                  "local_geometry", "embed_features")
+
+#: The shipped kernel ``init='generic'`` fine-tunes (loaded through :func:`skabc.pretrained.load`).
+GENERIC = "generic"
+
+#: Fixed held-out sets scored after every epoch when early stopping is on.
+N_VALIDATION_SETS = 24
+
+
+@dataclass
+class TrainingPlan:
+    """The resolved training of one fit (see :func:`plan_training`)."""
+
+    init: str
+    network_params: dict
+    spec: object  # a ContextualKernel with every training 'auto' resolved: what train() reads
+    start_state: dict | None
+    recommended_clustering: dict
+    train_labels: np.ndarray
+    schedule: Schedule | None
+    callbacks: list = field(default_factory=list)
+
+    def record(self, kernel, net) -> None:
+        """Set ``kernel``'s fitted attributes that say how this plan's training went."""
+        kernel.init_ = self.init
+        kernel.network_params_ = self.network_params
+        kernel.schedule_ = self.schedule
+        validation = dict(net.callbacks_).get("validation")
+        kernel.validation_score_ = None if validation is None else validation.best_score_
+        kernel.start_validation_score_ = None if validation is None else validation.start_score_
+        kernel.recommended_clustering_ = self.recommended_clustering
+
+
+def network_of(kernel):
+    """A kernel whose network parameters are those of ``kernel``'s fitted network (the generic's if fine-tuned)."""
+    network = getattr(kernel, "network_params_", None)
+    if not network:
+        return kernel
+    return type(kernel)(**{**kernel.get_params(deep=False), **network})
+
+
+def default_network_params(kernel) -> dict:
+    """The ``__init__`` defaults of the network parameters of ``kernel``'s class."""
+    signature = inspect.signature(type(kernel).__init__).parameters
+    return {name: signature[name].default for name in NETWORK_PARAMS}
+
+
+def resolve_init(kernel, continuing: bool) -> str:
+    """``'warm_start'`` when continuing a fitted kernel, else ``init`` with ``'auto'`` resolved.
+
+    ``'auto'`` is ``'generic'`` when every network parameter is at its
+    default (the user asked for no particular network), else ``'scratch'``.
+    """
+    if continuing:
+        return "warm_start"
+    if kernel.init != "auto":
+        return kernel.init
+    own = {name: getattr(kernel, name) for name in NETWORK_PARAMS}
+    return GENERIC if own == default_network_params(kernel) else "scratch"
+
+
+def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> TrainingPlan:
+    """Resolve where ``kernel``'s fit starts, how long it trains and how it validates.
+
+    Parameters
+    ----------
+    kernel : ContextualKernel
+        Parameters validated.
+    X : ndarray of shape (n_samples, n_features), float32
+    labels : ndarray of int64
+        ``-1`` for unlabelled rows.
+    group_codes : ndarray of int64 or None
+
+    Returns
+    -------
+    plan : TrainingPlan
+
+    Raises
+    ------
+    ValueError
+        If ``init='generic'`` is combined with network parameters of its
+        own, the generic kernel cannot be fine-tuned, or ``d_model`` is not
+        divisible by ``n_heads``.
+    """
+    continuing = kernel.warm_start and hasattr(kernel, "module_")
+    init = resolve_init(kernel, continuing)
+    own_network = {name: getattr(kernel, name) for name in NETWORK_PARAMS}
+    # A warm start continues from the fitted weights, with the settings recommended for them; a kernel
+    # fine-tuned from the generic one keeps that network, any other uses its own parameters (a changed
+    # architecture then fails to load the weights, with a clear error).
+    start_state = kernel.module_.state_dict() if continuing else None
+    recommended = kernel.recommended_clustering() if continuing else {}
+    fine_tuned = continuing and getattr(kernel, "init_", None) == GENERIC
+    network = dict(kernel.network_params_) if fine_tuned else own_network
+    if init == GENERIC:
+        changed = {k: v for k, v in own_network.items() if v != default_network_params(kernel)[k]}
+        if changed:
+            raise ValueError(
+                f"init='generic' fine-tunes the shipped generic kernel, whose network is fixed; it cannot take "
+                f"network parameters of its own ({', '.join(f'{k}={v!r}' for k, v in changed.items())}). "
+                "Leave them at their defaults, or pass init='scratch' to train that network from scratch."
+            )
+        start = _load_generic(kernel.device)
+        network = {name: start.get_params()[name] for name in NETWORK_PARAMS}
+        start_state = start.module_.state_dict()
+        recommended = start.recommended_clustering() or _shipped_recommendation()
+
+    rng = np.random.default_rng(check_random_state(kernel.random_state).randint(np.iinfo(np.int32).max))
+    early_stopping = kernel.early_stopping if kernel.early_stopping != "auto" else kernel.max_epochs == "auto"
+    held_out = validation_split(labels, group_codes, kernel.validation_fraction, rng) if early_stopping else None
+    train_labels = labels if held_out is None else np.where(held_out, -1, labels)
+
+    schedule = None
+    max_epochs, sets_per_epoch = kernel.max_epochs, kernel.sets_per_epoch
+    if max_epochs == "auto":
+        schedule = training_schedule(int((train_labels >= 0).sum()), _classes_per_group(train_labels, group_codes),
+                                     kernel.batch_size)
+        max_epochs, per_epoch = schedule.max_epochs, schedule.sets_per_epoch
+        if sets_per_epoch is None:
+            sets_per_epoch = per_epoch
+        else:  # the user's epoch length, as many epochs as the schedule's steps need
+            max_epochs = max(1, round(schedule.n_steps * kernel.batch_size / sets_per_epoch))
+    spec = type(kernel)(**{**kernel.get_params(deep=False), **network, "max_epochs": max_epochs,
+                           "sets_per_epoch": sets_per_epoch, "early_stopping": False, "init": "scratch"})
+    if spec.d_model % spec.n_heads != 0:
+        raise ValueError(f"d_model={spec.d_model} must be divisible by n_heads={spec.n_heads}.")
+
+    callbacks = []
+    if held_out is not None:
+        sets = draw_validation_sets(X, labels, group_codes, held_out, N_VALIDATION_SETS,
+                                    check_set_size(kernel.set_size), int(rng.integers(2**31 - 1)), set_transform(spec))
+        callbacks.append(("validation", ValidationSetsScoring(sets, recommended, patience=kernel.n_iter_no_change)))
+    if kernel.max_time is not None:
+        callbacks.append(("time_limit", TimeLimit(float(kernel.max_time))))
+    return TrainingPlan(init=init, network_params=network, spec=spec, start_state=start_state,
+                        recommended_clustering=recommended, train_labels=train_labels, schedule=schedule,
+                        callbacks=callbacks)
+
+
+def _classes_per_group(labels: np.ndarray, group_codes) -> int:
+    """Largest number of distinct labelled classes within one group (all rows when no groups)."""
+    labelled = labels >= 0
+    if group_codes is None:
+        return max(1, len(np.unique(labels[labelled])))
+    pairs = np.unique(np.column_stack([group_codes[labelled], labels[labelled]]), axis=0)
+    return max(1, int(np.bincount(pairs[:, 0] - pairs[:, 0].min()).max())) if len(pairs) else 1
+
+
+def _load_generic(device):
+    from ..kernels.contextual import ContextualKernel
+    from ..pretrained import load
+
+    start = load(GENERIC, device=device if isinstance(device, str) else "auto")
+    if not isinstance(start, ContextualKernel) or start.canonical_features is None:
+        raise ValueError(
+            f"init='generic' needs the shipped {GENERIC!r} kernel to be one ContextualKernel on canonical "
+            f"features (any input width); this installation's is a {type(start).__name__}: pass init='scratch'."
+        )
+    return start
+
+
+def _shipped_recommendation() -> dict:
+    from ..pretrained import RECOMMENDED_CLUSTERING
+
+    return dict(RECOMMENDED_CLUSTERING.get(GENERIC, {}))
+

@@ -1,0 +1,118 @@
+"""Validation on held-out classes or groups: the split, the validation sets, and their score.
+
+What a user of a learned kernel cares about is how it clusters sets it has
+not seen, often of classes it has not seen.  :func:`validation_split` holds
+out whole groups when there are several (each group is an independent
+problem), else whole classes plus a share of the rows of the others, so the
+validation sets mix unseen classes with seen ones.  :func:`draw_validation_sets`
+draws fixed sets from the held-out rows once, and :func:`score_sets` clusters
+them the way :class:`~skabc.ABCClustering` would (``k`` unknown) and returns
+the mean adjusted Rand index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.metrics import adjusted_rand_score
+
+from ..sampling import ClusterSetSampler
+from ..spectral import consensus_n_clusters, estimate_n_clusters, spectral_labels
+
+#: Fewest held-out labelled rows worth a validation split.
+MIN_VALIDATION_ROWS = 20
+
+
+def validation_split(labels: np.ndarray, group_codes, fraction: float, rng: np.random.Generator):
+    """Rows held out for validation, or ``None`` when the data cannot spare a useful split.
+
+    Parameters
+    ----------
+    labels : ndarray of int
+        Class codes, ``-1`` for unlabelled rows (never held out, never drawn).
+    group_codes : ndarray of int or None
+        Group of every row.
+    fraction : float
+        Share of the groups (or classes, and of the rows of the other
+        classes) held out, in ``(0, 1)``.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    held_out : ndarray of bool or None
+        True for validation rows.  With two or more groups holding labelled
+        rows: every row of ``round(fraction * n_groups)`` groups (at least
+        one, never all).  Otherwise, with three or more classes: every row of
+        ``round(fraction * n_classes)`` classes (at least one, leaving at
+        least two) and ``fraction`` of the rows of every other class;
+        with fewer classes, ``fraction`` of the rows of each.  ``None`` when
+        fewer than :data:`MIN_VALIDATION_ROWS` rows would be held out or
+        training would keep fewer than two labelled rows.
+    """
+    labelled = labels >= 0
+    held_out = np.zeros(len(labels), dtype=bool)
+    groups = np.unique(group_codes[labelled]) if group_codes is not None else np.array([])
+    if len(groups) >= 2:
+        n_out = int(np.clip(round(fraction * len(groups)), 1, len(groups) - 1))
+        held_out = labelled & np.isin(group_codes, rng.choice(groups, n_out, replace=False))
+    else:
+        classes = np.unique(labels[labelled])
+        n_out = int(np.clip(round(fraction * len(classes)), 1, len(classes) - 2)) if len(classes) >= 3 else 0
+        unseen = rng.choice(classes, n_out, replace=False) if n_out else np.array([], dtype=labels.dtype)
+        held_out |= np.isin(labels, unseen) & labelled
+        for c in np.setdiff1d(classes, unseen):
+            rows = np.flatnonzero(labels == c)
+            held_out[rng.choice(rows, round(fraction * len(rows)), replace=False)] = True
+    if held_out.sum() < MIN_VALIDATION_ROWS or (labelled & ~held_out).sum() < 2:
+        return None
+    return held_out
+
+
+def draw_validation_sets(X: np.ndarray, labels: np.ndarray, group_codes, held_out: np.ndarray, n_sets: int,
+                         set_size: tuple[int, int], seed: int, set_transform=None) -> list:
+    """``n_sets`` fixed sets drawn from the held-out rows (Algorithm 1), inputs already transformed.
+
+    Returns
+    -------
+    sets : list of (ndarray of float32, ndarray of int)
+        Network input and true labels of every set.
+    """
+    rows_labels = np.where(held_out, labels, -1)
+    sampler = ClusterSetSampler(rows_labels, group_codes, set_size)
+    rng = np.random.default_rng([seed, 2])
+    sets = []
+    for _ in range(n_sets):
+        rows, set_labels = sampler.draw(rng)
+        points = X[rows] if set_transform is None else set_transform(X[rows])
+        sets.append((np.asarray(points, dtype=np.float32), set_labels))
+    return sets
+
+
+def set_affinity(module: torch.nn.Module, X: np.ndarray) -> np.ndarray:
+    """Same-cluster probabilities of one (small, already transformed) set, float64, exactly symmetric."""
+    device = next(module.parameters()).device
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.inference_mode():
+            logits = module(torch.as_tensor(X, device=device)[None])[0]
+    finally:
+        module.train(was_training)
+    affinity = torch.sigmoid(logits.double()).cpu().numpy()
+    return 0.5 * (affinity + affinity.T)
+
+
+def cluster_affinity(affinity: np.ndarray, settings: dict, max_clusters: int = 50, random_state: int = 0) -> np.ndarray:
+    """Labels of one set from its affinity, ``k`` estimated, with ABCClustering's resolved ``settings``."""
+    power = float(settings.get("affinity_power", 1.0))
+    powered = affinity if power == 1.0 else affinity**power
+    estimate = consensus_n_clusters if settings.get("n_clusters_selection") == "consensus" else estimate_n_clusters
+    k, _ = estimate(powered, max_clusters, random_state=random_state)
+    return spectral_labels(powered, k, random_state=random_state,
+                           assign_labels=settings.get("assign_labels", "kmeans"))
+
+
+def score_sets(module: torch.nn.Module, sets: list, settings: dict) -> float:
+    """Mean adjusted Rand index of the clustered validation ``sets`` (``k`` unknown)."""
+    scores = [adjusted_rand_score(labels, cluster_affinity(set_affinity(module, X), settings)) for X, labels in sets]
+    return float(np.mean(scores))

@@ -1,0 +1,217 @@
+"""ABCClustering as a drop-in for SpectralClustering: every affinity, sparse input, y ignored, same attributes."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from sklearn.cluster import SpectralClustering
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.model_selection import GridSearchCV
+from sklearn.neighbors import NearestNeighbors
+
+from skabc import ABCClustering, ContextualKernel
+from skabc.kernels import Kernel
+from skabc.kernels.pairwise import PairwiseKernel, PrecomputedKernel
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    return make_blobs(n_samples=120, centers=3, cluster_std=1.0, random_state=0)
+
+
+def _distance_graph(X, n_neighbors=10):
+    return NearestNeighbors(n_neighbors=n_neighbors).fit(X).kneighbors_graph(X, mode="distance")
+
+
+def _cases(X):
+    """(ABCClustering/SpectralClustering keywords, X given to fit) for every kind of affinity."""
+    A = rbf_kernel(X, gamma=0.5)
+    return [
+        (dict(affinity="rbf", gamma=0.5), X),
+        (dict(affinity="laplacian", gamma=0.5), X),
+        (dict(affinity="poly", gamma=0.1, degree=2, coef0=1), X),
+        (dict(affinity="nearest_neighbors", n_neighbors=8), X),
+        (dict(affinity="precomputed"), A),
+        (dict(affinity="precomputed"), sp.csr_matrix(np.where(A > 1e-3, A, 0))),
+        (dict(affinity="precomputed_nearest_neighbors", n_neighbors=8), _distance_graph(X)),
+        (dict(affinity=lambda a, b: np.exp(-np.sum((a - b) ** 2))), X[:40]),
+        (dict(affinity="rbf", assign_labels="discretize"), X),
+        (dict(affinity="rbf", assign_labels="cluster_qr"), X),
+        (dict(affinity="nearest_neighbors", eigen_solver="lobpcg"), X),
+    ]
+
+
+@pytest.mark.parametrize("case", range(11))
+def test_same_partition_labels_and_affinity_as_spectral_clustering(blobs, case):
+    """With n_clusters given, every non-learned affinity gives SpectralClustering's own result, bit for bit."""
+    params, data = _cases(blobs[0])[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # e.g. "Graph is not fully connected", raised by both
+        ours = ABCClustering(n_clusters=3, random_state=0, **params).fit(data)
+        theirs = SpectralClustering(n_clusters=3, random_state=0, **params).fit(data)
+    np.testing.assert_array_equal(ours.labels_, theirs.labels_)
+    assert ours.labels_.dtype == theirs.labels_.dtype
+    assert sp.issparse(ours.affinity_matrix_) == sp.issparse(theirs.affinity_matrix_)
+    a, b = ours.affinity_matrix_, theirs.affinity_matrix_
+    np.testing.assert_array_equal(a.toarray() if sp.issparse(a) else a, b.toarray() if sp.issparse(b) else b)
+    assert ours.n_clusters_ == len(np.unique(theirs.labels_))
+
+
+def test_same_random_state_instance_is_used_as_spectral_clustering_uses_it(blobs):
+    X, _ = blobs
+    ours = ABCClustering(n_clusters=4, affinity="rbf", random_state=np.random.RandomState(3)).fit(X)
+    theirs = SpectralClustering(n_clusters=4, random_state=np.random.RandomState(3)).fit(X)
+    np.testing.assert_array_equal(ours.labels_, theirs.labels_)
+
+
+@pytest.mark.parametrize("params, make", [
+    (dict(affinity="rbf", gamma=0.5), lambda X: X),
+    (dict(affinity="nearest_neighbors"), lambda X: X),
+    (dict(affinity="precomputed"), lambda X: rbf_kernel(X, gamma=0.5)),
+    (dict(affinity="precomputed_nearest_neighbors"), _distance_graph),
+])
+def test_n_clusters_is_estimated_for_every_affinity(params, make):
+    X, y = make_blobs(n_samples=150, centers=[[-6, 0], [0, 6], [6, 0]], cluster_std=0.6, random_state=1)
+    model = ABCClustering(random_state=0, **params).fit(make(X))
+    assert model.n_clusters_ == 3
+    assert adjusted_rand_score(y, model.labels_) == 1.0
+    assert model.eigenvalues_ is not None
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("affinity", ["rbf", "nearest_neighbors", "cosine"])
+def test_sparse_features(blobs, fmt, affinity):
+    X = np.abs(blobs[0])
+    dense = ABCClustering(n_clusters=3, affinity=affinity, random_state=0).fit(X)
+    sparse = ABCClustering(n_clusters=3, affinity=affinity, random_state=0).fit(sp.csr_matrix(X).asformat(fmt))
+    np.testing.assert_array_equal(dense.labels_, sparse.labels_)
+
+
+def test_groups_cluster_each_block_of_a_precomputed_affinity(blobs):
+    X, _ = blobs
+    A = rbf_kernel(X, gamma=0.5)
+    groups = np.repeat([0, 1], 60)
+    model = ABCClustering(affinity="precomputed", random_state=0).fit(A, groups=groups)
+    for g in (0, 1):
+        alone = ABCClustering(affinity="precomputed", random_state=0).fit(A[groups == g][:, groups == g])
+        assert adjusted_rand_score(model.labels_[groups == g], alone.labels_) == 1.0
+    assert not set(model.labels_[groups == 0]) & set(model.labels_[groups == 1])
+
+
+def test_fitted_attributes(blobs):
+    X, _ = blobs
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    model = ABCClustering(n_clusters=3, affinity="rbf", random_state=0).fit(frame)
+    assert model.n_features_in_ == 2
+    assert list(model.feature_names_in_) == ["a", "b"]
+    assert model.affinity_matrix_.shape == (120, 120)
+    assert isinstance(model.kernel_, PairwiseKernel) and isinstance(model.kernel_, Kernel)
+    A = rbf_kernel(X)
+    assert ABCClustering(n_clusters=3, affinity="precomputed").fit(A).affinity_matrix_ is A
+
+
+def test_nearest_neighbors_warns_on_a_disconnected_graph_like_spectral_clustering():
+    X, _ = make_blobs(n_samples=20, random_state=0, centers=[[1, 1], [-1, -1]], cluster_std=0.01)
+    with pytest.warns(UserWarning, match="not fully connected"):
+        ABCClustering(n_clusters=2, affinity="nearest_neighbors", random_state=0).fit(X)
+
+
+def test_square_features_warn_that_precomputed_exists():
+    X = np.random.default_rng(0).normal(size=(6, 6))
+    with pytest.warns(UserWarning, match="affinity='precomputed'"):
+        ABCClustering(n_clusters=2, affinity="rbf", random_state=0).fit(X)
+
+
+def test_kernel_params_reach_a_callable_and_are_not_mutated(blobs):
+    X = blobs[0][:30]
+    seen = {}
+
+    def similarity(a, b, scale):
+        seen["scale"] = scale
+        return float(np.exp(-np.sum((a - b) ** 2) / scale))
+
+    params = {"scale": 2.0}
+    ABCClustering(n_clusters=2, affinity=similarity, kernel_params=params, random_state=0).fit(X)
+    assert seen == {"scale": 2.0} and params == {"scale": 2.0}
+
+
+# ------------------------------------------------------------------------------------- y only when asked
+def test_grid_search_over_n_clusters_with_the_generic_kernel_trains_nothing(blobs, monkeypatch):
+    """GridSearchCV passes y to every fit; with kernel=None it must be ignored (no kernel is trained)."""
+    def no_training(self, *args, **kwargs):
+        raise AssertionError("ABCClustering trained a kernel it was not asked to train")
+
+    monkeypatch.setattr(ContextualKernel, "fit", no_training)
+    X, y = blobs
+    search = GridSearchCV(ABCClustering(random_state=0), {"n_clusters": [2, 3]}, cv=2, scoring="adjusted_rand_score",
+                          error_score="raise")
+    search.fit(X, y)
+    assert search.best_params_ == {"n_clusters": 3}
+
+
+@pytest.mark.parametrize("affinity", ["rbf", "nearest_neighbors"])
+def test_y_is_ignored_by_every_non_learned_affinity(blobs, affinity):
+    X, y = blobs
+    with_y = ABCClustering(n_clusters=3, affinity=affinity, random_state=0).fit(X, y[::-1]).labels_
+    np.testing.assert_array_equal(with_y, ABCClustering(n_clusters=3, affinity=affinity, random_state=0).fit(X).labels_)
+
+
+# --------------------------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("params, X, match", [
+    (dict(affinity="precomputed"), np.ones((4, 3)), "square"),
+    (dict(affinity="precomputed"), np.array([[1.0, 0.2, 0], [0.9, 1, 0], [0, 0, 1]]), "symmetric"),
+    (dict(affinity="precomputed"), sp.csr_matrix(np.array([[1.0, 0.2, 0], [0.9, 1, 0], [0, 0, 1]])), "symmetric"),
+    (dict(affinity="precomputed"), np.array([[1.0, -0.5, 0], [-0.5, 1, 0], [0, 0, 1]]), "non-negative"),
+    (dict(affinity="precomputed"), np.array([[1.0, np.nan], [np.nan, 1]]), "NaN"),
+    (dict(affinity="precomputed_nearest_neighbors"), np.ones((4, 3)), "square"),
+    (dict(affinity="precomputed_nearest_neighbors"), -np.ones((4, 4)), "non-negative"),
+    (dict(affinity="precomputed_nearest_neighbors", n_neighbors=4), np.ones((4, 4)) - np.eye(4), "n_neighbors=4"),
+    (dict(affinity="magic"), np.ones((4, 2)), "affinity"),
+    (dict(affinity="rbf", gamma=0.0), np.ones((4, 2)), "gamma"),
+    (dict(affinity="rbf", gamma=-1.0), np.ones((4, 2)), "gamma"),
+    (dict(affinity="nearest_neighbors", n_neighbors=12), np.arange(24.0).reshape(12, 2), "n_neighbors=12"),
+    (dict(affinity="nearest_neighbors", n_neighbors=0), np.ones((4, 2)), "n_neighbors"),
+    (dict(affinity="rbf"), np.array([[0.0, np.nan], [1.0, 2.0]]), "NaN"),
+])
+def test_bad_input_raises_a_clear_error(params, X, match):
+    with pytest.raises(ValueError, match=match):
+        ABCClustering(n_clusters=2, **params).fit(X)
+
+
+def test_a_kernel_with_a_non_learned_affinity_is_refused(blobs):
+    with pytest.raises(ValueError, match="affinity='learned' only"):
+        ABCClustering(kernel=ContextualKernel(), affinity="rbf").fit(blobs[0])
+
+
+def test_precomputed_kernel_alone():
+    A = np.array([[1.0, 0.5], [0.5, 1.0]])
+    assert PrecomputedKernel().fit(A).affinity(A) is A
+    assert PrecomputedKernel("precomputed_nearest_neighbors").returns_sparse(10)
+    assert PairwiseKernel("nearest_neighbors").returns_sparse(10) and not PairwiseKernel().returns_sparse(10)
+
+
+@pytest.mark.parametrize("params, make", [
+    (dict(affinity="rbf"), lambda X: X),
+    (dict(affinity="nearest_neighbors"), lambda X: X),
+    (dict(affinity="precomputed"), lambda X: rbf_kernel(X, gamma=0.5)),
+])
+def test_predict_clusters_a_new_set_with_the_same_affinity(blobs, params, make):
+    data = make(blobs[0])
+    model = ABCClustering(n_clusters=3, random_state=0, **params).fit(data)
+    np.testing.assert_array_equal(model.predict(data), model.labels_)
+
+
+def test_learned_affinity_refuses_a_sparse_X_too_large_to_densify():
+    from skabc import pretrained
+    from skabc.exceptions import AffinityTooLargeError
+
+    kernel = pretrained.load("generic", device="cpu").set_params(memory_limit=1_000)
+    X = sp.random(50, 10, density=0.3, format="csr", random_state=0)
+    with pytest.raises(AffinityTooLargeError, match=r"sparse X .* dense"):
+        ABCClustering(kernel=kernel).fit(X)

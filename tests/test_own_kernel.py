@@ -1,0 +1,168 @@
+"""Learning your own kernel: the schedule, the validation split, early stopping, max_time, init."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import make_blobs
+from skorch.history import History
+
+import skabc.training.early_stopping as early_stopping
+import skabc.training.plan as plan
+from skabc import ContextualKernel, pretrained
+from skabc.training.early_stopping import TimeLimit, ValidationSetsScoring
+from skabc.training.schedule import MAX_STEPS, MIN_STEPS, Schedule, training_schedule
+from skabc.training.validation import validation_split
+
+FAST = dict(set_size=(2, 20), batch_size=4, device="cpu", random_state=0)
+TINY_NET = dict(d_model=8, n_heads=2, n_blocks=1)
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, y = make_blobs(n_samples=240, centers=6, n_features=3, random_state=0)
+    return X.astype(np.float32), y
+
+
+# ------------------------------------------------------------------ schedule
+def test_schedule_grows_with_rows_and_classes_within_its_bounds():
+    steps = [training_schedule(n, 10, 32).n_steps for n in (10, 1_000, 10_000, 10**7)]
+    assert steps == sorted(steps) and steps[0] >= MIN_STEPS and steps[-1] <= MAX_STEPS + 16
+    assert steps[1] < steps[2]  # the bounds do not hide the growth in between
+    assert training_schedule(5_000, 2, 32).n_steps < training_schedule(5_000, 5, 32).n_steps
+
+
+def test_schedule_is_whole_batches_of_epochs():
+    schedule = training_schedule(3_000, 7, batch_size=8)
+    assert schedule.sets_per_epoch % 8 == 0
+    assert schedule.n_steps == schedule.max_epochs * schedule.sets_per_epoch // 8
+
+
+def test_schedule_refuses_empty_data():
+    with pytest.raises(ValueError, match="positive"):
+        training_schedule(0, 3, 32)
+
+
+# ------------------------------------------------------------------ split
+def test_split_holds_out_whole_groups():
+    labels = np.tile(np.arange(4), 50)
+    groups = np.repeat(np.arange(10), 20)
+    held = validation_split(labels, groups, 0.2, np.random.default_rng(0))
+    per_group = [set(held[groups == g]) for g in range(10)]
+    assert all(len(s) == 1 for s in per_group)  # a group is held out entirely or not at all
+    assert sum(s == {True} for s in per_group) == 2
+
+
+def test_split_holds_out_whole_classes_and_some_rows_of_the_others():
+    labels = np.repeat(np.arange(5), 40)
+    held = validation_split(labels, None, 0.2, np.random.default_rng(0))
+    fully = [c for c in range(5) if held[labels == c].all()]
+    assert len(fully) == 1
+    others = [held[labels == c].mean() for c in range(5) if c not in fully]
+    assert np.allclose(others, 0.2)
+
+
+def test_split_gives_up_on_tiny_data():
+    assert validation_split(np.repeat(np.arange(3), 5), None, 0.2, np.random.default_rng(0)) is None
+
+
+# ------------------------------------------------------------------ callbacks
+class _Net:
+    """What the callbacks read of a skorch net."""
+
+    def __init__(self):
+        self.module_ = torch.nn.Linear(2, 1)
+        self.history = History()
+
+
+def _run_epochs(monkeypatch, scores, patience=None):
+    """Drive ValidationSetsScoring through scripted scores; return the weight after each epoch and the net."""
+    feed = iter(scores)
+    monkeypatch.setattr(early_stopping, "score_sets", lambda module, sets, settings: next(feed))
+    net, callback = _Net(), ValidationSetsScoring(sets=[], settings={}, patience=patience)
+    callback.on_train_begin(net)
+    weights = [net.module_.bias.item()]
+    for epoch in range(1, len(scores)):
+        net.history.new_epoch()
+        with torch.no_grad():
+            net.module_.bias.fill_(float(epoch))
+        weights.append(epoch)
+        try:
+            callback.on_epoch_end(net)
+        except KeyboardInterrupt:
+            break
+    callback.on_train_end(net)
+    return weights, net, callback
+
+
+def test_early_stopping_restores_the_best_weights(monkeypatch):
+    _, net, callback = _run_epochs(monkeypatch, [0.5, 0.6, 0.9, 0.7, 0.8])
+    assert callback.best_epoch_ == 2 and callback.best_score_ == 0.9
+    assert net.module_.bias.item() == 2.0  # the weights of epoch 2, not of the last epoch
+    assert net.history[:, "valid_ari_best"] == [True, True, False, False]
+
+
+def test_fine_tuning_never_ends_worse_than_its_start(monkeypatch):
+    weights, net, callback = _run_epochs(monkeypatch, [0.7, 0.6, 0.65, 0.5])
+    assert callback.best_epoch_ == 0 and callback.best_score_ == 0.7
+    assert net.module_.bias.item() == pytest.approx(weights[0])  # the starting weights are back
+
+
+def test_patience_stops_the_run(monkeypatch):
+    _, net, callback = _run_epochs(monkeypatch, [0.5, 0.6, 0.4, 0.4, 0.4, 0.4], patience=2)
+    assert callback.stopped_ and len(net.history) == 3
+
+
+def test_max_time_stops_training_without_an_interruption_warning(blobs):
+    X, y = blobs
+    kernel = ContextualKernel(**TINY_NET, **FAST, init="scratch", max_epochs=5, sets_per_epoch=8, max_time=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a planned stop is not reported as an interrupted fit
+        kernel.fit(X, y)
+    assert len(kernel.net_.history) == 1 and len(kernel.net_.history[-1]["batches"]) == 1
+    assert TimeLimit(1.0).max_time == 1.0
+
+
+# ------------------------------------------------------------------ init
+def test_defaults_fine_tune_the_generic_kernel(blobs):
+    X, y = blobs
+    generic = pretrained.load("generic", device="cpu")
+    kernel = ContextualKernel(**FAST, max_epochs=1, sets_per_epoch=4).fit(X, y)
+    assert kernel.init_ == "generic"
+    assert kernel.network_params_["canonical_features"] == generic.canonical_features
+    assert kernel.recommended_clustering()  # the generic kernel's clustering settings come along
+    start = generic.module_.state_dict()
+    moved = max(float((kernel.module_.state_dict()[k] - v).abs().max()) for k, v in start.items())
+    assert 0 < moved < 0.05
+    assert kernel.transform(X[:30, :2]).shape == (30, 30)  # like the generic kernel, any width
+
+
+def test_scratch_switch_and_its_conflict_with_init_generic(blobs):
+    X, y = blobs
+    kernel = ContextualKernel(**FAST, init="scratch", max_epochs=1, sets_per_epoch=4).fit(X, y)
+    assert kernel.init_ == "scratch" and kernel.network_params_["canonical_features"] is None
+    assert kernel.recommended_clustering() == {}
+    assert ContextualKernel(**TINY_NET, **FAST, max_epochs=1, sets_per_epoch=4).fit(X, y).init_ == "scratch"
+    with pytest.raises(ValueError, match=r"init='generic'.*d_model=8"):
+        ContextualKernel(**TINY_NET, **FAST, init="generic", max_epochs=1).fit(X, y)
+
+
+def test_auto_schedule_with_early_stopping_ends_no_worse_than_it_started(blobs, monkeypatch):
+    X, y = blobs
+    # The automatic schedule, shortened for a unit test: the same code path with two epochs of one step.
+    monkeypatch.setattr(plan, "training_schedule", lambda n, k, b: Schedule(max_epochs=2, sets_per_epoch=4, n_steps=2))
+    kernel = ContextualKernel(**FAST).set_params(set_size=(10, 30)).fit(X, y)
+    assert kernel.init_ == "generic" and kernel.schedule_.max_epochs == 2
+    assert kernel.validation_score_ >= kernel.start_validation_score_
+    assert "valid_ari" in kernel.net_.history[-1]
+
+
+def test_a_fine_tuned_kernel_saves_and_loads(tmp_path, blobs):
+    X, y = blobs
+    kernel = ContextualKernel(**FAST, max_epochs=1, sets_per_epoch=4).fit(X, y)
+    kernel.save(tmp_path / "mine.safetensors")
+    loaded = ContextualKernel.load(tmp_path / "mine.safetensors", device="cpu")
+    np.testing.assert_allclose(loaded.transform(X[:40]), kernel.transform(X[:40]), atol=1e-6)

@@ -1,0 +1,514 @@
+"""Forged files, hostile checkpoints and command-line misuse (the hostile-input probe of issue 21).
+
+Every case ends in the correct result or a ValueError / TypeError of ours that names the problem (and, for
+files, the file); command-line cases exit 1 or 2 with a one-line message and no traceback.  Models are
+tiny; the module runs in seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from conftest import TINY, make_blob_sets
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from sklearn.frozen import FrozenEstimator
+
+from skabc import ABCClustering, ContextualKernel, KernelEnsemble
+from skabc.cli import main
+from skabc.pretrained import load_saved_kernel
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------------- forged model files
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, tiny_kernel):
+    """A real kernel file and a real clustering-model file (tiny), with their descriptions and tensors."""
+    folder = tmp_path_factory.mktemp("saved")
+    kernel_path, model_path = folder / "kernel.safetensors", folder / "model.safetensors"
+    tiny_kernel.save(kernel_path)
+    X = make_blob_sets(n_sets=1, set_size=30, random_state=7)[0]
+    ABCClustering(kernel=tiny_kernel, random_state=0).fit(X).save(model_path)
+    return SimpleNamespace(kernel=kernel_path, model=model_path, X=X,
+                           kernel_meta=read_meta(kernel_path), kernel_tensors=load_file(str(kernel_path)),
+                           model_meta=read_meta(model_path), model_tensors=load_file(str(model_path)))
+
+
+def read_meta(path) -> dict:
+    with safe_open(str(path), framework="pt") as f:
+        return json.loads(f.metadata()["skabc"])
+
+
+def forge(path, meta=None, tensors=None, raw=None) -> Path:
+    """Write a safetensors file with the given description (or raw metadata string) and tensors."""
+    save_file(tensors, str(path), metadata={"skabc": raw if raw is not None else json.dumps(meta)})
+    return path
+
+
+def refused(load, path, match: str) -> str:
+    """``load(path)`` must raise a ValueError/TypeError naming the file and matching ``match``."""
+    with pytest.raises((ValueError, TypeError)) as info:
+        load(path)
+    message = str(info.value)
+    assert str(path) in message, f"the error does not name the file: {message}"
+    assert re.search(match, message), message
+    return message
+
+
+def test_a_model_file_cannot_choose_where_training_writes(saved, tmp_path, blob_data):
+    """The unsafe hole: checkpoint_dir (never written by save) in a file was passed to the constructor."""
+    meta = copy.deepcopy(saved.kernel_meta)
+    target = tmp_path / "chosen_by_the_file"
+    meta["kernel"]["params"]["checkpoint_dir"] = str(target)
+    path = forge(tmp_path / "k.safetensors", meta, saved.kernel_tensors)
+    refused(ContextualKernel.load, path, r"kernel\.params: unknown entry 'checkpoint_dir'")
+    refused(load_saved_kernel, path, "unknown entry 'checkpoint_dir'")
+    assert not target.exists()
+    # What save() writes never includes it, and a loaded kernel trained on has no checkpoint_dir.
+    loaded = ContextualKernel.load(saved.kernel)
+    assert loaded.checkpoint_dir is None
+    X, y, g = blob_data
+    ABCClustering(kernel=loaded.set_params(max_epochs=1), random_state=0).fit(X[:200], y[:200], groups=g[:200])
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    "entry, value, match",
+    [
+        ("d_model", "16", r"kernel\.params: The 'd_model' parameter .* must be an int"),
+        ("embedder", {}, r"kernel\.params\.embedder: expected a scalar, got an object"),
+        ("embedder", "pickle", r"The 'embedder' parameter"),
+        ("attention", "os.system", r"The 'attention' parameter"),
+        ("n_heads", 3, r"d_model=16 is not divisible by n_heads=3"),
+        ("d_model", 2**40, r"out of range"),
+        ("d_model", 2**20, r"larger than any skabc network"),
+        ("n_blocks", 10**6, r"kernel\.params\.n_blocks: 1000000 blocks, but the file holds \d+ tensors"),
+        ("set_size", [50, 10], r"kernel\.params\.set_size"),
+        ("attention_options", {"evil": 1}, r"unknown option 'evil'"),
+        ("attention_options", {"x": {"y": [1]}}, r"expected a string, number, boolean or null"),
+        ("lr", True, r"kernel\.params\.lr: expected a number or a string, got a boolean"),
+        ("dropout", 2.0, r"The 'dropout' parameter"),
+    ],
+)
+def test_forged_kernel_parameters_are_refused_by_type_and_range(entry, value, match, saved, tmp_path):
+    meta = copy.deepcopy(saved.kernel_meta)
+    meta["kernel"]["params"][entry] = value
+    refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", meta, saved.kernel_tensors), match)
+
+
+@pytest.mark.parametrize(
+    "entry, value, match",
+    [
+        ("n_features_in", 1e10, r"kernel\.n_features_in: expected an integer, got the number 10000000000\.0"),
+        ("n_features_in", 10**10, r"kernel\.n_features_in: 10000000000 is out of range"),
+        ("n_features_in", 3, r"has shape \[16, 2\], but the configuration needs \[16, 3\]"),
+        ("n_features_in", None, r"expected an integer, got null"),
+        ("feature_names_in", ["a"], r"1 feature names for n_features_in=2"),
+        ("feature_names_in", [1, 2], r"expected null or a list of strings"),
+        ("params", [], r"kernel\.params: expected a JSON object, got a list"),
+        ("surprise", 1, r"kernel: unknown entry 'surprise'"),
+    ],
+)
+def test_forged_kernel_entries_are_refused(entry, value, match, saved, tmp_path):
+    meta = copy.deepcopy(saved.kernel_meta)
+    meta["kernel"][entry] = value
+    refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", meta, saved.kernel_tensors), match)
+
+
+def test_n_features_in_1e10_allocates_nothing(saved, tmp_path):
+    """Even an integer that would describe a 640 GB embedder is refused from the description alone."""
+    import resource
+
+    meta = copy.deepcopy(saved.kernel_meta)
+    meta["kernel"]["n_features_in"] = 2**24  # the largest accepted width: laid out on 'meta', then refused
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", meta, saved.kernel_tensors),
+            r"the configuration needs \[16, 16777216\]")
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 200 * 1024, f"refusing the file grew the process by {grown_kib} KiB"
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_non_finite_weights_are_refused(bad, saved, tmp_path):
+    tensors = dict(saved.kernel_tensors)
+    name = next(iter(sorted(tensors)))
+    tensors[name] = tensors[name].clone()
+    tensors[name].view(-1)[0] = bad
+    refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", saved.kernel_meta, tensors),
+            rf"tensor '{re.escape(name)}' holds 1 NaN or infinite value")
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64, torch.float16])
+def test_weights_of_another_dtype_are_refused(dtype, saved, tmp_path):
+    tensors = dict(saved.kernel_tensors)
+    name = next(iter(sorted(tensors)))
+    tensors[name] = tensors[name].to(dtype)
+    refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", saved.kernel_meta, tensors),
+            rf"tensor '{re.escape(name)}' has dtype \w+, but the configuration needs F32")
+
+
+def test_missing_renamed_or_extra_tensors_are_refused(saved, tmp_path):
+    tensors = dict(saved.kernel_tensors)
+    name = sorted(tensors)[0]
+    path = tmp_path / "k.safetensors"
+    refused(ContextualKernel.load, forge(path, saved.kernel_meta, {k: v for k, v in tensors.items() if k != name}),
+            rf"lacks the weight '{re.escape(name)}'")
+    refused(ContextualKernel.load, forge(path, saved.kernel_meta, {**tensors, "kernel.extra": torch.zeros(2)}),
+            r"unexpected tensor 'kernel.extra'")
+
+
+@pytest.mark.parametrize(
+    "forged_class, loader, match",
+    [
+        ("KernelEnsemble", "load_saved_kernel", r"description: missing entries 'params', 'members'"),
+        ("ABCClustering", "ABCClustering.load", r"description: missing entries 'params', 'n_features_in'"),
+        ("ABCClustering", "load_saved_kernel", r"holds a ABCClustering, not a Kernel"),
+        ("KernelEnsemble", "ContextualKernel.load", r"holds a KernelEnsemble, not a ContextualKernel"),
+        ("Popen", "load_saved_kernel", r"class: 'Popen' is not a class this version of skabc can load"),
+        (["ContextualKernel"], "load_saved_kernel", r"class: \['ContextualKernel'\] is not a class"),
+    ],
+)
+def test_forged_class_is_refused_clearly(forged_class, loader, match, saved, tmp_path):
+    loaders = {"load_saved_kernel": load_saved_kernel, "ABCClustering.load": ABCClustering.load,
+               "ContextualKernel.load": ContextualKernel.load}
+    meta = {**saved.kernel_meta, "class": forged_class}
+    refused(loaders[loader], forge(tmp_path / "k.safetensors", meta, saved.kernel_tensors), match)
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda m, t: m.pop("kernel"), r"description: missing entry 'kernel'"),
+        (lambda m, t: t.pop("labels_"), r"lacks the tensor 'labels_'"),
+        (lambda m, t: t.update(labels_=t["labels_"].float()), r"'labels_' must be a non-empty 1-D int64"),
+        (lambda m, t: t.update(labels_=t["labels_"] + 100), r"labels_: cluster ids must lie in \[0, n_clusters="),
+        (lambda m, t: m.update(n_clusters=0), r"n_clusters: 0 is out of range"),
+        (lambda m, t: m.update(kernel_param="pickle"), r"kernel_param: 'pickle' is not one of"),
+        (lambda m, t: m.update(fitted={"affinity_power_": -1}), r"fitted: invalid recommended value -1"),
+        (lambda m, t: m.update(fitted={"labels_": [1]}), r"fitted: unknown entry 'labels_'"),
+        (lambda m, t: m["params"].update(n_clusters="5"), r"The 'n_clusters' parameter"),
+        (lambda m, t: m["kernel"].update({"class": "ABCClustering"}), r"kernel\.class: a ABCClustering here is not"),
+        (lambda m, t: t.update(stray=torch.zeros(1)), r"unexpected tensors \['stray'\]"),
+    ],
+)
+def test_forged_clustering_model_is_refused_clearly(mutate, match, saved, tmp_path):
+    meta, tensors = copy.deepcopy(saved.model_meta), dict(saved.model_tensors)
+    mutate(meta, tensors)
+    refused(ABCClustering.load, forge(tmp_path / "m.safetensors", meta, tensors), match)
+
+
+@pytest.mark.parametrize(
+    "raw, match",
+    [
+        ("{not json", r"the skabc description is not valid JSON"),
+        ("[1, 2, 3]", r"the skabc description is a JSON list, not an object"),
+        ("[" * 100_000 + "]" * 100_000, r"nested too deeply"),
+        ('{"format": "skabc", "format_version": NaN}', r"the JSON literal NaN is not allowed"),
+        ('{"format": "skabc", "format_version": true, "class": "ContextualKernel"}', r"version True"),
+        ("9" * 5000, r"not valid JSON"),
+        (" " * (1 << 21), r"more than any skabc model"),
+    ],
+    ids=["not-json", "list", "deep", "nan-literal", "bool-version", "huge-int", "huge"],
+)
+def test_corrupt_description_is_refused_naming_the_file(raw, match, saved, tmp_path):
+    refused(load_saved_kernel, forge(tmp_path / "k.safetensors", raw=raw, tensors=saved.kernel_tensors), match)
+
+
+def test_forged_ensemble_members_are_refused(tiny_kernel, tmp_path):
+    path = tmp_path / "e.safetensors"
+    KernelEnsemble.from_fitted([tiny_kernel, tiny_kernel]).save(path)
+    meta, tensors = read_meta(path), load_file(str(path))
+    for members, match in [({}, r"members: expected a list"), ([], r"members: expected a list of 1 to"),
+                           ([meta["members"][0]] * 3, r"lacks the weights 'members\.2\.")]:
+        refused(KernelEnsemble.load, forge(path, {**meta, "members": members}, tensors), match)
+    bad = copy.deepcopy(meta)
+    bad["members"][1]["params"]["checkpoint_dir"] = "/tmp/x"
+    refused(KernelEnsemble.load, forge(path, bad, tensors), r"members\.1\.params: unknown entry 'checkpoint_dir'")
+
+
+# --------------------------------------------------------------------- fuzz: mutated descriptions of real files
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 70) | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(["", "sab", "fourier", "conv4", "auto", "pre", "njw", "kernel.", "ContextualKernel", "../x"])
+    | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
+    max_leaves=6,
+)
+
+
+def json_paths(value, prefix=()):
+    """Every path (tuple of keys / indices) into a JSON value, the root included."""
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from json_paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from json_paths(item, (*prefix, i))
+
+
+@st.composite
+def mutated_descriptions(draw, meta: dict):
+    """1-3 edits of a description: replace a value, delete an entry, or add an unknown one."""
+    meta = copy.deepcopy(meta)
+    for _ in range(draw(st.integers(1, 3))):
+        paths = [p for p in json_paths(meta) if p]
+        path = draw(st.sampled_from(paths))
+        parent = meta
+        for key in path[:-1]:
+            parent = parent[key]
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if action == "replace":
+            parent[path[-1]] = draw(JSON_VALUES)
+        elif action == "delete":
+            del parent[path[-1]]
+        elif isinstance(parent, dict):
+            parent[draw(st.text(min_size=1, max_size=12))] = draw(JSON_VALUES)
+        else:
+            parent.append(draw(JSON_VALUES))
+    return meta
+
+
+@st.composite
+def mutated_tensors(draw, tensors: dict):
+    """Sometimes also one edit of the tensors: a NaN, another dtype, a lost row, a dropped or extra tensor."""
+    tensors = dict(tensors)
+    action = draw(st.sampled_from(["none", "none", "nan", "dtype", "shape", "drop", "extra"]))
+    name = draw(st.sampled_from(sorted(tensors)))
+    if action == "nan" and tensors[name].is_floating_point() and tensors[name].numel():
+        tensors[name] = tensors[name].clone()
+        tensors[name].view(-1)[0] = float("nan")
+    elif action == "dtype":
+        tensors[name] = tensors[name].to(draw(st.sampled_from([torch.int64, torch.float64, torch.int32])))
+    elif action == "shape" and tensors[name].dim() and tensors[name].shape[0] > 1:
+        tensors[name] = tensors[name][1:].clone()
+    elif action == "drop":
+        del tensors[name]
+    elif action == "extra":
+        tensors[draw(st.sampled_from(["kernel.extra", "labels_", "x"]))] = torch.zeros(3)
+    return tensors
+
+
+FUZZ = settings(max_examples=60, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+def load_or_refuse_clearly(load, path, X) -> None:
+    """A mutated file either loads into a working estimator or is refused with a clear error naming it."""
+    try:
+        loaded = load(path)
+    except (ValueError, TypeError) as exc:
+        assert str(path) in str(exc), f"{type(exc).__name__} does not name the file: {exc}"
+        assert "Traceback" not in str(exc)
+        return
+    # Harmless edits (a training setting, a random_state) load; the result must then work or refuse clearly.
+    try:
+        out = loaded.predict(X) if isinstance(loaded, ABCClustering) else loaded.transform(X)
+    except (ValueError, TypeError):
+        return
+    out = out.toarray() if hasattr(out, "toarray") else np.asarray(out)
+    assert np.all(np.isfinite(out))
+
+
+@pytest.mark.parametrize("which", ["kernel", "model"])
+def test_fuzz_mutated_descriptions_give_only_clear_errors(which, saved, tmp_path):
+    meta, tensors = getattr(saved, f"{which}_meta"), getattr(saved, f"{which}_tensors")
+    load = ABCClustering.load if which == "model" else load_saved_kernel
+    path = tmp_path / "fuzzed.safetensors"
+
+    @FUZZ
+    @given(mutated=mutated_descriptions(meta), forged_tensors=mutated_tensors(tensors))
+    def check(mutated, forged_tensors):
+        forge(path, mutated, forged_tensors)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. feature-name warnings of an edited feature_names_in
+            load_or_refuse_clearly(load, path, saved.X)
+
+    check()
+
+
+# ---------------------------------------------------------------------------------- hostile checkpoints
+class _Exploit:
+    """Unpickling this runs a shell command (what a hostile checkpoint would hold)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("name", ["params.pt", "optimizer.pt"])
+def test_pickled_checkpoint_in_checkpoint_dir_is_refused_naming_the_file(name, blob_data, tmp_path):
+    X, y, g = blob_data
+    folder = tmp_path / "ckpt"
+    ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+    marker = tmp_path / "pwned"
+    torch.save({"state": _Exploit(marker)}, folder / name)
+    with pytest.raises(ValueError, match=rf"refusing to resume from .*{name}.*pickled Python objects") as info:
+        ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+    assert "weights_only" not in str(info.value)
+    assert not marker.exists()
+
+
+def test_corrupt_or_missing_checkpoint_files_are_named(blob_data, tmp_path):
+    X, y, g = blob_data
+    folder = tmp_path / "ckpt"
+    ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+    good = (folder / "params.pt").read_bytes()
+    (folder / "params.pt").write_bytes(b"\x00garbage")
+    with pytest.raises(ValueError, match=r"cannot resume from .*params\.pt.*corrupt"):
+        ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+    (folder / "params.pt").unlink()
+    with pytest.raises(ValueError, match=r"holds no params\.pt"):
+        ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+    (folder / "params.pt").write_bytes(good)
+    (folder / "history.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"cannot resume from .*history\.json"):
+        ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+
+
+# ------------------------------------------------------------------ saving the shipped clustering models
+def test_model_around_a_shipped_kernel_saves_and_loads_frozen(tmp_path):
+    """The probe's case: saving such a model failed with a message about custom modules."""
+    X = make_blob_sets(n_sets=1, set_size=40, random_state=2)[0]
+    model = ABCClustering.from_pretrained("circles", random_state=0).fit(X)
+    model.save(tmp_path / "m.safetensors")
+    loaded = ABCClustering.load(tmp_path / "m.safetensors")
+    assert isinstance(loaded.kernel, FrozenEstimator)  # still frozen: fit with labels will not retrain it
+    assert loaded.affinity_power_ == model.affinity_power_
+    np.testing.assert_array_equal(loaded.labels_, model.labels_)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+# --------------------------------------------------------------------------------------- command line
+@pytest.fixture(scope="module")
+def cli_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    X, y, g = make_blob_sets(n_sets=3, set_size=10, random_state=5)
+    np.save(folder / "X.npy", X)
+    np.save(folder / "y.npy", y)
+    np.save(folder / "groups20.npy", g[:20])
+    lonely = g.copy()
+    lonely[-1] = 99  # a one-row group
+    np.save(folder / "lonely.npy", lonely)
+    with open(folder / "bom.csv", "w", encoding="utf-8-sig") as f:
+        f.writelines(",".join(f"{v:.6f}" for v in row) + "\n" for row in X)
+    (folder / "a_file").write_text("x")
+    return folder
+
+
+def run_cli(argv, capsys) -> tuple[int, str]:
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse errors
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+def assert_one_line_error(code: int, err: str, message: str) -> None:
+    assert code in (1, 2), code
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("usage:", " "))]
+    assert len(lines) == 1, err
+    assert message in lines[0], err
+
+
+def test_cli_groups_shorter_than_X_is_refused(cli_files, capsys):
+    f = cli_files
+    code, err = run_cli(["cluster", f / "X.npy", "--pretrained", "circles", "--groups", f / "groups20.npy",
+                         "-o", f / "out.npy"], capsys)
+    assert_one_line_error(code, err, "groups has 20 entries but X has 30 rows")
+    assert not (f / "out.npy").exists()
+
+
+def test_cli_one_row_group_is_its_own_cluster(cli_files, capsys):
+    f = cli_files
+    argv = ["cluster", f / "X.npy", "--pretrained", "circles", "--groups", f / "lonely.npy", "-o", f / "l.npy", "-q"]
+    assert run_cli(argv, capsys)[0] == 0
+    labels = np.load(f / "l.npy")
+    groups = np.load(f / "lonely.npy")
+    assert labels.shape == (30,) and labels.min() >= 0
+    lonely = labels[groups == 99]
+    assert len(lonely) == 1 and not np.isin(lonely, labels[groups != 99]).any()
+
+
+def test_cli_csv_with_byte_order_mark_and_no_header_keeps_every_row(cli_files, capsys):
+    f = cli_files
+    argv = ["cluster", f / "bom.csv", "--pretrained", "circles", "-o", f / "bom_labels.txt", "-q"]
+    assert run_cli(argv, capsys)[0] == 0
+    assert len(np.loadtxt(f / "bom_labels.txt")) == 30
+
+
+@pytest.mark.parametrize("command", ["cluster", "train"])
+@pytest.mark.parametrize(
+    "target, message",
+    [("{dir}", "is a directory"), ("{file}/labels.npy", "is a file, not a folder")],
+    ids=["directory", "under-a-file"],
+)
+def test_cli_output_that_cannot_be_written_is_refused_before_any_work(command, target, message, cli_files,
+                                                                      capsys, monkeypatch):
+    f = cli_files
+    out = target.format(dir=f, file=f / "a_file")
+    if command == "train":
+        # Must fail before training starts: a fit here would be a bug.
+        monkeypatch.setattr(ContextualKernel, "fit", lambda *a, **k: pytest.fail("trained before checking -o"))
+        argv = ["train", f / "X.npy", f / "y.npy", "-o", out, "--epochs", "1"]
+    else:
+        argv = ["cluster", f / "X.npy", "--pretrained", "circles", "-o", out]
+    assert_one_line_error(*run_cli(argv, capsys), message)
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may write into any folder")
+def test_cli_output_into_an_unwritable_folder_is_refused(cli_files, tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        argv = ["cluster", cli_files / "X.npy", "--pretrained", "circles", "-o", locked / "l.npy"]
+        assert_one_line_error(*run_cli(argv, capsys), "is not writable")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_cli_os_errors_while_writing_give_one_line(cli_files, capsys, monkeypatch):
+    """Whatever the check misses (a full disk, a folder locked meanwhile) still ends in one line, exit 1."""
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(cli_files / "l.npy"))
+
+    monkeypatch.setattr(np, "save", refuse)
+    argv = ["cluster", cli_files / "X.npy", "--pretrained", "circles", "-o", cli_files / "l.npy"]
+    assert_one_line_error(*run_cli(argv, capsys), "Permission denied")
+
+
+def test_cli_negative_threads_is_a_usage_error(capsys):
+    code, err = run_cli(["demo", "--threads", "-2"], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert "argument --threads: expected a non-negative integer, got '-2'" in err
+
+
+def test_cli_errors_print_no_traceback_in_a_real_process(cli_files, tmp_path):
+    """The same through ``python -m skabc``: exit status 1, one line on stderr."""
+    result = subprocess.run(
+        [sys.executable, "-m", "skabc", "cluster", str(cli_files / "X.npy"), "--pretrained", "circles",
+         "-o", str(tmp_path)],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0 and "is a directory" in result.stderr, result.stderr
