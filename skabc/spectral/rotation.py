@@ -28,7 +28,7 @@ MAX_ITER = 60
 
 
 def alignment_qualities(vectors: np.ndarray, max_clusters: int | None = None) -> np.ndarray:
-    """Alignment quality ``q_c`` for ``c = 2 .. max_clusters``.
+    """Alignment quality ``q_c`` of every number of clusters ``c`` from 2 to ``max_clusters``.
 
     Parameters
     ----------
