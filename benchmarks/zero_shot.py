@@ -764,31 +764,27 @@ def k_table(summary: dict) -> str:
     sizes = [n for n in summary["blobs"]["methods"]["ABC"].get("per_size", {})] if "blobs" in summary else []
     others = [m for m in NO_K if m in METHODS and m != "ABC"]
     no_k = [m for m in NO_K if m in METHODS]
-    lines = ["| dataset | true k | ABC mean k (all) | " + " | ".join(f"n = {n}" for n in sizes)
-             + " | ABC exactly right | " + "".join(f"{METHOD_TITLES[m]} mean k | " for m in others)
-             + "".join(f"k err {METHOD_TITLES[m]} | " for m in no_k) + "\n",
-             "|---|---|---|" + "---|" * len(sizes) + "---|" + "---|" * (len(others) + len(no_k)) + "\n"]
+    header = ["dataset", "true k", "ABC mean k (all)", *(f"n = {n}" for n in sizes), "ABC exactly right",
+              *(f"{METHOD_TITLES[m]} mean k" for m in others), *(f"k err {METHOD_TITLES[m]}" for m in no_k)]
+    rows = [header, ["---"] * len(header)]
     for dataset in (*TOY, *REAL):
         if dataset not in summary:
             continue
         methods = summary[dataset]["methods"]
         abc = methods["ABC"]
         exact = abc.get("k_exact_fraction", abc.get("one_cluster_fraction"))
-        per = [f"{abc['per_size'][n]['k_mean']:.2f}" if n in abc.get("per_size", {}) else "-" for n in sizes]
-        lines.append(f"| {DATASET_TITLES[dataset]} | {summary[dataset]['true_k']} | {abc['k_mean']:.2f} | "
-                     + "".join(f"{p} | " for p in per) + f"{exact:.0%} | "
-                     + "".join(f"{methods[m]['k_mean']:.2f} | " if m in methods else "n/a | " for m in others)
-                     + "".join(f"{methods[m]['k_abs_error']:.2f} | " if "k_abs_error" in methods.get(m, {})
-                               else "n/a | " for m in no_k) + "\n")
-    blank = "| " * (2 + len(sizes) + len(others))
+        rows.append([DATASET_TITLES[dataset], str(summary[dataset]["true_k"]), f"{abc['k_mean']:.2f}",
+                     *(f"{abc['per_size'][n]['k_mean']:.2f}" if n in abc.get("per_size", {}) else "-" for n in sizes),
+                     f"{exact:.0%}", *(f"{methods[m]['k_mean']:.2f}" if m in methods else "n/a" for m in others),
+                     *(f"{methods[m]['k_abs_error']:.2f}" if "k_abs_error" in methods.get(m, {}) else "n/a"
+                       for m in no_k)])
     for key, label in (("gallery_k_error", "mean over the 6 toy datasets"),
                        ("structured_k_error", "mean over the 5 structured toys"),
                        ("real_k_error", "mean over the 4 real datasets")):
         if key in summary:
-            lines.append(f"| *{label}* | " + blank
-                         + "".join(f"{summary[key][m]:.2f} | " if m in summary[key] else "n/a | " for m in no_k)
-                         + "\n")
-    return "".join(lines)
+            rows.append([f"*{label}*", *([""] * (len(header) - 1 - len(no_k))),
+                         *(f"{summary[key][m]:.2f}" if m in summary[key] else "n/a" for m in no_k)])
+    return "".join("| " + " | ".join(row) + " |\n" for row in rows)
 
 
 def time_table(summary: dict) -> str:
@@ -887,6 +883,8 @@ def make_figures(records: list[dict], seed: int) -> list[Path]:
 
 
 def _versions() -> dict:
+    import hashlib
+    import importlib.metadata
     import platform
 
     import joblib
@@ -894,9 +892,16 @@ def _versions() -> dict:
 
     import skabc
 
-    return {"python": platform.python_version(), "skabc": skabc.__version__, "scikit-learn": sklearn.__version__,
-            "torch": torch.__version__, "numpy": np.__version__, "joblib": joblib.__version__,
-            "platform": platform.platform()}
+    versions = {"python": platform.python_version(), "skabc": skabc.__version__, "scikit-learn": sklearn.__version__,
+                "torch": torch.__version__, "numpy": np.__version__, "joblib": joblib.__version__,
+                "platform": platform.platform()}
+    if "Genie" in METHODS:
+        versions["genieclust"] = importlib.metadata.version("genieclust")
+    if "SelfTuning" in METHODS:  # the k rule of the self-tuning column, still under development: pin its file
+        import skabc.rotation
+
+        versions["skabc.rotation sha256"] = hashlib.sha256(Path(skabc.rotation.__file__).read_bytes()).hexdigest()
+    return versions
 
 
 def _kernel_info(kernel_path: str | None) -> dict:
