@@ -3,7 +3,7 @@
 The affinity adapts to the local density: ``A_ij = exp(-d_ij^2 / (s_i s_j))``
 with ``s_i`` the distance from point ``i`` to its 7th nearest neighbour and a
 zero diagonal.  The number of clusters is the eigenvector-alignment ("rotation")
-rule of :mod:`skabc.rotation` on the leading eigenvectors of
+rule of :mod:`skabc.spectral.rotation` on the leading eigenvectors of
 ``D^-1/2 A D^-1/2``; the partition is then
 ``SpectralClustering(affinity='precomputed')`` on ``A`` with that ``k``.
 A benchmark baseline, not part of the package.
@@ -68,7 +68,7 @@ class SelfTuningSpectralClustering(ClusterMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         """Cluster ``X``; ``y`` is ignored."""
-        from skabc.rotation import rotation_n_clusters
+        from skabc.spectral.rotation import rotation_n_clusters
 
         self._validate_params()
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3)

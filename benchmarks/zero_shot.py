@@ -124,10 +124,10 @@ def _importable(module: str) -> bool:
 
 
 # Columns whose code is missing here are left out, each with a note (SKIPPED) rather than a crash: Genie needs
-# the benchmark-only extra `pip install skabc[bench]`; self-tuning SC needs skabc.rotation (the v2 branch).
+# the benchmark-only extra `pip install skabc[bench]`; self-tuning SC needs skabc.spectral.rotation.
 SKIPPED = {method: reason for method, module, reason in (
     ("Genie", "genieclust", "genieclust is not installed (`pip install skabc[bench]`)"),
-    ("SelfTuning", "skabc.rotation", "skabc.rotation is not available in this checkout"))
+    ("SelfTuning", "skabc.spectral.rotation", "skabc.spectral.rotation is not available in this checkout"))
     if not _importable(module)}
 METHODS = tuple(m for m in ALL_METHODS if m not in SKIPPED)
 GIVEN_K = tuple(m for m in GIVEN_K_ALL if m in METHODS)
@@ -147,10 +147,11 @@ METHOD_LONG = {
     "HDBSCAN": "`HDBSCAN(min_samples=3, min_cluster_size=15, allow_single_cluster=True)` (as in the gallery; "
                "no k; noise label -1 scored as one more label)",
     "SelfTuning": ("self-tuning spectral clustering (Zelnik-Manor & Perona 2004; `benchmarks/self_tuning.py`): "
-                   "A_ij = exp(-d_ij^2 / (s_i s_j)), s_i the distance to the 7th neighbour, zero diagonal; k by the "
-                   "eigenvector-rotation rule (`skabc.rotation.rotation_n_clusters`, its default tolerance) on the "
-                   "leading eigenvectors of D^-1/2 A D^-1/2, capped at 20 eigenvectors (so k in 2..20: the rule "
-                   "never returns 1); then `SpectralClustering(n_clusters=k, affinity='precomputed')` on A (no k)"),
+                   "A_ij = exp(-d_ij^2 / (s_i s_j)), s_i the distance to the 7th neighbour, zero diagonal; k by "
+                   "the eigenvector-rotation rule (`skabc.spectral.rotation.rotation_n_clusters`, its default "
+                   "tolerance) on the leading eigenvectors of D^-1/2 A D^-1/2, capped at 20 eigenvectors (so k in "
+                   "2..20: the rule never returns 1); then `SpectralClustering(n_clusters=k, "
+                   "affinity='precomputed')` on A (no k)"),
 }
 # On the clustbench sets the baselines run as in the suite README's reference table, so our numbers can be
 # checked against it: HDBSCAN() with its defaults and KMeans(n_init=10); the other methods as above.
@@ -204,14 +205,28 @@ def make_abc(kernel_path: str | None, seed):
     from skabc import ABCClustering
 
     if kernel_path is None:
-        return ABCClustering(random_state=seed)  # the shipped generic kernel
+        return ABCClustering(random_state=seed)  # the shipped generic kernel, with the settings its file stores
     from sklearn.frozen import FrozenEstimator
 
+    from skabc.pretrained import load_saved_kernel
+
+    # A development kernel runs as it would if shipped: ABCClustering's 'auto' settings resolve to those stored
+    # in its file, or (a file that stores none) to the shipped generic kernel's.
+    kernel = load_saved_kernel(kernel_path, device="cpu")
+    return ABCClustering(kernel=FrozenEstimator(kernel), random_state=seed, **_clustering_settings(kernel_path)[0])
+
+
+def _clustering_settings(kernel_path: str | None) -> tuple[dict, str]:
+    """The explicit ABCClustering settings make_abc passes for a kernel file, and where they come from."""
     from skabc.pretrained import RECOMMENDED_CLUSTERING, load_saved_kernel
 
-    # A development kernel gets the generic kernel's settings, so the numbers are those it would give if shipped.
-    return ABCClustering(kernel=FrozenEstimator(load_saved_kernel(kernel_path, device="cpu")), random_state=seed,
-                         **RECOMMENDED_CLUSTERING["generic"])
+    if kernel_path is None:
+        return {}, f"stored in the shipped generic file: {RECOMMENDED_CLUSTERING.get('generic', {})}"
+    own = load_saved_kernel(kernel_path, device="cpu").recommended_clustering()
+    if own:
+        return {}, f"stored in the kernel file: {own}"
+    generic = dict(RECOMMENDED_CLUSTERING.get("generic", {}))
+    return generic, f"none stored in the kernel file; the shipped generic kernel's: {generic}"
 
 
 def make_method(method: str, k: int, seed: int, kernel_path: str | None, suite: str = "gallery"):
@@ -898,9 +913,9 @@ def _versions() -> dict:
     if "Genie" in METHODS:
         versions["genieclust"] = importlib.metadata.version("genieclust")
     if "SelfTuning" in METHODS:  # the k rule of the self-tuning column, still under development: pin its file
-        import skabc.rotation
+        from skabc.spectral import rotation
 
-        versions["skabc.rotation sha256"] = hashlib.sha256(Path(skabc.rotation.__file__).read_bytes()).hexdigest()
+        versions["skabc.spectral.rotation sha256"] = hashlib.sha256(Path(rotation.__file__).read_bytes()).hexdigest()
     return versions
 
 
@@ -913,7 +928,8 @@ def _kernel_info(kernel_path: str | None) -> dict:
     name = "generic (shipped default, ABCClustering())" if kernel_path is None else f"development kernel {path}"
     return {"name": name,
             "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
-            "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "clustering_settings": _clustering_settings(kernel_path)[1]}
 
 
 def _notes(summary: dict, reqs: list[dict], timing: dict, quick: bool, kernel_path: str | None,
@@ -921,8 +937,8 @@ def _notes(summary: dict, reqs: list[dict], timing: dict, quick: bool, kernel_pa
     notes = []
     if kernel_path is not None:
         notes.append(f"**These numbers come from a development kernel (`{kernel_path}`), not the shipped weights: "
-                     "do not quote them.** It runs with the generic kernel's recommended clustering settings "
-                     "(`RECOMMENDED_CLUSTERING['generic']`), as it would if shipped.")
+                     "do not quote them.** It runs as it would if shipped; clustering settings: "
+                     f"{_clustering_settings(kernel_path)[1]}.")
     if quick:
         notes.append("**Quick run (2 seeds, n = 500; clustbench sets subsampled): a smoke test, not the benchmark.**")
     for method, reason in SKIPPED.items():
@@ -958,12 +974,13 @@ def _notes(summary: dict, reqs: list[dict], timing: dict, quick: bool, kernel_pa
                  "(n/a), ABC, HDBSCAN and self-tuning SC are scored on whether they return one cluster (self-tuning SC "
                  "cannot: the rotation rule scores 2 clusters and up).")
     if "SelfTuning" in METHODS:
-        notes.append("Self-tuning SC: the rotation rule picks the largest number of clusters whose alignment quality "
-                     "is within 0.01 of the best among 2..20 (`skabc.rotation.rotation_n_clusters`, capped at 20 "
-                     "eigenvectors here); with the 7th-neighbour scales the leading eigenvalues of unstructured or "
-                     "blob-like sets stay close to 1 and the quality of many eigenvectors can tie with the true k's, "
-                     "so the estimate depends on the cap (the paper's code takes the candidate numbers of clusters "
-                     "from the user).")
+        notes.append("Self-tuning SC: the rotation rule picks the largest number of clusters whose alignment "
+                     "quality is within 0.01 of the best among 2..20 (`skabc.spectral.rotation.rotation_n_clusters`, "
+                     "capped at 20 eigenvectors here, as `ABCClustering(n_clusters_selection='rotation')` caps "
+                     "it); with the 7th-neighbour scales the leading eigenvalues of unstructured or "
+                     "blob-like sets stay close to 1 and the alignment quality of 15-20 eigenvectors can match or "
+                     "beat that of the true k, so the estimate depends on the cap (the paper leaves the largest "
+                     "number of clusters to the user).")
     if timing:
         notes.append(f"Timing: `ABCClustering().fit_predict(X)` at n = {timing['n']}, median of {timing['repeats']} "
                      f"runs per toy dataset after a warm-up, {timing['torch_threads']} torch threads, weights loaded "
