@@ -119,7 +119,7 @@ def _importable(module: str) -> bool:
 
     try:
         return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # a missing parent package
+    except (ModuleNotFoundError, ValueError):  # a missing parent package, or a module blocked in sys.modules
         return False
 
 
@@ -1115,7 +1115,7 @@ def evaluate(n_seeds: int = 20, sizes=SIZES, jobs: int = 2, quick: bool = False,
     if result["clustbench"] is None and battery != "none":
         print(f"clustbench batteries skipped: no data at {data_home or '../shared/data/clustbench'} "
               "(pass --data-home DIR)", flush=True)
-        result["clustbench_skipped"] = "no data found (pass --data-home DIR)"
+        result["clustbench_skipped"] = f"no data at {home or '../shared/data/clustbench'} (pass --data-home DIR)"
 
     result["timing_side_by_side"] = None
     if timing_threads is not None:
@@ -1130,6 +1130,8 @@ def evaluate(n_seeds: int = 20, sizes=SIZES, jobs: int = 2, quick: bool = False,
                                           result["timing_side_by_side"])
     result["notes"] = _notes(result["summary"], result["requirements"], result["timing"], quick, kernel_path,
                              result["clustbench"], parts)
+    if "clustbench_skipped" in result:
+        result["notes"].insert(0, f"The clustbench validation batteries were skipped: {result['clustbench_skipped']}.")
     print(write_outputs(result, figures, command))
     medians = result["timing"]["median_seconds"]
     print(f"ABC fit_predict at n = {result['timing']['n']}: " + ", ".join(f"{d} {s:.2f} s" for d, s in medians.items()))
