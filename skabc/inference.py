@@ -40,9 +40,7 @@ def encode(module: nn.Module, X: np.ndarray, set_transform=None, with_geometry: 
     with torch.inference_mode():
         points = torch.as_tensor(X, device=device)[None]
         geometry = module.geometry(points) if use_geometry else None
-        z = module.encode(points, None, geometry, use_geometry=True) if use_geometry else (
-            module.encode(points, use_geometry=False) if getattr(module, "local_geometry", False)
-            else module.encode(points))
+        z = module.encode(points, None, geometry, use_geometry=use_geometry)
     return (z, geometry) if with_geometry else z
 
 
