@@ -305,3 +305,34 @@ def test_pair_log_likelihood_row_blocks_match_the_direct_sum():
     p = np.clip(probabilities[rows, cols], 1e-6, 1 - 1e-6)
     expected = np.where(labels[rows] == labels[cols], np.log(p), np.log1p(-p)).sum()
     assert np.isclose(spectral.pair_log_likelihood(probabilities, labels), expected, rtol=1e-10)
+
+
+def test_dense_arpack_path_matches_lapack_and_falls_back(monkeypatch):
+    """Dense sets of DENSE_ARPACK_MIN+ points try ARPACK first; eigenvalues and vectors equal LAPACK's,
+    and a run that does not converge within its budget falls back to LAPACK instead of failing."""
+    from scipy.linalg import eigh as lapack_eigh
+
+    from skabc.spectral import eigen
+
+    rng = np.random.default_rng(0)
+    n = eigen.DENSE_ARPACK_MIN + 50
+    labels = rng.integers(0, 4, n)
+    affinity = np.where(labels[:, None] == labels[None, :], 0.9, 0.05) * rng.uniform(0.5, 1.0, (n, n))
+    affinity = (affinity + affinity.T) / 2
+    adjacency = eigen.normalized_adjacency(affinity)
+    expected, expected_vectors = lapack_eigh(adjacency, subset_by_index=[n - 6, n - 1])
+    calls = []
+    real_eigsh = eigen.eigsh
+    monkeypatch.setattr(eigen, "eigsh", lambda *a, **k: calls.append(k["maxiter"]) or real_eigsh(*a, **k))
+    values, vectors = eigen.top_eigenvectors(affinity, 6, random_state=0)
+    assert calls, "ARPACK was not tried"
+    np.testing.assert_allclose(values, np.sort(1.0 - expected), atol=1e-10)
+    # Same invariant subspace: the projections onto LAPACK's eigenvectors keep the norm.
+    np.testing.assert_allclose(np.linalg.norm(expected_vectors.T @ vectors, axis=0), 1.0, atol=1e-8)
+
+    def no_convergence(*args, **kwargs):
+        raise eigen.ArpackError(-1)
+
+    monkeypatch.setattr(eigen, "eigsh", no_convergence)
+    fallback = eigen.laplacian_eigenvalues(affinity, 6, random_state=0)
+    np.testing.assert_allclose(fallback, np.sort(1.0 - expected), atol=1e-12)

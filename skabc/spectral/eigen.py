@@ -38,6 +38,12 @@ from sklearn.utils.validation import check_symmetric
 # Learned affinities often have dozens of eigenvalues close to 1, where ARPACK converges slowly: on
 # load_digits (1,797 points) it took 28-180 s per set, against ~1 s dense.
 DENSE_EIGEN_LIMIT = 2500
+# From this size a dense affinity tries ARPACK first, capped at about a quarter of LAPACK's cost (n / 4
+# matrix-vector products), and falls back to LAPACK where it does not converge within that: on
+# well-separated spectra it is ~5x faster at 1,000 points (9 ms against 41 ms), and the slow cases above
+# cost at most the cap on top of LAPACK.
+DENSE_ARPACK_MIN = 600
+_DENSE_ARPACK_MATVECS = 0.25
 # Connected components of a sparse graph up to this size are solved densely (at most ~0.5 MiB each).
 SPARSE_DENSE_LIMIT = 256
 # A component on which ARPACK fails is solved densely up to this size (~128 MiB), else by LOBPCG.
@@ -114,13 +120,7 @@ def laplacian_eigenvalues(
             affinity, n_eigenvalues, solver, check_random_state(random_state), eigen_tol, vectors=False
         )
         return values
-    adjacency = normalized_adjacency(affinity)
-    if n <= DENSE_EIGEN_LIMIT or n_eigenvalues >= n - 1:
-        top = eigvalsh(adjacency, subset_by_index=[n - n_eigenvalues, n - 1])
-    else:
-        rng = np.random.default_rng(None if random_state is None else random_state)
-        v0 = rng.uniform(-1, 1, n)
-        top = eigsh(adjacency, k=n_eigenvalues, which="LA", v0=v0, return_eigenvectors=False)
+    top, _ = _dense_top_eigenpairs(normalized_adjacency(affinity), n_eigenvalues, random_state, vectors=False)
     return np.sort(1.0 - top)
 
 
@@ -154,14 +154,33 @@ def top_eigenvectors(
         sqrt_degree = _sparse_normalized_adjacency(_as_csr(affinity))[1]
         vectors = embedding * np.where(sqrt_degree > 0, sqrt_degree, 1.0)[:, None]  # back from D^-1/2 x to x
         return values, vectors / np.maximum(np.linalg.norm(vectors, axis=0), np.finfo(float).tiny)
-    adjacency = normalized_adjacency(affinity)
-    if n <= DENSE_EIGEN_LIMIT or m >= n - 1:
-        top, vectors = eigh(adjacency, subset_by_index=[n - m, n - 1])
-    else:
-        rng = np.random.default_rng(None if random_state is None else random_state)
-        top, vectors = eigsh(adjacency, k=m, which="LA", v0=rng.uniform(-1, 1, n))
+    top, vectors = _dense_top_eigenpairs(normalized_adjacency(affinity), m, random_state, vectors=True)
     order = np.argsort(-top, kind="stable")
     return 1.0 - top[order], vectors[:, order]
+
+
+def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: bool):
+    """Largest ``m`` eigenvalues (and eigenvectors, else ``None``) of a dense normalised adjacency.
+
+    LAPACK below :data:`DENSE_ARPACK_MIN` points; ARPACK beyond :data:`DENSE_EIGEN_LIMIT`; in between
+    ARPACK within a budget of matrix-vector products, LAPACK where that does not converge.
+    """
+    n = adjacency.shape[0]
+    if n >= DENSE_ARPACK_MIN and m < n - 1:
+        v0 = np.random.default_rng(None if random_state is None else random_state).uniform(-1, 1, n)
+        if n > DENSE_EIGEN_LIMIT:
+            result = eigsh(adjacency, k=m, which="LA", v0=v0, return_eigenvectors=vectors)
+            return result if vectors else (result, None)
+        ncv = min(n - 1, max(2 * m + 1, _ARPACK_MIN_NCV))
+        maxiter = max(1, int(_DENSE_ARPACK_MATVECS * n / max(1, ncv - m)))
+        try:
+            result = eigsh(adjacency, k=m, which="LA", v0=v0, ncv=ncv, maxiter=maxiter, return_eigenvectors=vectors)
+            return result if vectors else (result, None)
+        except ArpackError:  # includes ArpackNoConvergence: clustered eigenvalues near 1
+            pass
+    if vectors:
+        return eigh(adjacency, subset_by_index=[n - m, n - 1])
+    return eigvalsh(adjacency, subset_by_index=[n - m, n - 1]), None
 
 
 def _check_eigen_solver(eigen_solver: str | None) -> str:
