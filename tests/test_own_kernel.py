@@ -15,6 +15,7 @@ import skabc.training.plan as plan
 from skabc import ContextualKernel, pretrained
 from skabc.training.early_stopping import TimeLimit, ValidationSetsScoring
 from skabc.training.schedule import MAX_STEPS, MIN_STEPS, Schedule, training_schedule
+import skabc.training.validation as validation
 from skabc.training.validation import validation_split
 
 FAST = dict(set_size=(2, 20), batch_size=4, device="cpu", random_state=0)
@@ -158,6 +159,11 @@ def test_auto_schedule_with_early_stopping_ends_no_worse_than_it_started(blobs, 
     assert kernel.init_ == "generic" and kernel.schedule_.max_epochs == 2
     assert kernel.validation_score_ >= kernel.start_validation_score_
     assert "valid_ari" in kernel.net_.history[-1]
+    # Every candidate setting was scored on the held-out sets, and the kernel recommends the best.
+    scores = kernel.validation_settings_scores_
+    assert len(scores) == len(validation.SETTING_CANDIDATES)
+    assert scores[validation.settings_label(kernel.recommended_clustering())] == max(scores.values()) or (
+        kernel.recommended_clustering() == pretrained.load("generic").recommended_clustering())
 
 
 def test_a_fine_tuned_kernel_saves_and_loads(tmp_path, blobs):
@@ -166,3 +172,45 @@ def test_a_fine_tuned_kernel_saves_and_loads(tmp_path, blobs):
     kernel.save(tmp_path / "mine.safetensors")
     loaded = ContextualKernel.load(tmp_path / "mine.safetensors", device="cpu")
     np.testing.assert_allclose(loaded.transform(X[:40]), kernel.transform(X[:40]), atol=1e-6)
+
+
+# ------------------------------------------------------- clustering settings chosen on validation sets
+def _stub_validation(monkeypatch, winner: dict, n_sets: int = 12, margin: int | None = None):
+    """Sets whose clustering is perfect under ``winner``'s power and rule, one cluster otherwise.
+
+    ``margin``: only that many sets are clustered better by the winner, and the last set better by the
+    start settings (the rest score the same).
+    """
+    rng = np.random.default_rng(0)
+    sets = [(rng.normal(size=(20, 2)).astype(np.float32), rng.integers(0, 3, 20)) for _ in range(n_sets)]
+    monkeypatch.setattr(validation, "set_affinity", lambda module, X: X)
+    truth = {id(X): labels for X, labels in sets}
+
+    def cluster(affinity, settings, **kwargs):
+        labels = truth[id(affinity)]
+        index = [id(X) for X, _ in sets].index(id(affinity))
+        wins = all(settings.get(k) == v for k, v in winner.items()) and (margin is None or index < margin)
+        start_wins = margin is not None and index == len(sets) - 1 and settings.get("affinity_power") == 4.0
+        return labels if wins or start_wins else np.zeros_like(labels)
+
+    monkeypatch.setattr(validation, "cluster_affinity", cluster)
+    return sets
+
+
+def test_choose_settings_takes_a_clear_winner(monkeypatch):
+    winner = {"affinity_power": 8.0, "n_clusters_selection": "eigengap"}
+    sets = _stub_validation(monkeypatch, winner)
+    start = {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "consensus"}
+    chosen, scores = validation.choose_settings(None, sets, start)
+    assert chosen == {**start, **winner}  # assign_labels kept
+    assert scores["A**8 eigengap njw"] == 1.0 and scores["A**4 consensus njw"] == 0.0
+    assert len(scores) == len(validation.SETTING_CANDIDATES)
+
+
+def test_choose_settings_keeps_the_start_when_the_gain_is_within_noise(monkeypatch):
+    winner = {"affinity_power": 2.0, "n_clusters_selection": "consensus"}
+    sets = _stub_validation(monkeypatch, winner, n_sets=24, margin=2)  # +1 on two sets, -1 on one
+    start = {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "consensus"}
+    chosen, scores = validation.choose_settings(None, sets, start)
+    assert scores["A**2 consensus njw"] > scores["A**4 consensus njw"]
+    assert chosen == start

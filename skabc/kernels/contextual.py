@@ -202,7 +202,14 @@ class ContextualKernel(TransformerMixin, Kernel):
     init_, network_params_, schedule_ : str, dict, Schedule or None
         Where the fit started; the fitted network's parameters; the schedule.
     validation_score_, start_validation_score_ : float or None
-        Held-out mean ARI of the kept and of the starting weights.
+        Held-out mean ARI of the kept and of the starting weights (with the
+        starting clustering settings).
+    validation_settings_scores_ : dict
+        Held-out mean ARI of the kept weights under every clustering setting
+        compared once training ended (empty without held-out sets); the
+        best one, where it wins by more than one standard error, becomes
+        :meth:`recommended_clustering`, which ``ABCClustering``'s ``'auto'``
+        values follow.
 
     Examples
     --------

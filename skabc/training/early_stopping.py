@@ -12,7 +12,7 @@ import time
 
 from skorch.callbacks import Callback
 
-from .validation import score_sets
+from .validation import choose_settings, score_sets
 
 
 def _copy_state(module) -> dict:
@@ -41,6 +41,11 @@ class ValidationSetsScoring(Callback):
     name : str, default='valid_ari'
         History key of the score (``name + '_best'`` marks improvements,
         which skorch's epoch log highlights).
+    choose_clustering : bool, default=True
+        Once the best weights are restored, compare ``settings`` with the
+        other clustering settings of
+        :data:`~skabc.training.validation.SETTING_CANDIDATES` on the same sets
+        (:func:`~skabc.training.validation.choose_settings`).
 
     Attributes
     ----------
@@ -52,13 +57,21 @@ class ValidationSetsScoring(Callback):
         Epoch of the best score, ``0`` for the starting weights.
     stopped_ : bool
         Whether this callback ended the run.
+    best_settings_ : dict
+        The clustering settings chosen for the restored weights (``settings``
+        itself with ``choose_clustering=False``).
+    settings_scores_ : dict
+        Mean validation ARI of every compared setting (empty with
+        ``choose_clustering=False``).
     """
 
-    def __init__(self, sets: list, settings: dict, patience: int | None = 5, name: str = "valid_ari") -> None:
+    def __init__(self, sets: list, settings: dict, patience: int | None = 5, name: str = "valid_ari",
+                 choose_clustering: bool = True) -> None:
         self.sets = sets
         self.settings = settings
         self.patience = patience
         self.name = name
+        self.choose_clustering = choose_clustering
 
     def on_train_begin(self, net, **kwargs):
         self.start_score_ = score_sets(net.module_, self.sets, self.settings)
@@ -84,6 +97,9 @@ class ValidationSetsScoring(Callback):
         state, self.best_state_ = self.best_state_, None  # no second copy of the weights in pickles
         if state is not None:
             net.module_.load_state_dict(state)
+        self.best_settings_, self.settings_scores_ = dict(self.settings), {}
+        if self.choose_clustering and self.sets:
+            self.best_settings_, self.settings_scores_ = choose_settings(net.module_, self.sets, self.settings)
 
 
 class TimeLimit(Callback):

@@ -55,7 +55,9 @@ class TrainingPlan:
         validation = dict(net.callbacks_).get("validation")
         kernel.validation_score_ = None if validation is None else validation.best_score_
         kernel.start_validation_score_ = None if validation is None else validation.start_score_
-        kernel.recommended_clustering_ = self.recommended_clustering
+        # Settings chosen on the held-out sets for the weights kept, where there were held-out sets.
+        kernel.recommended_clustering_ = dict(getattr(validation, "best_settings_", self.recommended_clustering))
+        kernel.validation_settings_scores_ = dict(getattr(validation, "settings_scores_", {}))
 
 
 def network_of(kernel):
