@@ -12,10 +12,10 @@ from skorch.history import History
 
 import skabc.training.early_stopping as early_stopping
 import skabc.training.plan as plan
+import skabc.training.validation as validation
 from skabc import ContextualKernel, pretrained
 from skabc.training.early_stopping import TimeLimit, ValidationSetsScoring
 from skabc.training.schedule import MAX_STEPS, MIN_STEPS, Schedule, training_schedule
-import skabc.training.validation as validation
 from skabc.training.validation import validation_split
 
 FAST = dict(set_size=(2, 20), batch_size=4, device="cpu", random_state=0)

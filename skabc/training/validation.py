@@ -142,7 +142,7 @@ def choose_settings(module: torch.nn.Module, sets: list, settings: dict) -> tupl
 
     def ari(candidate: dict) -> np.ndarray:
         return np.array([adjusted_rand_score(labels, cluster_affinity(affinity, candidate))
-                         for affinity, (_, labels) in zip(affinities, sets)])
+                         for affinity, (_, labels) in zip(affinities, sets, strict=True)])
 
     base = ari(settings)
     scores = {settings_label(settings): float(base.mean())}
