@@ -205,11 +205,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         Held-out mean ARI of the kept and of the starting weights (with the
         starting clustering settings).
     validation_settings_scores_ : dict
-        Held-out mean ARI of the kept weights under every clustering setting
-        compared once training ended (empty without held-out sets); the
-        best one, where it wins by more than one standard error, becomes
-        :meth:`recommended_clustering`, which ``ABCClustering``'s ``'auto'``
-        values follow.
+        Held-out mean ARI of the kept weights per clustering setting; the best,
+        if ahead by over one standard error, is :meth:`recommended_clustering`.
 
     Examples
     --------
