@@ -17,7 +17,8 @@ _INFERENCE_BLOCK_CELLS = 2**24
 
 #: Largest set whose local-geometry terms (dense ``n x n`` pair features) a kernel computes; larger sets,
 #: and every sparse affinity, are computed without them (for the shipped generic kernel, whose shared
-#: weights were frozen while its geometry maps trained, that is exactly its base kernel's affinity).
+#: weights were frozen while its geometry maps trained, that is its base kernel v1's affinity, exactly so
+#: for sets of at most 16 principal dimensions: wider sets reach the embedder scaled by 64 components' RMS).
 GEOMETRY_MAX_SAMPLES = 4000
 
 

@@ -47,7 +47,9 @@ def load(name: str, device: str = "auto") -> ContextualKernel | KernelEnsemble:
         * ``'generic'``: the default kernel of :class:`~skabc.ABCClustering`,
           trained on synthetic clustering problems of 1 to 64 features
           (blobs, rings, moons, curves, varied densities, noise); it takes
-          tabular sets of any width (``canonical_features=16``).
+          tabular sets of any width (``canonical_features=64``, the
+          embedder reading the first 16) and sees each set's local geometry
+          (``local_geometry=True``) up to 4,000 points.
         * ``'omniglot'``: handwritten characters, 28 x 28 images given as
           rows of 784 pixels in [0, 1] with ink = 1 (as returned by
           :func:`skabc.datasets.load_omniglot`).
