@@ -18,6 +18,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples
 
 from ._fit_inputs import is_pairwise
+from ._subsample import draw_rows, extend_labels, spread_affinity
 from .kernels import as_kernel
 from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
 from .spectral import SpectralStep, compact
@@ -74,24 +75,28 @@ def draw_seeds(model, rng, n_sets: int) -> list:
 
 def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     """Cluster each set, in order: in this process for one set, else with joblib."""
-    kernel, step = model.kernel_, model.spectral_step_
+    kernel, step, max_samples = model.kernel_, model.spectral_step_, model.max_samples_
     if len(sets) == 1:
-        return [_cluster_one(kernel, step, sets[0], *seeds[0])]
+        return [_cluster_one(kernel, step, sets[0], *seeds[0], max_samples)]
     # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
     # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
     n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
     bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
-    tasks = (delayed(_cluster_chunk)(kernel, step, sets[a:b], seeds[a:b]) for a, b in pairwise(bounds))
+    tasks = (delayed(_cluster_chunk)(kernel, step, sets[a:b], seeds[a:b], max_samples) for a, b in pairwise(bounds))
     return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
 
 
-def _cluster_one(kernel, step: SpectralStep, X, eig_seed, seed: int):
-    """Cluster one set: the kernel's affinity, then the spectral step.
+def _cluster_one(kernel, step: SpectralStep, X, eig_seed, seed: int, max_samples: int | None = None):
+    """Cluster one set: the kernel's affinity, then the spectral step (on a subsample past ``max_samples``).
 
     Returns (labels from 0, affinity, k found, eigenvalues).  A module-level
     function so joblib can ship it, with the fitted kernel, to worker processes
     or Dask workers.
     """
+    rows = draw_rows(_num_samples(X), max_samples, seed)
+    if rows is not None:
+        labels, affinity, found, eigenvalues = _cluster_one(kernel, step, _safe_indexing(X, rows), eig_seed, seed)
+        return extend_labels(X, rows, labels), spread_affinity(affinity, rows, _num_samples(X)), found, eigenvalues
     if isinstance(kernel, (PairwiseKernel, PrecomputedKernel)):
         # ABCClustering validated every parameter scikit-learn's functions get here; skip their own
         # validation, as SpectralClustering.fit does (_fit_context), so the drop-in costs no more.
@@ -109,6 +114,6 @@ def _cluster_one_set(kernel, step: SpectralStep, X, eig_seed, seed: int):
     return step.cluster(kernel.affinity(X), eig_seed, seed)
 
 
-def _cluster_chunk(kernel, step: SpectralStep, sets: list, seeds: list) -> list:
+def _cluster_chunk(kernel, step: SpectralStep, sets: list, seeds: list, max_samples: int | None) -> list:
     """``_cluster_one`` over a chunk of sets, in order (one joblib task)."""
-    return [_cluster_one(kernel, step, X, *seed) for X, seed in zip(sets, seeds, strict=True)]
+    return [_cluster_one(kernel, step, X, *seed, max_samples) for X, seed in zip(sets, seeds, strict=True)]

@@ -15,12 +15,12 @@ from sklearn.utils.validation import check_is_fitted
 from . import persistence
 from ._clustering_io import check_clustering, describe_clustering, restore_clustering
 from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
+from ._resolve import resolve_settings
 from ._sets import cluster_groups, draw_seeds, map_sets
 from ._validation import check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
-from .kernels.base import check_recommended_clustering
 from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
-from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS, SpectralStep
+from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
 
 #: Every value of ``affinity`` given by name: the learned kernel, and all that SpectralClustering accepts.
 AFFINITIES = frozenset({"learned"}) | FEATURE_AFFINITIES | PRECOMPUTED_AFFINITIES
@@ -141,6 +141,13 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         set is always clustered in the calling process.  Results do not
         depend on it: every set's seeds are drawn from ``random_state``
         before any work is dispatched.
+    max_samples : int, None or 'auto', default='auto'
+        Largest set clustered whole: a larger set is clustered on this many
+        of its points drawn at random (seeded by ``random_state``), every
+        other point taking the label of its nearest drawn neighbours (see
+        :mod:`skabc._subsample`).  ``'auto'``: 2,000 for the learned
+        affinity, ``None`` (every point, as SpectralClustering) for the
+        others; resolved in ``fit`` into ``max_samples_``.
     verbose : int, default=0
         Verbosity of the spectral step.
 
@@ -153,7 +160,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         otherwise int64, numbered in order of first appearance.
     affinity_matrix_ : ndarray of shape (n_samples, n_samples) or sparse matrix
         Affinity given to the spectral step: the kernel's, raised to
-        ``affinity_power`` (block-diagonal sparse when ``groups`` is given);
+        ``affinity_power`` (block-diagonal sparse when ``groups`` is given;
+        sparse and zero outside the subsample of a set past ``max_samples_``);
         for ``affinity='precomputed'`` the validated ``X``, as in
         SpectralClustering.
     n_clusters_ : int
@@ -172,6 +180,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         What ``assign_labels`` resolved to.
     n_clusters_selection_ : str
         What ``n_clusters_selection`` resolved to.
+    max_samples_ : int or None
+        What ``max_samples`` resolved to.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -215,6 +225,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         "eigen_tol": [Interval(Real, 0.0, None, closed="left"), StrOptions({"auto"})],
         "assign_labels": [StrOptions(set(ASSIGN_LABELS) | {"auto"})],
         "n_jobs": [Integral, None],
+        "max_samples": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"}), None],
         "verbose": ["verbose"],
     }
 
@@ -239,6 +250,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         eigen_tol="auto",
         assign_labels="auto",
         n_jobs=None,
+        max_samples="auto",
         verbose=0,
     ):
         self.n_clusters = n_clusters
@@ -259,6 +271,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         self.eigen_tol = eigen_tol
         self.assign_labels = assign_labels
         self.n_jobs = n_jobs
+        self.max_samples = max_samples
         self.verbose = verbose
 
     def fit(self, X, y=None, groups=None):
@@ -380,19 +393,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         return cls(kernel=FrozenEstimator(load(name, device=device)), **params)
 
     def _resolve_auto(self, recommended: dict) -> None:
-        """Resolve every ``'auto'`` once, from the kernel's recommendation; build the spectral step from them."""
-        recommended = {**_GENERIC_DEFAULTS, **check_recommended_clustering(recommended)}
-        self.affinity_power_ = float(recommended["affinity_power"] if self.affinity_power == "auto"
-                                     else self.affinity_power)
-        self.assign_labels_ = recommended["assign_labels"] if self.assign_labels == "auto" else self.assign_labels
-        self.n_clusters_selection_ = (recommended["n_clusters_selection"] if self.n_clusters_selection == "auto"
-                                      else self.n_clusters_selection)
-        self.spectral_step_ = SpectralStep(
-            n_clusters=self.n_clusters, max_clusters=self.max_clusters, selection=self.n_clusters_selection_,
-            affinity_power=self.affinity_power_, assign_labels=self.assign_labels_, eigen_solver=self.eigen_solver,
-            n_components=self.n_components, n_init=self.n_init, eigen_tol=self.eigen_tol, verbose=self.verbose,
-            follows_sklearn=self._follows_sklearn(),
-        )
+        """Resolve every ``'auto'`` once, from the kernel's recommendation (:func:`skabc._resolve.resolve_settings`)."""
+        resolve_settings(self, recommended)
 
     def _describe(self) -> tuple[dict, dict]:
         """JSON description and tensors for :mod:`skabc.persistence`."""
@@ -458,6 +460,3 @@ class ABCClustering(ClusterMixin, BaseEstimator):
 FINE_TUNE = dict(warm_start=True, set_size=(50, 200), clusters_per_set=None, sets_per_epoch=None,
                  batch_size=32, max_epochs=10, lr=3e-4)
 
-
-#: What each 'auto' setting resolves to when the kernel recommends nothing (SpectralClustering's choices).
-_GENERIC_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_clusters_selection": "eigengap"}

@@ -348,7 +348,8 @@ def test_a_dense_affinity_too_large_for_memory_is_refused_before_it_is_built():
     from skabc.pretrained import load
 
     X = np.random.default_rng(0).uniform(size=(10**6, 2)).astype(np.float32)
-    model = ABCClustering(kernel=load("circles", device="cpu").set_params(affinity_mode="dense"), random_state=0)
+    model = ABCClustering(kernel=load("circles", device="cpu").set_params(affinity_mode="dense"), random_state=0,
+                          max_samples=None)
     with pytest.raises(AffinityTooLargeError, match=r"1000000 points.*affinity_mode='sparse'") as refused:
         model.fit(X)
     assert isinstance(refused.value, MemoryError) and isinstance(refused.value, ValueError)

@@ -1,0 +1,49 @@
+"""How ABCClustering's ``'auto'`` settings resolve: once in ``fit``, and again when a saved model is loaded.
+
+Every ``'auto'`` takes the kernel's recommendation
+(:meth:`~skabc.kernels.Kernel.recommended_clustering`, stored with every
+shipped kernel), else what :class:`~sklearn.cluster.SpectralClustering` does;
+the resolved values become fitted attributes and build the frozen
+:class:`~skabc.spectral.SpectralStep`.
+"""
+
+from __future__ import annotations
+
+from ._fit_inputs import is_learned, is_pairwise
+from ._subsample import resolve_max_samples
+from .kernels.base import check_recommended_clustering
+from .spectral import SpectralStep
+
+#: What each 'auto' setting resolves to when the kernel recommends nothing (SpectralClustering's choices).
+SPECTRAL_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_clusters_selection": "eigengap"}
+
+
+def resolve_settings(model, recommended: dict) -> None:
+    """Set ``model``'s ``affinity_power_``, ``assign_labels_``, ``n_clusters_selection_``, ``max_samples_``
+    and ``spectral_step_`` from its parameters, ``'auto'`` taken from ``recommended``.
+
+    Raises
+    ------
+    ValueError
+        If ``max_samples`` is set for a precomputed affinity or distance
+        matrix, which cannot be subsampled as a set of points.
+    """
+    if is_pairwise(model.affinity) and model.max_samples not in ("auto", None):
+        raise ValueError(f"max_samples={model.max_samples!r} subsamples sets of points; affinity="
+                         f"{model.affinity!r} takes the whole matrix. Leave max_samples='auto' (or None).")
+    recommended = {**SPECTRAL_DEFAULTS, **check_recommended_clustering(recommended)}
+
+    def resolved(name: str):
+        value = getattr(model, name)
+        return recommended[name] if value == "auto" else value
+
+    model.affinity_power_ = float(resolved("affinity_power"))
+    model.assign_labels_ = resolved("assign_labels")
+    model.n_clusters_selection_ = resolved("n_clusters_selection")
+    model.max_samples_ = resolve_max_samples(model.max_samples, is_learned(model.affinity))
+    model.spectral_step_ = SpectralStep(
+        n_clusters=model.n_clusters, max_clusters=model.max_clusters, selection=model.n_clusters_selection_,
+        affinity_power=model.affinity_power_, assign_labels=model.assign_labels_, eigen_solver=model.eigen_solver,
+        n_components=model.n_components, n_init=model.n_init, eigen_tol=model.eigen_tol, verbose=model.verbose,
+        follows_sklearn=model._follows_sklearn(),
+    )

@@ -1,0 +1,94 @@
+"""Large sets through a random subsample (ABCClustering(max_samples=...), skabc._subsample)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+
+from skabc import ABCClustering
+from skabc._subsample import MAX_SAMPLES_AUTO, draw_rows, extend_labels, spread_affinity
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    return make_blobs(n_samples=1200, centers=[[0, 0], [6, 0], [0, 6]], cluster_std=0.7, random_state=0)
+
+
+def test_a_set_past_max_samples_is_clustered_through_its_subsample(blobs):
+    X, y = blobs
+    model = ABCClustering(max_samples=300, random_state=0).fit(X)
+    assert model.max_samples_ == 300 and model.labels_.shape == (1200,)
+    assert model.n_clusters_ == 3 and adjusted_rand_score(y, model.labels_) > 0.98
+    # The affinity is the subsample's, spread into the n x n frame: 300 rows and columns hold it all.
+    A = model.affinity_matrix_
+    assert sp.issparse(A) and A.shape == (1200, 1200)
+    assert len(np.unique(A.nonzero()[0])) == 300
+    # Seeded: the same random_state draws the same points; predict takes the same path.
+    again = ABCClustering(max_samples=300, random_state=0).fit(X)
+    np.testing.assert_array_equal(again.labels_, model.labels_)
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
+    other = ABCClustering(max_samples=300, random_state=1).fit(X)
+    assert not np.array_equal(np.unique(other.affinity_matrix_.nonzero()[0]), np.unique(A.nonzero()[0]))
+
+
+def test_a_set_within_max_samples_is_clustered_whole(blobs):
+    X, _ = blobs
+    model = ABCClustering(max_samples=None, random_state=0).fit(X[:400])
+    assert model.max_samples_ is None and isinstance(model.affinity_matrix_, np.ndarray)
+    assert model.affinity_matrix_.shape == (400, 400)
+    whole = ABCClustering(max_samples=400, random_state=0).fit(X[:400])
+    np.testing.assert_array_equal(whole.labels_, model.labels_)
+
+
+def test_auto_means_a_subsample_for_the_learned_affinity_only(blobs):
+    X, _ = blobs
+    assert ABCClustering().fit(X[:50]).max_samples_ == MAX_SAMPLES_AUTO
+    assert ABCClustering(affinity="rbf", n_clusters=3).fit(X[:50]).max_samples_ is None
+    with pytest.raises(ValueError, match=r"max_samples=100 subsamples sets of points; affinity='precomputed'"):
+        ABCClustering(affinity="precomputed", max_samples=100).fit(np.eye(150))
+
+
+def test_a_feature_affinity_can_be_subsampled_too(blobs):
+    X, y = blobs
+    model = ABCClustering(affinity="nearest_neighbors", n_clusters=3, max_samples=400, random_state=0).fit(X)
+    assert adjusted_rand_score(y, model.labels_) > 0.98 and model.affinity_matrix_.shape == (1200, 1200)
+
+
+def test_groups_are_subsampled_each_on_its_own(blobs):
+    X, y = blobs
+    groups = np.repeat([0, 1], 600)
+    model = ABCClustering(max_samples=200, random_state=0).fit(X, groups=groups)
+    assert model.affinity_matrix_.shape == (1200, 1200)
+    for g in (0, 1):
+        rows = groups == g
+        assert adjusted_rand_score(y[rows], model.labels_[rows]) > 0.95
+
+
+def test_extend_labels_votes_among_the_nearest_drawn_points():
+    X = np.array([[0.0], [0.1], [0.2], [10.0], [10.1], [10.2], [0.05], [10.15]])
+    rows = np.arange(6)
+    labels = np.array([0, 0, 0, 1, 1, 1])
+    np.testing.assert_array_equal(extend_labels(X, rows, labels), [0, 0, 0, 1, 1, 1, 0, 1])
+
+
+def test_draw_rows_and_spread_affinity():
+    assert draw_rows(100, None, 0) is None and draw_rows(100, 100, 0) is None
+    rows = draw_rows(100, 10, 0)
+    assert len(rows) == 10 and np.all(np.diff(rows) > 0)
+    np.testing.assert_array_equal(rows, draw_rows(100, 10, 0))
+    block = np.arange(9.0).reshape(3, 3)
+    spread = spread_affinity(block, np.array([1, 4, 7]), 8).toarray()
+    np.testing.assert_array_equal(spread[np.ix_([1, 4, 7], [1, 4, 7])], block)
+    assert spread.sum() == block.sum()
+
+
+def test_a_saved_model_keeps_its_max_samples(blobs, tmp_path):
+    X, _ = blobs
+    model = ABCClustering(max_samples=250, random_state=0).fit(X)
+    model.save(tmp_path / "model.safetensors")
+    loaded = ABCClustering.load(tmp_path / "model.safetensors")
+    assert loaded.max_samples_ == 250
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
