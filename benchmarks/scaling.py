@@ -218,7 +218,7 @@ def _fit_predict_abc(config: dict, X: np.ndarray) -> dict:
         return result
 
     kernel.transform = timed_transform  # instance attribute: times the encoder + affinity inside fit_predict
-    model = ABCClustering(kernel=kernel, random_state=0)
+    model = ABCClustering(kernel=kernel, random_state=0, max_samples=None)
     start = time.perf_counter()
     labels = model.fit_predict(X)
     elapsed = time.perf_counter() - start
