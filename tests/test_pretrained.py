@@ -135,8 +135,9 @@ def test_default_clusters_separated_blobs_zero_shot(n_features):
         X, y = make_blobs(n_samples=300, centers=4, n_features=n_features, cluster_std=0.6, random_state=seed)
         labels = ABCClustering(random_state=0).fit_predict(X)
         aris.append(adjusted_rand_score(y, labels))
-    # k is not given.  Measured with the shipped phase-10 weights (A**8, plain eigengap or the default
-    # consensus estimate alike): 0.967 (d = 2: k = 3 in one set, 4 in the other 9), 1.0 (d = 5), 1.0
+    # k is not given.  Measured with the shipped v2 weights (A**4, consensus k): 0.968 (d = 2: k = 3 in
+    # one set, 4 in the other 9), 1.0 (d = 5), 1.0 (d = 30).  With v1, phase 10 (A**8, plain eigengap or
+    # the consensus estimate alike): 0.967 (d = 2: k = 3 in one set, 4 in the other 9), 1.0 (d = 5), 1.0
     # (d = 30); phase 9 (A**4) gave 0.971, 1.0, 1.0.  Phase 6 gave 0.814 at d = 2 (5 of 10 sets
     # under-split: close planar blobs merged next to farther ones, the weakness phases 8-9 trained
     # against).
@@ -171,6 +172,34 @@ def test_default_finds_one_cluster_in_uniform_noise():
     found = [ABCClustering(random_state=0).fit(np.random.default_rng(s).uniform(size=(400, 2))).n_clusters_
              for s in range(3)]
     assert sum(k == 1 for k in found) >= 2, found
+
+
+def test_generic_kernel_is_v1_plus_trained_geometry_maps():
+    """The shipped v2: every shared weight is v1's, bit for bit; the geometry maps are trained (non-zero)
+    and change the affinity of a set within GEOMETRY_MAX_SAMPLES."""
+    from pathlib import Path
+
+    from skabc import ContextualKernel
+    from skabc.inference import learned_affinity
+    from skabc.nn.build import set_transform
+    from skabc.training.plan import network_of
+
+    v1_file = Path(__file__).resolve().parents[1] / "benchmarks" / "weights" / "generic_v1.safetensors"
+    generic, v1 = pretrained.load("generic", device="cpu"), ContextualKernel.load(v1_file, device="cpu")
+    assert generic.local_geometry and not v1.local_geometry
+    shared = v1.module_.state_dict()
+    for name, weight in generic.module_.state_dict().items():
+        if name.startswith(("pair_bias", "point_proj")):
+            assert weight.abs().max() > 0, name
+        else:
+            assert torch.equal(weight, shared[name]), name
+    X = make_blobs(n_samples=300, centers=3, random_state=0)[0].astype(np.float32)
+    with_geometry = generic.transform(X)
+    without = learned_affinity(generic.module_, X, sparse=True, n_neighbors=299, n_random_neighbors=0,
+                               set_transform=set_transform(network_of(generic))).toarray()
+    off_diagonal = ~np.eye(300, dtype=bool)  # the sparse affinity leaves out self-pairs
+    np.testing.assert_allclose(without[off_diagonal], v1.transform(X)[off_diagonal], atol=1e-5)  # 2-D: v1's inputs
+    assert np.abs(with_geometry - without)[off_diagonal].max() > 0.05
 
 
 def test_default_ignores_y():
