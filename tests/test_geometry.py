@@ -32,7 +32,7 @@ def _brute_force(X: np.ndarray) -> dict:
 def test_pair_features_match_their_definitions():
     X = np.random.default_rng(0).normal(size=(60, 3))
     pairs, points = pair_features(torch.as_tensor(X, dtype=torch.float32)[None])
-    pairs = pairs[0].double().numpy()
+    pairs = np.moveaxis(pairs[0].double().numpy(), 0, -1)  # (n, n, features)
     ref = _brute_force(X)
     assert pairs.shape == (60, 60, N_PAIR_FEATURES)
     for b, bandwidth in enumerate(BANDWIDTHS):
@@ -55,9 +55,9 @@ def test_pair_features_ignore_padding_and_handle_tiny_sets():
     mask[1, 25:] = False
     pairs, points = pair_features(X, mask)
     alone, alone_points = pair_features(X[1:2, :25])
-    torch.testing.assert_close(pairs[1, :25, :25], alone[0])
+    torch.testing.assert_close(pairs[1, :, :25, :25], alone[0])
     torch.testing.assert_close(points[1, :25], alone_points[0])
-    assert pairs[1, 25:].abs().sum() == 0 and pairs[1, :, 25:].abs().sum() == 0
+    assert pairs[1, :, 25:].abs().sum() == 0 and pairs[1, :, :, 25:].abs().sum() == 0
     for n in (1, 2, 5):  # fewer points than the neighbourhood sizes
         small, small_points = pair_features(X[:1, :n])
         assert torch.isfinite(small).all() and torch.isfinite(small_points).all()
@@ -67,7 +67,7 @@ def test_pair_features_are_scale_free_but_for_the_distance():
     X = torch.as_tensor(np.random.default_rng(2).normal(size=(1, 50, 4)), dtype=torch.float32)
     pairs, points = pair_features(X)
     scaled, scaled_points = pair_features(7.0 * X)
-    torch.testing.assert_close(pairs[..., :-1], scaled[..., :-1], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(pairs[:, :-1], scaled[:, :-1], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(points, scaled_points, atol=1e-4, rtol=1e-4)
 
 

@@ -49,9 +49,11 @@ def pair_features(X: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[to
 
     Returns
     -------
-    pairs : Tensor of shape (B, n, n, N_PAIR_FEATURES)
-        Symmetric pair features (see the module documentation); rows and
-        columns of padded points are zero.
+    pairs : Tensor of shape (B, N_PAIR_FEATURES, n, n)
+        Symmetric pair features (see the module documentation), one ``n x n``
+        map per feature (channels first: the layout of per-head attention
+        biases, and a plain copy to stack); rows and columns of padded points
+        are zero.
     points : Tensor of shape (B, n, N_POINT_FEATURES)
         ``log(s_i / median_j s_j)`` (relative local density) and
         ``log(s5_i / s30_i)`` (how the neighbourhood grows: a proxy of the local
@@ -97,7 +99,7 @@ def pair_features(X: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[to
     features.append(mutual)
     features.append(shared)
     features.append(dist)
-    pairs = torch.stack(features, dim=-1).masked_fill_(~real_pair[..., None], 0.0)
+    pairs = torch.stack(features, dim=1).masked_fill_(~real_pair[:, None], 0.0)
 
     small, large = scale_at(KNN_SIZES[0]), scale_at(KNN_SIZES[-1])
     points = torch.stack(

@@ -143,7 +143,7 @@ class ABCNet(nn.Module):
     def attention_bias(self, pairs: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """Attention bias ``(B, n_heads, n, n)`` from the pair features, padded keys at ``-inf``."""
         weight, bias = self.pair_bias.weight[: self.n_heads], self.pair_bias.bias[: self.n_heads]
-        scores = GEOMETRY_GAIN * torch.nn.functional.linear(pairs, weight, bias).permute(0, 3, 1, 2)
+        scores = GEOMETRY_GAIN * (torch.einsum("bfij,hf->bhij", pairs, weight) + bias[None, :, None, None])
         if mask is not None:
             scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
         return scores
@@ -153,8 +153,7 @@ class ABCNet(nn.Module):
         if geometry is None:
             return None
         pairs, _ = geometry
-        weight, bias = self.pair_bias.weight[-1:], self.pair_bias.bias[-1:]
-        return GEOMETRY_GAIN * torch.nn.functional.linear(pairs, weight, bias)[..., 0]
+        return GEOMETRY_GAIN * (torch.einsum("bfij,f->bij", pairs, self.pair_bias.weight[-1]) + self.pair_bias.bias[-1])
 
     def forward(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         geometry = self.geometry(X, mask)
