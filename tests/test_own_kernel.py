@@ -36,6 +36,24 @@ def test_schedule_grows_with_rows_and_classes_within_its_bounds():
     assert training_schedule(5_000, 2, 32).n_steps < training_schedule(5_000, 5, 32).n_steps
 
 
+def test_schedule_caps_networks_with_local_geometry_lower(blobs, monkeypatch):
+    """A geometry step costs ~1.6x: its cap keeps the longest fit in the same CPU budget."""
+    from skabc.training.schedule import GEOMETRY_MAX_STEPS
+
+    assert GEOMETRY_MAX_STEPS < MAX_STEPS
+    assert training_schedule(10**7, 10, 32, GEOMETRY_MAX_STEPS).n_steps <= GEOMETRY_MAX_STEPS + 16
+    assert training_schedule(1_000, 10, 32, GEOMETRY_MAX_STEPS) == training_schedule(1_000, 10, 32)
+    caps = []
+    real = plan.training_schedule
+    monkeypatch.setattr(plan, "training_schedule", lambda n, k, b, cap: caps.append(cap) or real(n, k, b, cap))
+    monkeypatch.setattr(ContextualKernel, "fit", lambda self, X, y, groups=None: plan.plan_training(
+        self, X, np.asarray(y), None) and self)
+    X, y = blobs
+    ContextualKernel(**FAST).fit(X, y)  # fine-tunes the generic kernel, which has local geometry
+    ContextualKernel(**FAST, init="scratch").fit(X, y)
+    assert caps == [GEOMETRY_MAX_STEPS, MAX_STEPS]
+
+
 def test_schedule_is_whole_batches_of_epochs():
     schedule = training_schedule(3_000, 7, batch_size=8)
     assert schedule.sets_per_epoch % 8 == 0
@@ -154,7 +172,8 @@ def test_scratch_switch_and_its_conflict_with_init_generic(blobs):
 def test_auto_schedule_with_early_stopping_ends_no_worse_than_it_started(blobs, monkeypatch):
     X, y = blobs
     # The automatic schedule, shortened for a unit test: the same code path with two epochs of one step.
-    monkeypatch.setattr(plan, "training_schedule", lambda n, k, b: Schedule(max_epochs=2, sets_per_epoch=4, n_steps=2))
+    monkeypatch.setattr(plan, "training_schedule",
+                        lambda n, k, b, cap: Schedule(max_epochs=2, sets_per_epoch=4, n_steps=2))
     kernel = ContextualKernel(**FAST).set_params(set_size=(10, 30)).fit(X, y)
     assert kernel.init_ == "generic" and kernel.schedule_.max_epochs == 2
     assert kernel.validation_score_ >= kernel.start_validation_score_

@@ -19,7 +19,7 @@ from sklearn.utils import check_random_state
 from ..nn.build import set_transform
 from ..sampling import check_set_size
 from .early_stopping import TimeLimit, ValidationSetsScoring
-from .schedule import Schedule, training_schedule
+from .schedule import GEOMETRY_MAX_STEPS, MAX_STEPS, Schedule, training_schedule
 from .validation import draw_validation_sets, validation_split
 
 #: Parameters that define the network (its architecture and input map); the others say how to train or infer.
@@ -143,7 +143,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     max_epochs, sets_per_epoch = kernel.max_epochs, kernel.sets_per_epoch
     if max_epochs == "auto":
         schedule = training_schedule(int((train_labels >= 0).sum()), _classes_per_group(train_labels, group_codes),
-                                     kernel.batch_size)
+                                     kernel.batch_size,
+                                     GEOMETRY_MAX_STEPS if network.get("local_geometry") else MAX_STEPS)
         max_epochs, per_epoch = schedule.max_epochs, schedule.sets_per_epoch
         if sets_per_epoch is None:
             sets_per_epoch = per_epoch

@@ -4,8 +4,11 @@ With ``max_epochs='auto'`` a :class:`~skabc.ContextualKernel` asks
 :func:`training_schedule` how many optimiser steps the labelled rows are
 worth and how to cut them into epochs (one validation score per epoch).
 Early stopping on held-out classes or groups usually ends the run sooner;
-the step cap keeps the worst case inside a CPU budget (measured: 3,200 steps
-of the default network on circles took 7.6 CPU-minutes, validation included).
+the step cap keeps the worst case inside a CPU budget of about 10 CPU-minutes:
+3,200 steps of the generic network v1 on circles took 7.6 CPU-minutes,
+validation included; a network with local geometry costs about 1.6 times as
+much per step (pair features and the gradients of the attention biases: 3,200
+steps took 12.1 CPU-minutes), so its cap is :data:`GEOMETRY_MAX_STEPS`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from dataclasses import dataclass
 STEPS_PER_SQRT_ROW = 12.0
 #: Fewest and most optimiser steps of an automatic schedule.
 MIN_STEPS, MAX_STEPS = 200, 3200
+#: The step cap of a network with ``local_geometry`` (the same CPU budget as MAX_STEPS at ~1.6x the cost).
+GEOMETRY_MAX_STEPS = 2000
 #: Validation scores per automatic schedule (the epochs it is cut into).
 EVALUATIONS = 16
 
@@ -40,11 +45,11 @@ class Schedule:
     n_steps: int
 
 
-def training_schedule(n_labelled: int, n_classes: int, batch_size: int) -> Schedule:
+def training_schedule(n_labelled: int, n_classes: int, batch_size: int, max_steps: int = MAX_STEPS) -> Schedule:
     """Training length for ``n_labelled`` labelled rows of ``n_classes`` classes.
 
     The number of steps grows as the square root of the labelled rows
-    (:data:`STEPS_PER_SQRT_ROW`), clipped to ``[MIN_STEPS, MAX_STEPS]``; a
+    (:data:`STEPS_PER_SQRT_ROW`), clipped to ``[MIN_STEPS, max_steps]``; a
     problem with fewer than five classes gets proportionally fewer steps
     (at least :data:`MIN_STEPS`), since its sets repeat the same few
     clusters and overfit sooner.  The steps are cut into
@@ -59,6 +64,8 @@ def training_schedule(n_labelled: int, n_classes: int, batch_size: int) -> Sched
         Distinct labels among them (per group, the largest count).
     batch_size : int
         Sets per optimiser step.
+    max_steps : int, default=MAX_STEPS
+        The cap (:data:`GEOMETRY_MAX_STEPS` for networks with local geometry).
 
     Returns
     -------
@@ -77,7 +84,7 @@ def training_schedule(n_labelled: int, n_classes: int, batch_size: int) -> Sched
             f"n_labelled, n_classes and batch_size must be positive, got {n_labelled}, {n_classes}, {batch_size}."
         )
     steps = STEPS_PER_SQRT_ROW * math.sqrt(n_labelled) * min(1.0, n_classes / 5)
-    steps = int(min(MAX_STEPS, max(MIN_STEPS, steps)))
+    steps = int(min(max(max_steps, MIN_STEPS), max(MIN_STEPS, steps)))
     per_epoch = max(1, math.ceil(steps / EVALUATIONS))
     epochs = math.ceil(steps / per_epoch)
     return Schedule(max_epochs=epochs, sets_per_epoch=per_epoch * batch_size, n_steps=epochs * per_epoch)
