@@ -5,6 +5,8 @@ Usage
 python benchmarks/train_generic_v2.py --geometry-stage [--threads 1]  # the candidate's training (resumable)
 python benchmarks/train_generic_v2.py --train [--threads 1]           # fine-tune everything (resumable)
 python benchmarks/train_generic_v2.py --export OUT.safetensors        # the --train checkpoint as a kernel file
+python benchmarks/train_generic_v2.py --geometry-large [--threads 1]  # the next candidate (resumable, see below)
+python benchmarks/train_generic_v2.py --export-large OUT.safetensors  # its checkpoint as a kernel file
 python benchmarks/train_generic_v2.py --compare --data-home DIR        # the ship decision (see COMPARE below)
 
 The geometry stage starts from the generic kernel v1 (``benchmarks/weights/generic_v1.safetensors``, the
@@ -160,16 +162,60 @@ def train_geometry_stage(threads: int) -> None:
     print(f"generic v2, geometry stage: {record}")
 
 
-def export(path: str, recommended: dict | None = None) -> None:
+#: Stage "geometry-large" (started 2026-12-01): the shipped v2's geometry maps trained on, alone as before,
+#: on larger sets with more clusters (400-1,200 points, up to 30 clusters: the sizes the gallery and the
+#: 2,000-point subsample of ABCClustering use, and the many small clusters v2 under-splits).
+POOL_LARGE = dict(n_sets=3_000, set_size=(400, 1_200), n_features=(1, 64), max_clusters=30)
+GEOMETRY_LARGE = {**GEOMETRY_STAGE, "set_size": 1_200, "batch_size": 8, "sets_per_epoch": 256, "max_epochs": 30}
+LARGE_DIR = CHECKPOINTS.with_name("generic_v2_geometry_large")
+
+
+def train_geometry_large(threads: int) -> None:
+    """Continue the shipped v2's geometry maps on larger sets (checkpointed every epoch, resumable)."""
+    from skorch.callbacks import Freezer
+
+    from skabc._runtime import seeded_torch
+    from skabc.nn.build import set_transform
+    from skabc.sampling import ClusterSetSampler, SampledSetsDataset
+    from skabc.training.net import make_net
+
+    torch.set_num_threads(threads)
+    tune_allocator()
+    X, y, groups = make_clustering_sets(**POOL_LARGE, families=POOL_FAMILIES, random_state=TRAIN_SEED + 1)
+    kernel = ContextualKernel(**GEOMETRY_LARGE, checkpoint_dir=LARGE_DIR, verbose=1)
+    steps = kernel.max_epochs * -(-kernel.sets_per_epoch // kernel.batch_size)
+    sampler = ClusterSetSampler(y, groups, kernel.set_size)
+    dataset = SampledSetsDataset(X.astype(np.float32), sampler, kernel.sets_per_epoch, kernel.batch_size,
+                                 TRAIN_SEED + 1, set_transform=set_transform(kernel))
+    history = LARGE_DIR / "history.json"
+    done = len(json.loads(history.read_text())) if history.exists() else 0
+    LARGE_DIR.mkdir(parents=True, exist_ok=True)
+    cpu = time.process_time()
+    with seeded_torch(TRAIN_SEED + 1, torch.device("cpu")):
+        start = ContextualKernel.load(CANDIDATE, device="cpu").module_  # the shipped v2
+        net = make_net(kernel, start, torch.device("cpu"), steps)
+        net.callbacks.append(("freeze", Freezer(lambda name: not name.startswith(GEOMETRY_PARAMETERS),
+                                                at=lambda net: True)))
+        net.initialize()
+        if done < kernel.max_epochs:
+            net.partial_fit(dataset, y=None, epochs=kernel.max_epochs - done)
+    record = {"stage": "geometry-large", "epochs": len(net.history), "threads": threads,
+              "training_wall_seconds": float(sum(net.history[:, "dur"])),
+              "cpu_seconds_last_run": time.process_time() - cpu}
+    (LARGE_DIR / "time.json").write_text(json.dumps(record))
+    print(f"generic v2, geometry-large stage: {record}")
+
+
+def export(path: str, recommended: dict | None = None, directory: Path = CHECKPOINTS) -> None:
     """Save the latest checkpoint's weights as a kernel file (for evaluation or shipping)."""
     from skabc.kernels._contextual_io import load_weights
 
     kernel = ContextualKernel(**KERNEL)
-    state = torch.load(CHECKPOINTS / "params.pt", map_location="cpu", weights_only=True)
+    state = torch.load(directory / "params.pt", map_location="cpu", weights_only=True)
     load_weights(kernel, KERNEL["canonical_features"], state, "cpu")
     kernel.recommended_clustering_ = dict(recommended or {})
     kernel.save(path)
-    history = json.loads((CHECKPOINTS / "history.json").read_text())
+    history = json.loads((directory / "history.json").read_text())
     print(f"exported epoch {len(history)} (train loss {history[-1].get('train_loss'):.4f}) to {path}")
 
 
@@ -290,6 +336,8 @@ def main(argv=None) -> int:
     parser.add_argument("--geometry-stage", action="store_true", help="train only the geometry maps (v1 frozen)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--export", default=None, metavar="PATH")
+    parser.add_argument("--geometry-large", action="store_true", help="continue v2's geometry maps on larger sets")
+    parser.add_argument("--export-large", default=None, metavar="PATH", help="the --geometry-large checkpoint")
     parser.add_argument("--compare", action="store_true", help="the ship decision on the validation groups")
     parser.add_argument("--data-home", default=None, help="the clustbench folder (default ../shared/data/clustbench)")
     parser.add_argument("--baseline", default=str(BASELINE), help="--compare: the kernel file to beat (v1)")
@@ -301,6 +349,12 @@ def main(argv=None) -> int:
         train_geometry_stage(args.threads)
     if args.export:
         export(args.export)
+    if args.geometry_large:
+        train_geometry_large(args.threads)
+    if args.export_large:
+        from pretrained_settings import SETTINGS  # benchmarks/: the shipped v2's settings, stored with the export
+
+        export(args.export_large, dict(SETTINGS["generic"]), LARGE_DIR)
     if args.compare:
         compare(args.data_home, args.threads, Path(args.baseline), Path(args.candidate))
     return 0
