@@ -233,3 +233,16 @@ def test_choose_settings_keeps_the_start_when_the_gain_is_within_noise(monkeypat
     chosen, scores = validation.choose_settings(None, sets, start)
     assert scores["A**2 consensus njw"] > scores["A**4 consensus njw"]
     assert chosen == start
+
+
+@pytest.mark.parametrize(("largest", "tuned"), [(20, True), (600, False)])
+def test_allocator_is_tuned_only_for_small_training_sets(blobs, monkeypatch, largest, tuned):
+    """Large variable sets fragment a heap whose mmap threshold was raised: no tuning for them."""
+    import skabc.training.net as net
+
+    calls = []
+    monkeypatch.setattr(net, "tune_allocator", lambda: calls.append(True))
+    X, y = blobs
+    ContextualKernel(**TINY_NET, **{**FAST, "set_size": (2, largest)}, init="scratch", max_epochs=1,
+                     sets_per_epoch=4).fit(X, y)
+    assert bool(calls) is tuned
