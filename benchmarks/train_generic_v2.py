@@ -285,8 +285,13 @@ def set_scores(kernel, X, y, scored) -> dict:
     return out
 
 
-def compare(data_home: str | None, threads: int, baseline: Path = BASELINE, candidate: Path = CANDIDATE) -> dict:
-    """The baseline kernel ('shipped': v1) vs the candidate on the validation groups; the rule above decides."""
+def compare(data_home: str | None, threads: int, baseline: Path = BASELINE, candidate: Path = CANDIDATE,
+            extra_groups: dict | None = None, out: Path | None = None) -> dict:
+    """The baseline kernel ('shipped': v1) vs the candidate on the validation groups; the rule above decides.
+
+    ``extra_groups``: more groups (name -> sets, as :func:`validation_groups` gives them) under the same rule;
+    ``out``: where the JSON goes (default ``benchmarks/results/generic_v2_compare.json``).
+    """
     import warnings
 
     torch.set_num_threads(threads)
@@ -296,7 +301,7 @@ def compare(data_home: str | None, threads: int, baseline: Path = BASELINE, cand
     scores = {name: {} for name in kernels}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for group, sets in validation_groups(home).items():
+        for group, sets in {**validation_groups(home), **(extra_groups or {})}.items():
             for _, X, y, scored in sets:
                 for kname, kernel in kernels.items():
                     scores[kname].setdefault(group, []).append(set_scores(kernel, X, y, scored))
@@ -322,7 +327,7 @@ def compare(data_home: str | None, threads: int, baseline: Path = BASELINE, cand
         row = " ".join(f"{g} {v:.3f}" for g, v in summary[kname]["per_setting"][best].items())
         print(f"{kname:9s} best {best:16s} {row} union {summary[kname]['union'][best]:.3f}")
     print(f"paired gain {diff.mean():+.4f} +- {se:.4f}; per group {drops}; passes the quality rule: {passes}")
-    out = ROOT / "benchmarks" / "results" / "generic_v2_compare.json"
+    out = ROOT / "benchmarks" / "results" / "generic_v2_compare.json" if out is None else Path(out)
     out.write_text(json.dumps(result, indent=1))
     return result
 

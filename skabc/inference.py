@@ -26,8 +26,9 @@ def encode(module: nn.Module, X: np.ndarray, set_transform=None, with_geometry: 
            use_geometry: bool | None = None):
     """Contextual embeddings ``(1, n, d_model)`` of the set ``X`` (float32 rows).
 
-    ``with_geometry=True`` also returns the set's local-geometry features
-    (``None`` when they are not used), computed once for both.
+    ``with_geometry=True`` also returns the terms the geometry adds to the
+    logits, ``(scale, extra)`` of :meth:`ABCNet.logit_terms` (``(None, None)``
+    when it is not used), computed once with the embeddings.
     ``use_geometry``: whether a ``local_geometry`` module uses them; ``None``:
     up to :data:`GEOMETRY_MAX_SAMPLES` points.
     """
@@ -42,7 +43,10 @@ def encode(module: nn.Module, X: np.ndarray, set_transform=None, with_geometry: 
         points = torch.as_tensor(X, device=device)[None]
         geometry = module.geometry(points) if use_geometry else None
         z = module.encode(points, None, geometry, use_geometry=use_geometry)
-    return (z, geometry) if with_geometry else z
+        if not with_geometry:
+            return z
+        terms = module.logit_terms(points, z, geometry)
+    return z, terms
 
 
 def learned_affinity(
@@ -77,20 +81,21 @@ def learned_affinity(
     affinity : ndarray or scipy.sparse.csr_matrix of shape (n, n)
         Symmetric, in ``[0, 1]``.
     """
-    z, geometry = encode(module, X, set_transform, with_geometry=True,
-                         use_geometry=False if sparse else None)
+    z, (scale, extra) = encode(module, X, set_transform, with_geometry=True,
+                               use_geometry=False if sparse else None)
     if sparse:
         return topk_affinity(module.head, z, n_neighbors, n_random=n_random_neighbors, point_keys=row_keys(X))
     n = X.shape[0]
     with torch.inference_mode():
-        head_bias = None if geometry is None else module.head_bias(geometry)
         projected = module.head.project(z)
         rows = max(1, _INFERENCE_BLOCK_CELLS // max(n, 1))
         affinity = np.empty((n, n), dtype=np.float64)
         for start in range(0, n, rows):
             block = module.head.block_logits(z, slice(start, start + rows), projected)
-            if head_bias is not None:
-                block = block + head_bias[:, start : start + rows]
+            if scale is not None:
+                block = scale[:, None, None] * block
+            if extra is not None:
+                block = block + extra[:, start : start + rows]
             # Sigmoid in float64: confident "different cluster" logits stay positive instead of
             # underflowing to 0, so the affinity graph stays connected for the spectral step.
             affinity[start : start + rows] = torch.sigmoid(block[0].double()).cpu().numpy()

@@ -139,3 +139,73 @@ def test_large_sets_are_computed_without_the_geometry_terms(monkeypatch):
     _zero_geometry(kernel)
     monkeypatch.setattr(inference, "GEOMETRY_MAX_SAMPLES", 4000)
     np.testing.assert_allclose(kernel.transform(X[:30]), without, atol=1e-6)
+
+
+def test_context_gate_starts_neutral_then_weighs_head_against_geometry():
+    torch.manual_seed(0)
+    X = torch.randn(2, 30, 6)
+    mask = torch.ones(2, 30, dtype=torch.bool)
+    mask[0, 20:] = False
+    plain = ABCNet(6, d_model=16, n_heads=2, n_blocks=2, local_geometry=True, embed_features=3).eval()
+    torch.nn.init.normal_(plain.pair_bias.weight, std=0.01)
+    gated = ABCNet(6, d_model=16, n_heads=2, n_blocks=2, local_geometry=True, embed_features=3,
+                   context_gate=True).eval()
+    missing, unexpected = gated.load_state_dict(plain.state_dict(), strict=False)
+    assert not unexpected and set(missing) == {"gate.weight", "gate.bias"}
+    with torch.no_grad():
+        torch.testing.assert_close(gated(X, mask), plain(X, mask))
+        # A gate that silences the head leaves the geometry term alone.
+        gated.gate.bias.copy_(torch.tensor([-1.0, 0.0]))  # x GEOMETRY_GAIN: clamped at exp(-4)
+        geometry = gated.geometry(X, mask)
+        z = gated.encode(X, mask, geometry)
+        scales = gated.logit_scales(X, z, mask)
+        torch.testing.assert_close(scales, torch.tensor([[np.exp(-4.0), 1.0]] * 2, dtype=torch.float32))
+        expected = np.exp(-4.0) * gated.head(z) + gated.head_bias(geometry)
+        torch.testing.assert_close(gated(X, mask), expected)
+        # The gate reads context: with weights on, different sets get different factors, padding ignored.
+        torch.nn.init.normal_(gated.gate.weight, std=0.01)
+        gated.gate.bias.zero_()
+        out = gated(X, mask)
+        assert not torch.allclose(gated.logit_scales(X, z, mask)[0], gated.logit_scales(X, z, mask)[1])
+    torch.testing.assert_close(out[0, :20, :20], gated(X[:1, :20])[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(out, out.transpose(1, 2))
+
+
+def test_context_gate_reads_the_variance_outside_the_embedded_columns():
+    gated = ABCNet(6, d_model=8, n_heads=2, n_blocks=1, local_geometry=True, embed_features=3,
+                   context_gate=True).eval()
+    with torch.no_grad():
+        gated.gate.weight[0, -1] = 0.01  # the head factor grows with the outside share only
+        X = torch.randn(1, 40, 6)
+        narrow = X.clone()
+        narrow[..., 3:] *= 0.01  # structure inside the embedded columns
+        z = gated.encode(X)
+        assert gated.logit_scales(X, z)[0, 0] > gated.logit_scales(narrow, z)[0, 0] > 1.0
+
+
+def test_context_gate_needs_geometry():
+    with pytest.raises(ValueError, match="context_gate=True needs local_geometry=True"):
+        ABCNet(4, d_model=16, n_heads=2, n_blocks=1, context_gate=True)
+    X, y, groups = make_circles_sets(n_sets=4, set_size=20, random_state=0)
+    with pytest.raises(ValueError, match="context_gate=True needs local_geometry=True"):
+        ContextualKernel(context_gate=True, d_model=16, n_heads=2, n_blocks=1, max_epochs=1).fit(X, y, groups=groups)
+
+
+def test_gated_kernel_fits_saves_loads_and_infers_as_its_network(tmp_path):
+    X, y, groups = make_circles_sets(n_sets=16, set_size=40, random_state=0)
+    kernel = ContextualKernel(local_geometry=True, context_gate=True, canonical_features=4, embed_features=2,
+                              d_model=16, n_heads=2, n_blocks=1, set_size=40, max_epochs=1, batch_size=8,
+                              random_state=0).fit(X, y, groups=groups)
+    torch.nn.init.normal_(kernel.module_.gate.weight, std=0.01)
+    A = kernel.transform(X[:40])
+    with torch.no_grad():
+        from skabc.nn.build import set_transform
+
+        points = torch.as_tensor(set_transform(kernel)(X[:40].astype(np.float32)))[None]
+        direct = torch.sigmoid(kernel.module_(points)[0].double()).numpy()
+    np.testing.assert_allclose(A, (direct + direct.T) / 2, atol=1e-6)
+    path = tmp_path / "gated.safetensors"
+    kernel.save(path)
+    loaded = ContextualKernel.load(path, device="cpu")
+    assert loaded.context_gate
+    np.testing.assert_array_equal(loaded.transform(X[:40]), A)

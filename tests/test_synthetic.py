@@ -11,12 +11,15 @@ from skabc.datasets import (
     FAMILIES,
     FAMILY_WEIGHTS,
     add_background_noise,
+    discretize_columns,
     embed_in_dimensions,
     make_blobs_set,
     make_clustering_sets,
     make_curves_set,
     make_moons_set,
     make_rings_set,
+    make_subspace_set,
+    make_warped_set,
 )
 from skabc.preprocessing import canonicalize_set
 
@@ -25,6 +28,8 @@ GENERATORS = [
     (make_rings_set, "n_rings"),
     (make_moons_set, "n_moons"),
     (make_curves_set, "n_curves"),
+    (make_subspace_set, "n_clusters"),
+    (make_warped_set, "n_clusters"),
 ]
 
 
@@ -37,7 +42,7 @@ def test_single_set_shapes_and_label_counts(make, count, n_features):
     assert np.array_equal(np.unique(y), np.arange(4))
     assert np.all(np.isfinite(X))
     # Blobs fill their dimensions; planar shapes span a random plane, plus the others with embed_noise.
-    planar = make is not make_blobs_set
+    planar = make not in (make_blobs_set, make_subspace_set, make_warped_set)
     assert np.linalg.matrix_rank(X - X.mean(axis=0)) == (2 if planar else n_features)
     if planar:
         X, _ = make(150, **{count: 4}, n_features=n_features, embed_noise=0.01, random_state=0)
@@ -276,6 +281,69 @@ def test_every_family_generates(family):
         assert_allclose(canonicalize_set(xs), canonicalize_set(xs[:, :width]), atol=1e-5)
 
 
+def test_new_families_are_opt_in():
+    assert {"subspaces", "warped"} <= set(FAMILIES) and not {"subspaces", "warped"} & set(FAMILY_WEIGHTS)
+
+
+def test_subspace_clusters_are_apart_for_neighbours_not_for_principal_axes():
+    """The family's point: in 48 dimensions the clusters overlap in distance and in their first principal
+    axes, while each point's nearest neighbours are of its own cluster."""
+    from sklearn.decomposition import PCA
+    from sklearn.neighbors import NearestNeighbors
+
+    X, y = make_subspace_set(600, n_clusters=8, n_features=48, subspace_dim=(3, 6), separation=1.0,
+                             random_state=0)
+    assert X.shape == (600, 48) and np.array_equal(np.unique(y), np.arange(8))
+    _, index = NearestNeighbors(n_neighbors=6).fit(X).kneighbors(X)
+    same_in_full = (y[index[:, 1:]] == y[:, None]).mean()
+    Z = PCA(2, random_state=0).fit_transform(X)
+    _, index = NearestNeighbors(n_neighbors=6).fit(Z).kneighbors(Z)
+    same_in_plane = (y[index[:, 1:]] == y[:, None]).mean()
+    assert same_in_full > 0.9 and same_in_plane < 0.6
+    # Each cluster varies along at most 6 directions (+ the small ambient noise).
+    spectrum = np.linalg.svd(X[y == 0] - X[y == 0].mean(axis=0), compute_uv=False) ** 2
+    assert spectrum[:6].sum() / spectrum.sum() > 0.6
+
+
+def test_separation_moves_subspace_centres_apart():
+    gaps = []
+    for separation in (0.0, 4.0):
+        X, y = make_subspace_set(300, n_clusters=3, n_features=20, separation=separation, random_state=1)
+        centres = np.array([X[y == c].mean(axis=0) for c in range(3)])
+        gaps.append(pdist(centres).min())
+    assert gaps[0] < 0.5 < 2.0 < gaps[1]
+
+
+def test_warped_set_bends_blobs_but_keeps_them_whole():
+    straight, y0 = make_warped_set(400, n_clusters=1, n_features=2, n_layers=0, random_state=3)
+    bent, y1 = make_warped_set(400, n_clusters=1, n_features=2, n_layers=4, strength=0.95, random_state=3)
+    assert np.array_equal(y0, y1)
+    # The same points before and after the warp (same seed, same draws before it), no longer a linear image.
+    design = np.column_stack([straight, np.ones(len(straight))])
+    residual = bent - design @ np.linalg.lstsq(design, bent, rcond=None)[0]
+    assert np.abs(residual).max() > 0.05 * np.abs(bent - bent.mean(axis=0)).max()
+    # Invertible layers never tear a blob: its nearest-neighbour graph stays one piece.
+    from scipy.sparse.csgraph import connected_components
+    from sklearn.neighbors import kneighbors_graph
+
+    assert connected_components(kneighbors_graph(bent, 10), directed=False)[0] == 1
+
+
+def test_discretize_columns():
+    X = np.random.default_rng(0).normal(size=(200, 10)) * np.arange(1, 11)
+    Xd = discretize_columns(X, fraction=0.3, levels=(2, 5), random_state=0)
+    counts = np.array([len(np.unique(column)) for column in Xd.T])
+    assert (counts <= 5).sum() == 3 and (counts == 200).sum() == 7
+    coarse = counts <= 5
+    assert_allclose(Xd[:, ~coarse], X[:, ~coarse])
+    assert_allclose(Xd[:, coarse].std(axis=0), X[:, coarse].std(axis=0))
+    # Rank order kept within a discretised column.
+    column = np.flatnonzero(coarse)[0]
+    order = np.argsort(X[:, column])
+    assert np.all(np.diff(Xd[order, column]) >= 0)
+    assert_allclose(discretize_columns(X, fraction=0.0), X)
+
+
 def test_family_weights_sum_to_one():
     assert sum(FAMILY_WEIGHTS.values()) == pytest.approx(1.0)
     assert FAMILY_WEIGHTS["blobs"] + FAMILY_WEIGHTS["densities"] == pytest.approx(0.4)
@@ -305,6 +373,12 @@ def test_family_weights_sum_to_one():
         (lambda: add_background_noise(np.zeros((3, 2)), [0.5, 1, 2]), "integer labels"),
         (lambda: add_background_noise(np.zeros((3, 2)), [0, 1, 2], fraction=1.0), "fraction must be"),
         (lambda: embed_in_dimensions(np.zeros(3), 4), "2-D array"),
+        (lambda: make_subspace_set(10, n_features=3, subspace_dim=(4, 6)), "subspace_dim must be at most"),
+        (lambda: make_subspace_set(10, separation=-1.0), "separation must be a finite number >= 0"),
+        (lambda: make_warped_set(10, strength=1.0), "strength must be below 1"),
+        (lambda: make_warped_set(10, n_layers=(3, 1)), "n_layers must satisfy low <= high"),
+        (lambda: discretize_columns(np.zeros((5, 2)), levels=1), "levels must be an integer >= 2"),
+        (lambda: discretize_columns(np.zeros((5, 2)), fraction=1.5), "fraction must be a finite number"),
         (lambda: make_clustering_sets(0), "n_sets must be an integer >= 1"),
         (lambda: make_clustering_sets(2, set_size=(50, 10)), "set_size must satisfy low <= high"),
         (lambda: make_clustering_sets(2, n_features=(0, 5)), "n_features must be an integer >= 1"),

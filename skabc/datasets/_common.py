@@ -125,5 +125,20 @@ def _finish(rng, X, y, n_noise: int, n_features: int, embed_noise: float, margin
     return X[order], y[order].astype(np.int64)
 
 
+def _discretize(rng, X: np.ndarray, fraction: float, levels: tuple[int, int]) -> np.ndarray:
+    """``X`` with ``round(fraction * d)`` random columns cut at quantiles into few levels (see the public doc)."""
+    d = X.shape[1]
+    chosen = 0 if fraction == 0 else max(1, round(fraction * d))
+    X = X.copy()
+    for column in rng.choice(d, size=chosen, replace=False):
+        values = X[:, column]
+        count = int(rng.randint(levels[0], levels[1] + 1))
+        edges = np.quantile(values, np.linspace(0, 1, count + 1)[1:-1])
+        codes = np.searchsorted(edges, values, side="right").astype(float)
+        spread = codes.std()
+        X[:, column] = (codes - codes.mean()) * (values.std() / spread if spread > 0 else 0.0)
+    return X
+
+
 # --------------------------------------------------------------------------- public generators
 

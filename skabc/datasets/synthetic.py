@@ -26,8 +26,18 @@ from collections.abc import Mapping
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._common import _check_int, _check_range, _check_real, _finish, _log_uniform, _size_weights, _split_counts
+from ._common import (
+    _check_int,
+    _check_range,
+    _check_real,
+    _discretize,
+    _finish,
+    _log_uniform,
+    _size_weights,
+    _split_counts,
+)
 from .blobs import _blob_points
+from .mixtures import _subspace_points, _warped_points
 from .shapes import CURVE_KINDS, _curve_points, _moon_points, _ring_points
 
 #: Default mixture of :func:`make_clustering_sets`: family -> probability of a set.
@@ -41,9 +51,10 @@ FAMILY_WEIGHTS = {
     "uniform": 0.10,
 }
 
-#: Every family :func:`make_clustering_sets` can draw.  ``'scattered'`` is not in the default mixture
-#: (the shipped generic kernel's first phases were trained without it); name it in ``families`` to use it.
-FAMILIES = (*FAMILY_WEIGHTS, "scattered")
+#: Every family :func:`make_clustering_sets` can draw.  ``'scattered'``, ``'subspaces'`` and ``'warped'`` are
+#: not in the default mixture (the shipped generic kernel's first phases were trained without them, and the
+#: default must keep drawing the same sets); name them in ``families`` to use them.
+FAMILIES = (*FAMILY_WEIGHTS, "scattered", "subspaces", "warped")
 
 # Families whose structure lives in a plane: they need n_features >= 2.
 _PLANAR_FAMILIES = frozenset({"rings", "moons", "curves", "mixed"})
@@ -99,6 +110,17 @@ def _one_set(rng, family: str, n: int, d: int, max_clusters: int, noise_fraction
         tail_df = _log_uniform(rng, 3.0, 30.0) if rng.uniform() < 0.5 else None
         X, y = _blob_points(rng, counts, d0, stds, (1.0, _log_uniform(rng, 1.0, 3.0)), rng.uniform(1.0, 2.5),
                             spacing=_log_uniform(rng, 1.5, 5.0), tail_df=tail_df)
+    elif family == "subspaces":
+        k = _draw_k(rng, 2, max_clusters, limit)
+        counts = _split_counts(rng, n_struct, _size_weights(rng, k, rng.uniform(0.0, 1.0)))
+        X, y = _subspace_points(rng, counts, d, (1, min(8, d)), rng.uniform(0.7, 3.0), _log_uniform(rng, 0.02, 0.3))
+        if rng.uniform() < 0.25:  # tables with some coarse or ordinal columns
+            X = _discretize(rng, X, rng.uniform(0.1, 0.6), (2, 10))
+    elif family == "warped":
+        k = _draw_k(rng, 1, max_clusters, limit)
+        counts = _split_counts(rng, n_struct, _size_weights(rng, k, rng.uniform(0.0, 1.0)))
+        X, y = _warped_points(rng, counts, min(d, _draw_dimension(rng, 2, 8)), (1.0, _log_uniform(rng, 1.0, 3.0)),
+                              rng.uniform(0.5, 2.0), (1, 4), (0.5, 0.95))
     elif family == "uniform":
         X = rng.uniform(-1, 1, (n_struct, d0)) * _log_uniform(rng, 0.2, 1.0, d0)
         y = np.zeros(n_struct, dtype=np.int64)
@@ -178,6 +200,15 @@ def make_clustering_sets(
       dimensions, spread ``spacing`` 1.5-5 (log-uniform) so that far-apart
       groups sit next to close pairs (centres 2-5 spreads apart at the
       least), half of the sets with Student-t tails (``tail_df`` 3-30).
+    - ``'subspaces'`` (not in the default mixture): 2 to ``max_clusters``
+      clusters in all ``d`` dimensions, each varying along a random subspace
+      of its own of 1-8 dimensions (:func:`~skabc.datasets.make_subspace_set`,
+      ``separation`` 0.7-3, ambient noise 0.02-0.3); a quarter of these sets
+      have 10-60% of their columns discretised to 2-10 levels
+      (:func:`~skabc.datasets.discretize_columns`).
+    - ``'warped'`` (not in the default mixture): 1 to ``max_clusters``
+      blobs in 2-8 dimensions bent by 1-4 random invertible residual layers
+      (:func:`~skabc.datasets.make_warped_set`).
 
     Planar families need ``d >= 2``: they draw ``d`` from the part of
     ``n_features`` at or above 2, and a set of such a family with

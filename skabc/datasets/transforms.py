@@ -1,11 +1,11 @@
-"""Background noise and embedding into more dimensions, applied to any labelled set."""
+"""Background noise, embedding into more dimensions and discretised columns, applied to any labelled set."""
 
 from __future__ import annotations
 
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._common import _background, _check_int, _check_real, _embed
+from ._common import _background, _check_int, _check_range, _check_real, _discretize, _embed
 
 
 def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1, random_state=None):
@@ -89,4 +89,46 @@ def embed_in_dimensions(X, n_features: int, *, noise_std: float = 0.0, random_st
 
 # --------------------------------------------------------------------------- the mixture
 
+
+def discretize_columns(X, fraction: float = 0.3, *, levels: int | tuple[int, int] = (2, 10),
+                       random_state=None) -> np.ndarray:
+    """Round a random share of the columns to a few levels, as counts, ratings and categories are.
+
+    Each chosen column is cut at the quantiles of a random number of levels
+    (drawn from ``levels``) and replaced by the level index, rescaled to the
+    column's original standard deviation: the values tables hold when a
+    measurement is coarse or ordinal, where many points tie exactly.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        The set.
+    fraction : float, default=0.3
+        Share of the columns discretised (rounded to the nearest column count;
+        at least one when ``fraction > 0``).
+    levels : int or (int, int), default=(2, 10)
+        Number of distinct values of a discretised column, or the range it is
+        drawn from per column; at least 2.
+    random_state : int, RandomState instance or None, default=None
+        Seed.
+
+    Returns
+    -------
+    X_discretized : ndarray of shape (n_samples, n_features)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skabc.datasets import discretize_columns
+    >>> X = np.random.default_rng(0).normal(size=(100, 4))
+    >>> Xd = discretize_columns(X, fraction=0.5, levels=3, random_state=0)
+    >>> sorted(len(np.unique(column)) for column in Xd.T)
+    [3, 3, 100, 100]
+    """
+    X = np.array(X, dtype=float)
+    if X.ndim != 2 or X.shape[1] < 1:
+        raise ValueError(f"X must be a 2-D array with at least one column, got shape {X.shape}.")
+    fraction = _check_real("fraction", fraction, 0.0, 1.0)
+    levels = _check_range("levels", levels, 2, integer=True)
+    return _discretize(check_random_state(random_state), X, fraction, levels)
 

@@ -28,6 +28,7 @@ CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "embedder": [StrOptions(set(EMBEDDERS)), nn.Module, callable, None],
     "local_geometry": ["boolean"],
     "embed_features": [Interval(Integral, 1, None, closed="left"), None],
+    "context_gate": ["boolean"],
     "set_size": ["array-like", Interval(Integral, 2, None, closed="left")],
     "clusters_per_set": ["array-like", Interval(Integral, 1, None, closed="left"), None],
     "sets_per_epoch": [Interval(Integral, 1, None, closed="left"), None],

@@ -111,6 +111,9 @@ class ContextualKernel(TransformerMixin, Kernel):
         ``None``: all.  With ``local_geometry`` the distances still use every
         column, so a wide ``canonical_features`` keeps the distances of wide
         tables while the embedder stays small.
+    context_gate : bool, default=False
+        With ``local_geometry``: weigh the head's logits against the geometry
+        term by two factors per set read from context (:class:`skabc.nn.ABCNet`).
     init : {'auto', 'generic', 'scratch'}, default='auto'
         ``'generic'``: fine-tune the shipped generic kernel (its network and
         clustering settings; leave the parameters above at their defaults);
@@ -242,6 +245,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         embedder=None,
         local_geometry=False,
         embed_features=None,
+        context_gate=False,
         init="auto",
         set_size=(50, 200),
         clusters_per_set=None,
@@ -279,6 +283,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         self.embedder = embedder
         self.local_geometry = local_geometry
         self.embed_features = embed_features
+        self.context_gate = context_gate
         self.init = init
         self.set_size = set_size
         self.clusters_per_set = clusters_per_set
@@ -321,9 +326,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         """
         self._validate_params()
         if y is None:
-            raise ValueError(
-                "ContextualKernel requires y to be passed, but the target y is None: it learns from cluster labels."
-            )
+            raise ValueError("ContextualKernel requires y to be passed, but the target y is None: y holds labels.")
         check_not_masked_or_missing(X)
         X = validate_data(self, X, dtype=self._input_dtype(), ensure_min_samples=2)
         X = to_network_float32(check_magnitude(X), scale_free=network_of(self).canonical_features is not None)
@@ -430,10 +433,9 @@ class ContextualKernel(TransformerMixin, Kernel):
         ----------
         path : str or path
         recommended_clustering : dict, default=None
-            ABCClustering settings to store with the kernel (what its
-            ``'auto'`` values will resolve to, see
-            :meth:`recommended_clustering`; the kernel keeps them too);
-            ``None`` keeps the kernel's own.
+            ABCClustering settings to store with the kernel (what its ``'auto'``
+            values resolve to, see :meth:`recommended_clustering`; the kernel
+            keeps them too); ``None`` keeps the kernel's own.
         """
         check_is_fitted(self, "module_")
         if recommended_clustering is not None:

@@ -45,6 +45,7 @@ def build_module(kernel, n_features: int) -> ABCNet:
         attention_options=backend_options(kernel),
         local_geometry=bool(getattr(kernel, "local_geometry", False)),
         embed_features=embed_features,
+        context_gate=bool(getattr(kernel, "context_gate", False)),
     )
     if embedder is not None:
         with torch.no_grad():
@@ -60,7 +61,8 @@ def build_module(kernel, n_features: int) -> ABCNet:
 #: Parameters the fitted weights depend on: changing one after fit needs a refit.  (``dropout`` and
 #: the training settings do not matter at inference; ``n_attention_samples`` is inference-only.)
 ARCHITECTURE_PARAMS = ("attention", "n_inducing", "window_size", "window_attention", "attention_options",
-                       "compat", "n_blocks", "n_heads", "d_model", "layer_norm", "canonical_features", "embedder")
+                       "compat", "n_blocks", "n_heads", "d_model", "layer_norm", "canonical_features", "embedder",
+                       "local_geometry", "embed_features", "context_gate")
 
 
 def record_architecture(kernel) -> None:

@@ -66,6 +66,15 @@ class ABCNet(nn.Module):
         Number of leading input columns the embedder sees (default: all);
         the geometry still uses all of them.  Lets a model read distances in
         many dimensions while its embedder stays narrow.
+    context_gate : bool, default=False
+        With ``local_geometry``: scale the similarity head's logits and the
+        geometry's additive term by two positive factors per set, read from
+        the set's pooled contextual embedding and the share of its variance
+        outside the embedder's columns, so the model decides from context
+        how far to trust its learned similarity against the local geometry
+        (on wide data whose first columns miss the structure, the geometry).
+        Initialised at zero (both factors 1): warm starts compute what the
+        model without it computes.
     """
 
     def __init__(
@@ -83,6 +92,7 @@ class ABCNet(nn.Module):
         attention_options: dict | None = None,
         local_geometry: bool = False,
         embed_features: int | None = None,
+        context_gate: bool = False,
     ) -> None:
         super().__init__()
         self.embed_features = n_features if embed_features is None else int(embed_features)
@@ -110,6 +120,13 @@ class ABCNet(nn.Module):
             for layer in (self.pair_bias, self.point_proj):
                 nn.init.zeros_(layer.weight)
                 nn.init.zeros_(layer.bias)
+        self.context_gate = bool(context_gate)
+        if self.context_gate:
+            if not self.local_geometry:
+                raise ValueError("context_gate=True needs local_geometry=True (it weighs the geometry term).")
+            self.gate = nn.Linear(d_model + 1, 2)
+            nn.init.zeros_(self.gate.weight)
+            nn.init.zeros_(self.gate.bias)
 
     def geometry(self, X: torch.Tensor, mask: torch.Tensor | None = None):
         """Pair and point features of the batch (``None`` without ``local_geometry``)."""
@@ -155,9 +172,41 @@ class ABCNet(nn.Module):
         pairs, _ = geometry
         return GEOMETRY_GAIN * (torch.einsum("bfij,f->bij", pairs, self.pair_bias.weight[-1]) + self.pair_bias.bias[-1])
 
+    def logit_terms(self, X: torch.Tensor, z: torch.Tensor, geometry, mask: torch.Tensor | None = None):
+        """``(scale, extra)``: the logits are ``scale[:, None, None] * head(z) + extra``.
+
+        ``scale`` is ``None`` (1) without a context gate, ``extra`` ``None`` (0)
+        without geometry; sets encoded without geometry get neither.
+        """
+        if geometry is None:
+            return None, None
+        extra = self.head_bias(geometry)
+        if not self.context_gate:
+            return None, extra
+        scales = self.logit_scales(X, z, mask)
+        return scales[:, 0], scales[:, 1, None, None] * extra
+
+    def logit_scales(self, X: torch.Tensor, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The context gate's two positive factors per set ``(B, 2)``: head logits, geometry term."""
+        weights = torch.ones(X.shape[:2], dtype=z.dtype, device=z.device) if mask is None else mask.to(z.dtype)
+        count = weights.sum(dim=1, keepdim=True).clamp(min=1.0)
+        pooled = (z * weights[..., None]).sum(dim=1) / count
+        # Share of the set's variance in the columns the embedder does not see (0 when it sees them all).
+        X = X.float()
+        mean = (X * weights[..., None]).sum(dim=1, keepdim=True) / count[..., None]
+        variance = (((X - mean) ** 2) * weights[..., None]).sum(dim=1)  # (B, n_features)
+        outside = variance[:, self.embed_features :].sum(dim=1) / variance.sum(dim=1).clamp(min=1e-12)
+        raw = self.gate(torch.cat([pooled, outside[:, None].to(z.dtype)], dim=1))
+        # The maps' gain, for the same reason; bounded so that no set can push a factor to 0 or infinity.
+        return torch.exp(torch.clamp(GEOMETRY_GAIN * raw, -4.0, 4.0))
+
     def forward(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         geometry = self.geometry(X, mask)
-        logits = self.head(self.encode(X, mask, geometry))
-        if geometry is not None:
-            logits = logits + self.head_bias(geometry)
+        z = self.encode(X, mask, geometry)
+        logits = self.head(z)
+        scale, extra = self.logit_terms(X, z, geometry, mask)
+        if scale is not None:
+            logits = scale[:, None, None] * logits
+        if extra is not None:
+            logits = logits + extra
         return logits

@@ -25,7 +25,7 @@ from .validation import draw_validation_sets, validation_split
 #: Parameters that define the network (its architecture and input map); the others say how to train or infer.
 NETWORK_PARAMS = ("attention", "n_inducing", "window_size", "window_attention", "attention_options", "compat",
                   "n_blocks", "n_heads", "d_model", "layer_norm", "dropout", "canonical_features", "embedder",
-                  "local_geometry", "embed_features")
+                  "local_geometry", "embed_features", "context_gate")
 
 #: The shipped kernel ``init='generic'`` fine-tunes (loaded through :func:`skabc.pretrained.load`).
 GENERIC = "generic"

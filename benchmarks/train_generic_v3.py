@@ -1,0 +1,160 @@
+"""Recipe of the generic kernel v3 candidate: v2 with a context gate, trained on a wider prior.
+
+Usage
+-----
+python benchmarks/train_generic_v3.py --context-stage [--threads 1]    # the training (checkpointed, resumable)
+python benchmarks/train_generic_v3.py --export OUT.safetensors         # its checkpoint as a kernel file
+python benchmarks/train_generic_v3.py --compare --candidate OUT.safetensors [--data-home DIR]
+
+Why.  v2 (``skabc/pretrained/generic.safetensors``) adds local-geometry maps to v1, whose embedder sees 16
+canonical coordinates.  On wide data whose classes differ in many directions (digits, wide tables) those 16
+coordinates miss most of the structure, and v2's similarity head, trusted the same everywhere, drags the
+affinity down: on scikit-learn's digits, given k, v2's A**4 scores ARI 0.32 and the same network with its head
+logits left out (the geometry terms alone) 0.66 (throw-away probe, not a benchmark).  A single global weighting
+cannot fix that without losing the shapes where the head is the better judge.
+
+Model: v2's network with ``context_gate=True`` (:class:`skabc.nn.ABCNet`): per set, two positive factors on the
+head's logits and on the geometry term, read from the pooled contextual embedding and the share of the set's
+variance outside the embedder's 16 columns; zero-initialised, so training starts from exactly v2.  Every v1
+weight stays frozen; the geometry maps and the gate train (lr 3e-5 times the maps' gain of 100).
+
+Data: v2's pool mixture plus the two families of real-table structure v1 and v2 never saw
+(``'subspaces'``: clusters along their own subspaces in up to 64 dimensions, some columns discretised;
+``'warped'``: blobs bent by invertible residual layers), 150-500 points, up to 20 clusters.
+
+Ship rule: ``train_generic_v2.py``'s (union of the validation groups beats the baseline by more than one
+paired standard error, no group loses more than 0.01), with a fourth group of 40 wide sets of the new families
+(seed 4343), none of them a benchmark's test data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import train_generic_v2 as v2
+
+from skabc import ContextualKernel
+from skabc.datasets import make_clustering_sets
+
+ROOT = v2.ROOT
+SHIPPED_V2 = ROOT / "skabc" / "pretrained" / "generic.safetensors"
+DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "generic_v3_context"
+SEED = v2.TRAIN_SEED + 3
+
+POOL_FAMILIES = {**v2.POOL_FAMILIES, "subspaces": 0.35, "warped": 0.15}
+POOL = dict(n_sets=6_000, set_size=(150, 500), n_features=(1, 64), max_clusters=20)
+KERNEL = {**v2.KERNEL, "context_gate": True, "max_epochs": 40, "lr": 3e-5}
+TRAINED = ("pair_bias", "point_proj", "gate")
+#: The control (``--control``): the same stage without the gate, to tell the gate's share from the prior's.
+CONTROL = {**KERNEL, "context_gate": False}
+CONTROL_DIRECTORY = DIRECTORY.with_name("generic_v3_control")
+
+
+def start_module(kernel: ContextualKernel) -> torch.nn.Module:
+    """The v3 network holding every weight of the shipped v2 (its new gate at zero: v2 exactly)."""
+    from skabc.nn.build import build_module
+
+    shipped = ContextualKernel.load(SHIPPED_V2, device="cpu").module_.state_dict()
+    module = build_module(kernel, KERNEL["canonical_features"])
+    missing, unexpected = module.load_state_dict(shipped, strict=False)
+    if unexpected or set(missing) != ({"gate.weight", "gate.bias"} if kernel.context_gate else set()):
+        raise RuntimeError(f"v2 weights do not map onto v3: missing {missing}, unexpected {unexpected}")
+    return module
+
+
+def train_context_stage(threads: int, control: bool = False) -> None:
+    """Train the geometry maps and the gate on the frozen rest, through skorch; checkpointed every epoch."""
+    from skorch.callbacks import Freezer
+
+    from skabc._runtime import seeded_torch, tune_allocator
+    from skabc.nn.build import set_transform
+    from skabc.sampling import ClusterSetSampler, SampledSetsDataset
+    from skabc.training.net import make_net
+
+    torch.set_num_threads(threads)
+    tune_allocator()  # whole sets of at most 500 points: the raised mmap threshold is safe and faster
+    begin = time.perf_counter()
+    X, y, groups = make_clustering_sets(**POOL, families=POOL_FAMILIES, random_state=SEED)
+    print(f"pool: {len(np.unique(groups))} sets, {len(X)} rows ({time.perf_counter() - begin:.0f} s)", flush=True)
+    directory = CONTROL_DIRECTORY if control else DIRECTORY
+    kernel = ContextualKernel(**(CONTROL if control else KERNEL), checkpoint_dir=directory, verbose=1)
+    steps = kernel.max_epochs * -(-kernel.sets_per_epoch // kernel.batch_size)
+    sampler = ClusterSetSampler(y, groups, kernel.set_size)
+    dataset = SampledSetsDataset(X.astype(np.float32), sampler, kernel.sets_per_epoch, kernel.batch_size, SEED,
+                                 set_transform=set_transform(kernel))
+    history = directory / "history.json"
+    done = len(json.loads(history.read_text())) if history.exists() else 0
+    directory.mkdir(parents=True, exist_ok=True)
+    timing = directory / "time.json"
+    earlier = json.loads(timing.read_text()) if timing.exists() else {"cpu_seconds": 0.0, "runs": 0}
+    cpu = time.process_time()
+    with seeded_torch(SEED, torch.device("cpu")):
+        net = make_net(kernel, start_module(kernel), torch.device("cpu"), steps)
+        net.callbacks.append(("freeze", Freezer(lambda name: not name.startswith(TRAINED), at=lambda net: True)))
+        net.initialize()
+        if done < kernel.max_epochs:
+            net.partial_fit(dataset, y=None, epochs=kernel.max_epochs - done)
+    record = {"stage": "control" if control else "context", "epochs": len(net.history), "threads": threads,
+              "training_wall_seconds": float(sum(net.history[:, "dur"])),
+              "cpu_seconds": earlier["cpu_seconds"] + time.process_time() - cpu, "runs": earlier["runs"] + 1}
+    timing.write_text(json.dumps(record))
+    print(f"generic v3, context stage: {record}")
+
+
+def export(path: str, control: bool = False) -> None:
+    """The latest checkpoint as a kernel file, with v2's clustering settings."""
+    from pretrained_settings import SETTINGS
+
+    from skabc.kernels._contextual_io import load_weights
+
+    directory = CONTROL_DIRECTORY if control else DIRECTORY
+    kernel = ContextualKernel(**(CONTROL if control else KERNEL))
+    state = torch.load(directory / "params.pt", map_location="cpu", weights_only=True)
+    load_weights(kernel, KERNEL["canonical_features"], state, "cpu")
+    kernel.recommended_clustering_ = dict(SETTINGS["generic"])
+    kernel.save(path)
+    history = json.loads((directory / "history.json").read_text())
+    print(f"exported epoch {len(history)} (train loss {history[-1].get('train_loss'):.4f}) to {path}")
+
+
+def wide_group() -> list:
+    """40 wide validation sets of the new families (seed 4343; training used SEED)."""
+    X, y, g = make_clustering_sets(n_sets=40, set_size=(200, 700), n_features=(8, 64), max_clusters=20,
+                                   families={"subspaces": 0.7, "warped": 0.3}, random_state=4343)
+    return [(f"wide-{i}", X[g == i], y[g == i], None) for i in np.unique(g)]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--context-stage", action="store_true", help="train the maps and the gate (v1 frozen)")
+    parser.add_argument("--control", action="store_true", help="--context-stage/--export: the gate-less control")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--export", default=None, metavar="PATH")
+    parser.add_argument("--compare", action="store_true", help="the ship decision, with the wide group")
+    parser.add_argument("--data-home", default=None, help="the clustbench folder (default ../shared/data/clustbench)")
+    parser.add_argument("--baseline", default=str(SHIPPED_V2), help="--compare: the kernel file to beat (v2)")
+    parser.add_argument("--candidate", default=None, help="--compare: the kernel file tried")
+    args = parser.parse_args(argv)
+    if args.context_stage:
+        train_context_stage(args.threads, args.control)
+    if args.export:
+        export(args.export, args.control)
+    if args.compare:
+        if args.candidate is None:
+            parser.error("--compare needs --candidate (an --export of this recipe)")
+        v2.compare(args.data_home, args.threads, Path(args.baseline), Path(args.candidate),
+                   extra_groups={"wide": wide_group()},
+                   out=ROOT / "benchmarks" / "results" / "generic_v3_compare.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
