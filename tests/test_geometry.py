@@ -151,11 +151,11 @@ def test_context_gate_starts_neutral_then_weighs_head_against_geometry():
     gated = ABCNet(6, d_model=16, n_heads=2, n_blocks=2, local_geometry=True, embed_features=3,
                    context_gate=True).eval()
     missing, unexpected = gated.load_state_dict(plain.state_dict(), strict=False)
-    assert not unexpected and set(missing) == {"gate.weight", "gate.bias"}
+    assert not unexpected and set(missing) == {"gate.weight"}
     with torch.no_grad():
         torch.testing.assert_close(gated(X, mask), plain(X, mask))
         # A gate that silences the head leaves the geometry term alone.
-        gated.gate.bias.copy_(torch.tensor([-1.0, 0.0]))  # x GEOMETRY_GAIN: clamped at exp(-4)
+        gated.gate.weight[0, -1] = -1.0  # x outside share (~1/2) x GEOMETRY_GAIN: clamped at exp(-4)
         geometry = gated.geometry(X, mask)
         z = gated.encode(X, mask, geometry)
         scales = gated.logit_scales(X, z, mask)
@@ -164,7 +164,6 @@ def test_context_gate_starts_neutral_then_weighs_head_against_geometry():
         torch.testing.assert_close(gated(X, mask), expected)
         # The gate reads context: with weights on, different sets get different factors, padding ignored.
         torch.nn.init.normal_(gated.gate.weight, std=0.01)
-        gated.gate.bias.zero_()
         out = gated(X, mask)
         assert not torch.allclose(gated.logit_scales(X, z, mask)[0], gated.logit_scales(X, z, mask)[1])
     torch.testing.assert_close(out[0, :20, :20], gated(X[:1, :20])[0], atol=1e-4, rtol=1e-4)
@@ -181,6 +180,22 @@ def test_context_gate_reads_the_variance_outside_the_embedded_columns():
         narrow[..., 3:] *= 0.01  # structure inside the embedded columns
         z = gated.encode(X)
         assert gated.logit_scales(X, z)[0, 0] > gated.logit_scales(narrow, z)[0, 0] > 1.0
+
+
+def test_context_gate_leaves_sets_within_the_embedded_columns_alone():
+    torch.manual_seed(1)
+    plain = ABCNet(6, d_model=8, n_heads=2, n_blocks=1, local_geometry=True, embed_features=3).eval()
+    torch.nn.init.normal_(plain.pair_bias.weight, std=0.01)
+    gated = ABCNet(6, d_model=8, n_heads=2, n_blocks=1, local_geometry=True, embed_features=3,
+                   context_gate=True).eval()
+    gated.load_state_dict(plain.state_dict(), strict=False)
+    X = torch.zeros(1, 40, 6)
+    X[..., :3] = torch.randn(1, 40, 3)  # e.g. a 3-column table canonicalised to 6 zero-padded columns
+    with torch.no_grad():
+        torch.nn.init.normal_(gated.gate.weight, std=1.0)
+        torch.testing.assert_close(gated(X), plain(X))
+        X[..., 4] = 0.1 * torch.randn(1, 40)
+        assert not torch.allclose(gated(X), plain(X))
 
 
 def test_context_gate_needs_geometry():

@@ -68,13 +68,14 @@ class ABCNet(nn.Module):
         many dimensions while its embedder stays narrow.
     context_gate : bool, default=False
         With ``local_geometry``: scale the similarity head's logits and the
-        geometry's additive term by two positive factors per set, read from
-        the set's pooled contextual embedding and the share of its variance
-        outside the embedder's columns, so the model decides from context
-        how far to trust its learned similarity against the local geometry
-        (on wide data whose first columns miss the structure, the geometry).
-        Initialised at zero (both factors 1): warm starts compute what the
-        model without it computes.
+        geometry's additive term by two positive factors per set,
+        ``exp(r * W [pooled z, 1])``, with ``r`` the share of the set's
+        variance outside the embedder's columns and ``pooled z`` its mean
+        contextual embedding.  On wide data whose first columns miss the
+        structure the model decides from context how far to trust its learned
+        similarity against the local geometry; a set that lies within the
+        embedder's columns (``r = 0``) is computed exactly as without the gate,
+        and so is every set at the zero initialisation.
     """
 
     def __init__(
@@ -124,9 +125,8 @@ class ABCNet(nn.Module):
         if self.context_gate:
             if not self.local_geometry:
                 raise ValueError("context_gate=True needs local_geometry=True (it weighs the geometry term).")
-            self.gate = nn.Linear(d_model + 1, 2)
+            self.gate = nn.Linear(d_model + 1, 2, bias=False)
             nn.init.zeros_(self.gate.weight)
-            nn.init.zeros_(self.gate.bias)
 
     def geometry(self, X: torch.Tensor, mask: torch.Tensor | None = None):
         """Pair and point features of the batch (``None`` without ``local_geometry``)."""
@@ -196,7 +196,9 @@ class ABCNet(nn.Module):
         mean = (X * weights[..., None]).sum(dim=1, keepdim=True) / count[..., None]
         variance = (((X - mean) ** 2) * weights[..., None]).sum(dim=1)  # (B, n_features)
         outside = variance[:, self.embed_features :].sum(dim=1) / variance.sum(dim=1).clamp(min=1e-12)
-        raw = self.gate(torch.cat([pooled, outside[:, None].to(z.dtype)], dim=1))
+        # Times the outside share: sets the embedder sees whole keep the ungated network's logits exactly.
+        context = torch.cat([pooled, torch.ones_like(pooled[:, :1])], dim=1) * outside[:, None].to(z.dtype)
+        raw = self.gate(context)
         # The maps' gain, for the same reason; bounded so that no set can push a factor to 0 or infinity.
         return torch.exp(torch.clamp(GEOMETRY_GAIN * raw, -4.0, 4.0))
 
