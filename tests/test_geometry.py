@@ -151,21 +151,23 @@ def test_context_gate_starts_neutral_then_weighs_head_against_geometry():
     gated = ABCNet(6, d_model=16, n_heads=2, n_blocks=2, local_geometry=True, embed_features=3,
                    context_gate=True).eval()
     missing, unexpected = gated.load_state_dict(plain.state_dict(), strict=False)
-    assert not unexpected and set(missing) == {"gate.weight"}
+    assert not unexpected and set(missing) == {"gate.weight", "wide_pair_bias.weight", "wide_pair_bias.bias",
+                                               "wide_point_proj.weight", "wide_point_proj.bias"}
     with torch.no_grad():
         torch.testing.assert_close(gated(X, mask), plain(X, mask))
         # A gate that silences the head leaves the geometry term alone.
         gated.gate.weight[0, -1] = -1.0  # x outside share (~1/2) x GEOMETRY_GAIN: clamped at exp(-4)
         geometry = gated.geometry(X, mask)
         z = gated.encode(X, mask, geometry)
-        scales = gated.logit_scales(X, z, mask)
+        scales = gated.logit_scales(geometry[2], z, mask)
         torch.testing.assert_close(scales, torch.tensor([[np.exp(-4.0), 1.0]] * 2, dtype=torch.float32))
         expected = np.exp(-4.0) * gated.head(z) + gated.head_bias(geometry)
         torch.testing.assert_close(gated(X, mask), expected)
         # The gate reads context: with weights on, different sets get different factors, padding ignored.
         torch.nn.init.normal_(gated.gate.weight, std=0.01)
         out = gated(X, mask)
-        assert not torch.allclose(gated.logit_scales(X, z, mask)[0], gated.logit_scales(X, z, mask)[1])
+        factors = gated.logit_scales(gated.outside_share(X, mask), z, mask)
+        assert not torch.allclose(factors[0], factors[1])
     torch.testing.assert_close(out[0, :20, :20], gated(X[:1, :20])[0], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(out, out.transpose(1, 2))
 
@@ -179,7 +181,8 @@ def test_context_gate_reads_the_variance_outside_the_embedded_columns():
         narrow = X.clone()
         narrow[..., 3:] *= 0.01  # structure inside the embedded columns
         z = gated.encode(X)
-        assert gated.logit_scales(X, z)[0, 0] > gated.logit_scales(narrow, z)[0, 0] > 1.0
+        wide, within = gated.outside_share(X), gated.outside_share(narrow)
+        assert gated.logit_scales(wide, z)[0, 0] > gated.logit_scales(within, z)[0, 0] > 1.0
 
 
 def test_context_gate_leaves_sets_within_the_embedded_columns_alone():
@@ -192,7 +195,8 @@ def test_context_gate_leaves_sets_within_the_embedded_columns_alone():
     X = torch.zeros(1, 40, 6)
     X[..., :3] = torch.randn(1, 40, 3)  # e.g. a 3-column table canonicalised to 6 zero-padded columns
     with torch.no_grad():
-        torch.nn.init.normal_(gated.gate.weight, std=1.0)
+        for layer in (gated.gate, gated.wide_pair_bias, gated.wide_point_proj):
+            torch.nn.init.normal_(layer.weight, std=1.0)
         torch.testing.assert_close(gated(X), plain(X))
         X[..., 4] = 0.1 * torch.randn(1, 40)
         assert not torch.allclose(gated(X), plain(X))
@@ -224,3 +228,18 @@ def test_gated_kernel_fits_saves_loads_and_infers_as_its_network(tmp_path):
     loaded = ContextualKernel.load(path, device="cpu")
     assert loaded.context_gate
     np.testing.assert_array_equal(loaded.transform(X[:40]), A)
+
+
+def test_wide_maps_change_only_sets_beyond_the_embedded_columns():
+    torch.manual_seed(2)
+    gated = ABCNet(6, d_model=8, n_heads=2, n_blocks=1, local_geometry=True, embed_features=3,
+                   context_gate=True).eval()
+    within = torch.zeros(1, 30, 6)
+    within[..., :3] = torch.randn(1, 30, 3)
+    wide = torch.randn(1, 30, 6)
+    with torch.no_grad():
+        before = gated(within), gated(wide)
+        torch.nn.init.normal_(gated.wide_pair_bias.weight, std=0.01)
+        torch.nn.init.normal_(gated.wide_point_proj.weight, std=0.01)
+        torch.testing.assert_close(gated(within), before[0])
+        assert not torch.allclose(gated(wide), before[1])

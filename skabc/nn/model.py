@@ -67,15 +67,15 @@ class ABCNet(nn.Module):
         the geometry still uses all of them.  Lets a model read distances in
         many dimensions while its embedder stays narrow.
     context_gate : bool, default=False
-        With ``local_geometry``: scale the similarity head's logits and the
-        geometry's additive term by two positive factors per set,
-        ``exp(r * W [pooled z, 1])``, with ``r`` the share of the set's
-        variance outside the embedder's columns and ``pooled z`` its mean
-        contextual embedding.  On wide data whose first columns miss the
-        structure the model decides from context how far to trust its learned
-        similarity against the local geometry; a set that lies within the
-        embedder's columns (``r = 0``) is computed exactly as without the gate,
-        and so is every set at the zero initialisation.
+        With ``local_geometry``: let the model weigh its learned similarity
+        against the local geometry by how much of the set its embedder sees.
+        With ``r`` the share of the set's variance outside the embedder's
+        columns, the geometry maps become ``W + r dW`` (maps of their own for
+        wide data whose first columns miss the structure), and the similarity
+        head's logits and the geometry term are scaled by two positive factors
+        ``exp(r G [pooled z, 1])`` read from the set's mean contextual
+        embedding.  ``dW`` and ``G`` start at zero, and a set within the
+        embedder's columns (``r = 0``) is computed exactly as without the gate.
     """
 
     def __init__(
@@ -126,13 +126,34 @@ class ABCNet(nn.Module):
             if not self.local_geometry:
                 raise ValueError("context_gate=True needs local_geometry=True (it weighs the geometry term).")
             self.gate = nn.Linear(d_model + 1, 2, bias=False)
-            nn.init.zeros_(self.gate.weight)
+            self.wide_pair_bias = nn.Linear(N_PAIR_FEATURES, n_heads + 1)
+            self.wide_point_proj = nn.Linear(N_POINT_FEATURES, d_model)
+            for layer in (self.gate, self.wide_pair_bias, self.wide_point_proj):
+                for weight in layer.parameters():
+                    nn.init.zeros_(weight)
 
     def geometry(self, X: torch.Tensor, mask: torch.Tensor | None = None):
-        """Pair and point features of the batch (``None`` without ``local_geometry``)."""
+        """Pair and point features of the batch (``None`` without ``local_geometry``); with the context
+        gate, also every set's share of variance outside the embedder's columns ``(B,)``."""
         if not self.local_geometry:
             return None
-        return pair_features(X, mask)
+        pairs, points = pair_features(X, mask)
+        return (pairs, points, self.outside_share(X, mask)) if self.context_gate else (pairs, points)
+
+    def outside_share(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Share of each set's variance in the columns the embedder does not see ``(B,)``; 0 if it sees all."""
+        X = X.float()
+        weights = torch.ones(X.shape[:2], device=X.device) if mask is None else mask.float()
+        count = weights.sum(dim=1, keepdim=True).clamp(min=1.0)
+        mean = (X * weights[..., None]).sum(dim=1, keepdim=True) / count[..., None]
+        variance = (((X - mean) ** 2) * weights[..., None]).sum(dim=1)  # (B, n_features)
+        return variance[:, self.embed_features :].sum(dim=1) / variance.sum(dim=1).clamp(min=1e-12)
+
+    def _maps(self, geometry, layer: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-set weight ``(B, out, in)`` and bias ``(B, out)`` of a geometry map, ``W + r dW``."""
+        base, wide = getattr(self, layer), getattr(self, f"wide_{layer}")
+        r = geometry[2].to(base.weight.dtype)
+        return base.weight + r[:, None, None] * wide.weight, base.bias + r[:, None] * wide.bias
 
     def encode(self, X: torch.Tensor, mask: torch.Tensor | None = None, geometry=None,
                use_geometry: bool = True) -> torch.Tensor:
@@ -149,18 +170,26 @@ class ABCNet(nn.Module):
             geometry = None
         elif self.local_geometry and geometry is None:
             geometry = self.geometry(X, mask)
-        if geometry is not None:
-            pairs, points = geometry
-            z = z + GEOMETRY_GAIN * self.point_proj(points)
-        bias = None if geometry is None else self.attention_bias(pairs, mask)
+        if geometry is not None and self.context_gate:
+            weight, bias = self._maps(geometry, "point_proj")
+            z = z + GEOMETRY_GAIN * (torch.einsum("bnp,bdp->bnd", geometry[1], weight) + bias[:, None, :])
+        elif geometry is not None:
+            z = z + GEOMETRY_GAIN * self.point_proj(geometry[1])
+        bias = None if geometry is None else self.attention_bias(geometry, mask)
         for block in self.blocks:
             z = block(z, mask) if bias is None else block(z, mask, bias)
         return self.final_norm(z)
 
-    def attention_bias(self, pairs: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def attention_bias(self, geometry, mask: torch.Tensor | None) -> torch.Tensor:
         """Attention bias ``(B, n_heads, n, n)`` from the pair features, padded keys at ``-inf``."""
-        weight, bias = self.pair_bias.weight[: self.n_heads], self.pair_bias.bias[: self.n_heads]
-        scores = GEOMETRY_GAIN * (torch.einsum("bfij,hf->bhij", pairs, weight) + bias[None, :, None, None])
+        pairs = geometry[0]
+        if self.context_gate:
+            weight, bias = self._maps(geometry, "pair_bias")
+            weight, bias = weight[:, : self.n_heads], bias[:, : self.n_heads]
+            scores = GEOMETRY_GAIN * (torch.einsum("bfij,bhf->bhij", pairs, weight) + bias[:, :, None, None])
+        else:
+            weight, bias = self.pair_bias.weight[: self.n_heads], self.pair_bias.bias[: self.n_heads]
+            scores = GEOMETRY_GAIN * (torch.einsum("bfij,hf->bhij", pairs, weight) + bias[None, :, None, None])
         if mask is not None:
             scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
         return scores
@@ -169,7 +198,10 @@ class ABCNet(nn.Module):
         """Additive term ``(B, n, n)`` of the similarity logits (``None`` without geometry)."""
         if geometry is None:
             return None
-        pairs, _ = geometry
+        pairs = geometry[0]
+        if self.context_gate:
+            weight, bias = self._maps(geometry, "pair_bias")
+            return GEOMETRY_GAIN * (torch.einsum("bfij,bf->bij", pairs, weight[:, -1]) + bias[:, -1, None, None])
         return GEOMETRY_GAIN * (torch.einsum("bfij,f->bij", pairs, self.pair_bias.weight[-1]) + self.pair_bias.bias[-1])
 
     def logit_terms(self, X: torch.Tensor, z: torch.Tensor, geometry, mask: torch.Tensor | None = None):
@@ -183,24 +215,20 @@ class ABCNet(nn.Module):
         extra = self.head_bias(geometry)
         if not self.context_gate:
             return None, extra
-        scales = self.logit_scales(X, z, mask)
+        scales = self.logit_scales(geometry[2], z, mask)
         return scales[:, 0], scales[:, 1, None, None] * extra
 
-    def logit_scales(self, X: torch.Tensor, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The context gate's two positive factors per set ``(B, 2)``: head logits, geometry term."""
-        weights = torch.ones(X.shape[:2], dtype=z.dtype, device=z.device) if mask is None else mask.to(z.dtype)
-        count = weights.sum(dim=1, keepdim=True).clamp(min=1.0)
-        pooled = (z * weights[..., None]).sum(dim=1) / count
-        # Share of the set's variance in the columns the embedder does not see (0 when it sees them all).
-        X = X.float()
-        mean = (X * weights[..., None]).sum(dim=1, keepdim=True) / count[..., None]
-        variance = (((X - mean) ** 2) * weights[..., None]).sum(dim=1)  # (B, n_features)
-        outside = variance[:, self.embed_features :].sum(dim=1) / variance.sum(dim=1).clamp(min=1e-12)
+    def logit_scales(self, outside: torch.Tensor, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The context gate's two positive factors per set ``(B, 2)``: head logits, geometry term.
+
+        ``outside``: :meth:`outside_share` of the sets.
+        """
+        weights = torch.ones(z.shape[:2], dtype=z.dtype, device=z.device) if mask is None else mask.to(z.dtype)
+        pooled = (z * weights[..., None]).sum(dim=1) / weights.sum(dim=1, keepdim=True).clamp(min=1.0)
         # Times the outside share: sets the embedder sees whole keep the ungated network's logits exactly.
         context = torch.cat([pooled, torch.ones_like(pooled[:, :1])], dim=1) * outside[:, None].to(z.dtype)
-        raw = self.gate(context)
         # The maps' gain, for the same reason; bounded so that no set can push a factor to 0 or infinity.
-        return torch.exp(torch.clamp(GEOMETRY_GAIN * raw, -4.0, 4.0))
+        return torch.exp(torch.clamp(GEOMETRY_GAIN * self.gate(context), -4.0, 4.0))
 
     def forward(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         geometry = self.geometry(X, mask)
