@@ -22,6 +22,23 @@ Data: v2's pool mixture plus the two families of real-table structure v1 and v2 
 (``'subspaces'``: clusters along their own subspaces in up to 64 dimensions, some columns discretised;
 ``'warped'``: blobs bent by invertible residual layers), 150-500 points, up to 20 clusters.
 
+Record (2026-12-01; ``--compare`` at v2's shipped setting A**4 + consensus unless said; v2 first)
+-------------------------------------------------------------------------------------------------
+* Geometry maps + an unrestricted gate (its factors read from pooled z and r, with a bias), 40 epochs,
+  22.7 CPU-min: wide 0.608 -> 0.703, but clustbench 0.654 -> 0.564 (synthetic 0.699 -> 0.694, toys
+  0.913 -> 0.915); rule: +0.003 +- 0.010, fails.  The maps-only control (``--control``): best settings
+  clustbench 0.565 -> 0.523, wide 0.677 -> 0.705; fails.  (Both before the g2mg/h2mg group existed.)
+* The gate alone, acting through r (maps frozen), 40 epochs, 11.9 CPU-min: wide 0.608 -> 0.635, g2mg/h2mg
+  0.411 -> 0.421, every other set unchanged; rule (each kernel's best setting): -0.003 +- 0.008, fails.
+* The gate alone without the r factor (throw-away variant): +0.006 +- 0.005, clustbench -0.010, g2mg/h2mg
+  -0.018; fails.  Context read from pooled embeddings does not tell these shapes apart.
+* ``--context-stage`` as it stands (the gate and the wide maps ``W + r dW``; v2's maps frozen), 40 epochs,
+  19.9 CPU-min (``benchmarks/results/generic_v3_compare.json``): at A**4 + consensus wide 0.608 -> 0.645,
+  g2mg/h2mg 0.411 -> 0.321, every set within 16 principal dimensions unchanged; each kernel's best setting is
+  A**8 + consensus: wide 0.677 -> 0.704, g2mg/h2mg 0.430 -> 0.434, union +0.007 +- 0.010; fails, not shipped.
+  On these sets A**8 beats A**4 for v2 itself (wide 0.677 vs 0.608): what they lack is sharpening, which the
+  BCE-trained gate does not learn (its factors stay near 1 on the head: 1.11 on a 48-d subspace set).
+
 Ship rule: ``train_generic_v2.py``'s (union of the validation groups beats the baseline by more than one
 paired standard error, no group loses more than 0.01), with two more groups: 40 wide sets of the new families
 (seed 4343) and 18 wide two-cluster sets of clustbench's g2mg and h2mg batteries (d = 32-128; added before the
