@@ -102,6 +102,8 @@ def test_a_model_file_cannot_choose_where_training_writes(saved, tmp_path, blob_
         ("attention_options", {"x": {"y": [1]}}, r"expected a string, number, boolean or null"),
         ("lr", True, r"kernel\.params\.lr: expected a number or a string, got a boolean"),
         ("dropout", 2.0, r"The 'dropout' parameter"),
+        ("context_gate", True, r"cannot be built \(context_gate=True needs local_geometry=True"),
+        ("context_gate", "yes", r"The 'context_gate' parameter"),
     ],
 )
 def test_forged_kernel_parameters_are_refused_by_type_and_range(entry, value, match, saved, tmp_path):
