@@ -29,6 +29,15 @@ from ._common import (
 from .blobs import _blob_points
 
 
+def _set_counts(n_samples, n_clusters, imbalance, noise_fraction, random_state):
+    """The shared draws of a mixture set: its generator, cluster sizes and number of noise points."""
+    imbalance = _check_real("imbalance", imbalance)
+    noise_fraction = _check_noise_fraction(noise_fraction)
+    n_structure, n_noise = _split_noise(n_samples, noise_fraction, n_clusters, "n_clusters")
+    rng = check_random_state(random_state)
+    return rng, _split_counts(rng, n_structure, _size_weights(rng, n_clusters, imbalance)), n_noise
+
+
 def _orthonormal(rng, rows: int, columns: int) -> np.ndarray:
     q, r = np.linalg.qr(rng.standard_normal((rows, columns)))
     return q * np.sign(np.diag(r))
@@ -124,11 +133,7 @@ def make_subspace_set(
     dims = (dims[0], min(dims[1], n_features))
     separation = _check_real("separation", separation)
     ambient_noise = _check_real("ambient_noise", ambient_noise)
-    imbalance = _check_real("imbalance", imbalance)
-    noise_fraction = _check_noise_fraction(noise_fraction)
-    n_structure, n_noise = _split_noise(n_samples, noise_fraction, n_clusters, "n_clusters")
-    rng = check_random_state(random_state)
-    counts = _split_counts(rng, n_structure, _size_weights(rng, n_clusters, imbalance))
+    rng, counts, n_noise = _set_counts(n_samples, n_clusters, imbalance, noise_fraction, random_state)
     X, y = _subspace_points(rng, counts, n_features, dims, separation, ambient_noise)
     return _finish(rng, X, y, n_noise, n_features, 0.0)
 
@@ -219,11 +224,7 @@ def make_warped_set(
         raise ValueError(f"strength must be below 1 (an invertible layer), got {strength!r}.")
     std_low, std_high = _check_range("cluster_std", cluster_std, 0.0, positive=True)
     min_separation = _check_real("min_separation", min_separation)
-    imbalance = _check_real("imbalance", imbalance)
-    noise_fraction = _check_noise_fraction(noise_fraction)
-    n_structure, n_noise = _split_noise(n_samples, noise_fraction, n_clusters, "n_clusters")
-    rng = check_random_state(random_state)
-    counts = _split_counts(rng, n_structure, _size_weights(rng, n_clusters, imbalance))
+    rng, counts, n_noise = _set_counts(n_samples, n_clusters, imbalance, noise_fraction, random_state)
     X, y = _warped_points(rng, counts, n_features, (std_low, std_high), min_separation, layers, strengths)
     return _finish(rng, X, y, n_noise, n_features, 0.0)
 
