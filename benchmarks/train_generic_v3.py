@@ -13,10 +13,11 @@ affinity down: on scikit-learn's digits, given k, v2's A**4 scores ARI 0.32 and 
 logits left out (the geometry terms alone) 0.66 (throw-away probe, not a benchmark).  A single global weighting
 cannot fix that without losing the shapes where the head is the better judge.
 
-Model: v2's network with ``context_gate=True`` (:class:`skabc.nn.ABCNet`): per set, two positive factors on the
-head's logits and on the geometry term, read from the pooled contextual embedding and the share of the set's
-variance outside the embedder's 16 columns; zero-initialised, so training starts from exactly v2.  Every v1
-weight stays frozen; the geometry maps and the gate train (lr 3e-5 times the maps' gain of 100).
+Model: v2's network with ``context_gate=True`` (:class:`skabc.nn.ABCNet`): with ``r`` the share of a set's
+variance outside the embedder's 16 columns, geometry maps ``W + r dW`` and two positive factors on the head's
+logits and the geometry term, ``exp(r G [pooled z, 1])``; ``dW`` and ``G`` start at zero, so training starts
+from exactly v2, and sets within 16 principal dimensions keep v2's affinity.  Every weight of v2 stays frozen;
+``dW`` and ``G`` train (lr 3e-5 times the maps' gain of 100).
 
 Data: v2's pool mixture plus the two families of real-table structure v1 and v2 never saw
 (``'subspaces'``: clusters along their own subspaces in up to 64 dimensions, some columns discretised;

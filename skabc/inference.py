@@ -45,7 +45,7 @@ def encode(module: nn.Module, X: np.ndarray, set_transform=None, with_geometry: 
         z = module.encode(points, None, geometry, use_geometry=use_geometry)
         if not with_geometry:
             return z
-        terms = module.logit_terms(points, z, geometry)
+        terms = module.logit_terms(z, geometry)
     return z, terms
 
 

@@ -204,7 +204,7 @@ class ABCNet(nn.Module):
             return GEOMETRY_GAIN * (torch.einsum("bfij,bf->bij", pairs, weight[:, -1]) + bias[:, -1, None, None])
         return GEOMETRY_GAIN * (torch.einsum("bfij,f->bij", pairs, self.pair_bias.weight[-1]) + self.pair_bias.bias[-1])
 
-    def logit_terms(self, X: torch.Tensor, z: torch.Tensor, geometry, mask: torch.Tensor | None = None):
+    def logit_terms(self, z: torch.Tensor, geometry, mask: torch.Tensor | None = None):
         """``(scale, extra)``: the logits are ``scale[:, None, None] * head(z) + extra``.
 
         ``scale`` is ``None`` (1) without a context gate, ``extra`` ``None`` (0)
@@ -234,7 +234,7 @@ class ABCNet(nn.Module):
         geometry = self.geometry(X, mask)
         z = self.encode(X, mask, geometry)
         logits = self.head(z)
-        scale, extra = self.logit_terms(X, z, geometry, mask)
+        scale, extra = self.logit_terms(z, geometry, mask)
         if scale is not None:
             logits = scale[:, None, None] * logits
         if extra is not None:
