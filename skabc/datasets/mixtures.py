@@ -138,19 +138,17 @@ def make_subspace_set(
     return _finish(rng, X, y, n_noise, n_features, 0.0)
 
 
-def _warp(rng, X: np.ndarray, n_layers: int, strength: float) -> np.ndarray:
-    """``n_layers`` random residual layers ``x + g(x)``, ``Lip(g) = strength < 1``: an invertible bending map."""
+def _warp(rng, X: np.ndarray, strength: float) -> np.ndarray:
+    """One random residual layer ``x + g(x)``, ``Lip(g) = strength < 1``: an invertible bending map."""
     d = X.shape[1]
-    for _ in range(n_layers):
-        scale = float(np.sqrt(X.var(axis=0).sum())) or 1.0
-        hidden = int(rng.randint(8, 33))
-        # Input weights at the data's scale, so the tanh bends within the set rather than far outside it.
-        W = rng.standard_normal((hidden, d)) * (_log_uniform(rng, 0.5, 3.0) / scale)
-        b = rng.uniform(-1.0, 1.0, hidden) * np.sqrt(d)
-        V = rng.standard_normal((d, hidden))
-        gain = strength / (np.linalg.norm(W, 2) * np.linalg.norm(V, 2))
-        X = X + gain * np.tanh(X @ W.T + b) @ V.T
-    return X
+    scale = float(np.sqrt(X.var(axis=0).sum())) or 1.0
+    hidden = int(rng.randint(8, 33))
+    # Input weights at the data's scale, so the tanh bends within the set rather than far outside it.
+    W = rng.standard_normal((hidden, d)) * (_log_uniform(rng, 0.5, 3.0) / scale)
+    b = rng.uniform(-1.0, 1.0, hidden) * np.sqrt(d)
+    V = rng.standard_normal((d, hidden))
+    gain = strength / (np.linalg.norm(W, 2) * np.linalg.norm(V, 2))
+    return X + gain * np.tanh(X @ W.T + b) @ V.T
 
 
 def make_warped_set(
@@ -234,5 +232,5 @@ def _warped_points(rng, counts, d: int, std_range, min_separation: float, layers
         else np.full(len(counts), std_range[0])
     X, y = _blob_points(rng, counts, d, stds, (1.0, 3.0), min_separation)
     for _ in range(int(rng.randint(layers[0], layers[1] + 1))):
-        X = _warp(rng, X, 1, rng.uniform(*strengths) if strengths[1] > strengths[0] else strengths[0])
+        X = _warp(rng, X, rng.uniform(*strengths) if strengths[1] > strengths[0] else strengths[0])
     return X, y
