@@ -422,3 +422,21 @@ def test_no_gradient_reaches_padded_inputs(layer_norm, compat):
     assert torch.all(grad[0, 7:] == 0)
     assert grad[0, :7].abs().sum() > 0
     assert grad[1].abs().sum() > 0
+
+
+def test_make_net_uses_the_given_criterion_else_the_kernels_bce():
+    from skabc import ContextualKernel
+    from skabc.nn.build import build_module
+    from skabc.nn.loss import SameClusterBCELoss
+    from skabc.training.net import make_net
+
+    class DoubledBCE(SameClusterBCELoss):
+        def forward(self, logits, labels):
+            return 2.0 * super().forward(logits, labels)
+
+    kernel = ContextualKernel(d_model=8, n_blocks=1, n_heads=2, pos_weight=3.0, max_epochs=1)
+    default = make_net(kernel, build_module(kernel, 2), torch.device("cpu"), 1).initialize()
+    given = make_net(kernel, build_module(kernel, 2), torch.device("cpu"), 1, criterion=DoubledBCE(3.0)).initialize()
+    assert type(default.criterion_) is SameClusterBCELoss and default.criterion_.pos_weight == 3.0
+    logits, labels = torch.randn(1, 4, 4), torch.tensor([[0, 0, 1, -1]])
+    assert torch.isclose(given.criterion_(logits, labels), 2.0 * default.criterion_(logits, labels))

@@ -101,11 +101,15 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     return net, n_sets
 
 
-def make_net(kernel, module: nn.Module, device: torch.device, total_steps: int, callbacks=()) -> NeuralNet:
-    """The skorch net that trains ``module`` with the kernel's optimisation parameters."""
+def make_net(kernel, module: nn.Module, device: torch.device, total_steps: int, callbacks=(),
+             criterion: nn.Module | None = None) -> NeuralNet:
+    """The skorch net that trains ``module`` with the kernel's optimisation parameters.
+
+    ``criterion``: the loss (default :class:`~skabc.nn.loss.SameClusterBCELoss` with the kernel's ``pos_weight``).
+    """
     return NeuralNet(
         module=module,
-        criterion=SameClusterBCELoss(kernel.pos_weight),
+        criterion=SameClusterBCELoss(kernel.pos_weight) if criterion is None else criterion,
         optimizer=torch.optim.AdamW,
         optimizer__weight_decay=kernel.weight_decay,
         lr=kernel.lr,
