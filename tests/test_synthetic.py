@@ -138,6 +138,38 @@ def test_concentric_rings_share_a_centre():
     assert 0.3 <= per_ring[0][0] < per_ring[1][0] < per_ring[2][0] <= 1.0
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_separated_rings_keep_their_gap(seed):
+    from scipy.spatial.distance import cdist
+
+    X, y = make_rings_set(400, n_rings=6, layout="separated", noise=0.0, min_gap=0.3, center_spread=0.5,
+                          random_state=seed)
+    closest = min(cdist(X[y == a], X[y == b]).min() for a in range(6) for b in range(a))
+    assert closest >= 0.3 - 1e-9  # six circles of radius up to 1 cannot fit a disc of 0.5: it widened
+    X, y = make_rings_set(400, n_rings=6, layout="random", noise=0.0, center_spread=0.5, random_state=seed)
+    assert min(cdist(X[y == a], X[y == b]).min() for a in range(6) for b in range(a)) < 0.3
+
+
+def test_separated_family_is_opt_in_and_apart():
+    assert "separated" in FAMILIES and "separated" not in FAMILY_WEIGHTS
+    from sklearn.neighbors import kneighbors_graph
+
+    def linked_within(family):
+        X, y, groups = make_clustering_sets(n_sets=10, set_size=(150, 250), families=family, n_features=2,
+                                            noise_probability=0.0, random_state=0)
+        shares = []
+        for Xs, ys in _sets(X, y, groups):
+            rows, cols = kneighbors_graph(Xs, 3).nonzero()
+            shares.append(np.mean(ys[rows] == ys[cols]))
+        return np.array(shares), [len(np.unique(ys)) for _, ys in _sets(X, y, groups)]
+
+    # Apart: 3-NN links almost never cross circles (a sparse small circle can reach another), unlike 'rings'.
+    separated, ks = linked_within("separated")
+    assert min(ks) >= 2 and max(ks) <= 6
+    assert separated.mean() > 0.99 and separated.min() > 0.95
+    assert linked_within("rings")[0].mean() < 0.9
+
+
 def _circle_radius(P):
     """Radius of the least-squares circle through 2-D points."""
     A = np.column_stack([2 * P, np.ones(len(P))])

@@ -19,14 +19,17 @@ from ._common import (
 )
 
 CURVE_KINDS = ("arc", "spiral", "sine")
-RING_LAYOUTS = ("random", "concentric")
+RING_LAYOUTS = ("random", "concentric", "separated")
 
 
-def _ring_points(rng, n, k, layout, radius_range, center_spread, noise, imbalance):
+def _ring_points(rng, n, k, layout, radius_range, center_spread, noise, imbalance, min_gap=0.0):
     low, high = radius_range
     if layout == "concentric":
         radii = low + (high - low) * (np.arange(k) + rng.uniform(0.2, 0.8, k)) / k
         centers = np.zeros((k, 2))
+    elif layout == "separated":
+        radii = rng.uniform(low, high, k)
+        centers = _apart(rng, radii, center_spread, min_gap)
     else:
         radii = rng.uniform(low, high, k)
         centers = _disc(rng, center_spread, k)
@@ -35,6 +38,25 @@ def _ring_points(rng, n, k, layout, radius_range, center_spread, noise, imbalanc
     angle = rng.uniform(0, 2 * np.pi, n)
     X = centers[labels] + radii[labels, None] * np.column_stack([np.cos(angle), np.sin(angle)])
     return X + rng.normal(0.0, noise, X.shape), labels
+
+
+def _apart(rng, radii: np.ndarray, spread: float, gap: float) -> np.ndarray:
+    """Centres, one by one in a disc of radius ``spread``, so that circles ``i, j`` stay ``gap`` apart.
+
+    After 50 misses in a row the disc widens by 10%: any number of circles fits, and the layout stays compact.
+    """
+    centers = np.zeros((0, 2))
+    for radius in radii:
+        misses = 0
+        while True:
+            candidate = _disc(rng, spread, 1)
+            if np.all(np.linalg.norm(centers - candidate, axis=1) >= radii[: len(centers)] + radius + gap):
+                break
+            misses += 1
+            if misses == 50:
+                spread, misses = max(1.1 * spread, radius + gap), 0
+        centers = np.vstack([centers, candidate])
+    return centers
 
 
 def _moon_points(rng, n, k, noise, arc_jitter, imbalance):
@@ -108,9 +130,10 @@ def make_rings_set(
     imbalance: float = 0.0,
     noise_fraction: float = 0.0,
     embed_noise: float = 0.0,
+    min_gap: float = 0.2,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One set of points on rings: overlapping circles or concentric rings.
+    """One set of points on rings: overlapping, concentric or separated circles.
 
     Each ring gets points in proportion to its circumference (times a random
     size weight), uniformly random in angle, plus isotropic Gaussian noise.
@@ -124,10 +147,14 @@ def make_rings_set(
     n_features : int, default=2
         Dimension of the points, at least 2; beyond 2 the plane of the rings
         is embedded at random (:func:`embed_in_dimensions`).
-    layout : {'random', 'concentric'}, default='random'
+    layout : {'random', 'concentric', 'separated'}, default='random'
         ``'random'``: centres uniform in a disc of radius ``center_spread``,
         radii uniform in ``radius_range`` (rings overlap).  ``'concentric'``:
         one centre, radii spread evenly over ``radius_range`` with jitter.
+        ``'separated'``: radii as for ``'random'``, centres drawn one by one
+        in a disc of radius ``center_spread`` (widened until they fit) so
+        that no two circles come closer than ``min_gap``: apart, non-convex
+        clusters that a neighbourhood graph separates.
     radius_range : (float, float), default=(0.3, 1.0)
         Range of the radii.
     center_spread : float, default=1.0
@@ -141,6 +168,8 @@ def make_rings_set(
         with its own label.
     embed_noise : float, default=0.0
         Standard deviation of the noise in the dimensions beyond the plane.
+    min_gap : float, default=0.2
+        Smallest distance between two circles (before noise), ``layout='separated'`` only.
     random_state : int, RandomState instance or None, default=None
         Seed.
 
@@ -162,9 +191,10 @@ def make_rings_set(
     imbalance = _check_real("imbalance", imbalance)
     noise_fraction = _check_noise_fraction(noise_fraction)
     embed_noise = _check_real("embed_noise", embed_noise)
+    min_gap = _check_real("min_gap", min_gap)
     n_structure, n_noise = _split_noise(n_samples, noise_fraction, n_rings, "n_rings")
     rng = check_random_state(random_state)
-    X, y = _ring_points(rng, n_structure, n_rings, layout, radius_range, center_spread, noise, imbalance)
+    X, y = _ring_points(rng, n_structure, n_rings, layout, radius_range, center_spread, noise, imbalance, min_gap)
     return _finish(rng, X, y, n_noise, n_features, embed_noise)
 
 

@@ -51,13 +51,13 @@ FAMILY_WEIGHTS = {
     "uniform": 0.10,
 }
 
-#: Every family :func:`make_clustering_sets` can draw.  ``'scattered'``, ``'subspaces'`` and ``'warped'`` are
+#: Every family :func:`make_clustering_sets` can draw.  The last four (``'scattered'`` ... ``'separated'``) are
 #: not in the default mixture (the shipped generic kernel's first phases were trained without them, and the
 #: default must keep drawing the same sets); name them in ``families`` to use them.
-FAMILIES = (*FAMILY_WEIGHTS, "scattered", "subspaces", "warped")
+FAMILIES = (*FAMILY_WEIGHTS, "scattered", "subspaces", "warped", "separated")
 
 # Families whose structure lives in a plane: they need n_features >= 2.
-_PLANAR_FAMILIES = frozenset({"rings", "moons", "curves", "mixed"})
+_PLANAR_FAMILIES = frozenset({"rings", "moons", "curves", "mixed", "separated"})
 
 
 def _check_families(families) -> tuple[list[str], np.ndarray]:
@@ -121,6 +121,10 @@ def _one_set(rng, family: str, n: int, d: int, max_clusters: int, noise_fraction
         counts = _split_counts(rng, n_struct, _size_weights(rng, k, rng.uniform(0.0, 1.0)))
         X, y = _warped_points(rng, counts, min(d, _draw_dimension(rng, 2, 8)), (1.0, _log_uniform(rng, 1.0, 3.0)),
                               rng.uniform(0.5, 2.0), (1, 4), (0.5, 0.95))
+    elif family == "separated":
+        k = _draw_k(rng, 2, 6, limit)
+        X, y = _ring_points(rng, n_struct, k, "separated", (0.3, 1.0), 1.0, rng.uniform(0.0, 0.04),
+                            rng.uniform(0.0, 0.5), _log_uniform(rng, 0.1, 1.0))
     elif family == "uniform":
         X = rng.uniform(-1, 1, (n_struct, d0)) * _log_uniform(rng, 0.2, 1.0, d0)
         y = np.zeros(n_struct, dtype=np.int64)
@@ -209,6 +213,9 @@ def make_clustering_sets(
     - ``'warped'`` (not in the default mixture): 1 to ``max_clusters``
       blobs in 2-8 dimensions bent by 1-4 random invertible residual layers
       (:func:`~skabc.datasets.make_warped_set`).
+    - ``'separated'`` (not in the default mixture): 2-6 circles apart from
+      each other, gaps 0.1-1 (log-uniform) for radii 0.3-1
+      (:func:`~skabc.datasets.make_rings_set` with ``layout='separated'``).
 
     Planar families need ``d >= 2``: they draw ``d`` from the part of
     ``n_features`` at or above 2, and a set of such a family with
