@@ -42,21 +42,18 @@ consensus, the first candidate scores 0.598 against v2's 0.619.)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_generic_v2 as v2
 import train_generic_v3 as v3
+from generic_stage import export_checkpoint, run_stage
 
 from skabc import ContextualKernel
-from skabc.datasets import make_clustering_sets
 from skabc.nn.loss import SameClusterBCELoss
 
 ROOT = v2.ROOT
@@ -105,55 +102,20 @@ class SpectralBCELoss(SameClusterBCELoss):
 
 def train_stage(threads: int, gate: bool = False) -> None:
     """v2 (every weight, or only the gate) trained with the spectral loss through skorch; checkpointed every epoch."""
-    from skorch.callbacks import Freezer
-
-    from skabc._runtime import seeded_torch, tune_allocator
-    from skabc.nn.build import set_transform
-    from skabc.sampling import ClusterSetSampler, SampledSetsDataset
-    from skabc.training.net import make_net
-
-    torch.set_num_threads(threads)
-    tune_allocator()
-    directory = GATE_DIRECTORY if gate else DIRECTORY
-    X, y, groups = make_clustering_sets(**(GATE_POOL if gate else POOL),
-                                        families=v3.POOL_FAMILIES if gate else v2.POOL_FAMILIES, random_state=SEED)
-    kernel = ContextualKernel(**(GATE_KERNEL if gate else KERNEL), checkpoint_dir=directory, verbose=1)
-    steps = kernel.max_epochs * -(-kernel.sets_per_epoch // kernel.batch_size)
-    dataset = SampledSetsDataset(X.astype(np.float32), ClusterSetSampler(y, groups, kernel.set_size),
-                                 kernel.sets_per_epoch, kernel.batch_size, SEED, set_transform=set_transform(kernel))
-    history = directory / "history.json"
-    done = len(json.loads(history.read_text())) if history.exists() else 0
-    directory.mkdir(parents=True, exist_ok=True)
-    timing = directory / "time.json"
-    earlier = json.loads(timing.read_text()) if timing.exists() else {"cpu_seconds": 0.0, "runs": 0}
-    cpu = time.process_time()
-    module = v3.start_module(kernel) if gate else ContextualKernel.load(v3.SHIPPED_V2, device="cpu").module_
-    with seeded_torch(SEED, torch.device("cpu")):
-        net = make_net(kernel, module, torch.device("cpu"), steps, criterion=SpectralBCELoss(kernel.pos_weight))
-        if gate:
-            net.callbacks.append(("freeze", Freezer(lambda name: not name.startswith("gate"), at=lambda net: True)))
-        net.initialize()
-        if done < kernel.max_epochs:
-            net.partial_fit(dataset, y=None, epochs=kernel.max_epochs - done)
-    record = {"stage": "spectral gate" if gate else "spectral", "epochs": len(net.history), "threads": threads,
-              "cpu_seconds": earlier["cpu_seconds"] + time.process_time() - cpu, "runs": earlier["runs"] + 1}
-    timing.write_text(json.dumps(record))
-    print(f"generic spectral stage: {record}")
+    params = GATE_KERNEL if gate else KERNEL
+    if gate:
+        module = v3.start_module(ContextualKernel(**params))
+    else:
+        module = ContextualKernel.load(v3.SHIPPED_V2, device="cpu").module_
+    run_stage(params, GATE_DIRECTORY if gate else DIRECTORY, GATE_POOL if gate else POOL,
+              v3.POOL_FAMILIES if gate else v2.POOL_FAMILIES, SEED, threads, module,
+              trained=("gate",) if gate else None, criterion=SpectralBCELoss(params.get("pos_weight")),
+              stage="spectral gate" if gate else "spectral")
 
 
 def export(path: str, gate: bool = False) -> None:
     """The latest checkpoint as a kernel file, with v2's clustering settings."""
-    from pretrained_settings import SETTINGS
-
-    from skabc.kernels._contextual_io import load_weights
-
-    directory = GATE_DIRECTORY if gate else DIRECTORY
-    kernel = ContextualKernel(**(GATE_KERNEL if gate else KERNEL))
-    state = torch.load(directory / "params.pt", map_location="cpu", weights_only=True)
-    load_weights(kernel, KERNEL["canonical_features"], state, "cpu")
-    kernel.recommended_clustering_ = dict(SETTINGS["generic"])
-    kernel.save(path)
-    print(f"exported epoch {len(json.loads((directory / 'history.json').read_text()))} to {path}")
+    export_checkpoint(GATE_KERNEL if gate else KERNEL, GATE_DIRECTORY if gate else DIRECTORY, path)
 
 
 def main(argv=None) -> int:

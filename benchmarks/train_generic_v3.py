@@ -51,9 +51,7 @@ of clustbench outside the 13 listed ones (``clustbench_rest``: 13 sets move by +
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +59,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_generic_v2 as v2
+from generic_stage import export_checkpoint, run_stage
 
 from skabc import ContextualKernel
 from skabc.datasets import make_clustering_sets
@@ -98,58 +97,14 @@ def start_module(kernel: ContextualKernel) -> torch.nn.Module:
 
 def train_context_stage(threads: int, control: bool = False) -> None:
     """Train the geometry maps and the gate on the frozen rest, through skorch; checkpointed every epoch."""
-    from skorch.callbacks import Freezer
-
-    from skabc._runtime import seeded_torch, tune_allocator
-    from skabc.nn.build import set_transform
-    from skabc.sampling import ClusterSetSampler, SampledSetsDataset
-    from skabc.training.net import make_net
-
-    torch.set_num_threads(threads)
-    tune_allocator()  # whole sets of at most 500 points: the raised mmap threshold is safe and faster
-    begin = time.perf_counter()
-    X, y, groups = make_clustering_sets(**POOL, families=POOL_FAMILIES, random_state=SEED)
-    print(f"pool: {len(np.unique(groups))} sets, {len(X)} rows ({time.perf_counter() - begin:.0f} s)", flush=True)
-    directory = CONTROL_DIRECTORY if control else DIRECTORY
-    kernel = ContextualKernel(**(CONTROL if control else KERNEL), checkpoint_dir=directory, verbose=1)
-    steps = kernel.max_epochs * -(-kernel.sets_per_epoch // kernel.batch_size)
-    sampler = ClusterSetSampler(y, groups, kernel.set_size)
-    dataset = SampledSetsDataset(X.astype(np.float32), sampler, kernel.sets_per_epoch, kernel.batch_size, SEED,
-                                 set_transform=set_transform(kernel))
-    history = directory / "history.json"
-    done = len(json.loads(history.read_text())) if history.exists() else 0
-    directory.mkdir(parents=True, exist_ok=True)
-    timing = directory / "time.json"
-    earlier = json.loads(timing.read_text()) if timing.exists() else {"cpu_seconds": 0.0, "runs": 0}
-    cpu = time.process_time()
-    with seeded_torch(SEED, torch.device("cpu")):
-        net = make_net(kernel, start_module(kernel), torch.device("cpu"), steps)
-        trained = CONTROL_TRAINED if control else TRAINED
-        net.callbacks.append(("freeze", Freezer(lambda name: not name.startswith(trained), at=lambda net: True)))
-        net.initialize()
-        if done < kernel.max_epochs:
-            net.partial_fit(dataset, y=None, epochs=kernel.max_epochs - done)
-    record = {"stage": "control" if control else "context", "epochs": len(net.history), "threads": threads,
-              "training_wall_seconds": float(sum(net.history[:, "dur"])),
-              "cpu_seconds": earlier["cpu_seconds"] + time.process_time() - cpu, "runs": earlier["runs"] + 1}
-    timing.write_text(json.dumps(record))
-    print(f"generic v3, context stage: {record}")
+    run_stage(CONTROL if control else KERNEL, CONTROL_DIRECTORY if control else DIRECTORY, POOL, POOL_FAMILIES,
+              SEED, threads, start_module, trained=CONTROL_TRAINED if control else TRAINED,
+              stage="generic v3, control stage" if control else "generic v3, context stage")
 
 
 def export(path: str, control: bool = False) -> None:
     """The latest checkpoint as a kernel file, with v2's clustering settings."""
-    from pretrained_settings import SETTINGS
-
-    from skabc.kernels._contextual_io import load_weights
-
-    directory = CONTROL_DIRECTORY if control else DIRECTORY
-    kernel = ContextualKernel(**(CONTROL if control else KERNEL))
-    state = torch.load(directory / "params.pt", map_location="cpu", weights_only=True)
-    load_weights(kernel, KERNEL["canonical_features"], state, "cpu")
-    kernel.recommended_clustering_ = dict(SETTINGS["generic"])
-    kernel.save(path)
-    history = json.loads((directory / "history.json").read_text())
-    print(f"exported epoch {len(history)} (train loss {history[-1].get('train_loss'):.4f}) to {path}")
+    export_checkpoint(CONTROL if control else KERNEL, CONTROL_DIRECTORY if control else DIRECTORY, path)
 
 
 def wide_group() -> list:

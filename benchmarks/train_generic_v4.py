@@ -42,20 +42,15 @@ at another, so single-setting clustbench gains of this size are noise, and neith
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
-
-import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_generic_v2 as v2
 import train_generic_v3 as v3
+from generic_stage import export_checkpoint, run_stage
 
 from skabc import ContextualKernel
-from skabc.datasets import make_clustering_sets
 
 ROOT = v2.ROOT
 DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "generic_v4"
@@ -80,51 +75,14 @@ KERNEL = {**v2.KERNEL, "max_epochs": 24, "lr": 1e-5}
 
 def train_stage(threads: int, control: bool = False, share: float = SHARE) -> None:
     """Every weight of v2 trained further through skorch; checkpointed every epoch, resumable."""
-    from skabc._runtime import seeded_torch, tune_allocator
-    from skabc.nn.build import set_transform
-    from skabc.sampling import ClusterSetSampler, SampledSetsDataset
-    from skabc.training.net import make_net
-
-    torch.set_num_threads(threads)
-    tune_allocator()
-    directory = directory_of(control, share)
-    X, y, groups = make_clustering_sets(**POOL, families=v2.POOL_FAMILIES if control else families(share),
-                                        random_state=SEED)
-    kernel = ContextualKernel(**KERNEL, checkpoint_dir=directory, verbose=1)
-    steps = kernel.max_epochs * -(-kernel.sets_per_epoch // kernel.batch_size)
-    dataset = SampledSetsDataset(X.astype(np.float32), ClusterSetSampler(y, groups, kernel.set_size),
-                                 kernel.sets_per_epoch, kernel.batch_size, SEED, set_transform=set_transform(kernel))
-    history = directory / "history.json"
-    done = len(json.loads(history.read_text())) if history.exists() else 0
-    directory.mkdir(parents=True, exist_ok=True)
-    timing = directory / "time.json"
-    earlier = json.loads(timing.read_text()) if timing.exists() else {"cpu_seconds": 0.0, "runs": 0}
-    cpu = time.process_time()
-    module = ContextualKernel.load(v3.SHIPPED_V2, device="cpu").module_
-    with seeded_torch(SEED, torch.device("cpu")):
-        net = make_net(kernel, module, torch.device("cpu"), steps)
-        net.initialize()
-        if done < kernel.max_epochs:
-            net.partial_fit(dataset, y=None, epochs=kernel.max_epochs - done)
-    record = {"stage": "control" if control else "separated", "epochs": len(net.history), "threads": threads,
-              "cpu_seconds": earlier["cpu_seconds"] + time.process_time() - cpu, "runs": earlier["runs"] + 1}
-    timing.write_text(json.dumps(record))
-    print(f"generic v4 stage: {record}")
+    run_stage(KERNEL, directory_of(control, share), POOL, v2.POOL_FAMILIES if control else families(share), SEED,
+              threads, ContextualKernel.load(v3.SHIPPED_V2, device="cpu").module_,
+              stage="control" if control else "separated")
 
 
 def export(path: str, control: bool = False, share: float = SHARE) -> None:
     """The latest checkpoint as a kernel file, with v2's clustering settings."""
-    from pretrained_settings import SETTINGS
-
-    from skabc.kernels._contextual_io import load_weights
-
-    directory = directory_of(control, share)
-    kernel = ContextualKernel(**KERNEL)
-    state = torch.load(directory / "params.pt", map_location="cpu", weights_only=True)
-    load_weights(kernel, KERNEL["canonical_features"], state, "cpu")
-    kernel.recommended_clustering_ = dict(SETTINGS["generic"])
-    kernel.save(path)
-    print(f"exported epoch {len(json.loads((directory / 'history.json').read_text()))} to {path}")
+    export_checkpoint(KERNEL, directory_of(control, share), path)
 
 
 def main(argv=None) -> int:
