@@ -122,23 +122,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", action="store_true", help="train v2 further with the spectral loss")
     parser.add_argument("--gate", action="store_true", help="--stage/--export: only the context gate trains")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--export", default=None, metavar="PATH")
-    parser.add_argument("--compare", action="store_true", help="the ship decision (train_generic_v3's groups)")
-    parser.add_argument("--data-home", default=None, help="the clustbench folder (default ../shared/data/clustbench)")
-    parser.add_argument("--candidate", default=None, help="--compare: the kernel file tried")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "generic_spectral_compare.json"))
+    v3.add_common_arguments(parser, "generic_spectral_compare.json")
     args = parser.parse_args(argv)
     if args.stage:
         train_stage(args.threads, args.gate)
     if args.export:
         export(args.export, args.gate)
     if args.compare:
-        if args.candidate is None:
-            parser.error("--compare needs --candidate (an --export of this recipe)")
-        home = Path(args.data_home) if args.data_home else ROOT.parent / "shared" / "data" / "clustbench"
-        v2.compare(args.data_home, args.threads, v3.SHIPPED_V2, Path(args.candidate),
-                   extra_groups=v3.extra_groups(home), out=Path(args.out))
+        v3.compare_candidate(parser, args)
     return 0
 
 

@@ -163,29 +163,39 @@ def extra_groups(data_home: Path) -> dict:
             "clustbench_rest": other_clustbench_group(data_home)}
 
 
+def add_common_arguments(parser, out_name: str) -> None:
+    """``--threads``, ``--export``, ``--compare`` and its options, as every generic recipe takes them."""
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--export", default=None, metavar="PATH")
+    parser.add_argument("--compare", action="store_true", help="the ship decision on the validation groups")
+    parser.add_argument("--data-home", default=None, help="the clustbench folder (default ../shared/data/clustbench)")
+    parser.add_argument("--baseline", default=str(SHIPPED_V2), help="--compare: the kernel file to beat (v2)")
+    parser.add_argument("--candidate", default=None, help="--compare: the kernel file tried")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / out_name),
+                        help="--compare: where its JSON goes")
+
+
+def compare_candidate(parser, args) -> None:
+    """``--compare``: the ship decision for ``args.candidate`` against ``args.baseline`` (default: v2)."""
+    if args.candidate is None:
+        parser.error("--compare needs --candidate (an --export of this recipe)")
+    home = Path(args.data_home) if args.data_home else ROOT.parent / "shared" / "data" / "clustbench"
+    v2.compare(args.data_home, args.threads, Path(args.baseline), Path(args.candidate),
+               extra_groups=extra_groups(home), out=Path(args.out))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--context-stage", action="store_true", help="train the maps and the gate (v1 frozen)")
     parser.add_argument("--control", action="store_true", help="--context-stage/--export: the gate-less control")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--export", default=None, metavar="PATH")
-    parser.add_argument("--compare", action="store_true", help="the ship decision, with the wide group")
-    parser.add_argument("--data-home", default=None, help="the clustbench folder (default ../shared/data/clustbench)")
-    parser.add_argument("--baseline", default=str(SHIPPED_V2), help="--compare: the kernel file to beat (v2)")
-    parser.add_argument("--candidate", default=None, help="--compare: the kernel file tried")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "generic_v3_compare.json"),
-                        help="--compare: where its JSON goes")
+    add_common_arguments(parser, "generic_v3_compare.json")
     args = parser.parse_args(argv)
     if args.context_stage:
         train_context_stage(args.threads, args.control)
     if args.export:
         export(args.export, args.control)
     if args.compare:
-        if args.candidate is None:
-            parser.error("--compare needs --candidate (an --export of this recipe)")
-        home = Path(args.data_home) if args.data_home else ROOT.parent / "shared" / "data" / "clustbench"
-        v2.compare(args.data_home, args.threads, Path(args.baseline), Path(args.candidate),
-                   extra_groups=extra_groups(home), out=Path(args.out))
+        compare_candidate(parser, args)
     return 0
 
 

@@ -90,23 +90,14 @@ def main(argv=None) -> int:
     parser.add_argument("--stage", action="store_true", help="train v2 further (v2's prior + separated circles)")
     parser.add_argument("--control", action="store_true", help="--stage/--export: without the new family")
     parser.add_argument("--share", type=float, default=SHARE, help="--stage/--export: share of separated sets")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--export", default=None, metavar="PATH")
-    parser.add_argument("--compare", action="store_true", help="the ship decision (train_generic_v3's groups)")
-    parser.add_argument("--data-home", default=None, help="the clustbench folder (default ../shared/data/clustbench)")
-    parser.add_argument("--candidate", default=None, help="--compare: the kernel file tried")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "generic_v4_compare.json"))
+    v3.add_common_arguments(parser, "generic_v4_compare.json")
     args = parser.parse_args(argv)
     if args.stage:
         train_stage(args.threads, args.control, args.share)
     if args.export:
         export(args.export, args.control, args.share)
     if args.compare:
-        if args.candidate is None:
-            parser.error("--compare needs --candidate (an --export of this recipe)")
-        home = Path(args.data_home) if args.data_home else ROOT.parent / "shared" / "data" / "clustbench"
-        v2.compare(args.data_home, args.threads, v3.SHIPPED_V2, Path(args.candidate),
-                   extra_groups=v3.extra_groups(home), out=Path(args.out))
+        v3.compare_candidate(parser, args)
     return 0
 
 
