@@ -35,6 +35,10 @@ Record (2026-12-01; ``--compare``, v2 -> candidate; at v2's A**4 + consensus unl
   clustbench 0.565 -> 0.641; ``clustbench_rest`` 0.619 -> 0.617 (A**4) and 0.551 -> 0.547 (A**8); best settings
   +0.004 +- 0.005: fails (``benchmarks/results/generic_v4_control_compare.json``); separated sets 0.573,
   wut/circles 0.246.
+* ``--stage --share 0.3``, 24 epochs, 13.6 CPU-min: separated sets 0.676, wut/circles 0.424; at A**4 + consensus
+  clustbench 0.654 -> 0.665, ``clustbench_rest`` 0.619 -> 0.602, synthetic 0.699 -> 0.683, g2mg/h2mg 0.411 ->
+  0.309; best settings (A**8 consensus -> A**4 eigengap) -0.006 +- 0.007: fails
+  (``benchmarks/results/generic_v4_share0.3_compare.json``).
 What it says: 24 more epochs on v2's own prior move the 13 clustbench sets by -0.07 at one setting and +0.08
 at another, so single-setting clustbench gains of this size are noise, and neither candidate is shipped.
 """
