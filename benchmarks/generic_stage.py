@@ -20,9 +20,9 @@ from skabc.datasets import make_clustering_sets
 
 
 def run_stage(kernel_params: dict, directory: Path, pool: dict, families: dict, seed: int, threads: int,
-              module: torch.nn.Module | Callable, *, trained: tuple | None = None, criterion=None,
+              build: Callable[[ContextualKernel], torch.nn.Module], *, trained: tuple | None = None, criterion=None,
               stage: str = "stage") -> dict:
-    """Train ``module`` (or what the callable builds from the kernel, inside the seeded block) and record the run.
+    """Train the network ``build(kernel)`` returns (called inside the seeded block) and record the run.
 
     ``trained``: prefixes of the parameters that train (the others frozen); ``None``: all of them.
     ``criterion``: the loss (default: the kernel's BCE).  Returns the ``time.json`` record.
@@ -50,8 +50,7 @@ def run_stage(kernel_params: dict, directory: Path, pool: dict, families: dict, 
     earlier = json.loads(timing.read_text()) if timing.exists() else {"cpu_seconds": 0.0, "runs": 0}
     cpu = time.process_time()
     with seeded_torch(seed, torch.device("cpu")):
-        network = module(kernel) if callable(module) and not isinstance(module, torch.nn.Module) else module
-        net = make_net(kernel, network, torch.device("cpu"), steps, criterion=criterion)
+        net = make_net(kernel, build(kernel), torch.device("cpu"), steps, criterion=criterion)
         if trained is not None:
             net.callbacks.append(("freeze", Freezer(lambda name: not name.startswith(trained), at=lambda net: True)))
         net.initialize()

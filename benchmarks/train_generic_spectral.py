@@ -103,12 +103,10 @@ class SpectralBCELoss(SameClusterBCELoss):
 def train_stage(threads: int, gate: bool = False) -> None:
     """v2 (every weight, or only the gate) trained with the spectral loss through skorch; checkpointed every epoch."""
     params = GATE_KERNEL if gate else KERNEL
-    if gate:
-        module = v3.start_module(ContextualKernel(**params))
-    else:
-        module = ContextualKernel.load(v3.SHIPPED_V2, device="cpu").module_
+    # Built before the seeded block, as when the candidates were trained (the start draws no training randomness).
+    module = v3.start_module(ContextualKernel(**params)) if gate else v3.shipped_v2_module()
     run_stage(params, GATE_DIRECTORY if gate else DIRECTORY, GATE_POOL if gate else POOL,
-              v3.POOL_FAMILIES if gate else v2.POOL_FAMILIES, SEED, threads, module,
+              v3.POOL_FAMILIES if gate else v2.POOL_FAMILIES, SEED, threads, lambda kernel: module,
               trained=("gate",) if gate else None, criterion=SpectralBCELoss(params.get("pos_weight")),
               stage="spectral gate" if gate else "spectral")
 

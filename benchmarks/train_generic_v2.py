@@ -236,12 +236,24 @@ CLUSTBENCH_13 = (("graves", ("dense", "fuzzyx", "line", "parabolic", "ring_noisy
                  ("wut", ("circles", "cross", "graph", "labirynth", "mk3", "smile", "trapped_lovers")))
 
 
-def validation_groups(data_home: Path) -> dict:
-    """name -> list of (set name, X, y, k, scored rows) per validation group."""
+def clustbench_set(data_home: Path, battery: str, name: str) -> tuple:
+    """One clustbench validation set as the groups hold it: constant columns dropped, a seeded 1,200-row
+    subsample of larger sets, StandardScaler; noise points (label 0) are not scored."""
     import gzip
 
     from sklearn.preprocessing import StandardScaler
 
+    data = np.loadtxt(gzip.open(data_home / battery / f"{name}.data.gz"), ndmin=2)
+    labels = np.loadtxt(gzip.open(data_home / battery / f"{name}.labels0.gz"), dtype=int)
+    data = data[:, data.std(axis=0) > 0]
+    if len(data) > 1200:
+        rows = np.random.RandomState(0).choice(len(data), 1200, replace=False)
+        data, labels = data[rows], labels[rows]
+    return f"{battery}/{name}", StandardScaler().fit_transform(data), labels, labels > 0
+
+
+def validation_groups(data_home: Path) -> dict:
+    """name -> list of (set name, X, y, k, scored rows) per validation group."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import zero_shot
 
@@ -252,13 +264,7 @@ def validation_groups(data_home: Path) -> dict:
         groups["synthetic"].append((f"synthetic-{i}", X[g == i], y[g == i], None))
     for battery, names in CLUSTBENCH_13:
         for name in names:
-            data = np.loadtxt(gzip.open(data_home / battery / f"{name}.data.gz"), ndmin=2)
-            labels = np.loadtxt(gzip.open(data_home / battery / f"{name}.labels0.gz"), dtype=int)
-            data = data[:, data.std(axis=0) > 0]
-            if len(data) > 1200:
-                rows = np.random.RandomState(0).choice(len(data), 1200, replace=False)
-                data, labels = data[rows], labels[rows]
-            groups["clustbench"].append((f"{battery}/{name}", StandardScaler().fit_transform(data), labels, labels > 0))
+            groups["clustbench"].append(clustbench_set(data_home, battery, name))
     for name in zero_shot.STRUCTURED:
         for seed in (100, 101, 102):
             for n in (500, 1000):

@@ -81,11 +81,16 @@ CONTROL_TRAINED = ("pair_bias", "point_proj")
 CONTROL_DIRECTORY = DIRECTORY.with_name("generic_v3_control")
 
 
+def shipped_v2_module() -> torch.nn.Module:
+    """The shipped v2 network, every weight as trained (the start of the spectral and v4 candidates)."""
+    return ContextualKernel.load(SHIPPED_V2, device="cpu").module_
+
+
 def start_module(kernel: ContextualKernel) -> torch.nn.Module:
     """The v3 network holding every weight of the shipped v2 (its new gate at zero: v2 exactly)."""
     from skabc.nn.build import build_module
 
-    shipped = ContextualKernel.load(SHIPPED_V2, device="cpu").module_.state_dict()
+    shipped = shipped_v2_module().state_dict()
     module = build_module(kernel, KERNEL["canonical_features"])
     missing, unexpected = module.load_state_dict(shipped, strict=False)
     new = {"gate.weight", "wide_pair_bias.weight", "wide_pair_bias.bias", "wide_point_proj.weight",
@@ -98,7 +103,7 @@ def start_module(kernel: ContextualKernel) -> torch.nn.Module:
 def train_context_stage(threads: int, control: bool = False) -> None:
     """Train the geometry maps and the gate on the frozen rest, through skorch; checkpointed every epoch."""
     run_stage(CONTROL if control else KERNEL, CONTROL_DIRECTORY if control else DIRECTORY, POOL, POOL_FAMILIES,
-              SEED, threads, start_module, trained=CONTROL_TRAINED if control else TRAINED,
+              SEED, threads, build=start_module, trained=CONTROL_TRAINED if control else TRAINED,
               stage="generic v3, control stage" if control else "generic v3, context stage")
 
 
@@ -135,26 +140,11 @@ def gaussian_group(data_home: Path) -> list:
 
 def other_clustbench_group(data_home: Path) -> list:
     """The 19 wut + graves sets of clustbench outside its 13 listed ones (validation data, as those), prepared the
-    same way: constant columns dropped, seeded 1,200-row subsamples, StandardScaler, noise points not scored."""
-    import gzip
-
-    from sklearn.preprocessing import StandardScaler
-
-    listed = {f"{battery}/{name}" for battery, names in v2.CLUSTBENCH_13 for name in names}
-    sets = []
-    for battery in ("wut", "graves"):
-        for path in sorted((data_home / battery).glob("*.data.gz")):
-            name = f"{battery}/{path.name.removesuffix('.data.gz')}"
-            if name in listed:
-                continue
-            data = np.loadtxt(gzip.open(path), ndmin=2)
-            labels = np.loadtxt(gzip.open(path.with_name(path.name.replace(".data.gz", ".labels0.gz"))), dtype=int)
-            data = data[:, data.std(axis=0) > 0]
-            if len(data) > 1200:
-                rows = np.random.RandomState(0).choice(len(data), 1200, replace=False)
-                data, labels = data[rows], labels[rows]
-            sets.append((name, StandardScaler().fit_transform(data), labels, labels > 0))
-    return sets
+    same way (:func:`train_generic_v2.clustbench_set`)."""
+    listed = {(battery, name) for battery, names in v2.CLUSTBENCH_13 for name in names}
+    names = [(battery, path.name.removesuffix(".data.gz")) for battery in ("wut", "graves")
+             for path in sorted((data_home / battery).glob("*.data.gz"))]
+    return [v2.clustbench_set(data_home, battery, name) for battery, name in names if (battery, name) not in listed]
 
 
 def extra_groups(data_home: Path) -> dict:
