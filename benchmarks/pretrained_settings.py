@@ -32,7 +32,10 @@ SETTINGS: dict[str, dict] = {
     # consensus estimate of k, 0.755 with A**4 and the plain eigengap, 0.748 with A**8 (consensus), 0.665
     # with the rotation rule; 'njw' as for v1, whose settings (zero_shot_select.json, A**8) were 'njw'
     # ahead of 'kmeans' at every power.
-    "generic": {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "consensus"},
+    # The arbiter: benchmarks/results/arbiter_compare.json (train_arbiter.py --fit, the same groups plus the wide,
+    # g2mg/h2mg and other wut + graves sets); it chooses among A**4 with consensus or eigengap k and a 10-NN graph.
+    "generic": {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "consensus",
+                "arbiter": "generic"},
     # The circles kernels were evaluated with scikit-learn's defaults (power 1, 'kmeans', eigengap).
     "circles": {},
     "circles-additive": {},

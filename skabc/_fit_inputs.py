@@ -113,3 +113,10 @@ def resolve_kernel(model, X, y, groups):
             "the kernel, or a fitted kernel."
         )
     return model.kernel
+
+
+#: ``ContextualKernel`` settings for a short fine-tuning of the generic kernel on sets drawn from the
+#: user's labelled rows: ``ABCClustering(kernel=skabc.pretrained.load('generic').set_params(**FINE_TUNE))``.
+FINE_TUNE = dict(warm_start=True, set_size=(50, 200), clusters_per_set=None, sets_per_epoch=None,
+                 batch_size=32, max_epochs=10, lr=3e-4)
+

@@ -15,12 +15,13 @@ from .kernels.base import check_recommended_clustering
 from .spectral import SpectralStep
 
 #: What each 'auto' setting resolves to when the kernel recommends nothing (SpectralClustering's choices).
-SPECTRAL_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_clusters_selection": "eigengap"}
+SPECTRAL_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_clusters_selection": "eigengap",
+                     "arbiter": None}
 
 
 def resolve_settings(model, recommended: dict) -> None:
-    """Set ``model``'s ``affinity_power_``, ``assign_labels_``, ``n_clusters_selection_``, ``max_samples_``
-    and ``spectral_step_`` from its parameters, ``'auto'`` taken from ``recommended``.
+    """Set ``model``'s ``affinity_power_``, ``assign_labels_``, ``n_clusters_selection_``, ``arbiter_``,
+    ``max_samples_`` and ``spectral_step_`` from its parameters, ``'auto'`` taken from ``recommended``.
 
     Raises
     ------
@@ -40,6 +41,7 @@ def resolve_settings(model, recommended: dict) -> None:
     model.affinity_power_ = float(resolved("affinity_power"))
     model.assign_labels_ = resolved("assign_labels")
     model.n_clusters_selection_ = resolved("n_clusters_selection")
+    model.arbiter_ = resolve_arbiter(model, recommended["arbiter"])
     model.max_samples_ = resolve_max_samples(model.max_samples, is_learned(model.affinity))
     model.spectral_step_ = SpectralStep(
         n_clusters=model.n_clusters, max_clusters=model.max_clusters, selection=model.n_clusters_selection_,
@@ -47,3 +49,22 @@ def resolve_settings(model, recommended: dict) -> None:
         n_components=model.n_components, n_init=model.n_init, eigen_tol=model.eigen_tol, verbose=model.verbose,
         follows_sklearn=model._follows_sklearn(),
     )
+
+
+def resolve_arbiter(model, recommended: str | None) -> str | None:
+    """The arbiter a fit uses: only with ``k`` unknown; ``'auto'`` takes the kernel's, unless a k rule was chosen.
+
+    Raises
+    ------
+    ValueError
+        If an arbiter is named for a precomputed matrix (it needs the rows, for their kNN graph).
+    """
+    if model.n_clusters is not None or model.arbiter is None:
+        return None
+    if model.arbiter == "auto":
+        # An explicit k rule is the user's choice of partition; the arbiter would overrule it.
+        return recommended if model.n_clusters_selection == "auto" and not is_pairwise(model.affinity) else None
+    if is_pairwise(model.affinity):
+        raise ValueError(f"arbiter={model.arbiter!r} compares partitions of the rows of X, among them their kNN "
+                         f"graph's; affinity={model.affinity!r} gives a matrix, not rows. Use arbiter=None.")
+    return model.arbiter

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 from joblib import effective_n_jobs
 from sklearn import config_context
-from sklearn.utils import _safe_indexing, check_random_state
+from sklearn.utils import _safe_indexing, check_array, check_random_state
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples
 
@@ -21,11 +21,12 @@ from ._fit_inputs import is_pairwise
 from ._subsample import draw_rows, extend_labels, spread_affinity
 from .kernels import as_kernel
 from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
-from .spectral import SpectralStep, compact
+from .spectral import compact
+from .spectral.arbiter import load_arbiter
 
 
 def cluster_groups(model, X, n_samples: int, group_codes):
-    """Cluster each group as one set; returns labels, affinities, k and eigenvalues per set.
+    """Cluster each group as one set; returns labels, affinities, k, eigenvalues and chosen candidates per set.
 
     ``X`` is passed on as the caller gave it (e.g. a DataFrame), so the kernel
     validates it against the feature names it was fitted with.  The groups are
@@ -39,8 +40,8 @@ def cluster_groups(model, X, n_samples: int, group_codes):
     if len(groups) == 1:
         # One set: X itself, not a copy (a precomputed affinity stays the user's matrix), and its
         # labels as the spectral step returned them (SpectralClustering's own, for its affinities).
-        set_labels, affinity, found, eigenvalues = map_sets(model, [X], seeds, model.n_jobs)[0]
-        return set_labels, [affinity], [found], [eigenvalues]
+        set_labels, affinity, found, eigenvalues, chosen = map_sets(model, [X], seeds, model.n_jobs)[0]
+        return set_labels, [affinity], [found], [eigenvalues], [chosen]
     rows_of = [np.flatnonzero(group_codes == g) for g in groups]
     if sp.issparse(X):
         X = X.tocsr()  # row-indexable
@@ -50,16 +51,17 @@ def cluster_groups(model, X, n_samples: int, group_codes):
         subsets = [_safe_indexing(X, rows) for rows in rows_of]
     results = map_sets(model, subsets, seeds, model.n_jobs)
     labels = np.empty(n_samples, dtype=np.int64)
-    affinities, n_found, spectra = [], [], []
+    affinities, n_found, spectra, choices = [], [], [], []
     offset = 0
-    for rows, (set_labels, affinity, found, eigenvalues) in zip(rows_of, results, strict=True):
+    for rows, (set_labels, affinity, found, eigenvalues, chosen) in zip(rows_of, results, strict=True):
         # Ids 0..found-1 in every set (already so but for SpectralClustering's), so offsets never collide.
         labels[rows] = offset + compact(set_labels)
         offset += found
         affinities.append(affinity)
         n_found.append(found)
         spectra.append(eigenvalues)
-    return labels, affinities, n_found, spectra
+        choices.append(chosen)
+    return labels, affinities, n_found, spectra, choices
 
 def draw_seeds(model, rng, n_sets: int) -> list:
     """Per-set ``(eigengap seed or None, spectral seed)``, drawn in the order of the serial loop."""
@@ -75,7 +77,9 @@ def draw_seeds(model, rng, n_sets: int) -> list:
 
 def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     """Cluster each set, in order: in this process for one set, else with joblib."""
-    kernel, step, max_samples = model.kernel_, model.spectral_step_, model.max_samples_
+    kernel, max_samples = model.kernel_, model.max_samples_
+    # The arbiter travels as its name (each process reads the shipped file once).
+    step = (model.spectral_step_, getattr(model, "arbiter_", None))
     if len(sets) == 1:
         return [_cluster_one(kernel, step, sets[0], *seeds[0], max_samples)]
     # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
@@ -86,17 +90,21 @@ def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
 
 
-def _cluster_one(kernel, step: SpectralStep, X, eig_seed, seed: int, max_samples: int | None = None):
+def _cluster_one(kernel, step: tuple, X, eig_seed, seed: int, max_samples: int | None = None):
     """Cluster one set: the kernel's affinity, then the spectral step (on a subsample past ``max_samples``).
 
-    Returns (labels from 0, affinity, k found, eigenvalues).  A module-level
+    ``step``: the :class:`SpectralStep` and the arbiter's name (or ``None``).
+    Returns (labels from 0, affinity, k found, eigenvalues, the candidate the
+    arbiter kept or ``None``).  A module-level
     function so joblib can ship it, with the fitted kernel, to worker processes
     or Dask workers.
     """
     rows = draw_rows(_num_samples(X), max_samples, seed)
     if rows is not None:
-        labels, affinity, found, eigenvalues = _cluster_one(kernel, step, _safe_indexing(X, rows), eig_seed, seed)
-        return extend_labels(X, rows, labels), spread_affinity(affinity, rows, _num_samples(X)), found, eigenvalues
+        labels, affinity, found, eigenvalues, chosen = _cluster_one(kernel, step, _safe_indexing(X, rows), eig_seed,
+                                                                    seed)
+        return (extend_labels(X, rows, labels), spread_affinity(affinity, rows, _num_samples(X)), found, eigenvalues,
+                chosen)
     if isinstance(kernel, (PairwiseKernel, PrecomputedKernel)):
         # ABCClustering validated every parameter scikit-learn's functions get here; skip their own
         # validation, as SpectralClustering.fit does (_fit_context), so the drop-in costs no more.
@@ -105,15 +113,19 @@ def _cluster_one(kernel, step: SpectralStep, X, eig_seed, seed: int, max_samples
     return _cluster_one_set(kernel, step, X, eig_seed, seed)
 
 
-def _cluster_one_set(kernel, step: SpectralStep, X, eig_seed, seed: int):
+def _cluster_one_set(kernel, step: tuple, X, eig_seed, seed: int):
     kernel = as_kernel(kernel)
+    step, arbiter = step
     n = _num_samples(X)
     if not kernel.returns_sparse(n):
-        # The affinity plus the spectral step's Laplacian and working copies.
-        kernel.check_memory(n, n_copies=4)
-    return step.cluster(kernel.affinity(X), eig_seed, seed)
+        # The affinity plus the spectral step's Laplacian and working copies (the arbiter's two affinities: more).
+        kernel.check_memory(n, n_copies=6 if arbiter else 4)
+    if arbiter is not None:
+        return load_arbiter(arbiter).cluster(step, kernel.affinity(X), check_array(X, accept_sparse="csr"),
+                                             eig_seed, seed)
+    return (*step.cluster(kernel.affinity(X), eig_seed, seed), None)
 
 
-def _cluster_chunk(kernel, step: SpectralStep, sets: list, seeds: list, max_samples: int | None) -> list:
+def _cluster_chunk(kernel, step: tuple, sets: list, seeds: list, max_samples: int | None) -> list:
     """``_cluster_one`` over a chunk of sets, in order (one joblib task)."""
     return [_cluster_one(kernel, step, X, *seed, max_samples) for X, seed in zip(sets, seeds, strict=True)]

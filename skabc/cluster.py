@@ -12,7 +12,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from . import persistence
+from . import _fit_inputs, persistence
 from ._clustering_io import check_clustering, describe_clustering, restore_clustering
 from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
 from ._resolve import resolve_settings
@@ -21,7 +21,9 @@ from ._validation import check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
 from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
 from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
+from .spectral.arbiter import ARBITERS
 
+FINE_TUNE = _fit_inputs.FINE_TUNE  # documented as skabc.cluster.FINE_TUNE
 #: Every value of ``affinity`` given by name: the learned kernel, and all that SpectralClustering accepts.
 AFFINITIES = frozenset({"learned"}) | FEATURE_AFFINITIES | PRECOMPUTED_AFFINITIES
 
@@ -79,31 +81,32 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     max_clusters : int, default=50
         Upper bound of the eigengap estimate.
     n_clusters_selection : {'eigengap', 'consensus', 'likelihood', 'rotation'} or 'auto', default='auto'
-        How ``k`` is estimated when ``n_clusters`` is None.  ``'eigengap'``:
-        the largest eigengap.  ``'consensus'``: the median, rounded down, of
-        the largest-eigengap estimates on the affinity raised to 1/4, 1/2, 1
-        and 2 times ``affinity_power``
-        (:func:`~skabc.spectral.consensus_n_clusters`), which hedges between
-        the too many clusters a sharp affinity gives a broad cluster and the
-        too few a soft one gives close clusters.  It costs four eigengap
-        estimates instead of one, which shows beyond a few thousand points
-        (iterative eigensolvers): pass ``'eigengap'`` there if time matters
-        more.  ``'likelihood'``: the
-        :data:`~skabc.spectral.select.LIKELIHOOD_CANDIDATES` largest eigengaps each propose a ``k``,
-        the set is clustered for each, and the partition that best explains
-        the kernel's same-cluster probabilities wins (highest
-        :func:`~skabc.spectral.pair_log_likelihood` of the affinity before
-        ``affinity_power``; the kernel must output probabilities in
-        ``[0, 1]``, as a :class:`ContextualKernel` does).  It costs one
-        spectral clustering per candidate.  ``'rotation'``: the ``k`` whose
-        leading eigenvectors a rotation best aligns with the axes
-        (Zelnik-Manor & Perona 2004, :func:`~skabc.spectral.rotation.rotation_n_clusters`;
-        at most :data:`~skabc.spectral.select.ROTATION_MAX_CLUSTERS` clusters),
-        or one cluster when the largest eigengap says so.  ``'auto'``: the kernel's recommendation
-        (:meth:`~skabc.kernels.Kernel.recommended_clustering`, stored with
-        every shipped kernel, e.g. ``'consensus'`` for the generic kernel),
-        else ``'eigengap'``; resolved in ``fit`` into
+        How ``k`` is estimated when ``n_clusters`` is None.  ``'eigengap'``: the largest eigengap.
+        ``'consensus'``: the median, rounded down, of the largest-eigengap estimates on the affinity
+        raised to 1/4, 1/2, 1 and 2 times ``affinity_power`` (:func:`~skabc.spectral.consensus_n_clusters`),
+        which hedges between the too many clusters a sharp affinity gives a broad cluster and the too few
+        a soft one gives close clusters; it costs four eigengap estimates instead of one, which shows
+        beyond a few thousand points (pass ``'eigengap'`` there if time matters more).  ``'likelihood'``:
+        the :data:`~skabc.spectral.select.LIKELIHOOD_CANDIDATES` largest eigengaps each propose a ``k``,
+        the set is clustered for each, and the partition that best explains the kernel's same-cluster
+        probabilities wins (highest :func:`~skabc.spectral.pair_log_likelihood` of the affinity before
+        ``affinity_power``; the kernel must output probabilities in ``[0, 1]``, as a
+        :class:`ContextualKernel` does); one spectral clustering per candidate.  ``'rotation'``: the
+        ``k`` whose leading eigenvectors a rotation best aligns with the axes (Zelnik-Manor & Perona
+        2004, :func:`~skabc.spectral.rotation.rotation_n_clusters`; at most
+        :data:`~skabc.spectral.select.ROTATION_MAX_CLUSTERS` clusters), or one cluster when the largest
+        eigengap says so.  ``'auto'``: the kernel's recommendation
+        (:meth:`~skabc.kernels.Kernel.recommended_clustering`, stored with every shipped kernel, e.g.
+        ``'consensus'`` for the generic kernel), else ``'eigengap'``; resolved in ``fit`` into
         ``n_clusters_selection_``.
+    arbiter : 'auto', None or str, default='auto'
+        With ``n_clusters=None``: a name of :data:`~skabc.spectral.arbiter.ARBITERS` clusters the set
+        every way it knows (the kernel's affinity and the set's 10-NN graph, each with two ``k``
+        rules) and keeps the partition its trained forest predicts to score best, from evidence that
+        needs no labels (:mod:`skabc.spectral.arbiter`); it costs about three more spectral steps.
+        ``None``: the kernel's affinity and ``n_clusters_selection`` only.  ``'auto'``: the kernel's
+        recommendation (``'generic'`` for the generic kernel) when ``n_clusters_selection`` is
+        ``'auto'`` too, else ``None``; resolved in ``fit`` into ``arbiter_``.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:
@@ -159,8 +162,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         SpectralClustering's labels (its ids and dtype: int32 from k-means);
         otherwise int64, numbered in order of first appearance.
     affinity_matrix_ : ndarray of shape (n_samples, n_samples) or sparse matrix
-        Affinity given to the spectral step: the kernel's, raised to
-        ``affinity_power`` (block-diagonal sparse when ``groups`` is given;
+        Affinity given to the spectral step: the kernel's, raised to ``affinity_power``, or the
+        kNN graph when the arbiter kept one of its partitions (block-diagonal sparse with ``groups``;
         sparse and zero outside the subsample of a set past ``max_samples_``);
         for ``affinity='precomputed'`` the validated ``X``, as in
         SpectralClustering.
@@ -180,6 +183,10 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         What ``assign_labels`` resolved to.
     n_clusters_selection_ : str
         What ``n_clusters_selection`` resolved to.
+    arbiter_ : str or None
+        What ``arbiter`` resolved to.
+    candidate_ : str, list of str, or None
+        The candidate partition the arbiter kept (one per group); ``None`` without an arbiter.
     max_samples_ : int or None
         What ``max_samples`` resolved to.
     n_features_in_ : int
@@ -217,6 +224,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         "kernel_params": [dict, None],
         "max_clusters": [Interval(Integral, 1, None, closed="left")],
         "n_clusters_selection": [StrOptions(set(N_CLUSTERS_SELECTORS) | {"auto"})],
+        "arbiter": [StrOptions(set(ARBITERS) | {"auto"}), None],
         "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
@@ -242,6 +250,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         kernel_params=None,
         max_clusters=50,
         n_clusters_selection="auto",
+        arbiter="auto",
         affinity_power="auto",
         eigen_solver=None,
         n_components=None,
@@ -263,6 +272,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         self.kernel_params = kernel_params
         self.max_clusters = max_clusters
         self.n_clusters_selection = n_clusters_selection
+        self.arbiter = arbiter
         self.affinity_power = affinity_power
         self.eigen_solver = eigen_solver
         self.n_components = n_components
@@ -306,12 +316,13 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         X_in = kernel_input(self, X, checked)
         self.kernel_ = resolve_kernel(self, X_in, y, groups)
         self._resolve_auto(as_kernel(self.kernel_).recommended_clustering())
-        labels, affinities, n_found, eigenvalues = cluster_groups(self, X_in, checked.shape[0], group_codes)
+        labels, affinities, n_found, eigenvalues, chosen = cluster_groups(self, X_in, checked.shape[0], group_codes)
         self.labels_ = labels
         self.n_clusters_ = int(sum(n_found))
         if group_codes is None:
             self.affinity_matrix_ = affinities[0]
             self.eigenvalues_ = eigenvalues[0]
+            self.candidate_ = chosen[0]
         else:
             order = np.argsort(group_codes, kind="stable")
             inverse = np.empty_like(order)
@@ -319,6 +330,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             blocks = sp.block_diag([sp.csr_matrix(a) for a in affinities], format="csr")
             self.affinity_matrix_ = blocks[inverse][:, inverse]
             self.eigenvalues_ = eigenvalues
+            self.candidate_ = chosen
         return self
 
     def predict(self, X, groups=None):
@@ -453,10 +465,3 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         tags.input_tags.sparse = True
         tags.input_tags.pairwise = tags.input_tags.positive_only = is_pairwise(self.affinity)  # non-negative
         return tags
-
-
-#: ``ContextualKernel`` settings for a short fine-tuning of the generic kernel on sets drawn from the
-#: user's labelled rows: ``ABCClustering(kernel=skabc.pretrained.load('generic').set_params(**FINE_TUNE))``.
-FINE_TUNE = dict(warm_start=True, set_size=(50, 200), clusters_per_set=None, sets_per_epoch=None,
-                 batch_size=32, max_epochs=10, lr=3e-4)
-

@@ -449,10 +449,13 @@ def test_auto_selection_is_consensus_for_the_generic_kernel(monkeypatch):
 
     monkeypatch.setattr(skabc.spectral.select, "consensus_n_clusters", spy)
     X, _ = make_blobs(n_samples=60, centers=2, random_state=0)
-    ABCClustering(random_state=0).fit(X)
+    ABCClustering(random_state=0, arbiter=None).fit(X)
     assert len(calls) == 1
     ABCClustering(random_state=0, n_clusters_selection="eigengap").fit(X)
     assert len(calls) == 1
+    # The generic kernel's arbiter: the consensus of the kernel's affinity and of the kNN graph.
+    ABCClustering(random_state=0).fit(X)
+    assert len(calls) == 3
 
 
 def test_likelihood_selection_needs_probabilities():

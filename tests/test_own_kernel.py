@@ -178,9 +178,11 @@ def test_auto_schedule_with_early_stopping_ends_no_worse_than_it_started(blobs, 
     assert kernel.init_ == "generic" and kernel.schedule_.max_epochs == 2
     assert kernel.validation_score_ >= kernel.start_validation_score_
     assert "valid_ari" in kernel.net_.history[-1]
-    # Every candidate setting was scored on the held-out sets, and the kernel recommends the best.
+    # Every candidate setting was scored on the held-out sets, with and without the generic kernel's arbiter
+    # (the start's), and the kernel recommends the best.
     scores = kernel.validation_settings_scores_
-    assert len(scores) == len(validation.SETTING_CANDIDATES)
+    assert len(scores) == 2 * len(validation.SETTING_CANDIDATES)
+    assert sum(label.endswith("arbiter generic") for label in scores) == len(validation.SETTING_CANDIDATES)
     assert scores[validation.settings_label(kernel.recommended_clustering())] == max(scores.values()) or (
         kernel.recommended_clustering() == pretrained.load("generic").recommended_clustering())
 

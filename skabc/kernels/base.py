@@ -16,9 +16,10 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ..spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
+from ..spectral.arbiter import ARBITERS
 
 #: The ABCClustering settings a kernel may recommend (what each ``'auto'`` resolves to).
-CLUSTERING_SETTINGS = ("affinity_power", "assign_labels", "n_clusters_selection")
+CLUSTERING_SETTINGS = ("affinity_power", "assign_labels", "n_clusters_selection", "arbiter")
 
 
 #: Values each recommended setting may take.
@@ -26,6 +27,7 @@ _SETTING_CHECKS = {
     "affinity_power": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
     "assign_labels": lambda v: v in ASSIGN_LABELS,
     "n_clusters_selection": lambda v: isinstance(v, str) and v in N_CLUSTERS_SELECTORS,
+    "arbiter": lambda v: v is None or (isinstance(v, str) and v in ARBITERS),
 }
 
 

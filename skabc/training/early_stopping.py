@@ -29,12 +29,13 @@ class ValidationSetsScoring(Callback):
 
     Parameters
     ----------
-    sets : list of (ndarray, ndarray)
-        Validation sets (network input, true labels), from
+    sets : list of tuple
+        Validation sets (network input, true labels, rows as given), from
         :func:`~skabc.training.validation.draw_validation_sets`.
     settings : dict
         How the sets are clustered (ABCClustering's resolved
-        ``affinity_power``, ``assign_labels``, ``n_clusters_selection``).
+        ``affinity_power``, ``assign_labels``, ``n_clusters_selection``,
+        and ``arbiter`` when the kernel started from one that has it).
     patience : int or None, default=5
         Epochs without a better score before the run stops; ``None`` never
         stops (the best weights are still restored).

@@ -156,7 +156,10 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         raise ValueError(f"d_model={spec.d_model} must be divisible by n_heads={spec.n_heads}.")
 
     callbacks = []
-    if held_out is not None:
+    if held_out is None:
+        # The arbiter's forest learned the start's affinities: only held-out sets can show it still fits.
+        recommended = {name: value for name, value in recommended.items() if name != "arbiter"}
+    else:
         sets = draw_validation_sets(X, labels, group_codes, held_out, N_VALIDATION_SETS,
                                     check_set_size(kernel.set_size), int(rng.integers(2**31 - 1)), set_transform(spec))
         callbacks.append(("validation", ValidationSetsScoring(sets, recommended, patience=kernel.n_iter_no_change)))

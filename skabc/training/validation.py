@@ -17,7 +17,8 @@ import torch
 from sklearn.metrics import adjusted_rand_score
 
 from ..sampling import ClusterSetSampler
-from ..spectral import consensus_n_clusters, estimate_n_clusters, spectral_labels
+from ..spectral import SpectralStep, consensus_n_clusters, estimate_n_clusters, spectral_labels
+from ..spectral.arbiter import load_arbiter
 
 #: Fewest held-out labelled rows worth a validation split.
 MIN_VALIDATION_ROWS = 20
@@ -74,8 +75,9 @@ def draw_validation_sets(X: np.ndarray, labels: np.ndarray, group_codes, held_ou
 
     Returns
     -------
-    sets : list of (ndarray of float32, ndarray of int)
-        Network input and true labels of every set.
+    sets : list of (ndarray of float32, ndarray of int, ndarray)
+        Network input, true labels and the rows as given (what an arbiter's
+        kNN graph reads) of every set.
     """
     rows_labels = np.where(held_out, labels, -1)
     sampler = ClusterSetSampler(rows_labels, group_codes, set_size)
@@ -84,7 +86,7 @@ def draw_validation_sets(X: np.ndarray, labels: np.ndarray, group_codes, held_ou
     for _ in range(n_sets):
         rows, set_labels = sampler.draw(rng)
         points = X[rows] if set_transform is None else set_transform(X[rows])
-        sets.append((np.asarray(points, dtype=np.float32), set_labels))
+        sets.append((np.asarray(points, dtype=np.float32), set_labels, X[rows]))
     return sets
 
 
@@ -102,9 +104,19 @@ def set_affinity(module: torch.nn.Module, X: np.ndarray) -> np.ndarray:
     return 0.5 * (affinity + affinity.T)
 
 
-def cluster_affinity(affinity: np.ndarray, settings: dict, max_clusters: int = 50, random_state: int = 0) -> np.ndarray:
-    """Labels of one set from its affinity, ``k`` estimated, with ABCClustering's resolved ``settings``."""
+def cluster_affinity(affinity: np.ndarray, settings: dict, rows=None, max_clusters: int = 50,
+                     random_state: int = 0) -> np.ndarray:
+    """Labels of one set from its affinity, ``k`` estimated, with ABCClustering's resolved ``settings``.
+
+    With an ``'arbiter'`` in ``settings`` and the set's ``rows`` as given, the arbiter's choice among its
+    candidate partitions (as ``ABCClustering`` clusters then).
+    """
     power = float(settings.get("affinity_power", 1.0))
+    if settings.get("arbiter") and rows is not None:
+        step = SpectralStep(n_clusters=None, max_clusters=max_clusters, affinity_power=power,
+                            selection=settings.get("n_clusters_selection", "eigengap"),
+                            assign_labels=settings.get("assign_labels", "kmeans"))
+        return load_arbiter(settings["arbiter"]).cluster(step, affinity, rows, random_state, random_state)[0]
     powered = affinity if power == 1.0 else affinity**power
     estimate = consensus_n_clusters if settings.get("n_clusters_selection") == "consensus" else estimate_n_clusters
     k, _ = estimate(powered, max_clusters, random_state=random_state)
@@ -114,14 +126,16 @@ def cluster_affinity(affinity: np.ndarray, settings: dict, max_clusters: int = 5
 
 #: Clustering settings a fit with validation sets compares with its starting ones once training ends:
 #: the power sharpens or softens the affinity; the rule reads ``k`` off one spectrum or the median of four.
+#: Starting settings with an arbiter (a kernel fine-tuned from the generic one) are also compared without it.
 SETTING_CANDIDATES = tuple({"affinity_power": power, "n_clusters_selection": rule}
                            for power in (1.0, 2.0, 4.0, 8.0) for rule in ("consensus", "eigengap"))
 
 
 def settings_label(settings: dict) -> str:
-    """``'A**4 consensus njw'``-style name of clustering settings."""
-    return (f"A**{float(settings.get('affinity_power', 1.0)):g} {settings.get('n_clusters_selection', 'eigengap')} "
-            f"{settings.get('assign_labels', 'kmeans')}")
+    """``'A**4 consensus njw'``-style name of clustering settings (``'... arbiter generic'`` with one)."""
+    label = (f"A**{float(settings.get('affinity_power', 1.0)):g} {settings.get('n_clusters_selection', 'eigengap')} "
+             f"{settings.get('assign_labels', 'kmeans')}")
+    return label + (f" arbiter {settings['arbiter']}" if settings.get("arbiter") else "")
 
 
 def choose_settings(module: torch.nn.Module, sets: list, settings: dict) -> tuple[dict, dict]:
@@ -138,17 +152,20 @@ def choose_settings(module: torch.nn.Module, sets: list, settings: dict) -> tupl
     scores : dict
         :func:`settings_label` -> mean adjusted Rand index, every candidate.
     """
-    affinities = [set_affinity(module, X) for X, _ in sets]
+    affinities = [set_affinity(module, X) for X, *_ in sets]
 
     def ari(candidate: dict) -> np.ndarray:
-        return np.array([adjusted_rand_score(labels, cluster_affinity(affinity, candidate))
-                         for affinity, (_, labels) in zip(affinities, sets, strict=True)])
+        return np.array([adjusted_rand_score(labels, cluster_affinity(affinity, candidate, rows=_rows(item)))
+                         for affinity, (_, labels, *item) in zip(affinities, sets, strict=True)])
 
     base = ari(settings)
     scores = {settings_label(settings): float(base.mean())}
     chosen, best_gain = dict(settings), 0.0
-    for values in SETTING_CANDIDATES:
+    arbiters = (settings["arbiter"], None) if settings.get("arbiter") else (None,)
+    for values in ({**v, "arbiter": a} for v in SETTING_CANDIDATES for a in arbiters):
         candidate = {**settings, **values}
+        if candidate["arbiter"] is None and "arbiter" not in settings:
+            del candidate["arbiter"]
         label = settings_label(candidate)
         if label in scores:
             continue
@@ -162,5 +179,11 @@ def choose_settings(module: torch.nn.Module, sets: list, settings: dict) -> tupl
 
 def score_sets(module: torch.nn.Module, sets: list, settings: dict) -> float:
     """Mean adjusted Rand index of the clustered validation ``sets`` (``k`` unknown)."""
-    scores = [adjusted_rand_score(labels, cluster_affinity(set_affinity(module, X), settings)) for X, labels in sets]
+    scores = [adjusted_rand_score(labels, cluster_affinity(set_affinity(module, X), settings, rows=_rows(item)))
+              for X, labels, *item in sets]
     return float(np.mean(scores))
+
+
+def _rows(rest: list):
+    """The rows as given of a validation set, when it holds them (``draw_validation_sets``' third entry)."""
+    return rest[0] if rest else None

@@ -1,0 +1,271 @@
+"""Choosing one partition of a set among candidates: the learned arbiter of ``ABCClustering(arbiter=...)``.
+
+With ``k`` unknown, the learned kernel and a plain k-nearest-neighbour graph
+fail on different sets: the kernel merges or cuts far-apart curves whose local
+links a kNN graph keeps, the kNN graph chains blobs that touch.  Neither k rule
+wins everywhere either.  An arbiter clusters the set every way it knows
+(:data:`CANDIDATES`: the kernel's affinity and the set's kNN graph, each with
+two k rules), describes each partition by what needs no labels (its k, the
+Laplacian spectrum of its affinity around k, how much it agrees with the other
+partitions, its cluster sizes, the set's size and width) and keeps the one its
+regression forest predicts to score the highest ARI.  The forest is trained by
+a research recipe (``benchmarks/train_arbiter.py``) on labelled synthetic sets
+and shipped as a JSON file of plain arrays, validated before use.
+
+Adding a candidate is one entry in :data:`CANDIDATES` (and a retrained arbiter).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.metrics import adjusted_rand_score
+from sklearn.neighbors import kneighbors_graph
+
+from .eigen import laplacian_eigenvalues
+from .step import SpectralStep
+
+#: Neighbours of the kNN-graph candidates (SpectralClustering's default ``n_neighbors``).
+KNN_NEIGHBORS = 10
+#: Candidate name -> (affinity source, k rule).  ``'kernel'``: the kernel's affinity at the model's
+#: ``affinity_power``; ``'knn'``: the symmetric kNN connectivity graph of the set's rows as given.
+CANDIDATES = {
+    "kernel-consensus": ("kernel", "consensus"),
+    "kernel-eigengap": ("kernel", "eigengap"),
+    "knn-rotation": ("knn", "rotation"),
+    "knn-consensus": ("knn", "consensus"),
+}
+#: Laplacian eigenvalues per affinity that the features read.
+SPECTRUM_SIZE = 21
+#: Eigenvalues below this count as (numerically) zero: one per connected component.
+ZERO_EIGENVALUE = 1e-8
+#: Folder of the shipped arbiters; name -> file in :data:`ARBITERS`.
+_PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
+ARBITERS = {"generic": "arbiter_generic.json"}
+#: Most tree nodes a file may hold (a forged file cannot make evaluation allocate without bound).
+_MAX_NODES = 1_000_000
+FORMAT = "skabc-arbiter"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One partition of a set: its labels, the affinity it came from, and that affinity's spectrum."""
+
+    name: str
+    labels: np.ndarray
+    affinity: object
+    n_clusters: int
+    eigenvalues: np.ndarray | None
+    spectrum: np.ndarray
+
+
+def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS) -> sp.csr_matrix:
+    """``(C + C^T) / 2`` of the directed kNN connectivity ``C`` of the rows (self excluded)."""
+    # Neighbours do not change with the global scale, but squared distances of tiny (subnormal) values underflow.
+    scale = abs(X).max()
+    if np.isfinite(scale) and scale > 0:
+        X = X.multiply(1.0 / scale).tocsr() if sp.issparse(X) else X / scale
+    connectivity = kneighbors_graph(X, n_neighbors=min(n_neighbors, X.shape[0] - 1), include_self=False)
+    return (0.5 * (connectivity + connectivity.T)).tocsr()
+
+
+def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed: int,
+                         names=tuple(CANDIDATES)) -> list[Candidate]:
+    """Cluster one set every way in ``names`` (all seeded as ``step`` is, ``k`` unknown)."""
+    affinities = {}
+    out = []
+    for name in names:
+        source, rule = CANDIDATES[name]
+        if source not in affinities:
+            if source == "kernel":
+                candidate_step = replace(step, n_clusters=None)
+                affinity = probabilities
+            else:
+                candidate_step = replace(step, n_clusters=None, affinity_power=1.0)
+                affinity = knn_graph(X)
+            power = candidate_step.affinity_power
+            if power == 1.0:
+                powered = affinity
+            else:
+                powered = affinity.power(power) if sp.issparse(affinity) else affinity**power
+            spectrum = laplacian_eigenvalues(powered, SPECTRUM_SIZE, random_state=eigen_seed)
+            affinities[source] = (candidate_step, affinity, spectrum)
+        candidate_step, affinity, spectrum = affinities[source]
+        rule_step = replace(candidate_step, selection=rule)
+        labels, clustered, found, eigenvalues = rule_step.cluster(affinity, eigen_seed, seed)
+        out.append(Candidate(name, labels, clustered, found, eigenvalues, spectrum))
+    return out
+
+
+def candidate_features(candidates: list[Candidate], n_features_in: int) -> np.ndarray:
+    """One row of unlabelled evidence per candidate, ``(len(candidates), n_columns)`` (see the module notes)."""
+    n = len(candidates[0].labels)
+    by_source = {}
+    for c in candidates:
+        by_source.setdefault(CANDIDATES[c.name][0], _padded(c.spectrum))
+    shared = [np.log(n), np.log(max(n_features_in, 1))]
+    for source in ("kernel", "knn"):
+        shared.extend(by_source.get(source, np.ones(SPECTRUM_SIZE))[1:8])
+    rows = []
+    for i, c in enumerate(candidates):
+        spectrum = _padded(c.spectrum)
+        at = min(max(c.n_clusters, 1), SPECTRUM_SIZE - 1)
+        low, high = spectrum[at - 1], spectrum[at]
+        own = [np.log(max(c.n_clusters, 1)), low, high, high - low, np.log10(max(low, 0.0) + 1e-12),
+               np.log10(max(high, 0.0) + 1e-12), float(np.sum(spectrum < ZERO_EIGENVALUE))]
+        agreement = [adjusted_rand_score(c.labels, o.labels) for j, o in enumerate(candidates) if j != i]
+        shares = np.bincount(c.labels) / n
+        onehot = [float(j == i) for j in range(len(candidates))]
+        rows.append(own + agreement + [shares.min(), shares.max()] + shared + onehot)
+    return np.asarray(rows, dtype=np.float64)
+
+
+def n_feature_columns(n_candidates: int) -> int:
+    """Width of :func:`candidate_features`' rows for ``n_candidates`` candidates."""
+    return 7 + (n_candidates - 1) + 2 + 2 + 2 * 7 + n_candidates
+
+
+def _padded(spectrum: np.ndarray) -> np.ndarray:
+    """The first :data:`SPECTRUM_SIZE` eigenvalues, padded with 1 (a tiny set has fewer)."""
+    out = np.ones(SPECTRUM_SIZE)
+    values = np.asarray(spectrum, dtype=np.float64)[:SPECTRUM_SIZE]
+    out[: len(values)] = values
+    return out
+
+
+class TreeEnsemble:
+    """A sum of regression trees over feature rows (a gradient-boosted forest's prediction), from plain arrays.
+
+    Each tree holds, per node, ``feature``, ``threshold``, ``left``, ``right``,
+    ``value``, ``is_leaf`` and ``missing_left`` (a NaN feature goes left);
+    a row goes left when ``x[feature] <= threshold``.  Children come after
+    their parent, so every path ends at a leaf.
+    """
+
+    def __init__(self, trees: list[dict], baseline: float, n_columns: int) -> None:
+        self.baseline = float(baseline)
+        self.n_columns = int(n_columns)
+        self.trees = [self._checked(i, tree) for i, tree in enumerate(trees)]
+
+    def _checked(self, index: int, tree) -> dict:
+        where = f"tree {index}"
+        if not isinstance(tree, dict):
+            raise ValueError(f"{where} must be an object of node arrays")
+        keys = ("feature", "threshold", "left", "right", "value", "is_leaf", "missing_left")
+        missing = [k for k in keys if k not in tree]
+        if missing:
+            raise ValueError(f"{where} lacks {missing}")
+        try:
+            arrays = {k: np.asarray(tree[k], dtype=np.float64) for k in keys}
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}: node arrays must hold numbers ({error})") from None
+        sizes = {a.shape for a in arrays.values()}
+        if len(sizes) != 1 or len(next(iter(sizes))) != 1 or next(iter(sizes))[0] < 1:
+            raise ValueError(f"{where}: node arrays must be 1-D, non-empty and of one length")
+        m = arrays["value"].shape[0]
+        if not all(np.isfinite(a).all() for a in arrays.values()):
+            raise ValueError(f"{where}: node arrays must be finite")
+        leaf = arrays["is_leaf"] != 0
+        nodes = np.arange(m)
+        inner = ~leaf
+        for side in ("left", "right"):
+            child = arrays[side][inner]
+            if np.any(child != np.round(child)) or np.any(child <= nodes[inner]) or np.any(child >= m):
+                raise ValueError(f"{where}: every {side} child must be a later node of the tree")
+        feature = arrays["feature"][inner]
+        if np.any(feature != np.round(feature)) or np.any(feature < 0) or np.any(feature >= self.n_columns):
+            raise ValueError(f"{where}: features must index the {self.n_columns} feature columns")
+        return {"feature": arrays["feature"].astype(np.int64), "threshold": arrays["threshold"],
+                "left": arrays["left"].astype(np.int64), "right": arrays["right"].astype(np.int64),
+                "value": arrays["value"], "leaf": leaf, "missing_left": arrays["missing_left"] != 0}
+
+    def predict(self, F: np.ndarray) -> np.ndarray:
+        """Predicted value of every row of ``F`` ``(rows, n_columns)``."""
+        F = np.asarray(F, dtype=np.float64)
+        if F.ndim != 2 or F.shape[1] != self.n_columns:
+            raise ValueError(f"feature rows must have {self.n_columns} columns, got shape {F.shape}")
+        out = np.full(F.shape[0], self.baseline)
+        rows = np.arange(F.shape[0])
+        for tree in self.trees:
+            node = np.zeros(F.shape[0], dtype=np.int64)
+            while True:
+                active = ~tree["leaf"][node]
+                if not active.any():
+                    break
+                at, r = node[active], rows[active]
+                x = F[r, tree["feature"][at]]
+                go_left = np.where(np.isnan(x), tree["missing_left"][at], x <= tree["threshold"][at])
+                node[active] = np.where(go_left, tree["left"][at], tree["right"][at])
+            out += tree["value"][node]
+        return out
+
+
+@dataclass(frozen=True)
+class Arbiter:
+    """A trained arbiter: its candidates, in order, and the forest predicting each one's ARI."""
+
+    name: str
+    candidates: tuple[str, ...]
+    forest: TreeEnsemble
+    provenance: dict
+
+    @classmethod
+    def from_file(cls, path, name: str | None = None) -> Arbiter:
+        """Read and validate an arbiter file (``benchmarks/train_arbiter.py`` writes them).
+
+        Raises
+        ------
+        ValueError
+            If the file is not JSON, not an arbiter file of this format
+            version, names an unknown candidate, or holds a malformed forest.
+        """
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{path} is not a readable arbiter file: {error}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != 1:
+            raise ValueError(f"{path} is not an arbiter file (format {FORMAT!r}, version 1)")
+        candidates = data.get("candidates")
+        if (not isinstance(candidates, list) or len(candidates) < 2
+                or not all(isinstance(c, str) and c in CANDIDATES for c in candidates)
+                or len(set(candidates)) != len(candidates)):
+            raise ValueError(f"{path}: candidates must be two or more distinct names of {sorted(CANDIDATES)}")
+        n_columns = n_feature_columns(len(candidates))
+        trees, baseline = data.get("trees"), data.get("baseline")
+        if data.get("n_columns") != n_columns:
+            raise ValueError(f"{path}: n_columns must be {n_columns} for {len(candidates)} candidates")
+        if not isinstance(trees, list) or not trees:
+            raise ValueError(f"{path}: trees must be a non-empty list")
+        if sum(len(t.get("value", ())) if isinstance(t, dict) else 0 for t in trees) > _MAX_NODES:
+            raise ValueError(f"{path}: more than {_MAX_NODES} tree nodes")
+        if isinstance(baseline, bool) or not isinstance(baseline, (int, float)) or not np.isfinite(baseline):
+            raise ValueError(f"{path}: baseline must be a finite number")
+        forest = TreeEnsemble(trees, baseline, n_columns)
+        provenance = data.get("provenance", {})
+        return cls(name or path.stem, tuple(candidates), forest, provenance if isinstance(provenance, dict) else {})
+
+    def choose(self, candidates: list[Candidate], n_features_in: int) -> tuple[int, np.ndarray]:
+        """Index of the candidate with the highest predicted ARI (the first on ties), and every prediction."""
+        scores = self.forest.predict(candidate_features(candidates, n_features_in))
+        return int(np.argmax(scores)), scores
+
+    def cluster(self, step: SpectralStep, probabilities, X, eigen_seed, seed: int):
+        """The chosen partition of one set, as :meth:`SpectralStep.cluster` returns one, plus its name."""
+        candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates)
+        best, _ = self.choose(candidates, np.shape(X)[1])
+        c = candidates[best]
+        return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
+
+
+@cache
+def load_arbiter(name: str) -> Arbiter:
+    """A shipped arbiter by name (:data:`ARBITERS`)."""
+    if name not in ARBITERS:
+        raise ValueError(f"unknown arbiter {name!r}; shipped arbiters: {sorted(ARBITERS)}")
+    return Arbiter.from_file(_PRETRAINED / ARBITERS[name], name)

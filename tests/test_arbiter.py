@@ -1,0 +1,219 @@
+"""The arbiter: candidate partitions, its forest file (read, validated, evaluated) and ABCClustering's use of it."""
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from skabc import ABCClustering
+from skabc.spectral import SpectralStep
+from skabc.spectral.arbiter import (
+    ARBITERS,
+    CANDIDATES,
+    Arbiter,
+    TreeEnsemble,
+    candidate_features,
+    candidate_partitions,
+    knn_graph,
+    load_arbiter,
+    n_feature_columns,
+)
+
+STEP = SpectralStep(n_clusters=None, max_clusters=20, selection="consensus", affinity_power=4.0, assign_labels="njw")
+
+
+def _blobs(n=120, seed=0):
+    X, _ = make_blobs(n_samples=n, centers=3, cluster_std=0.4, random_state=seed)
+    return X
+
+
+def _toy_probabilities(X):
+    """A same-cluster probability from distances (a stand-in for a kernel's output)."""
+    d = np.linalg.norm(X[:, None] - X[None], axis=-1)
+    return np.exp(-d)
+
+
+def _forest_file(tmp_path, trees, candidates=tuple(CANDIDATES), **changes):
+    data = {"format": "skabc-arbiter", "version": 1, "candidates": list(candidates),
+            "n_columns": n_feature_columns(len(candidates)), "baseline": 0.0, "trees": trees, **changes}
+    path = tmp_path / "arbiter.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _stump(feature, threshold, left_value, right_value):
+    return {"feature": [feature, 0, 0], "threshold": [threshold, 0.0, 0.0], "left": [1, 0, 0], "right": [2, 0, 0],
+            "value": [0.0, left_value, right_value], "is_leaf": [0, 1, 1], "missing_left": [1, 1, 1]}
+
+
+def test_candidates_cover_every_entry_and_read_the_right_affinity():
+    X = _blobs()
+    candidates = candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0)
+    assert [c.name for c in candidates] == list(CANDIDATES)
+    graph = knn_graph(X).toarray()
+    for c in candidates:
+        assert c.labels.shape == (len(X),) and c.n_clusters == len(np.unique(c.labels))
+        if CANDIDATES[c.name][0] == "knn":
+            np.testing.assert_array_equal(np.asarray(c.affinity.todense()), graph)
+        else:  # the kernel's affinity at the step's power
+            np.testing.assert_allclose(c.affinity, _toy_probabilities(X) ** 4.0)
+    # A 10-NN graph of three far blobs has three components: three zero eigenvalues.
+    knn = next(c for c in candidates if c.name == "knn-consensus")
+    assert np.sum(knn.spectrum < 1e-8) == 3
+    F = candidate_features(candidates, X.shape[1])
+    assert F.shape == (len(CANDIDATES), n_feature_columns(len(CANDIDATES))) and np.isfinite(F).all()
+    # The agreement columns: each candidate's ARI with every other one, in candidate order.
+    from sklearn.metrics import adjusted_rand_score
+
+    for i, c in enumerate(candidates):
+        others = [adjusted_rand_score(c.labels, o.labels) for j, o in enumerate(candidates) if j != i]
+        np.testing.assert_allclose(F[i, 7:10], others)
+    # The kernel's own rule and the kNN graph's rotation both find the three blobs.
+    assert [c.n_clusters for c in candidates[:3]] == [3, 3, 3]
+
+
+def test_forest_matches_scikit_learn_gradient_boosting(tmp_path):
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    rng = np.random.default_rng(0)
+    width = n_feature_columns(len(CANDIDATES))
+    F, y = rng.normal(size=(300, width)), rng.uniform(size=300)
+    model = GradientBoostingRegressor(n_estimators=20, max_depth=3, learning_rate=0.1, random_state=0).fit(F, y)
+    trees = []
+    for (estimator,) in model.estimators_:
+        t = estimator.tree_
+        leaf = t.children_left < 0
+        trees.append({"feature": np.where(leaf, 0, t.feature).tolist(), "threshold": t.threshold.tolist(),
+                      "left": np.where(leaf, 0, t.children_left).tolist(),
+                      "right": np.where(leaf, 0, t.children_right).tolist(),
+                      "value": (0.1 * t.value[:, 0, 0]).tolist(), "is_leaf": leaf.astype(int).tolist(),
+                      "missing_left": [1] * t.node_count})
+    path = _forest_file(tmp_path, trees, baseline=float(model.init_.constant_.ravel()[0]))
+    probe = rng.normal(size=(50, width))
+    np.testing.assert_allclose(Arbiter.from_file(path).forest.predict(probe), model.predict(probe), atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"format": "other"}, "not an arbiter file"),
+        ({"candidates": ["kernel-consensus", "nope"]}, "candidates must be"),
+        ({"n_columns": 5}, "n_columns must be"),
+        ({"trees": []}, "non-empty"),
+        ({"baseline": float("nan")}, "baseline"),
+        ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), left=[0, 0, 0])]}, "later node"),  # a cycle
+        ({"trees": [_stump(999, 0.0, 1.0, 2.0)]}, "features must index"),
+        ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), value=[0.0, 1.0])]}, "one length"),
+        ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), value=["a", 1, 2])]}, "numbers"),
+    ],
+)
+def test_forged_arbiter_files_are_refused(tmp_path, change, message):
+    trees = change.pop("trees", [_stump(0, 0.0, 1.0, 2.0)])
+    path = _forest_file(tmp_path, trees, **change)
+    with pytest.raises(ValueError, match=message):
+        Arbiter.from_file(path)
+
+
+def test_not_json_is_refused(tmp_path):
+    path = tmp_path / "arbiter.json"
+    path.write_bytes(b"\x00\x01 not json")
+    with pytest.raises(ValueError, match="not a readable arbiter file"):
+        Arbiter.from_file(path)
+
+
+def test_tree_rows_of_wrong_width_are_refused():
+    forest = TreeEnsemble([_stump(0, 0.0, 1.0, 2.0)], 0.0, 4)
+    with pytest.raises(ValueError, match="4 columns"):
+        forest.predict(np.zeros((2, 3)))
+    np.testing.assert_array_equal(forest.predict([[-1, 0, 0, 0], [1, 0, 0, 0], [np.nan, 0, 0, 0]]), [1, 2, 1])
+
+
+def test_shipped_arbiter_loads_and_scores_every_candidate():
+    shipped = load_arbiter("generic")
+    assert shipped.candidates == tuple(CANDIDATES)
+    assert shipped.provenance["recipe"] == "benchmarks/train_arbiter.py"
+    X = _blobs()
+    best, scores = shipped.choose(candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0), X.shape[1])
+    assert scores.shape == (len(CANDIDATES),) and np.isfinite(scores).all() and best == int(np.argmax(scores))
+    with pytest.raises(ValueError, match="unknown arbiter"):
+        load_arbiter("nope")
+
+
+@pytest.fixture
+def fresh_arbiters():
+    """The shipped arbiters re-read after the test, whatever it patched."""
+    load_arbiter.cache_clear()
+    yield
+    load_arbiter.cache_clear()
+
+
+def test_abc_clustering_keeps_the_candidate_the_forest_prefers(tmp_path, monkeypatch, fresh_arbiters):
+    # A one-split forest that scores knn-rotation (its one-hot column) above every other candidate.
+    onehot = n_feature_columns(len(CANDIDATES)) - len(CANDIDATES) + list(CANDIDATES).index("knn-rotation")
+    path = _forest_file(tmp_path, [_stump(onehot, 0.5, 0.0, 1.0)])
+    monkeypatch.setitem(ARBITERS, "generic", str(path))  # the shipped name, read from this file instead
+    X = _blobs(150)
+    model = ABCClustering(arbiter="generic", random_state=0).fit(X)
+    assert model.arbiter_ == "generic" and model.candidate_ == "knn-rotation"
+    np.testing.assert_array_equal(model.affinity_matrix_.toarray(), knn_graph(X).toarray())
+    assert model.n_clusters_ == 3
+
+
+def test_arbiter_resolution():
+    X = _blobs()
+    default = ABCClustering(random_state=0).fit(X)
+    assert default.arbiter_ == "generic" and default.candidate_ in CANDIDATES
+    # Given k, an explicit k rule, or arbiter=None: the kernel's own partition, as before the arbiter.
+    assert ABCClustering(n_clusters=3, random_state=0).fit(X).candidate_ is None
+    plain = ABCClustering(arbiter=None, random_state=0).fit(X)
+    rule = ABCClustering(n_clusters_selection="consensus", random_state=0).fit(X)
+    assert plain.arbiter_ is None and rule.arbiter_ is None and plain.candidate_ is None
+    np.testing.assert_array_equal(plain.labels_, rule.labels_)
+    # Pairwise affinities recommend none; naming one for a matrix is refused.
+    assert ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X).arbiter_ is None
+    with pytest.raises(ValueError, match=r"arbiter='generic'.*not rows"):
+        ABCClustering(affinity="precomputed", arbiter="generic").fit(_toy_probabilities(X))
+
+
+def test_arbiter_survives_save_and_load(tmp_path):
+    X = _blobs()
+    model = ABCClustering(random_state=0).fit(X)
+    model.save(tmp_path / "model.safetensors")
+    loaded = ABCClustering.load(tmp_path / "model.safetensors", device="cpu")
+    assert loaded.arbiter_ == "generic"
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def test_grouped_fit_reports_one_candidate_per_group():
+    X = np.vstack([_blobs(90, 0), _blobs(90, 1)])
+    groups = np.repeat([0, 1], 90)
+    model = ABCClustering(random_state=0).fit(X, groups=groups)
+    assert len(model.candidate_) == 2 and all(c in CANDIDATES for c in model.candidate_)
+
+
+
+def test_validation_clusters_with_the_arbiter_only_when_the_rows_are_there():
+    from skabc.training.validation import cluster_affinity
+
+    X = _blobs()
+    P = _toy_probabilities(X)
+    settings = {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "consensus"}
+    with_arbiter = cluster_affinity(P, {**settings, "arbiter": "generic"}, rows=X)
+    step = SpectralStep(n_clusters=None, max_clusters=50, selection="consensus", affinity_power=4.0,
+                        assign_labels="njw")
+    np.testing.assert_array_equal(with_arbiter, load_arbiter("generic").cluster(step, P, X, 0, 0)[0])
+    # Without the rows (no kNN graph to build) the kernel's own rule clusters, as without an arbiter.
+    np.testing.assert_array_equal(cluster_affinity(P, {**settings, "arbiter": "generic"}),
+                                  cluster_affinity(P, settings))
+
+
+def test_a_fine_tune_without_held_out_sets_drops_the_arbiter():
+    from skabc import ContextualKernel
+
+    X, y = make_blobs(n_samples=30, centers=2, random_state=0)
+    kernel = ContextualKernel(max_epochs=1, sets_per_epoch=4, batch_size=4, set_size=(10, 30),
+                              random_state=0).fit(X, y)
+    assert kernel.init_ == "generic" and kernel.validation_score_ is None
+    assert "arbiter" not in kernel.recommended_clustering()
+    assert kernel.recommended_clustering()["n_clusters_selection"] == "consensus"
