@@ -79,21 +79,22 @@ def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     """Cluster each set, in order: in this process for one set, else with joblib."""
     kernel, max_samples = model.kernel_, model.max_samples_
     # The arbiter travels as its name (each process reads the shipped file once).
-    step = (model.spectral_step_, getattr(model, "arbiter_", None))
+    clustering = (model.spectral_step_, getattr(model, "arbiter_", None))
     if len(sets) == 1:
-        return [_cluster_one(kernel, step, sets[0], *seeds[0], max_samples)]
+        return [_cluster_one(kernel, clustering, sets[0], *seeds[0], max_samples)]
     # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
     # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
     n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
     bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
-    tasks = (delayed(_cluster_chunk)(kernel, step, sets[a:b], seeds[a:b], max_samples) for a, b in pairwise(bounds))
+    tasks = (delayed(_cluster_chunk)(kernel, clustering, sets[a:b], seeds[a:b], max_samples)
+             for a, b in pairwise(bounds))
     return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
 
 
-def _cluster_one(kernel, step: tuple, X, eig_seed, seed: int, max_samples: int | None = None):
+def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples: int | None = None):
     """Cluster one set: the kernel's affinity, then the spectral step (on a subsample past ``max_samples``).
 
-    ``step``: the :class:`SpectralStep` and the arbiter's name (or ``None``).
+    ``clustering``: the :class:`~skabc.spectral.SpectralStep` and the arbiter's name (or ``None``).
     Returns (labels from 0, affinity, k found, eigenvalues, the candidate the
     arbiter kept or ``None``).  A module-level
     function so joblib can ship it, with the fitted kernel, to worker processes
@@ -101,21 +102,21 @@ def _cluster_one(kernel, step: tuple, X, eig_seed, seed: int, max_samples: int |
     """
     rows = draw_rows(_num_samples(X), max_samples, seed)
     if rows is not None:
-        labels, affinity, found, eigenvalues, chosen = _cluster_one(kernel, step, _safe_indexing(X, rows), eig_seed,
-                                                                    seed)
+        subset = _safe_indexing(X, rows)
+        labels, affinity, found, eigenvalues, chosen = _cluster_one(kernel, clustering, subset, eig_seed, seed)
         return (extend_labels(X, rows, labels), spread_affinity(affinity, rows, _num_samples(X)), found, eigenvalues,
                 chosen)
     if isinstance(kernel, (PairwiseKernel, PrecomputedKernel)):
         # ABCClustering validated every parameter scikit-learn's functions get here; skip their own
         # validation, as SpectralClustering.fit does (_fit_context), so the drop-in costs no more.
         with config_context(skip_parameter_validation=True):
-            return _cluster_one_set(kernel, step, X, eig_seed, seed)
-    return _cluster_one_set(kernel, step, X, eig_seed, seed)
+            return _cluster_one_set(kernel, clustering, X, eig_seed, seed)
+    return _cluster_one_set(kernel, clustering, X, eig_seed, seed)
 
 
-def _cluster_one_set(kernel, step: tuple, X, eig_seed, seed: int):
+def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     kernel = as_kernel(kernel)
-    step, arbiter = step
+    step, arbiter = clustering
     n = _num_samples(X)
     if not kernel.returns_sparse(n):
         # The affinity plus the spectral step's Laplacian and working copies (the arbiter's two affinities: more).
@@ -126,6 +127,6 @@ def _cluster_one_set(kernel, step: tuple, X, eig_seed, seed: int):
     return (*step.cluster(kernel.affinity(X), eig_seed, seed), None)
 
 
-def _cluster_chunk(kernel, step: tuple, sets: list, seeds: list, max_samples: int | None) -> list:
+def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_samples: int | None) -> list:
     """``_cluster_one`` over a chunk of sets, in order (one joblib task)."""
-    return [_cluster_one(kernel, step, X, *seed, max_samples) for X, seed in zip(sets, seeds, strict=True)]
+    return [_cluster_one(kernel, clustering, X, *seed, max_samples) for X, seed in zip(sets, seeds, strict=True)]

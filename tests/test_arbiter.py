@@ -217,3 +217,14 @@ def test_a_fine_tune_without_held_out_sets_drops_the_arbiter():
     assert kernel.init_ == "generic" and kernel.validation_score_ is None
     assert "arbiter" not in kernel.recommended_clustering()
     assert kernel.recommended_clustering()["n_clusters_selection"] == "consensus"
+
+
+def test_arbiter_on_a_subsample_and_in_worker_processes():
+    X = _blobs(300)
+    model = ABCClustering(max_samples=120, random_state=0).fit(X)
+    assert model.labels_.shape == (300,) and model.candidate_ in CANDIDATES
+    sets = [_blobs(80, seed) for seed in range(3)]
+    serial = model.predict_many(sets, n_jobs=1)
+    parallel = model.predict_many(sets, n_jobs=2)  # joblib workers read the arbiter by its name
+    for a, b in zip(serial, parallel, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score
 from sklearn.neighbors import kneighbors_graph
 
-from .eigen import laplacian_eigenvalues
+from .select import N_CLUSTERS_SELECTORS, _largest_eigengap, consensus_n_clusters
 from .step import SpectralStep
 
 #: Neighbours of the kNN-graph candidates (SpectralClustering's default ``n_neighbors``).
@@ -76,29 +76,38 @@ def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS) -> sp.csr_matrix:
 
 def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed: int,
                          names=tuple(CANDIDATES)) -> list[Candidate]:
-    """Cluster one set every way in ``names`` (all seeded as ``step`` is, ``k`` unknown)."""
-    affinities = {}
-    out = []
+    """Cluster one set every way in ``names`` (all seeded as ``step`` is, ``k`` unknown).
+
+    The eigensolves are shared: the consensus estimate's spectrum of each affinity (at its power) also
+    gives the plain eigengap ``k`` and the spectrum the features read, and a ``k`` found by two rules
+    is embedded once.
+    """
+    sources, partitions, out = {}, {}, []
     for name in names:
         source, rule = CANDIDATES[name]
-        if source not in affinities:
+        if source not in sources:
             if source == "kernel":
-                candidate_step = replace(step, n_clusters=None)
-                affinity = probabilities
+                source_step, affinity = replace(step, n_clusters=None), probabilities
             else:
-                candidate_step = replace(step, n_clusters=None, affinity_power=1.0)
-                affinity = knn_graph(X)
-            power = candidate_step.affinity_power
-            if power == 1.0:
-                powered = affinity
-            else:
-                powered = affinity.power(power) if sp.issparse(affinity) else affinity**power
-            spectrum = laplacian_eigenvalues(powered, SPECTRUM_SIZE, random_state=eigen_seed)
-            affinities[source] = (candidate_step, affinity, spectrum)
-        candidate_step, affinity, spectrum = affinities[source]
-        rule_step = replace(candidate_step, selection=rule)
-        labels, clustered, found, eigenvalues = rule_step.cluster(affinity, eigen_seed, seed)
-        out.append(Candidate(name, labels, clustered, found, eigenvalues, spectrum))
+                source_step, affinity = replace(step, n_clusters=None, affinity_power=1.0), knn_graph(X)
+            power = source_step.affinity_power
+            if power != 1.0:
+                affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
+            k, values = consensus_n_clusters(affinity, source_step.max_clusters, random_state=eigen_seed,
+                                             eigen_solver=source_step.eigen_solver, eigen_tol=source_step.eigen_tol)
+            eigengap = _largest_eigengap(values) if len(values) > 1 else 1
+            sources[source] = (source_step, affinity, values, {"consensus": k, "eigengap": eigengap})
+        source_step, affinity, values, found = sources[source]
+        eigenvalues = values
+        if rule not in found:
+            selection = N_CLUSTERS_SELECTORS[rule](replace(source_step, selection=rule), affinity, affinity,
+                                                   eigen_seed, seed)
+            found[rule], eigenvalues = selection.n_clusters, selection.eigenvalues
+        k = found[rule]
+        if (source, k) not in partitions:
+            partitions[source, k] = source_step.labels_for(affinity, k, seed)
+        labels = partitions[source, k]
+        out.append(Candidate(name, labels, affinity, len(np.unique(labels)), eigenvalues, values[:SPECTRUM_SIZE]))
     return out
 
 
