@@ -66,7 +66,14 @@ import train_generic_v3 as v3
 from skabc import ContextualKernel
 from skabc.datasets import make_clustering_sets
 from skabc.spectral import SpectralStep
-from skabc.spectral.arbiter import ARBITERS, CANDIDATES, FORMAT, Arbiter, candidate_features, candidate_partitions
+from skabc.spectral.arbiter import (
+    ARBITERS,
+    CANDIDATES,
+    Arbiter,
+    candidate_features,
+    candidate_partitions,
+    write_arbiter,
+)
 
 ROOT = v2.ROOT
 DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "arbiter"
@@ -144,23 +151,6 @@ def _rows(which: str) -> list[dict]:
     return sorted(rows.values(), key=lambda r: r["name"])
 
 
-def export_forest(model, candidates: list[str], path: Path, provenance: dict) -> None:
-    """The fitted forest as an arbiter file: per tree, its node arrays (learning rate folded into the values)."""
-    trees = []
-    for (estimator,) in model.estimators_:
-        t = estimator.tree_
-        leaf = t.children_left < 0
-        trees.append({"feature": np.where(leaf, 0, t.feature).tolist(),
-                      "threshold": np.where(leaf, 0.0, t.threshold).tolist(),
-                      "left": np.where(leaf, 0, t.children_left).tolist(),
-                      "right": np.where(leaf, 0, t.children_right).tolist(),
-                      "value": (model.learning_rate * t.value[:, 0, 0]).tolist(), "is_leaf": leaf.astype(int).tolist(),
-                      "missing_left": [1] * t.node_count})
-    data = {"format": FORMAT, "version": 1, "candidates": candidates, "n_columns": int(model.n_features_in_),
-            "baseline": float(model.init_.constant_.ravel()[0]), "trees": trees, "provenance": provenance}
-    path.write_text(json.dumps(data, separators=(",", ":")))
-
-
 def fit() -> dict:
     from sklearn.ensemble import GradientBoostingRegressor
 
@@ -208,7 +198,7 @@ def fit() -> dict:
           f"|k error| {k_error}; passes: {passes}")
     RESULTS.write_text(json.dumps(result, indent=1))
     if passes:
-        export_forest(model, candidates, OUT, provenance)
+        write_arbiter(OUT, model, candidates, provenance)
         check = Arbiter.from_file(OUT)
         probe = F[:: max(1, len(F) // 500)]
         assert np.allclose(check.forest.predict(probe), model.predict(probe), atol=1e-9)

@@ -18,6 +18,7 @@ from skabc.spectral.arbiter import (
     knn_graph,
     load_arbiter,
     n_feature_columns,
+    write_arbiter,
 )
 
 STEP = SpectralStep(n_clusters=None, max_clusters=20, selection="consensus", affinity_power=4.0, assign_labels="njw")
@@ -80,16 +81,8 @@ def test_forest_matches_scikit_learn_gradient_boosting(tmp_path):
     width = n_feature_columns(len(CANDIDATES))
     F, y = rng.normal(size=(300, width)), rng.uniform(size=300)
     model = GradientBoostingRegressor(n_estimators=20, max_depth=3, learning_rate=0.1, random_state=0).fit(F, y)
-    trees = []
-    for (estimator,) in model.estimators_:
-        t = estimator.tree_
-        leaf = t.children_left < 0
-        trees.append({"feature": np.where(leaf, 0, t.feature).tolist(), "threshold": t.threshold.tolist(),
-                      "left": np.where(leaf, 0, t.children_left).tolist(),
-                      "right": np.where(leaf, 0, t.children_right).tolist(),
-                      "value": (0.1 * t.value[:, 0, 0]).tolist(), "is_leaf": leaf.astype(int).tolist(),
-                      "missing_left": [1] * t.node_count})
-    path = _forest_file(tmp_path, trees, baseline=float(model.init_.constant_.ravel()[0]))
+    path = tmp_path / "arbiter.json"
+    write_arbiter(path, model, CANDIDATES, {"recipe": "test"})
     probe = rng.normal(size=(50, width))
     np.testing.assert_allclose(Arbiter.from_file(path).forest.predict(probe), model.predict(probe), atol=1e-10)
 

@@ -272,6 +272,26 @@ class Arbiter:
         return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
 
 
+def write_arbiter(path, model, candidates, provenance: dict) -> None:
+    """Write a fitted scikit-learn ``GradientBoostingRegressor`` (squared error) over
+    :func:`candidate_features` rows as an arbiter file that :meth:`Arbiter.from_file` reads: per tree, its
+    node arrays, the learning rate folded into the leaf values.  Research recipes call it; the package only reads.
+    """
+    trees = []
+    for (estimator,) in model.estimators_:
+        tree = estimator.tree_
+        leaf = tree.children_left < 0
+        trees.append({"feature": np.where(leaf, 0, tree.feature).tolist(),
+                      "threshold": np.where(leaf, 0.0, tree.threshold).tolist(),
+                      "left": np.where(leaf, 0, tree.children_left).tolist(),
+                      "right": np.where(leaf, 0, tree.children_right).tolist(),
+                      "value": (model.learning_rate * tree.value[:, 0, 0]).tolist(),
+                      "is_leaf": leaf.astype(int).tolist(), "missing_left": [1] * tree.node_count})
+    data = {"format": FORMAT, "version": 1, "candidates": list(candidates), "n_columns": int(model.n_features_in_),
+            "baseline": float(model.init_.constant_.ravel()[0]), "trees": trees, "provenance": provenance}
+    Path(path).write_text(json.dumps(data, separators=(",", ":")))
+
+
 @cache
 def load_arbiter(name: str) -> Arbiter:
     """A shipped arbiter by name (:data:`ARBITERS`)."""
