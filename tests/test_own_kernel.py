@@ -178,13 +178,14 @@ def test_auto_schedule_with_early_stopping_ends_no_worse_than_it_started(blobs, 
     assert kernel.init_ == "generic" and kernel.schedule_.max_epochs == 2
     assert kernel.validation_score_ >= kernel.start_validation_score_
     assert "valid_ari" in kernel.net_.history[-1]
-    # Every candidate setting was scored on the held-out sets, with and without the generic kernel's arbiter
-    # (the start's), and the kernel recommends the best.
+    # Every candidate setting was scored on the held-out sets, and the winner once more with the generic
+    # kernel's arbiter (the start's); the kernel recommends the best.
     scores = kernel.validation_settings_scores_
-    assert len(scores) == 2 * len(validation.SETTING_CANDIDATES)
-    assert sum(label.endswith("arbiter generic") for label in scores) == len(validation.SETTING_CANDIDATES)
-    assert scores[validation.settings_label(kernel.recommended_clustering())] == max(scores.values()) or (
-        kernel.recommended_clustering() == pretrained.load("generic").recommended_clustering())
+    assert len(scores) == len(validation.SETTING_CANDIDATES) + 1
+    assert sum(label.endswith("arbiter generic") for label in scores) == 1
+    chosen = {k: v for k, v in kernel.recommended_clustering().items() if v is not None}
+    assert scores[validation.settings_label(chosen)] == max(scores.values()) or (
+        chosen == pretrained.load("generic").recommended_clustering())
 
 
 def test_a_fine_tuned_kernel_saves_and_loads(tmp_path, blobs):
@@ -235,6 +236,24 @@ def test_choose_settings_keeps_the_start_when_the_gain_is_within_noise(monkeypat
     chosen, scores = validation.choose_settings(None, sets, start)
     assert scores["A**2 consensus njw"] > scores["A**4 consensus njw"]
     assert chosen == start
+
+
+@pytest.mark.parametrize(("arbiter_wins", "kept"), [(True, "generic"), (False, None)])
+def test_choose_settings_keeps_the_arbiter_unless_it_clearly_loses(monkeypatch, arbiter_wins, kept):
+    rng = np.random.default_rng(0)
+    sets = [(rng.normal(size=(20, 2)).astype(np.float32), rng.integers(0, 3, 20)) for _ in range(12)]
+    monkeypatch.setattr(validation, "set_affinity", lambda module, X: X)
+    truth = {id(X): labels for X, labels in sets}
+
+    def cluster(affinity, settings, **kwargs):
+        good = bool(settings.get("arbiter")) == arbiter_wins
+        return truth[id(affinity)] if good else np.zeros(20, dtype=int)
+
+    monkeypatch.setattr(validation, "cluster_affinity", cluster)
+    start = {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "consensus", "arbiter": "generic"}
+    chosen, scores = validation.choose_settings(None, sets, start)
+    assert chosen == {**start, "arbiter": kept}
+    assert scores["A**4 consensus njw arbiter generic"] == (1.0 if arbiter_wins else 0.0)
 
 
 @pytest.mark.parametrize(("largest", "tuned"), [(20, True), (600, False)])

@@ -35,7 +35,8 @@ class ValidationSetsScoring(Callback):
     settings : dict
         How the sets are clustered (ABCClustering's resolved
         ``affinity_power``, ``assign_labels``, ``n_clusters_selection``,
-        and ``arbiter`` when the kernel started from one that has it).
+        and ``arbiter`` when the kernel started from one that has it: every
+        epoch is scored without it, the final choice tries it).
     patience : int or None, default=5
         Epochs without a better score before the run stops; ``None`` never
         stops (the best weights are still restored).
@@ -75,14 +76,17 @@ class ValidationSetsScoring(Callback):
         self.choose_clustering = choose_clustering
 
     def on_train_begin(self, net, **kwargs):
-        self.start_score_ = score_sets(net.module_, self.sets, self.settings)
+        # Epochs are scored by the kernel's own partitions (the weights only change the kernel; an arbiter would
+        # cost three more spectral steps a set every epoch); choose_settings tries the arbiter once, at the end.
+        self.epoch_settings_ = {name: value for name, value in self.settings.items() if name != "arbiter"}
+        self.start_score_ = score_sets(net.module_, self.sets, self.epoch_settings_)
         self.best_score_ = self.start_score_
         self.best_epoch_ = 0
         self.best_state_ = _copy_state(net.module_)
         self.stopped_ = False
 
     def on_epoch_end(self, net, **kwargs):
-        score = score_sets(net.module_, self.sets, self.settings)
+        score = score_sets(net.module_, self.sets, self.epoch_settings_)
         epoch = len(net.history)
         improved = score > self.best_score_
         net.history.record(self.name, score)

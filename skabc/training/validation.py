@@ -126,7 +126,6 @@ def cluster_affinity(affinity: np.ndarray, settings: dict, rows=None, max_cluste
 
 #: Clustering settings a fit with validation sets compares with its starting ones once training ends:
 #: the power sharpens or softens the affinity; the rule reads ``k`` off one spectrum or the median of four.
-#: Starting settings with an arbiter (a kernel fine-tuned from the generic one) are also compared without it.
 SETTING_CANDIDATES = tuple({"affinity_power": power, "n_clusters_selection": rule}
                            for power in (1.0, 2.0, 4.0, 8.0) for rule in ("consensus", "eigengap"))
 
@@ -143,12 +142,15 @@ def choose_settings(module: torch.nn.Module, sets: list, settings: dict) -> tupl
 
     ``settings`` (the kernel's own) stay unless a candidate beats them on
     these sets by more than one standard error of the paired differences:
-    with a few dozen sets, smaller gains are noise.
+    with a few dozen sets, smaller gains are noise.  An arbiter in
+    ``settings`` is then tried on the winner once: it stays unless the
+    winner alone beats it by more than one standard error.
 
     Returns
     -------
     chosen : dict
-        ``settings`` updated with the winning candidate's values.
+        ``settings`` updated with the winning candidate's values
+        (``'arbiter'``: ``None`` when the arbiter lost).
     scores : dict
         :func:`settings_label` -> mean adjusted Rand index, every candidate.
     """
@@ -158,23 +160,32 @@ def choose_settings(module: torch.nn.Module, sets: list, settings: dict) -> tupl
         return np.array([adjusted_rand_score(labels, cluster_affinity(affinity, candidate, rows=_rows(item)))
                          for affinity, (_, labels, *item) in zip(affinities, sets, strict=True)])
 
-    base = ari(settings)
-    scores = {settings_label(settings): float(base.mean())}
-    chosen, best_gain = dict(settings), 0.0
-    arbiters = (settings["arbiter"], None) if settings.get("arbiter") else (None,)
-    for values in ({**v, "arbiter": a} for v in SETTING_CANDIDATES for a in arbiters):
-        candidate = {**settings, **values}
-        if candidate["arbiter"] is None and "arbiter" not in settings:
-            del candidate["arbiter"]
+    arbiter = settings.get("arbiter")
+    own = {name: value for name, value in settings.items() if name != "arbiter"}
+    base = ari(own)
+    scores = {settings_label(own): float(base.mean())}
+    chosen, best, best_gain = own, base, 0.0
+    for values in SETTING_CANDIDATES:
+        candidate = {**own, **values}
         label = settings_label(candidate)
         if label in scores:
             continue
-        difference = ari(candidate) - base
-        scores[label] = float(base.mean() + difference.mean())
-        error = difference.std(ddof=1) / np.sqrt(len(difference)) if len(difference) > 1 else np.inf
-        if difference.mean() > max(best_gain, error):
-            chosen, best_gain = candidate, float(difference.mean())
+        result = ari(candidate)
+        difference = result - base
+        scores[label] = float(result.mean())
+        if difference.mean() > max(best_gain, _standard_error(difference)):
+            chosen, best, best_gain = candidate, result, float(difference.mean())
+    if arbiter:
+        with_arbiter = {**chosen, "arbiter": arbiter}
+        arbitrated = ari(with_arbiter)
+        scores[settings_label(with_arbiter)] = float(arbitrated.mean())
+        loss = best - arbitrated
+        chosen = {**chosen, "arbiter": None} if loss.mean() > _standard_error(loss) else with_arbiter
     return chosen, scores
+
+
+def _standard_error(difference: np.ndarray) -> float:
+    return float(difference.std(ddof=1) / np.sqrt(len(difference))) if len(difference) > 1 else np.inf
 
 
 def score_sets(module: torch.nn.Module, sets: list, settings: dict) -> float:
