@@ -120,6 +120,11 @@ def candidate_features(candidates: list[Candidate], n_features_in: int) -> np.nd
     shared = [np.log(n), np.log(max(n_features_in, 1))]
     for source in ("kernel", "knn"):
         shared.extend(by_source.get(source, np.ones(SPECTRUM_SIZE))[1:8])
+    # ARI is symmetric: each pair once.
+    agree = np.ones((len(candidates), len(candidates)))
+    for i in range(len(candidates)):
+        for j in range(i + 1, len(candidates)):
+            agree[i, j] = agree[j, i] = adjusted_rand_score(candidates[i].labels, candidates[j].labels)
     rows = []
     for i, c in enumerate(candidates):
         spectrum = _padded(c.spectrum)
@@ -127,7 +132,7 @@ def candidate_features(candidates: list[Candidate], n_features_in: int) -> np.nd
         low, high = spectrum[at - 1], spectrum[at]
         own = [np.log(max(c.n_clusters, 1)), low, high, high - low, np.log10(max(low, 0.0) + 1e-12),
                np.log10(max(high, 0.0) + 1e-12), float(np.sum(spectrum < ZERO_EIGENVALUE))]
-        agreement = [adjusted_rand_score(c.labels, o.labels) for j, o in enumerate(candidates) if j != i]
+        agreement = [agree[i, j] for j in range(len(candidates)) if j != i]
         shares = np.bincount(c.labels) / n
         onehot = [float(j == i) for j in range(len(candidates))]
         rows.append(own + agreement + [shares.min(), shares.max()] + shared + onehot)
