@@ -38,6 +38,19 @@ def test_perfect_blocks_align_at_their_count():
     assert rotation_n_clusters(vectors[:, :4] @ rotation, 4) == 4
 
 
+def test_alignment_gradient_matches_finite_differences():
+    from skabc.spectral.rotation import _alignment_cost
+
+    rng = np.random.default_rng(0)
+    X, _ = np.linalg.qr(rng.normal(size=(40, 4)))
+    angles = rng.normal(scale=0.3, size=6)
+    _, gradient = _alignment_cost(angles, X)
+    step = 1e-6
+    numeric = [(_alignment_cost(angles + step * e, X)[0] - _alignment_cost(angles - step * e, X)[0]) / (2 * step)
+               for e in np.eye(6)]
+    np.testing.assert_allclose(gradient, numeric, rtol=1e-5, atol=1e-6)
+
+
 def test_top_eigenvectors_are_eigenvectors_dense_and_sparse():
     A, _ = _block_affinity([12, 9, 14])
     M = normalized_adjacency(A)
