@@ -181,8 +181,10 @@ def test_auto_schedule_with_early_stopping_ends_no_worse_than_it_started(blobs, 
     # Every candidate setting was scored on the held-out sets, and the winner once more with the generic
     # kernel's arbiter (the start's); the kernel recommends the best.
     scores = kernel.validation_settings_scores_
-    assert len(scores) == len(validation.SETTING_CANDIDATES) + 1
-    assert sum(label.endswith("arbiter generic") for label in scores) == 1
+    # ... and, unless the start itself was kept, the start as it clusters alone (its weights and settings).
+    starts = [label for label in scores if label.startswith("start weights, ")]
+    assert len(scores) == len(validation.SETTING_CANDIDATES) + 1 + len(starts) and len(starts) <= 1
+    assert sum(label.endswith("arbiter generic") and label not in starts for label in scores) == 1
     chosen = {k: v for k, v in kernel.recommended_clustering().items() if v is not None}
     assert scores[validation.settings_label(chosen)] == max(scores.values()) or (
         chosen == pretrained.load("generic").recommended_clustering())
@@ -254,6 +256,32 @@ def test_choose_settings_keeps_the_arbiter_unless_it_clearly_loses(monkeypatch, 
     chosen, scores = validation.choose_settings(None, sets, start)
     assert chosen == {**start, "arbiter": kept}
     assert scores["A**4 consensus njw arbiter generic"] == (1.0 if arbiter_wins else 0.0)
+
+
+@pytest.mark.parametrize(("start_score", "kept_start"), [(0.9, True), (0.1, False)])
+def test_the_start_as_it_clusters_alone_is_restored_when_it_scores_higher(monkeypatch, start_score, kept_start):
+    from types import SimpleNamespace
+
+    module = torch.nn.Linear(1, 1, bias=False)
+    start_settings = {"affinity_power": 4.0, "n_clusters_selection": "consensus", "arbiter": "generic"}
+    tuned_settings = {**start_settings, "affinity_power": 8.0, "arbiter": None}
+    tuned_scores = {validation.settings_label(tuned_settings): 0.5}
+    monkeypatch.setattr(early_stopping, "choose_settings", lambda *args: (tuned_settings, tuned_scores))
+    # The start (weight 0) scores start_score with its own settings; anything else would be a wrong comparison.
+    monkeypatch.setattr(early_stopping, "score_sets", lambda module, sets, settings: (
+        start_score if float(module.weight) == 0.0 and settings == start_settings else -1.0))
+    scoring = ValidationSetsScoring(sets=[object()], settings=start_settings)
+    with torch.no_grad():
+        module.weight.fill_(0.0)
+    scoring.start_state_ = {"weight": module.weight.detach().clone()}
+    scoring.best_state_ = {"weight": torch.ones(1, 1)}
+    scoring.start_score_, scoring.best_score_, scoring.best_epoch_, scoring.kept_start_ = 0.3, 0.4, 3, False
+    scoring.on_train_end(SimpleNamespace(module_=module))
+    assert scoring.kept_start_ is kept_start
+    assert float(module.weight) == (0.0 if kept_start else 1.0)
+    assert scoring.best_settings_ == (start_settings if kept_start else tuned_settings)
+    assert scoring.best_epoch_ == (0 if kept_start else 3)
+    assert scoring.settings_scores_["start weights, A**4 consensus kmeans arbiter generic"] == start_score
 
 
 @pytest.mark.parametrize(("largest", "tuned"), [(20, True), (600, False)])

@@ -210,6 +210,8 @@ class ContextualKernel(TransformerMixin, Kernel):
     validation_settings_scores_ : dict
         Held-out mean ARI of the kept weights per clustering setting; the best,
         if ahead by over one standard error, is :meth:`recommended_clustering`.
+        ``'start weights, ...'``: the starting weights with their own settings,
+        restored (weights and settings) where they score higher.
 
     Examples
     --------

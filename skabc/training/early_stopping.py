@@ -12,7 +12,7 @@ import time
 
 from skorch.callbacks import Callback
 
-from .validation import choose_settings, score_sets
+from .validation import choose_settings, score_sets, settings_label
 
 
 def _copy_state(module) -> dict:
@@ -24,8 +24,12 @@ class ValidationSetsScoring(Callback):
 
     The weights the run starts from are scored first (``start_score_``) and
     count as a candidate: if no epoch beats them, training ends with them
-    restored, so a fine-tuned kernel is never worse on the held-out sets
-    than the kernel it started from.
+    restored.  Once the clustering settings are chosen, the result is
+    compared once more with the start as it would cluster on its own (its
+    weights with all of ``settings``, arbiter included): where the start
+    scores higher, its weights and settings are restored, so a fine-tuned
+    kernel is never worse on the held-out sets than the kernel it started
+    from.
 
     Parameters
     ----------
@@ -57,6 +61,8 @@ class ValidationSetsScoring(Callback):
         Best score seen (``start_score_`` included).
     best_epoch_ : int
         Epoch of the best score, ``0`` for the starting weights.
+    kept_start_ : bool
+        Whether the final comparison restored the starting weights and settings.
     stopped_ : bool
         Whether this callback ended the run.
     best_settings_ : dict
@@ -82,8 +88,9 @@ class ValidationSetsScoring(Callback):
         self.start_score_ = score_sets(net.module_, self.sets, self.epoch_settings_)
         self.best_score_ = self.start_score_
         self.best_epoch_ = 0
-        self.best_state_ = _copy_state(net.module_)
+        self.best_state_ = self.start_state_ = _copy_state(net.module_)
         self.stopped_ = False
+        self.kept_start_ = False
 
     def on_epoch_end(self, net, **kwargs):
         score = score_sets(net.module_, self.sets, self.epoch_settings_)
@@ -99,12 +106,29 @@ class ValidationSetsScoring(Callback):
             raise KeyboardInterrupt
 
     def on_train_end(self, net, **kwargs):
-        state, self.best_state_ = self.best_state_, None  # no second copy of the weights in pickles
+        # No second copy of the weights in pickles.
+        state, start, self.best_state_, self.start_state_ = self.best_state_, self.start_state_, None, None
         if state is not None:
             net.module_.load_state_dict(state)
         self.best_settings_, self.settings_scores_ = dict(self.settings), {}
-        if self.choose_clustering and self.sets:
-            self.best_settings_, self.settings_scores_ = choose_settings(net.module_, self.sets, self.settings)
+        if not (self.choose_clustering and self.sets):
+            return
+        self.best_settings_, self.settings_scores_ = choose_settings(net.module_, self.sets, self.settings)
+        if start is None or (self.best_epoch_ == 0 and self.best_settings_ == self.settings):
+            return  # the result is the start as it clusters on its own
+        kept = self.settings_scores_[settings_label(self.best_settings_)]
+        start_label = "start weights, " + settings_label(self.settings)
+        self.settings_scores_[start_label] = score_sets(_with_state(net.module_, start), self.sets, self.settings)
+        if self.settings_scores_[start_label] > kept:
+            self.kept_start_, self.best_settings_ = True, dict(self.settings)
+            self.best_score_, self.best_epoch_ = self.start_score_, 0
+        else:
+            net.module_.load_state_dict(state if state is not None else start)
+
+
+def _with_state(module, state: dict):
+    module.load_state_dict(state)
+    return module
 
 
 class TimeLimit(Callback):
