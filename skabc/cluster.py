@@ -101,9 +101,9 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``n_clusters_selection_``.
     arbiter : 'auto', None or str, default='auto'
         With ``n_clusters=None``: a name of :data:`~skabc.spectral.arbiter.ARBITERS` clusters the set
-        every way it knows (the kernel's affinity and the set's 10-NN graph, each with two ``k``
-        rules) and keeps the partition its trained forest predicts to score best, from evidence that
-        needs no labels (:mod:`skabc.spectral.arbiter`); it costs about three more spectral steps.
+        every way it knows (the kernel's affinity with two ``k`` rules, the set's 10-NN graph with the
+        rotation rule) and keeps the partition its trained forest predicts to score best, from evidence
+        that needs no labels (:mod:`skabc.spectral.arbiter`); it costs about two more spectral steps.
         ``None``: the kernel's affinity and ``n_clusters_selection`` only.  ``'auto'``: the kernel's
         recommendation (``'generic'`` for the generic kernel) when ``n_clusters_selection`` is
         ``'auto'`` too, else ``None``; resolved in ``fit`` into ``arbiter_``.

@@ -60,7 +60,7 @@ def test_candidates_cover_every_entry_and_read_the_right_affinity():
         else:  # the kernel's affinity at the step's power
             np.testing.assert_allclose(c.affinity, _toy_probabilities(X) ** 4.0)
     # A 10-NN graph of three far blobs has three components: three zero eigenvalues.
-    knn = next(c for c in candidates if c.name == "knn-consensus")
+    knn = next(c for c in candidates if c.name == "knn-rotation")
     assert np.sum(knn.spectrum < 1e-8) == 3
     F = candidate_features(candidates, X.shape[1])
     assert F.shape == (len(CANDIDATES), n_feature_columns(len(CANDIDATES))) and np.isfinite(F).all()
@@ -69,9 +69,24 @@ def test_candidates_cover_every_entry_and_read_the_right_affinity():
 
     for i, c in enumerate(candidates):
         others = [adjusted_rand_score(c.labels, o.labels) for j, o in enumerate(candidates) if j != i]
-        np.testing.assert_allclose(F[i, 7:10], others)
+        np.testing.assert_allclose(F[i, 7 : 7 + len(others)], others)
     # The kernel's own rule and the kNN graph's rotation both find the three blobs.
     assert [c.n_clusters for c in candidates[:3]] == [3, 3, 3]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_each_candidate_is_the_partition_its_own_spectral_step_finds(seed):
+    """Sharing the eigensolves changes nothing: every candidate equals its rule run alone on its affinity."""
+    from dataclasses import replace
+
+    X, _ = make_blobs(n_samples=150, centers=4, cluster_std=1.5, random_state=seed)
+    P = _toy_probabilities(X)
+    for c in candidate_partitions(STEP, P, X, 0, 0):
+        source, rule = CANDIDATES[c.name]
+        step = replace(STEP, selection=rule, affinity_power=1.0 if source == "knn" else STEP.affinity_power)
+        labels, _, k, _ = step.cluster(knn_graph(X) if source == "knn" else P, 0, 0)
+        np.testing.assert_array_equal(c.labels, labels)
+        assert c.n_clusters == k
 
 
 def test_forest_matches_scikit_learn_gradient_boosting(tmp_path):

@@ -4,8 +4,8 @@ With ``k`` unknown, the learned kernel and a plain k-nearest-neighbour graph
 fail on different sets: the kernel merges or cuts far-apart curves whose local
 links a kNN graph keeps, the kNN graph chains blobs that touch.  Neither k rule
 wins everywhere either.  An arbiter clusters the set every way it knows
-(:data:`CANDIDATES`: the kernel's affinity and the set's kNN graph, each with
-two k rules), describes each partition by what needs no labels (its k, the
+(:data:`CANDIDATES`: the kernel's affinity with two k rules, the set's kNN
+graph with the eigenvector-rotation rule), describes each partition by what needs no labels (its k, the
 Laplacian spectrum of its affinity around k, how much it agrees with the other
 partitions, its cluster sizes, the set's size and width) and keeps the one its
 regression forest predicts to score the highest ARI.  The forest is trained by
@@ -38,7 +38,6 @@ CANDIDATES = {
     "kernel-consensus": ("kernel", "consensus"),
     "kernel-eigengap": ("kernel", "eigengap"),
     "knn-rotation": ("knn", "rotation"),
-    "knn-consensus": ("knn", "consensus"),
 }
 #: Laplacian eigenvalues per affinity that the features read.
 SPECTRUM_SIZE = 21
@@ -78,9 +77,9 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
                          names=tuple(CANDIDATES)) -> list[Candidate]:
     """Cluster one set every way in ``names`` (all seeded as ``step`` is, ``k`` unknown).
 
-    The eigensolves are shared: the consensus estimate's spectrum of each affinity (at its power) also
-    gives the plain eigengap ``k`` and the spectrum the features read, and a ``k`` found by two rules
-    is embedded once.
+    The eigensolves are shared: the consensus estimate's spectrum of an affinity (at its power) also gives
+    the plain eigengap ``k``; the first rule run on an affinity gives the spectrum the features read; and a
+    ``k`` found by two rules is embedded once.
     """
     sources, partitions, out = {}, {}, []
     for name in names:
@@ -93,21 +92,26 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
             power = source_step.affinity_power
             if power != 1.0:
                 affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
-            k, values = consensus_n_clusters(affinity, source_step.max_clusters, random_state=eigen_seed,
-                                             eigen_solver=source_step.eigen_solver, eigen_tol=source_step.eigen_tol)
-            eigengap = _largest_eigengap(values) if len(values) > 1 else 1
-            sources[source] = (source_step, affinity, values, {"consensus": k, "eigengap": eigengap})
-        source_step, affinity, values, found = sources[source]
-        eigenvalues = values
+            sources[source] = (source_step, affinity, {}, [])
+        source_step, affinity, found, spectrum = sources[source]
         if rule not in found:
-            selection = N_CLUSTERS_SELECTORS[rule](replace(source_step, selection=rule), affinity, affinity,
-                                                   eigen_seed, seed)
-            found[rule], eigenvalues = selection.n_clusters, selection.eigenvalues
-        k = found[rule]
-        if (source, k) not in partitions:
-            partitions[source, k] = source_step.labels_for(affinity, k, seed)
-        labels = partitions[source, k]
-        out.append(Candidate(name, labels, affinity, len(np.unique(labels)), eigenvalues, values[:SPECTRUM_SIZE]))
+            if rule == "consensus":
+                k, values = consensus_n_clusters(affinity, source_step.max_clusters, random_state=eigen_seed,
+                                                 eigen_solver=source_step.eigen_solver, eigen_tol=source_step.eigen_tol)
+                found["consensus"] = (k, values)
+                found.setdefault("eigengap", (_largest_eigengap(values) if len(values) > 1 else 1, values))
+            else:
+                selection = N_CLUSTERS_SELECTORS[rule](replace(source_step, selection=rule), affinity, affinity,
+                                                       eigen_seed, seed)
+                found[rule] = (selection.n_clusters, selection.eigenvalues)
+            if not spectrum:
+                spectrum.append(found[rule][1] if found[rule][1] is not None else np.zeros(0))
+        k, eigenvalues = found[rule]
+        if k not in partitions.setdefault(source, {}):
+            partitions[source][k] = source_step.labels_for(affinity, k, seed)
+        labels = partitions[source][k]
+        out.append(Candidate(name, labels, affinity, len(np.unique(labels)), eigenvalues,
+                             spectrum[0][:SPECTRUM_SIZE]))
     return out
 
 
