@@ -4,6 +4,9 @@ Usage
 -----
 OMP_NUM_THREADS=1 python benchmarks/own_kernel.py            # everything (about 20 CPU-minutes)
 OMP_NUM_THREADS=1 python benchmarks/own_kernel.py --only digits
+OMP_NUM_THREADS=1 python benchmarks/own_kernel.py --only digits --only small --only circles --output a.json &
+OMP_NUM_THREADS=1 python benchmarks/own_kernel.py --only arcs --output b.json; wait
+python benchmarks/own_kernel.py --merge a.json b.json    # the two parts -> own_kernel.json, checks recomputed
 
 Every learned kernel here is ``ContextualKernel(random_state=0)`` with every
 other parameter at its default, fitted through
@@ -209,7 +212,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", choices=["digits", "circles", "arcs", "small"], action="append")
     parser.add_argument("--output", default="own_kernel.json", help="file name under benchmarks/results/")
+    parser.add_argument("--merge", nargs="+", metavar="FILE",
+                        help="combine result files of parts run in parallel (names under benchmarks/results/) "
+                             "into --output, checks recomputed; runs nothing")
     args = parser.parse_args()
+    if args.merge:
+        merged = {"benchmark": "own_kernel", "parts": [], "commands": []}
+        for name in args.merge:
+            part = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
+            for key in ("digits", "small", "circles", "arcs"):
+                if key in part:
+                    merged[key] = part[key]
+                    merged["parts"].append(key)
+            merged["commands"].append(part["command"])
+            merged.update({k: part[k] for k in ("n_sets", "machine") if k in part})
+        merged["checks"] = checks(merged)
+        print(table(merged))
+        (ROOT / "benchmarks" / "results" / args.output).write_text(json.dumps(merged, indent=2))
+        return
     torch.set_num_threads(1)
     parts = args.only or ["digits", "small", "circles", "arcs"]
     result = {"benchmark": "own_kernel", "command": "OMP_NUM_THREADS=1 python benchmarks/own_kernel.py"

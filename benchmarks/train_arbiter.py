@@ -5,12 +5,15 @@ Usage
 python benchmarks/train_arbiter.py --collect prior [--part 0/2]   # candidates + features of the training sets
 python benchmarks/train_arbiter.py --collect validation           # the same for the validation groups
 python benchmarks/train_arbiter.py --fit                          # train, compare, write the arbiter file
+python benchmarks/train_arbiter.py --mode given-k --collect prior       # ... the arbiter for a given k (each
+python benchmarks/train_arbiter.py --mode given-k --collect validation  # set cut at its true k): its own rows
+python benchmarks/train_arbiter.py --mode given-k --fit                 # and its own file
 
 Why.  With k unknown, the shipped generic kernel (A**4, consensus k) and a 10-NN graph of the set (rotation k)
 fail on different validation sets (``--fit``'s per-group "only" columns, ``benchmarks/results/arbiter_compare.json``):
 on the 19 wut + graves sets outside the 13 listed the graph scores 0.728 against the kernel's 0.619, on 18 wide
 g2mg/h2mg sets 0.602 against 0.411, on the 13 listed 0.601 against 0.654, on the gallery toys 0.776 against
-0.913; the best of the three candidates per set would score 0.641-0.928 per group, against 0.411-0.913 for the
+0.913; the best of the four candidates per set would score 0.641-0.928 per group, against 0.411-0.913 for the
 kernel alone.  Which one is right shows in evidence that needs no labels: each partition's k, its Laplacian
 spectrum around k (a kNN graph with exactly k components has k zero eigenvalues), how much the partitions
 agree, their cluster sizes.
@@ -24,6 +27,10 @@ kernel v2's pool mixture (seed 9090) and v3's mixture with ``'subspaces'``, ``'w
 ``ABCClustering()``'s resolved spectral settings, seeds 0) and records the features and every candidate's ARI.
 Resumable: each set is one line of a JSON-lines file in ``benchmarks/.checkpoints/arbiter``.
 
+Given k (``--mode given-k``, ``skabc/pretrained/arbiter_generic_given_k.json``): the same sets, each cut into its
+true number of clusters twice, the kernel's A**4 and the 10-NN graph (``kernel-given``, ``knn-given``); the
+same features, model and ship rule, against the kernel's partition (what ``ABCClustering(n_clusters=k)`` did).
+
 Model.  scikit-learn's ``GradientBoostingRegressor`` (200 trees of depth 3, learning rate 0.05, subsample 0.8,
 ``random_state=0``) predicts a candidate's ARI from its feature row; the arbiter keeps the candidate predicted
 highest.  The trees are written as plain arrays (JSON), read back and checked by
@@ -34,21 +41,25 @@ Ship rule (fixed before ``--fit`` ran; ``train_generic_v2.py``'s): on the union 
 the kernel's alone (A**4 + consensus, what ``ABCClustering()`` did before) has a mean above its standard
 error, and no group loses more than 0.01.
 
-Record (2026-12-01, ``--fit``; 8 CPU-min of collection, one thread per part; 4 s of fitting)
--------------------------------------------------------------------------------------------
-Candidates: ``kernel-consensus``, ``kernel-eigengap``, ``knn-rotation``.  Union of the 180 validation sets
-0.674 -> 0.703 (paired +0.029 +- 0.007): clustbench (13) 0.654 -> 0.654, clustbench_rest 0.619 -> 0.675,
-g2mg/h2mg 0.411 -> 0.437, synthetic 0.699 -> 0.711, gallery toys 0.913 -> 0.919, wide 0.608 -> 0.675; kept:
-kernel-consensus 58, kernel-eigengap 70, knn-rotation 52.  Passes; shipped.
+Record (2026-12-01, ``--fit``; 7.6 CPU-min of collection, one thread per part; 2 s of fitting)
+------------------------------------------------------------------------------------------
+Candidates: ``kernel-consensus``, ``kernel-eigengap``, ``knn-rotation``, ``knn-consensus``.  Union of the 180
+validation sets 0.674 -> 0.699 (paired +0.025 +- 0.007): clustbench (13) 0.654 -> 0.654, clustbench_rest 0.619 ->
+0.657, g2mg/h2mg 0.411 -> 0.426, synthetic 0.699 -> 0.712, gallery toys 0.913 -> 0.918, wide 0.608 -> 0.674; kept:
+kernel-consensus 91, kernel-eigengap 58, knn-rotation 20, knn-consensus 11.  Passes; shipped.
 
-How the candidates were chosen (the same rows, one collection with six candidates, forests refitted on
-column subsets; throw-away script, numbers on the 180 validation sets): the four of the first arbiter (these
-three and the kNN graph with the consensus k) 0.699-0.701 over forest seeds 0-3, 0.702-0.703 on either half of
-the training sets; these three 0.702-0.714 and 0.697-0.700: as good, and the kNN consensus's four eigensolves
-are gone.  Adding the rotation rule on the kernel's A**4 (0.688-0.706) or the kNN graph's plain eigengap
-(0.700-0.706) did not pay.  Earlier: per-set oracle 0.737-0.761 on the 13 listed sets, which move by +-0.05
-between training subsets; targets centred per set (+0.014 to +0.017) or relative to the kernel (+0.029 to +0.030)
-instead of the plain ARI, not shipped.
+Tried and not shipped: three candidates without ``knn-consensus`` tied on the validation sets (0.697-0.714 over
+forest seeds and training halves, against 0.699-0.703) and save four eigensolves, but ``benchmarks/zero_shot.py``
+then fell on digits from 0.662 to 0.459 (the kNN graph's consensus is the candidate that finds its ten digits; no
+validation set is like it), so the fourth stayed.  The rotation rule on the kernel's A**4, the kNN graph's plain
+eigengap, and one affinity cut at the other's k did not pay (0.688-0.706).  Per-set oracle 0.737-0.761 on the
+13 listed sets, which move by +-0.05 between training subsets; targets centred per set (+0.014 to +0.017) or
+relative to the kernel (+0.029 to +0.030) instead of the plain ARI, not shipped.
+
+Given k (the same day, ``--mode given-k``; 3.6 CPU-min of collection): union 0.678 -> 0.711 (paired
++0.033 +- 0.010): clustbench (13) 0.721 -> 0.821 (the kNN graph alone 0.781, the oracle 0.861), clustbench_rest
+0.658 -> 0.787 (0.721), g2mg/h2mg 0.535 -> 0.611 (0.703), synthetic 0.603 -> 0.608, gallery toys 0.937 -> 0.933,
+wide 0.657 -> 0.672; kept: kernel-given 121, knn-given 59.  Passes; shipped.
 """
 
 from __future__ import annotations
@@ -59,6 +70,7 @@ import os
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +85,7 @@ from skabc.datasets import make_clustering_sets
 from skabc.spectral import SpectralStep
 from skabc.spectral.arbiter import (
     ARBITERS,
-    CANDIDATES,
+    GIVEN_K_ARBITERS,
     Arbiter,
     candidate_features,
     candidate_partitions,
@@ -82,8 +94,15 @@ from skabc.spectral.arbiter import (
 
 ROOT = v2.ROOT
 DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "arbiter"
-OUT = ROOT / "skabc" / "pretrained" / ARBITERS["generic"]
-RESULTS = ROOT / "benchmarks" / "results" / "arbiter_compare.json"
+#: Per mode: the candidates compared (the first is what ABCClustering() did before), the file written, the results.
+MODES = {
+    "unknown-k": (("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-consensus"),
+                  ROOT / "skabc" / "pretrained" / ARBITERS["generic"],
+                  ROOT / "benchmarks" / "results" / "arbiter_compare.json"),
+    "given-k": (("kernel-given", "knn-given"),
+                ROOT / "skabc" / "pretrained" / GIVEN_K_ARBITERS["generic"],
+                ROOT / "benchmarks" / "results" / "arbiter_given_k_compare.json"),
+}
 POOLS = {"v2-mixture": (v2.POOL_FAMILIES, 9090), "v3-mixture": ({**v3.POOL_FAMILIES, "separated": 0.1}, 9191)}
 POOL = dict(n_sets=700, set_size=(150, 1200), n_features=(1, 64), max_clusters=20)
 #: ABCClustering()'s spectral step with the shipped generic kernel, k unknown.
@@ -114,15 +133,23 @@ def validation_sets():
             yield f"{group}:{name}", X, y, scored
 
 
-def collect(which: str, part: tuple[int, int]) -> None:
-    """Candidates, features and ARIs of every ``which`` set of this part; resumes from the lines written."""
+def _prefix(which: str, mode: str) -> str:
+    return which if mode == "unknown-k" else f"{mode}-{which}"
+
+
+def collect(which: str, part: tuple[int, int], mode: str = "unknown-k") -> None:
+    """Candidates, features and ARIs of every ``which`` set of this part; resumes from the lines written.
+
+    With ``mode='given-k'`` every set is clustered at its true number of clusters.
+    """
     from sklearn.metrics import adjusted_rand_score
 
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     DIRECTORY.mkdir(parents=True, exist_ok=True)
-    path = DIRECTORY / f"{which}-{part[0]}of{part[1]}.jsonl"
-    done = {row["name"] for row in _rows(which)}
+    path = DIRECTORY / f"{_prefix(which, mode)}-{part[0]}of{part[1]}.jsonl"
+    done = {row["name"] for row in _rows(which, mode)}
+    names = MODES[mode][0]
     kernel = ContextualKernel.load(v2.CANDIDATE, device="cpu")
     sets = training_sets() if which == "prior" else validation_sets()
     with path.open("a") as out:
@@ -132,21 +159,23 @@ def collect(which: str, part: tuple[int, int]) -> None:
             start = time.process_time()
             X = np.asarray(X, dtype=np.float64)
             scored = np.ones(len(y), dtype=bool) if scored is None else np.asarray(scored)
-            candidates = candidate_partitions(STEP, kernel.transform(X), X, 0, 0)
+            true_k = len(np.unique(y[scored]))
+            step = STEP if mode == "unknown-k" else replace(STEP, n_clusters=true_k)
+            candidates = candidate_partitions(step, kernel.transform(X), X, 0, 0, names)
             row = {"name": name, "n": len(X), "d": X.shape[1],
                    "ari": [float(adjusted_rand_score(y[scored], c.labels[scored])) for c in candidates],
-                   "k": [c.n_clusters for c in candidates], "true_k": len(np.unique(y[scored])),
+                   "k": [c.n_clusters for c in candidates], "true_k": true_k,
                    "features": candidate_features(candidates, X.shape[1]).tolist(),
                    "cpu_seconds": time.process_time() - start}
             out.write(json.dumps(row) + "\n")
             out.flush()
-    print(f"{which} part {part}: done", flush=True)
+    print(f"{mode} {which} part {part}: done", flush=True)
 
 
-def _rows(which: str) -> list[dict]:
+def _rows(which: str, mode: str = "unknown-k") -> list[dict]:
     """Every set collected for ``which``, once each (a set another part already wrote is not written again)."""
     rows = {}
-    for path in sorted(DIRECTORY.glob(f"{which}-*.jsonl")):
+    for path in sorted(DIRECTORY.glob(f"{_prefix(which, mode)}-*of*.jsonl")):
         for line in path.open():
             row = json.loads(line)
             pool, _, index = row["name"].rpartition("-")
@@ -156,11 +185,13 @@ def _rows(which: str) -> list[dict]:
     return sorted(rows.values(), key=lambda r: r["name"])
 
 
-def fit() -> dict:
+def fit(mode: str = "unknown-k") -> dict:
     from sklearn.ensemble import GradientBoostingRegressor
 
-    train, validation = _rows("prior"), _rows("validation")
-    candidates = list(CANDIDATES)
+    train, validation = _rows("prior", mode), _rows("validation", mode)
+    names, out_path, results_path = MODES[mode]
+    candidates = list(names)
+    before = candidates[0].replace("-", "_")  # what ABCClustering() did before: the first candidate
     F = np.array([f for r in train for f in r["features"]])
     y = np.array([a for r in train for a in r["ari"]])
     start = time.process_time()
@@ -173,22 +204,23 @@ def fit() -> dict:
     diff = got - base
     se = float(diff.std(ddof=1) / np.sqrt(diff.size))
     member = {g: np.array([x == g for x in groups]) for g in dict.fromkeys(groups)}
-    per_group = {g: {"arbiter": float(got[m].mean()), "kernel_consensus": float(base[m].mean()),
+    per_group = {g: {"arbiter": float(got[m].mean()), before: float(base[m].mean()),
                      **{f"only {c}": float(ari[m, i].mean()) for i, c in enumerate(candidates)},
                      "oracle": float(ari[m].max(axis=1).mean()), "n_sets": int(m.sum())}
                  for g, m in member.items()}
-    changes = {g: v["arbiter"] - v["kernel_consensus"] for g, v in per_group.items()}
+    changes = {g: v["arbiter"] - v[before] for g, v in per_group.items()}
     passes = bool(diff.mean() > se and min(changes.values()) >= -0.01)
     k_error = {"arbiter": float(np.mean([abs(r["k"][c] - r["true_k"])
                                          for r, c in zip(validation, chosen, strict=True)])),
-               "kernel_consensus": float(np.mean([abs(r["k"][0] - r["true_k"]) for r in validation]))}
+               before: float(np.mean([abs(r["k"][0] - r["true_k"]) for r in validation]))}
     collect_cpu = sum(r["cpu_seconds"] for r in train)
-    result = {"union": {"arbiter": float(got.mean()), "kernel_consensus": float(base.mean())},
+    result = {"union": {"arbiter": float(got.mean()), before: float(base.mean())},
               "paired_gain": float(diff.mean()), "paired_se": se, "group_changes": changes, "per_group": per_group,
               "chosen": {c: int(np.sum(chosen == i)) for i, c in enumerate(candidates)}, "k_abs_error": k_error,
               "passes_ship_rule": passes}
     provenance = {"recipe": "benchmarks/train_arbiter.py", "kernel": "skabc/pretrained/generic.safetensors (v2)",
-                  "spectral_step": "affinity_power 4, njw, max_clusters 50, seeds 0",
+                  "spectral_step": "affinity_power 4, njw, max_clusters 50, seeds 0"
+                  + ("" if mode == "unknown-k" else ", n_clusters = each set's true k"),
                   "training_sets": {pool: {"families": fam, "seed": seed, **POOL}
                                     for pool, (fam, seed) in POOLS.items()},
                   "n_training_sets": len(train), "sets_per_pool": SETS_PER_POOL,
@@ -197,17 +229,17 @@ def fit() -> dict:
                   "validation": {k: result[k] for k in ("union", "paired_gain", "paired_se", "group_changes",
                                                          "k_abs_error")}}
     for g, v in per_group.items():
-        print(f"{g:16s} arbiter {v['arbiter']:.3f} kernel {v['kernel_consensus']:.3f} oracle {v['oracle']:.3f} "
+        print(f"{g:16s} arbiter {v['arbiter']:.3f} kernel {v[before]:.3f} oracle {v['oracle']:.3f} "
               f"({v['n_sets']} sets)")
     print(f"union {got.mean():.3f} vs {base.mean():.3f}: {diff.mean():+.4f} +- {se:.4f}; chosen {result['chosen']}; "
           f"|k error| {k_error}; passes: {passes}")
-    RESULTS.write_text(json.dumps(result, indent=1))
+    results_path.write_text(json.dumps(result, indent=1))
     if passes:
-        write_arbiter(OUT, model, candidates, provenance)
-        check = Arbiter.from_file(OUT)
+        write_arbiter(out_path, model, candidates, provenance)
+        check = Arbiter.from_file(out_path)
         probe = F[:: max(1, len(F) // 500)]
         assert np.allclose(check.forest.predict(probe), model.predict(probe), atol=1e-9)
-        print(f"wrote {OUT.relative_to(ROOT)}")
+        print(f"wrote {out_path.relative_to(ROOT)}")
     return result
 
 
@@ -216,12 +248,14 @@ def main(argv=None) -> int:
     parser.add_argument("--collect", choices=("prior", "validation"))
     parser.add_argument("--part", default="0/1", help="i/n: every n-th set from the i-th (parallel runs)")
     parser.add_argument("--fit", action="store_true")
+    parser.add_argument("--mode", choices=tuple(MODES), default="unknown-k",
+                        help="the arbiter for k unknown (ABCClustering()) or for a given n_clusters")
     args = parser.parse_args(argv)
     if args.collect:
         i, n = map(int, args.part.split("/"))
-        collect(args.collect, (i, n))
+        collect(args.collect, (i, n), args.mode)
     if args.fit:
-        fit()
+        fit(args.mode)
     if not (args.collect or args.fit):
         parser.error("nothing to do: --collect or --fit")
     return 0

@@ -13,6 +13,7 @@ from ._fit_inputs import is_learned, is_pairwise
 from ._subsample import resolve_max_samples
 from .kernels.base import check_recommended_clustering
 from .spectral import SpectralStep
+from .spectral.arbiter import GIVEN_K_ARBITERS
 
 #: What each 'auto' setting resolves to when the kernel recommends nothing (SpectralClustering's choices).
 SPECTRAL_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_clusters_selection": "eigengap",
@@ -52,19 +53,29 @@ def resolve_settings(model, recommended: dict) -> None:
 
 
 def resolve_arbiter(model, recommended: str | None) -> str | None:
-    """The arbiter a fit uses: only with ``k`` unknown; ``'auto'`` takes the kernel's, unless a k rule was chosen.
+    """The arbiter a fit uses (its file for ``k`` unknown, or for the given ``n_clusters``).
+
+    ``'auto'`` takes the kernel's recommendation: with ``k`` unknown unless a k rule was chosen (the user's
+    choice of partition, which the arbiter would overrule), with ``n_clusters`` given always.
 
     Raises
     ------
     ValueError
-        If an arbiter is named for a precomputed matrix (it needs the rows, for their kNN graph).
+        If an arbiter is named for a precomputed matrix (it needs the rows, for their kNN graph), or
+        one with no file for a given ``k`` is named with ``n_clusters``.
     """
-    if model.n_clusters is not None or model.arbiter is None:
+    if model.arbiter is None:
         return None
     if model.arbiter == "auto":
-        # An explicit k rule is the user's choice of partition; the arbiter would overrule it.
-        return recommended if model.n_clusters_selection == "auto" and not is_pairwise(model.affinity) else None
+        if recommended is None or is_pairwise(model.affinity):
+            return None
+        if model.n_clusters is None:
+            return recommended if model.n_clusters_selection == "auto" else None
+        return recommended if recommended in GIVEN_K_ARBITERS else None
     if is_pairwise(model.affinity):
         raise ValueError(f"arbiter={model.arbiter!r} compares partitions of the rows of X, among them their kNN "
                          f"graph's; affinity={model.affinity!r} gives a matrix, not rows. Use arbiter=None.")
+    if model.n_clusters is not None and model.arbiter not in GIVEN_K_ARBITERS:
+        raise ValueError(f"arbiter={model.arbiter!r} has no file for a given n_clusters; arbiters for a given k: "
+                         f"{sorted(GIVEN_K_ARBITERS)}. Use arbiter=None.")
     return model.arbiter

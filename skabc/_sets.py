@@ -122,8 +122,8 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
         # The affinity plus the spectral step's Laplacian and working copies (the arbiter's two affinities: more).
         kernel.check_memory(n, n_copies=6 if arbiter else 4)
     if arbiter is not None:
-        return load_arbiter(arbiter).cluster(step, kernel.affinity(X), check_array(X, accept_sparse="csr"),
-                                             eig_seed, seed)
+        return load_arbiter(arbiter, given_k=step.n_clusters is not None).cluster(
+            step, kernel.affinity(X), check_array(X, accept_sparse="csr"), eig_seed, seed)
     return (*step.cluster(kernel.affinity(X), eig_seed, seed), None)
 
 

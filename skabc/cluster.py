@@ -100,13 +100,14 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``'consensus'`` for the generic kernel), else ``'eigengap'``; resolved in ``fit`` into
         ``n_clusters_selection_``.
     arbiter : 'auto', None or str, default='auto'
-        With ``n_clusters=None``: a name of :data:`~skabc.spectral.arbiter.ARBITERS` clusters the set
-        every way it knows (the kernel's affinity with two ``k`` rules, the set's 10-NN graph with the
-        rotation rule) and keeps the partition its trained forest predicts to score best, from evidence
-        that needs no labels (:mod:`skabc.spectral.arbiter`); it costs about two more spectral steps.
-        ``None``: the kernel's affinity and ``n_clusters_selection`` only.  ``'auto'``: the kernel's
-        recommendation (``'generic'`` for the generic kernel) when ``n_clusters_selection`` is
-        ``'auto'`` too, else ``None``; resolved in ``fit`` into ``arbiter_``.
+        A name of :data:`~skabc.spectral.arbiter.ARBITERS` clusters the set every way it knows and
+        keeps the partition its trained forest predicts to score best, from evidence that needs no
+        labels (:mod:`skabc.spectral.arbiter`).  With ``n_clusters=None``: the kernel's affinity and
+        the set's 10-NN graph, each with two ``k`` rules (about three more spectral steps); with
+        ``n_clusters`` given: both cut into ``n_clusters`` (one more).  ``None``: the kernel's
+        affinity only.  ``'auto'``: the kernel's
+        recommendation (``'generic'`` for the generic kernel), with ``k`` unknown only when
+        ``n_clusters_selection`` is ``'auto'`` too; resolved in ``fit`` into ``arbiter_``.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:

@@ -11,16 +11,19 @@ from skabc.spectral import SpectralStep
 from skabc.spectral.arbiter import (
     ARBITERS,
     CANDIDATES,
+    GIVEN_K_ARBITERS,
     Arbiter,
     TreeEnsemble,
     candidate_features,
     candidate_partitions,
+    default_candidates,
     knn_graph,
     load_arbiter,
     n_feature_columns,
     write_arbiter,
 )
 
+UNKNOWN_K, GIVEN_K = default_candidates(False), default_candidates(True)
 STEP = SpectralStep(n_clusters=None, max_clusters=20, selection="consensus", affinity_power=4.0, assign_labels="njw")
 
 
@@ -35,7 +38,7 @@ def _toy_probabilities(X):
     return np.exp(-d)
 
 
-def _forest_file(tmp_path, trees, candidates=tuple(CANDIDATES), **changes):
+def _forest_file(tmp_path, trees, candidates=UNKNOWN_K, **changes):
     data = {"format": "skabc-arbiter", "version": 1, "candidates": list(candidates),
             "n_columns": n_feature_columns(len(candidates)), "baseline": 0.0, "trees": trees, **changes}
     path = tmp_path / "arbiter.json"
@@ -51,7 +54,7 @@ def _stump(feature, threshold, left_value, right_value):
 def test_candidates_cover_every_entry_and_read_the_right_affinity():
     X = _blobs()
     candidates = candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0)
-    assert [c.name for c in candidates] == list(CANDIDATES)
+    assert [c.name for c in candidates] == list(UNKNOWN_K)
     graph = knn_graph(X).toarray()
     for c in candidates:
         assert c.labels.shape == (len(X),) and c.n_clusters == len(np.unique(c.labels))
@@ -63,7 +66,7 @@ def test_candidates_cover_every_entry_and_read_the_right_affinity():
     knn = next(c for c in candidates if c.name == "knn-rotation")
     assert np.sum(knn.spectrum < 1e-8) == 3
     F = candidate_features(candidates, X.shape[1])
-    assert F.shape == (len(CANDIDATES), n_feature_columns(len(CANDIDATES))) and np.isfinite(F).all()
+    assert F.shape == (len(UNKNOWN_K), n_feature_columns(len(UNKNOWN_K))) and np.isfinite(F).all()
     # The agreement columns: each candidate's ARI with every other one, in candidate order.
     from sklearn.metrics import adjusted_rand_score
 
@@ -93,11 +96,11 @@ def test_forest_matches_scikit_learn_gradient_boosting(tmp_path):
     from sklearn.ensemble import GradientBoostingRegressor
 
     rng = np.random.default_rng(0)
-    width = n_feature_columns(len(CANDIDATES))
+    width = n_feature_columns(len(UNKNOWN_K))
     F, y = rng.normal(size=(300, width)), rng.uniform(size=300)
     model = GradientBoostingRegressor(n_estimators=20, max_depth=3, learning_rate=0.1, random_state=0).fit(F, y)
     path = tmp_path / "arbiter.json"
-    write_arbiter(path, model, CANDIDATES, {"recipe": "test"})
+    write_arbiter(path, model, UNKNOWN_K, {"recipe": "test"})
     probe = rng.normal(size=(50, width))
     np.testing.assert_allclose(Arbiter.from_file(path).forest.predict(probe), model.predict(probe), atol=1e-10)
 
@@ -139,11 +142,11 @@ def test_tree_rows_of_wrong_width_are_refused():
 
 def test_shipped_arbiter_loads_and_scores_every_candidate():
     shipped = load_arbiter("generic")
-    assert shipped.candidates == tuple(CANDIDATES)
+    assert shipped.candidates == UNKNOWN_K
     assert shipped.provenance["recipe"] == "benchmarks/train_arbiter.py"
     X = _blobs()
     best, scores = shipped.choose(candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0), X.shape[1])
-    assert scores.shape == (len(CANDIDATES),) and np.isfinite(scores).all() and best == int(np.argmax(scores))
+    assert scores.shape == (len(UNKNOWN_K),) and np.isfinite(scores).all() and best == int(np.argmax(scores))
     with pytest.raises(ValueError, match="unknown arbiter"):
         load_arbiter("nope")
 
@@ -158,7 +161,7 @@ def fresh_arbiters():
 
 def test_abc_clustering_keeps_the_candidate_the_forest_prefers(tmp_path, monkeypatch, fresh_arbiters):
     # A one-split forest that scores knn-rotation (its one-hot column) above every other candidate.
-    onehot = n_feature_columns(len(CANDIDATES)) - len(CANDIDATES) + list(CANDIDATES).index("knn-rotation")
+    onehot = n_feature_columns(len(UNKNOWN_K)) - len(UNKNOWN_K) + UNKNOWN_K.index("knn-rotation")
     path = _forest_file(tmp_path, [_stump(onehot, 0.5, 0.0, 1.0)])
     monkeypatch.setitem(ARBITERS, "generic", str(path))  # the shipped name, read from this file instead
     X = _blobs(150)
@@ -171,9 +174,12 @@ def test_abc_clustering_keeps_the_candidate_the_forest_prefers(tmp_path, monkeyp
 def test_arbiter_resolution():
     X = _blobs()
     default = ABCClustering(random_state=0).fit(X)
-    assert default.arbiter_ == "generic" and default.candidate_ in CANDIDATES
-    # Given k, an explicit k rule, or arbiter=None: the kernel's own partition, as before the arbiter.
-    assert ABCClustering(n_clusters=3, random_state=0).fit(X).candidate_ is None
+    assert default.arbiter_ == "generic" and default.candidate_ in UNKNOWN_K
+    # Given k: the arbiter's file for a given k; an explicit k rule or arbiter=None: the kernel's own partition.
+    given = ABCClustering(n_clusters=3, random_state=0).fit(X)
+    assert given.arbiter_ == "generic" and given.candidate_ in GIVEN_K and given.n_clusters_ == 3
+    assert given.eigenvalues_ is None  # as with k given and no arbiter
+    assert ABCClustering(n_clusters=3, arbiter=None, random_state=0).fit(X).candidate_ is None
     plain = ABCClustering(arbiter=None, random_state=0).fit(X)
     rule = ABCClustering(n_clusters_selection="consensus", random_state=0).fit(X)
     assert plain.arbiter_ is None and rule.arbiter_ is None and plain.candidate_ is None
@@ -182,6 +188,60 @@ def test_arbiter_resolution():
     assert ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X).arbiter_ is None
     with pytest.raises(ValueError, match=r"arbiter='generic'.*not rows"):
         ABCClustering(affinity="precomputed", arbiter="generic").fit(_toy_probabilities(X))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_given_k_candidates_are_the_partitions_at_that_k(seed):
+    from dataclasses import replace
+
+    X, _ = make_blobs(n_samples=150, centers=4, cluster_std=1.5, random_state=seed)
+    P = _toy_probabilities(X)
+    step = replace(STEP, n_clusters=3)
+    candidates = candidate_partitions(step, P, X, 0, 0)
+    assert [c.name for c in candidates] == list(GIVEN_K)
+    for c in candidates:
+        source = CANDIDATES[c.name][0]
+        alone = replace(step, affinity_power=1.0) if source == "knn" else step
+        labels, _, k, eigenvalues = alone.cluster(knn_graph(X) if source == "knn" else P, 0, 0)
+        np.testing.assert_array_equal(c.labels, labels)
+        assert c.n_clusters == k == 3 and c.eigenvalues is None and eigenvalues is None
+        assert c.spectrum.shape == (21,) and c.spectrum[0] < 1e-6  # the features read the spectrum anyway
+    with pytest.raises(ValueError, match="need a given n_clusters"):
+        candidate_partitions(STEP, P, X, 0, 0, GIVEN_K)
+
+
+def test_given_k_forest_can_prefer_the_knn_graph(tmp_path, monkeypatch, fresh_arbiters):
+    onehot = n_feature_columns(len(GIVEN_K)) - len(GIVEN_K) + GIVEN_K.index("knn-given")
+    path = _forest_file(tmp_path, [_stump(onehot, 0.5, 0.0, 1.0)], candidates=GIVEN_K)
+    monkeypatch.setitem(GIVEN_K_ARBITERS, "generic", str(path))
+    X = _blobs(150)
+    model = ABCClustering(n_clusters=2, random_state=0).fit(X)
+    assert model.candidate_ == "knn-given" and model.n_clusters_ == 2
+    np.testing.assert_array_equal(model.affinity_matrix_.toarray(), knn_graph(X).toarray())
+    # Each mode reads its own file: k unknown is untouched by this one.
+    assert ABCClustering(random_state=0).fit(X).candidate_ in UNKNOWN_K
+
+
+def test_arbiter_modes_are_not_mixed(tmp_path, fresh_arbiters):
+    from dataclasses import replace
+
+    path = _forest_file(tmp_path, [_stump(0, 0.0, 1.0, 2.0)], candidates=("kernel-consensus", "knn-given"))
+    with pytest.raises(ValueError, match="all take a given k"):
+        Arbiter.from_file(path)
+    X = _blobs()
+    with pytest.raises(ValueError, match="for an unknown k"):
+        load_arbiter("generic").cluster(replace(STEP, n_clusters=3), _toy_probabilities(X), X, 0, 0)
+    with pytest.raises(ValueError, match="for a given k"):
+        load_arbiter("generic", given_k=True).cluster(STEP, _toy_probabilities(X), X, 0, 0)
+    with pytest.raises(ValueError, match="unknown arbiter 'nope' for a given k"):
+        load_arbiter("nope", given_k=True)
+
+
+def test_more_clusters_than_points_with_the_given_k_arbiter_warns_and_gives_singletons():
+    X = _blobs(12)
+    with pytest.warns(UserWarning, match="every point becomes its own cluster"):
+        model = ABCClustering(n_clusters=20, random_state=0).fit(X)
+    assert model.n_clusters_ == 12 and model.candidate_ is None
 
 
 def test_arbiter_survives_save_and_load(tmp_path):
@@ -197,7 +257,7 @@ def test_grouped_fit_reports_one_candidate_per_group():
     X = np.vstack([_blobs(90, 0), _blobs(90, 1)])
     groups = np.repeat([0, 1], 90)
     model = ABCClustering(random_state=0).fit(X, groups=groups)
-    assert len(model.candidate_) == 2 and all(c in CANDIDATES for c in model.candidate_)
+    assert len(model.candidate_) == 2 and all(c in UNKNOWN_K for c in model.candidate_)
 
 
 

@@ -455,9 +455,9 @@ def test_auto_selection_is_consensus_for_the_generic_kernel(monkeypatch):
     assert len(calls) == 1
     ABCClustering(random_state=0, n_clusters_selection="eigengap").fit(X)
     assert len(calls) == 1
-    # The generic kernel's arbiter: the consensus of the kernel's affinity only (its kNN graph uses the rotation).
+    # The generic kernel's arbiter: the consensus of the kernel's affinity and of the kNN graph.
     ABCClustering(random_state=0).fit(X)
-    assert len(calls) == 2
+    assert len(calls) == 3
 
 
 def test_likelihood_selection_needs_probabilities():

@@ -181,9 +181,12 @@ def test_auto_schedule_with_early_stopping_ends_no_worse_than_it_started(blobs, 
     # Every candidate setting was scored on the held-out sets, and the winner once more with the generic
     # kernel's arbiter (the start's); the kernel recommends the best.
     scores = kernel.validation_settings_scores_
-    # ... and, unless the start itself was kept, the start as it clusters alone (its weights and settings).
+    # ... at the sets' true k too where it survived, and, unless the start itself was kept, the start as it
+    # clusters alone (its weights and settings).
     starts = [label for label in scores if label.startswith("start weights, ")]
-    assert len(scores) == len(validation.SETTING_CANDIDATES) + 1 + len(starts) and len(starts) <= 1
+    given = [label for label in scores if label.endswith(", k given")]
+    assert len(scores) == len(validation.SETTING_CANDIDATES) + 1 + len(given) + len(starts)
+    assert len(starts) <= 1 and len(given) in (0, 2)
     assert sum(label.endswith("arbiter generic") and label not in starts for label in scores) == 1
     chosen = {k: v for k, v in kernel.recommended_clustering().items() if v is not None}
     assert scores[validation.settings_label(chosen)] == max(scores.values()) or (
@@ -240,15 +243,18 @@ def test_choose_settings_keeps_the_start_when_the_gain_is_within_noise(monkeypat
     assert chosen == start
 
 
-@pytest.mark.parametrize(("arbiter_wins", "kept"), [(True, "generic"), (False, None)])
-def test_choose_settings_keeps_the_arbiter_unless_it_clearly_loses(monkeypatch, arbiter_wins, kept):
+@pytest.mark.parametrize(("arbiter_wins", "wins_at_given_k", "kept"),
+                         [(True, True, "generic"), (False, True, None), (True, False, None)])
+def test_choose_settings_keeps_the_arbiter_unless_it_clearly_loses(monkeypatch, arbiter_wins, wins_at_given_k, kept):
     rng = np.random.default_rng(0)
     sets = [(rng.normal(size=(20, 2)).astype(np.float32), rng.integers(0, 3, 20)) for _ in range(12)]
     monkeypatch.setattr(validation, "set_affinity", lambda module, X: X)
     truth = {id(X): labels for X, labels in sets}
 
-    def cluster(affinity, settings, **kwargs):
-        good = bool(settings.get("arbiter")) == arbiter_wins
+    def cluster(affinity, settings, n_clusters=None, **kwargs):
+        assert n_clusters in (None, len(np.unique(truth[id(affinity)])))  # the set's true k when given
+        wins = arbiter_wins if n_clusters is None else wins_at_given_k
+        good = bool(settings.get("arbiter")) == wins
         return truth[id(affinity)] if good else np.zeros(20, dtype=int)
 
     monkeypatch.setattr(validation, "cluster_affinity", cluster)
@@ -256,6 +262,10 @@ def test_choose_settings_keeps_the_arbiter_unless_it_clearly_loses(monkeypatch, 
     chosen, scores = validation.choose_settings(None, sets, start)
     assert chosen == {**start, "arbiter": kept}
     assert scores["A**4 consensus njw arbiter generic"] == (1.0 if arbiter_wins else 0.0)
+    # At the sets' true k the arbiter is compared only where it survived with k estimated.
+    assert ("A**4 consensus njw arbiter generic, k given" in scores) is arbiter_wins
+    if arbiter_wins:
+        assert scores["A**4 consensus njw arbiter generic, k given"] == (1.0 if wins_at_given_k else 0.0)
 
 
 @pytest.mark.parametrize(("start_score", "kept_start"), [(0.9, True), (0.1, False)])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score
 
 import skabc.spectral as spectral
@@ -336,3 +337,14 @@ def test_dense_arpack_path_matches_lapack_and_falls_back(monkeypatch):
     monkeypatch.setattr(eigen, "eigsh", no_convergence)
     fallback = eigen.laplacian_eigenvalues(affinity, 6, random_state=0)
     np.testing.assert_allclose(fallback, np.sort(1.0 - expected), atol=1e-12)
+
+
+@pytest.mark.parametrize("assign_labels", ["discretize", "kmeans", "cluster_qr", "njw"])
+def test_more_components_than_clusters_in_a_sparse_affinity(assign_labels):
+    """Three disconnected blocks cut into two: the component-wise eigenvectors cover two of them, the third's
+    rows stay at the origin (which 'discretize' alone cannot normalise); every block still stays whole."""
+    blocks = sp.block_diag([np.ones((8, 8)) - np.eye(8)] * 3, format="csr")
+    labels = spectral_labels(blocks, 2, random_state=0, assign_labels=assign_labels)
+    assert len(np.unique(labels)) <= 2
+    for block in range(3):
+        assert len(np.unique(labels[block * 8 : (block + 1) * 8])) == 1

@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score
 from sklearn.neighbors import kneighbors_graph
 
+from .eigen import laplacian_eigenvalues
 from .select import N_CLUSTERS_SELECTORS, _largest_eigengap, consensus_n_clusters
 from .step import SpectralStep
 
@@ -34,10 +35,14 @@ from .step import SpectralStep
 KNN_NEIGHBORS = 10
 #: Candidate name -> (affinity source, k rule).  ``'kernel'``: the kernel's affinity at the model's
 #: ``affinity_power``; ``'knn'``: the symmetric kNN connectivity graph of the set's rows as given.
+#: Rule ``'given'``: the step's ``n_clusters`` (candidates of an arbiter for a given ``k``).
 CANDIDATES = {
     "kernel-consensus": ("kernel", "consensus"),
     "kernel-eigengap": ("kernel", "eigengap"),
     "knn-rotation": ("knn", "rotation"),
+    "knn-consensus": ("knn", "consensus"),
+    "kernel-given": ("kernel", "given"),
+    "knn-given": ("knn", "given"),
 }
 #: Laplacian eigenvalues per affinity that the features read.
 SPECTRUM_SIZE = 21
@@ -45,7 +50,9 @@ SPECTRUM_SIZE = 21
 ZERO_EIGENVALUE = 1e-8
 #: Folder of the shipped arbiters; name -> file in :data:`ARBITERS`.
 _PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
+#: Arbiter name -> its file for ``k`` unknown, and (:data:`GIVEN_K_ARBITERS`) for a given ``k``.
 ARBITERS = {"generic": "arbiter_generic.json"}
+GIVEN_K_ARBITERS = {"generic": "arbiter_generic_given_k.json"}
 #: Most tree nodes a file may hold (a forged file cannot make evaluation allocate without bound).
 _MAX_NODES = 1_000_000
 FORMAT = "skabc-arbiter"
@@ -73,46 +80,84 @@ def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS) -> sp.csr_matrix:
     return (0.5 * (connectivity + connectivity.T)).tocsr()
 
 
+def default_candidates(given_k: bool) -> tuple[str, ...]:
+    """Every candidate of :data:`CANDIDATES` for a given ``k`` (rule ``'given'``), or every other one."""
+    return tuple(name for name, (_, rule) in CANDIDATES.items() if (rule == "given") == given_k)
+
+
 def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed: int,
-                         names=tuple(CANDIDATES)) -> list[Candidate]:
-    """Cluster one set every way in ``names`` (all seeded as ``step`` is, ``k`` unknown).
+                         names: tuple[str, ...] | None = None) -> list[Candidate]:
+    """Cluster one set every way in ``names``, all seeded as ``step`` is.
+
+    ``k`` is unknown (the step's ``n_clusters`` is ignored) unless every candidate's rule is ``'given'``:
+    then every partition has the step's ``n_clusters``.  ``names`` defaults to
+    :func:`default_candidates` for the step.
 
     The eigensolves are shared: the consensus estimate's spectrum of an affinity (at its power) also gives
-    the plain eigengap ``k``; the first rule run on an affinity gives the spectrum the features read; and a
-    ``k`` found by two rules is embedded once.
+    the plain eigengap ``k`` and, where an affinity has a consensus candidate, the spectrum the features
+    read (else the first rule's); a ``k`` found by two rules is embedded once.
     """
-    sources, partitions, out = {}, {}, []
+    names = default_candidates(step.n_clusters is not None) if names is None else names
+    if any(CANDIDATES[name][1] != "given" for name in names):
+        step = replace(step, n_clusters=None)
+    sources, out = {}, []
     for name in names:
         source, rule = CANDIDATES[name]
         if source not in sources:
-            if source == "kernel":
-                source_step, affinity = replace(step, n_clusters=None), probabilities
-            else:
-                source_step, affinity = replace(step, n_clusters=None, affinity_power=1.0), knn_graph(X)
-            power = source_step.affinity_power
-            if power != 1.0:
-                affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
-            sources[source] = (source_step, affinity, {}, [])
-        source_step, affinity, found, spectrum = sources[source]
-        if rule not in found:
-            if rule == "consensus":
-                k, values = consensus_n_clusters(affinity, source_step.max_clusters, random_state=eigen_seed,
-                                                 eigen_solver=source_step.eigen_solver, eigen_tol=source_step.eigen_tol)
-                found["consensus"] = (k, values)
-                found.setdefault("eigengap", (_largest_eigengap(values) if len(values) > 1 else 1, values))
-            else:
-                selection = N_CLUSTERS_SELECTORS[rule](replace(source_step, selection=rule), affinity, affinity,
-                                                       eigen_seed, seed)
-                found[rule] = (selection.n_clusters, selection.eigenvalues)
-            if not spectrum:
-                spectrum.append(found[rule][1] if found[rule][1] is not None else np.zeros(0))
-        k, eigenvalues = found[rule]
-        if k not in partitions.setdefault(source, {}):
-            partitions[source][k] = source_step.labels_for(affinity, k, seed)
-        labels = partitions[source][k]
-        out.append(Candidate(name, labels, affinity, len(np.unique(labels)), eigenvalues,
-                             spectrum[0][:SPECTRUM_SIZE]))
+            sources[source] = _Source(step, source, probabilities, X)
+            if (source, "consensus") in (CANDIDATES[other] for other in names):
+                sources[source].k_by(rule="consensus", eigen_seed=eigen_seed, seed=seed)
+        found = sources[source]
+        k, eigenvalues = found.k_by(rule, eigen_seed, seed)
+        labels = found.labels_at(k, seed)
+        out.append(Candidate(name, labels, found.affinity, len(np.unique(labels)), eigenvalues,
+                             found.spectrum[:SPECTRUM_SIZE]))
     return out
+
+
+class _Source:
+    """One affinity of a set and what its rules found: each rule's ``k`` and eigenvalues, the partitions."""
+
+    def __init__(self, step: SpectralStep, source: str, probabilities, X) -> None:
+        if source == "kernel":
+            self.step, affinity = step, probabilities
+        else:
+            self.step, affinity = replace(step, affinity_power=1.0), knn_graph(X)
+        power = self.step.affinity_power
+        if power != 1.0:
+            affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
+        self.affinity, self.found, self.partitions, self.spectrum = affinity, {}, {}, None
+
+    def k_by(self, rule: str, eigen_seed, seed: int) -> tuple[int, np.ndarray | None]:
+        """``k`` and the eigenvalues compared by ``rule`` (``'given'``: the step's ``n_clusters``, ``None``)."""
+        if rule not in self.found:
+            step, spectrum = self.step, None
+            if rule == "given":
+                if step.n_clusters is None:
+                    raise ValueError("candidates of rule 'given' need a given n_clusters")
+                spectrum = laplacian_eigenvalues(self.affinity, min(SPECTRUM_SIZE, self.affinity.shape[0]),
+                                                 random_state=eigen_seed, eigen_solver=step.eigen_solver,
+                                                 eigen_tol=step.eigen_tol)
+                # eigenvalues_ stays None with k given, as without an arbiter; the features read the spectrum.
+                self.found["given"] = (int(step.n_clusters), None)
+            elif rule == "consensus":
+                k, values = consensus_n_clusters(self.affinity, step.max_clusters, random_state=eigen_seed,
+                                                 eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol)
+                self.found["consensus"] = (k, values)
+                self.found.setdefault("eigengap", (_largest_eigengap(values) if len(values) > 1 else 1, values))
+            else:
+                selection = N_CLUSTERS_SELECTORS[rule](replace(step, n_clusters=None, selection=rule),
+                                                       self.affinity, self.affinity, eigen_seed, seed)
+                self.found[rule] = (selection.n_clusters, selection.eigenvalues)
+            if self.spectrum is None:
+                values = spectrum if spectrum is not None else self.found[rule][1]
+                self.spectrum = np.zeros(0) if values is None else values
+        return self.found[rule]
+
+    def labels_at(self, k: int, seed: int) -> np.ndarray:
+        if k not in self.partitions:
+            self.partitions[k] = self.step.labels_for(self.affinity, k, seed)
+        return self.partitions[k]
 
 
 def candidate_features(candidates: list[Candidate], n_features_in: int) -> np.ndarray:
@@ -254,6 +299,8 @@ class Arbiter:
                 or not all(isinstance(c, str) and c in CANDIDATES for c in candidates)
                 or len(set(candidates)) != len(candidates)):
             raise ValueError(f"{path}: candidates must be two or more distinct names of {sorted(CANDIDATES)}")
+        if len({CANDIDATES[c][1] == "given" for c in candidates}) != 1:
+            raise ValueError(f"{path}: candidates must all take a given k (rule 'given') or none of them")
         n_columns = n_feature_columns(len(candidates))
         trees, baseline = data.get("trees"), data.get("baseline")
         if data.get("n_columns") != n_columns:
@@ -268,13 +315,29 @@ class Arbiter:
         provenance = data.get("provenance", {})
         return cls(name or path.stem, tuple(candidates), forest, provenance if isinstance(provenance, dict) else {})
 
+    @property
+    def given_k(self) -> bool:
+        """Whether this arbiter chooses among partitions at a given ``k`` (else ``k`` unknown)."""
+        return CANDIDATES[self.candidates[0]][1] == "given"
+
     def choose(self, candidates: list[Candidate], n_features_in: int) -> tuple[int, np.ndarray]:
         """Index of the candidate with the highest predicted ARI (the first on ties), and every prediction."""
         scores = self.forest.predict(candidate_features(candidates, n_features_in))
         return int(np.argmax(scores)), scores
 
     def cluster(self, step: SpectralStep, probabilities, X, eigen_seed, seed: int):
-        """The chosen partition of one set, as :meth:`SpectralStep.cluster` returns one, plus its name."""
+        """The chosen partition of one set, as :meth:`SpectralStep.cluster` returns one, plus its name.
+
+        Raises
+        ------
+        ValueError
+            If ``step`` gives ``n_clusters`` and this arbiter is for ``k`` unknown, or the other way round.
+        """
+        if self.given_k != (step.n_clusters is not None):
+            raise ValueError(f"arbiter {self.name!r} is for {'a given' if self.given_k else 'an unknown'} k; "
+                             f"this step has n_clusters={step.n_clusters!r}")
+        if self.given_k and step.n_clusters > np.shape(X)[0]:
+            return (*step.cluster(probabilities, eigen_seed, seed), None)  # singletons, with the step's warning
         candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates)
         best, _ = self.choose(candidates, np.shape(X)[1])
         c = candidates[best]
@@ -302,8 +365,14 @@ def write_arbiter(path, model, candidates, provenance: dict) -> None:
 
 
 @cache
-def load_arbiter(name: str) -> Arbiter:
-    """A shipped arbiter by name (:data:`ARBITERS`)."""
-    if name not in ARBITERS:
-        raise ValueError(f"unknown arbiter {name!r}; shipped arbiters: {sorted(ARBITERS)}")
-    return Arbiter.from_file(_PRETRAINED / ARBITERS[name], name)
+def load_arbiter(name: str, given_k: bool = False) -> Arbiter:
+    """A shipped arbiter by name: its file for ``k`` unknown (:data:`ARBITERS`) or given (:data:`GIVEN_K_ARBITERS`)."""
+    registry = GIVEN_K_ARBITERS if given_k else ARBITERS
+    if name not in registry:
+        raise ValueError(f"unknown arbiter {name!r}{' for a given k' if given_k else ''}; "
+                         f"shipped arbiters: {sorted(registry)}")
+    arbiter = Arbiter.from_file(_PRETRAINED / registry[name], name)
+    if arbiter.given_k != given_k:
+        mode = "a given" if given_k else "an unknown"
+        raise ValueError(f"the shipped arbiter file {registry[name]} is not for {mode} k")
+    return arbiter

@@ -147,7 +147,17 @@ def sklearn_spectral_labels(
 
 
 def _assign(vectors: np.ndarray, n_clusters: int, assign_labels: str, random_state, n_init: int, verbose) -> np.ndarray:
-    """scikit-learn's label assignment in the spectral embedding ``vectors``, as int64."""
+    """scikit-learn's label assignment in the spectral embedding ``vectors``, as int64.
+
+    A graph with more components than ``n_clusters`` leaves the points of the components no
+    eigenvector covers at the origin, which ``'discretize'`` cannot normalise (scikit-learn's SVD
+    then fails): they are linked to no cluster, so they join the first eigenvector's.
+    """
+    if assign_labels == "discretize":
+        empty = ~np.any(vectors, axis=1)
+        if empty.any():
+            vectors = vectors.copy()
+            vectors[empty, 0] = 1.0
     return np.asarray(_assign_raw(vectors, n_clusters, assign_labels, random_state, n_init, verbose), dtype=np.int64)
 
 

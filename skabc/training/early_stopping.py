@@ -83,7 +83,7 @@ class ValidationSetsScoring(Callback):
 
     def on_train_begin(self, net, **kwargs):
         # Epochs are scored by the kernel's own partitions (the weights only change the kernel; an arbiter would
-        # cost two more spectral steps a set every epoch); choose_settings tries the arbiter once, at the end.
+        # cost three more spectral steps a set every epoch); choose_settings tries the arbiter once, at the end.
         self.epoch_settings_ = {name: value for name, value in self.settings.items() if name != "arbiter"}
         self.start_score_ = score_sets(net.module_, self.sets, self.epoch_settings_)
         self.best_score_ = self.start_score_

@@ -105,21 +105,24 @@ def set_affinity(module: torch.nn.Module, X: np.ndarray) -> np.ndarray:
 
 
 def cluster_affinity(affinity: np.ndarray, settings: dict, rows=None, max_clusters: int = 50,
-                     random_state: int = 0) -> np.ndarray:
-    """Labels of one set from its affinity, ``k`` estimated, with ABCClustering's resolved ``settings``.
+                     random_state: int = 0, n_clusters: int | None = None) -> np.ndarray:
+    """Labels of one set from its affinity with ABCClustering's resolved ``settings``, ``k`` estimated unless given.
 
     With an ``'arbiter'`` in ``settings`` and the set's ``rows`` as given, the arbiter's choice among its
-    candidate partitions (as ``ABCClustering`` clusters then).
+    candidate partitions (as ``ABCClustering`` clusters then; its file for a given ``k`` with ``n_clusters``).
     """
     power = float(settings.get("affinity_power", 1.0))
     if settings.get("arbiter") and rows is not None:
-        step = SpectralStep(n_clusters=None, max_clusters=max_clusters, affinity_power=power,
+        step = SpectralStep(n_clusters=n_clusters, max_clusters=max_clusters, affinity_power=power,
                             selection=settings.get("n_clusters_selection", "eigengap"),
                             assign_labels=settings.get("assign_labels", "kmeans"))
-        return load_arbiter(settings["arbiter"]).cluster(step, affinity, rows, random_state, random_state)[0]
+        arbiter = load_arbiter(settings["arbiter"], given_k=n_clusters is not None)
+        return arbiter.cluster(step, affinity, rows, random_state, random_state)[0]
     powered = affinity if power == 1.0 else affinity**power
-    estimate = consensus_n_clusters if settings.get("n_clusters_selection") == "consensus" else estimate_n_clusters
-    k, _ = estimate(powered, max_clusters, random_state=random_state)
+    k = n_clusters
+    if k is None:
+        estimate = consensus_n_clusters if settings.get("n_clusters_selection") == "consensus" else estimate_n_clusters
+        k, _ = estimate(powered, max_clusters, random_state=random_state)
     return spectral_labels(powered, k, random_state=random_state,
                            assign_labels=settings.get("assign_labels", "kmeans"))
 
@@ -144,7 +147,9 @@ def choose_settings(module: torch.nn.Module, sets: list, settings: dict) -> tupl
     these sets by more than one standard error of the paired differences:
     with a few dozen sets, smaller gains are noise.  An arbiter in
     ``settings`` is then tried on the winner once: it stays unless the
-    winner alone beats it by more than one standard error.
+    winner alone beats it by more than one standard error, with ``k``
+    estimated and, as its file for a given ``k`` decides too, with each
+    set's true ``k`` (labels ``'..., k given'``).
 
     Returns
     -------
@@ -156,9 +161,10 @@ def choose_settings(module: torch.nn.Module, sets: list, settings: dict) -> tupl
     """
     affinities = [set_affinity(module, X) for X, *_ in sets]
 
-    def ari(candidate: dict) -> np.ndarray:
-        return np.array([adjusted_rand_score(labels, cluster_affinity(affinity, candidate, rows=_rows(item)))
-                         for affinity, (_, labels, *item) in zip(affinities, sets, strict=True)])
+    def ari(candidate: dict, k_given: bool = False) -> np.ndarray:
+        return np.array([adjusted_rand_score(labels, cluster_affinity(
+            affinity, candidate, rows=_rows(item), n_clusters=len(np.unique(labels)) if k_given else None))
+            for affinity, (_, labels, *item) in zip(affinities, sets, strict=True)])
 
     arbiter = settings.get("arbiter")
     own = {name: value for name, value in settings.items() if name != "arbiter"}
@@ -181,6 +187,14 @@ def choose_settings(module: torch.nn.Module, sets: list, settings: dict) -> tupl
         scores[settings_label(with_arbiter)] = float(arbitrated.mean())
         loss = best - arbitrated
         chosen = {**chosen, "arbiter": None} if loss.mean() > _standard_error(loss) else with_arbiter
+    if chosen.get("arbiter"):
+        # The same name also chooses partitions at a given k: that must not lose either (each set's true k).
+        alone, arbitrated = ari({**chosen, "arbiter": None}, k_given=True), ari(chosen, k_given=True)
+        scores[settings_label({**chosen, "arbiter": None}) + ", k given"] = float(alone.mean())
+        scores[settings_label(chosen) + ", k given"] = float(arbitrated.mean())
+        loss = alone - arbitrated
+        if loss.mean() > _standard_error(loss):
+            chosen = {**chosen, "arbiter": None}
     return chosen, scores
 
 
