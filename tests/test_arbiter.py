@@ -296,3 +296,13 @@ def test_arbiter_on_a_subsample_and_in_worker_processes():
     parallel = model.predict_many(sets, n_jobs=2)  # joblib workers read the arbiter by its name
     for a, b in zip(serial, parallel, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("n_clusters", [None, 1, 2])
+def test_sets_too_small_for_a_knn_graph_get_the_kernels_own_partition(n_clusters):
+    X = _blobs(120)
+    model = ABCClustering(n_clusters=n_clusters, random_state=0).fit(X)
+    assert model.arbiter_ == "generic"
+    for rows in ([0], [0, 1]):
+        labels = model.predict(X[rows])
+        assert labels.shape == (len(rows),)

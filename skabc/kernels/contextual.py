@@ -208,10 +208,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         Held-out mean ARI of the kept and of the starting weights (with the
         starting clustering settings).
     validation_settings_scores_ : dict
-        Held-out mean ARI of the kept weights per clustering setting; the best,
-        if ahead by over one standard error, is :meth:`recommended_clustering`.
-        ``'start weights, ...'``: the starting weights with their own settings,
-        restored (weights and settings) where they score higher.
+        Held-out mean ARI of the kept weights per setting (the best, if ahead by over one SE, is
+        :meth:`recommended_clustering`), and of the start's (``'start weights, ...'``).
 
     Examples
     --------

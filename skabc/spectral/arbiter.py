@@ -4,13 +4,16 @@ With ``k`` unknown, the learned kernel and a plain k-nearest-neighbour graph
 fail on different sets: the kernel merges or cuts far-apart curves whose local
 links a kNN graph keeps, the kNN graph chains blobs that touch.  Neither k rule
 wins everywhere either.  An arbiter clusters the set every way it knows
-(:data:`CANDIDATES`: the kernel's affinity with two k rules, the set's kNN
-graph with the eigenvector-rotation rule), describes each partition by what needs no labels (its k, the
+(:data:`CANDIDATES`: the kernel's affinity and the set's kNN graph, each with
+two k rules), describes each partition by what needs no labels (its k, the
 Laplacian spectrum of its affinity around k, how much it agrees with the other
 partitions, its cluster sizes, the set's size and width) and keeps the one its
-regression forest predicts to score the highest ARI.  The forest is trained by
-a research recipe (``benchmarks/train_arbiter.py``) on labelled synthetic sets
-and shipped as a JSON file of plain arrays, validated before use.
+regression forest predicts to score the highest ARI.  With ``k`` given, a second
+forest of the same name (:data:`GIVEN_K_ARBITERS`) chooses between the two
+affinities cut into ``k`` pieces: the kernel's can link what a kNN graph splits,
+and the other way round.  The forests are trained by a research recipe
+(``benchmarks/train_arbiter.py``) on labelled synthetic sets and shipped as JSON
+files of plain arrays, validated before use.
 
 Adding a candidate is one entry in :data:`CANDIDATES` (and a retrained arbiter).
 """
@@ -44,6 +47,8 @@ CANDIDATES = {
     "kernel-given": ("kernel", "given"),
     "knn-given": ("knn", "given"),
 }
+#: Smallest set an arbiter chooses for; smaller ones get the kernel's own partition.
+MIN_SET_SIZE = 3
 #: Laplacian eigenvalues per affinity that the features read.
 SPECTRUM_SIZE = 21
 #: Eigenvalues below this count as (numerically) zero: one per connected component.
@@ -336,8 +341,10 @@ class Arbiter:
         if self.given_k != (step.n_clusters is not None):
             raise ValueError(f"arbiter {self.name!r} is for {'a given' if self.given_k else 'an unknown'} k; "
                              f"this step has n_clusters={step.n_clusters!r}")
-        if self.given_k and step.n_clusters > np.shape(X)[0]:
-            return (*step.cluster(probabilities, eigen_seed, seed), None)  # singletons, with the step's warning
+        n = np.shape(X)[0]
+        if n < MIN_SET_SIZE or (self.given_k and step.n_clusters > n):
+            # Nothing to choose between (no kNN graph of one point), or singletons with the step's warning.
+            return (*step.cluster(probabilities, eigen_seed, seed), None)
         candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates)
         best, _ = self.choose(candidates, np.shape(X)[1])
         c = candidates[best]
