@@ -123,7 +123,7 @@ class ValidationSetsScoring(Callback):
             self.kept_start_, self.best_settings_ = True, dict(self.settings)
             self.best_score_, self.best_epoch_ = self.start_score_, 0
         else:
-            net.module_.load_state_dict(state if state is not None else start)
+            net.module_.load_state_dict(state)  # set with the start at train begin
 
 
 def _with_state(module, state: dict):
