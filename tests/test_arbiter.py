@@ -306,3 +306,15 @@ def test_sets_too_small_for_a_knn_graph_get_the_kernels_own_partition(n_clusters
     for rows in ([0], [0, 1]):
         labels = model.predict(X[rows])
         assert labels.shape == (len(rows),)
+
+
+def test_shipped_given_k_arbiter_loads_and_scores_both_partitions():
+    shipped = load_arbiter("generic", given_k=True)
+    assert shipped.given_k and not load_arbiter("generic").given_k
+    assert shipped.candidates == GIVEN_K and "true k" in shipped.provenance["spectral_step"]
+    X = _blobs()
+    from dataclasses import replace
+
+    candidates = candidate_partitions(replace(STEP, n_clusters=3), _toy_probabilities(X), X, 0, 0)
+    best, scores = shipped.choose(candidates, X.shape[1])
+    assert scores.shape == (2,) and np.isfinite(scores).all() and best == int(np.argmax(scores))
