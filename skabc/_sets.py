@@ -130,3 +130,32 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
 def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_samples: int | None) -> list:
     """``_cluster_one`` over a chunk of sets, in order (one joblib task)."""
     return [_cluster_one(kernel, clustering, X, *seed, max_samples) for X, seed in zip(sets, seeds, strict=True)]
+
+
+def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:
+    """Every candidate partition a fitted ``model``'s arbiter weighs for the set ``X``, as ``fit(X)`` would.
+
+    ``X`` is one whole set, seeded as a fit on it alone seeds it (no ``max_samples`` subsample).
+
+    Returns
+    -------
+    candidates : list of :class:`~skabc.spectral.arbiter.Candidate`
+    scores : ndarray
+        The forest's predicted ARI of each.
+    kept : int
+        Index of the partition the arbiter keeps.
+
+    Raises
+    ------
+    ValueError
+        If ``model`` was fitted without an arbiter, or ``X`` is too small for one.
+    """
+    if getattr(model, "arbiter_", None) is None:
+        raise ValueError("this model was fitted without an arbiter (arbiter_ is None): there are no candidates")
+    step = model.spectral_step_
+    rows = check_array(X, accept_sparse="csr")
+    arbiter = load_arbiter(model.arbiter_, given_k=step.n_clusters is not None)
+    eig_seed, seed = draw_seeds(model, check_random_state(model.random_state), 1)[0]
+    candidates = arbiter.candidates_of(step, as_kernel(model.kernel_).affinity(X), rows, eig_seed, seed)
+    kept, scores = arbiter.choose(candidates, rows.shape[1])
+    return candidates, scores, kept

@@ -76,3 +76,31 @@ def plot_clusters(X, labels, ax=None, title=None, s=10):
     if title:
         ax.set_title(title)
     return ax
+
+
+def plot_candidates(model, X, axes=None, s=10):
+    """The partitions a fitted ``ABCClustering``'s arbiter weighs for the set ``X``, the kept one in bold.
+
+    One panel per candidate (:mod:`skabc.spectral.arbiter`), titled with its name, its number of
+    clusters and the forest's predicted ARI. ``X`` is clustered as one whole set, seeded as
+    ``model.fit(X)`` seeds it (without ``max_samples``' subsample); data with more than two features
+    is projected by PCA, as in :func:`plot_clusters`.
+
+    Returns the axes.
+
+    Raises
+    ------
+    ValueError
+        If ``model`` was fitted without an arbiter (``arbiter_`` is None).
+    """
+    from ._sets import arbiter_candidates
+
+    candidates, scores, kept = arbiter_candidates(model, X)
+    points = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=float)
+    axes = np.ravel(_axes(axes, ncols=len(candidates)))
+    for i, (ax, candidate) in enumerate(zip(axes, candidates, strict=True)):
+        title = f"{candidate.name}: k = {candidate.n_clusters}\npredicted ARI {scores[i]:.2f}"
+        plot_clusters(points, candidate.labels, ax=ax, title=title + (" (kept)" if i == kept else ""), s=s)
+        if i == kept:
+            ax.title.set_fontweight("bold")
+    return axes

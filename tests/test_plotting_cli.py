@@ -135,3 +135,22 @@ def test_cli_bad_files_give_a_message_not_a_traceback(tmp_path, capsys, argv, me
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("n_clusters", [None, 3])
+def test_plot_candidates_shows_every_partition_and_marks_the_kept_one(n_clusters):
+    from sklearn.datasets import make_blobs
+
+    from skabc import ABCClustering
+    from skabc.plotting import plot_candidates
+
+    X, _ = make_blobs(n_samples=120, centers=3, cluster_std=0.5, random_state=0)
+    model = ABCClustering(n_clusters=n_clusters, random_state=0).fit(X)
+    axes = plot_candidates(model, X)
+    kept = [ax for ax in axes if ax.get_title().endswith("(kept)")]
+    assert len(axes) == (4 if n_clusters is None else 2) and len(kept) == 1
+    assert kept[0].get_title().startswith(model.candidate_)  # the partition fit kept
+    assert kept[0].title.get_fontweight() == "bold"
+    with pytest.raises(ValueError, match="without an arbiter"):
+        plot_candidates(ABCClustering(arbiter=None, random_state=0).fit(X), X)
+    plt.close("all")

@@ -325,6 +325,25 @@ class Arbiter:
         """Whether this arbiter chooses among partitions at a given ``k`` (else ``k`` unknown)."""
         return CANDIDATES[self.candidates[0]][1] == "given"
 
+    def _check_mode(self, step: SpectralStep) -> None:
+        if self.given_k != (step.n_clusters is not None):
+            raise ValueError(f"arbiter {self.name!r} is for {'a given' if self.given_k else 'an unknown'} k; "
+                             f"this step has n_clusters={step.n_clusters!r}")
+
+    def candidates_of(self, step: SpectralStep, probabilities, X, eigen_seed, seed: int) -> list[Candidate]:
+        """This arbiter's candidate partitions of one set (:func:`candidate_partitions`).
+
+        Raises
+        ------
+        ValueError
+            If ``step`` gives ``n_clusters`` and this arbiter is for ``k`` unknown, or the other way round,
+            or the set has fewer than :data:`MIN_SET_SIZE` points.
+        """
+        self._check_mode(step)
+        if np.shape(X)[0] < MIN_SET_SIZE:
+            raise ValueError(f"an arbiter needs sets of at least {MIN_SET_SIZE} points, got {np.shape(X)[0]}")
+        return candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates)
+
     def choose(self, candidates: list[Candidate], n_features_in: int) -> tuple[int, np.ndarray]:
         """Index of the candidate with the highest predicted ARI (the first on ties), and every prediction."""
         scores = self.forest.predict(candidate_features(candidates, n_features_in))
@@ -338,14 +357,12 @@ class Arbiter:
         ValueError
             If ``step`` gives ``n_clusters`` and this arbiter is for ``k`` unknown, or the other way round.
         """
-        if self.given_k != (step.n_clusters is not None):
-            raise ValueError(f"arbiter {self.name!r} is for {'a given' if self.given_k else 'an unknown'} k; "
-                             f"this step has n_clusters={step.n_clusters!r}")
+        self._check_mode(step)
         n = np.shape(X)[0]
         if n < MIN_SET_SIZE or (self.given_k and step.n_clusters > n):
             # Nothing to choose between (no kNN graph of one point), or singletons with the step's warning.
             return (*step.cluster(probabilities, eigen_seed, seed), None)
-        candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates)
+        candidates = self.candidates_of(step, probabilities, X, eigen_seed, seed)
         best, _ = self.choose(candidates, np.shape(X)[1])
         c = candidates[best]
         return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
