@@ -22,7 +22,7 @@ from ._subsample import draw_rows, extend_labels, spread_affinity
 from .kernels import as_kernel
 from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
 from .spectral import compact
-from .spectral.arbiter import load_arbiter
+from .spectral.arbiter import arbiter_for
 
 
 def cluster_groups(model, X, n_samples: int, group_codes):
@@ -122,8 +122,8 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
         # The affinity plus the spectral step's Laplacian and working copies (the arbiter's two affinities: more).
         kernel.check_memory(n, n_copies=6 if arbiter else 4)
     if arbiter is not None:
-        return load_arbiter(arbiter, given_k=step.n_clusters is not None).cluster(
-            step, kernel.affinity(X), check_array(X, accept_sparse="csr"), eig_seed, seed)
+        return arbiter_for(arbiter, step).cluster(step, kernel.affinity(X), check_array(X, accept_sparse="csr"),
+                                                  eig_seed, seed)
     return (*step.cluster(kernel.affinity(X), eig_seed, seed), None)
 
 
@@ -154,7 +154,7 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:
         raise ValueError("this model was fitted without an arbiter (arbiter_ is None): there are no candidates")
     step = model.spectral_step_
     rows = check_array(X, accept_sparse="csr")
-    arbiter = load_arbiter(model.arbiter_, given_k=step.n_clusters is not None)
+    arbiter = arbiter_for(model.arbiter_, step)
     eig_seed, seed = draw_seeds(model, check_random_state(model.random_state), 1)[0]
     candidates = arbiter.candidates_of(step, as_kernel(model.kernel_).affinity(X), rows, eig_seed, seed)
     kept, scores = arbiter.choose(candidates, rows.shape[1])

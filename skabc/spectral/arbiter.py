@@ -400,3 +400,8 @@ def load_arbiter(name: str, given_k: bool = False) -> Arbiter:
         mode = "a given" if given_k else "an unknown"
         raise ValueError(f"the shipped arbiter file {registry[name]} is not for {mode} k")
     return arbiter
+
+
+def arbiter_for(name: str, step: SpectralStep) -> Arbiter:
+    """The shipped arbiter ``name`` in ``step``'s mode: its file for a given ``k`` when ``step`` has ``n_clusters``."""
+    return load_arbiter(name, given_k=step.n_clusters is not None)

@@ -18,7 +18,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from ..sampling import ClusterSetSampler
 from ..spectral import SpectralStep, consensus_n_clusters, estimate_n_clusters, spectral_labels
-from ..spectral.arbiter import load_arbiter
+from ..spectral.arbiter import arbiter_for
 
 #: Fewest held-out labelled rows worth a validation split.
 MIN_VALIDATION_ROWS = 20
@@ -116,8 +116,7 @@ def cluster_affinity(affinity: np.ndarray, settings: dict, rows=None, max_cluste
         step = SpectralStep(n_clusters=n_clusters, max_clusters=max_clusters, affinity_power=power,
                             selection=settings.get("n_clusters_selection", "eigengap"),
                             assign_labels=settings.get("assign_labels", "kmeans"))
-        arbiter = load_arbiter(settings["arbiter"], given_k=n_clusters is not None)
-        return arbiter.cluster(step, affinity, rows, random_state, random_state)[0]
+        return arbiter_for(settings["arbiter"], step).cluster(step, affinity, rows, random_state, random_state)[0]
     powered = affinity if power == 1.0 else affinity**power
     k = n_clusters
     if k is None:
