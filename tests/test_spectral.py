@@ -339,6 +339,40 @@ def test_dense_arpack_path_matches_lapack_and_falls_back(monkeypatch):
     np.testing.assert_allclose(fallback, np.sort(1.0 - expected), atol=1e-12)
 
 
+def test_consensus_stops_trying_arpack_after_it_failed_on_one_power(monkeypatch):
+    """The consensus solves one dense affinity at four powers: once ARPACK has run out of its budget on the
+    first (the reported power), the other three go straight to LAPACK, with the same estimate and spectrum."""
+    from skabc.spectral import eigen
+
+    rng = np.random.default_rng(1)
+    n = eigen.DENSE_ARPACK_MIN + 20
+    labels = rng.integers(0, 3, n)
+    affinity = np.where(labels[:, None] == labels[None, :], 0.9, 0.05) * rng.uniform(0.5, 1.0, (n, n))
+    affinity = (affinity + affinity.T) / 2
+    expected = spectral.consensus_n_clusters(affinity, 10, random_state=0)
+    calls = []
+
+    def no_convergence(*args, **kwargs):
+        calls.append(kwargs.get("maxiter"))
+        raise eigen.ArpackError(-1)
+
+    monkeypatch.setattr(eigen, "eigsh", no_convergence)
+    found = spectral.consensus_n_clusters(affinity, 10, random_state=0)
+    assert len(calls) == 1
+    assert found[0] == expected[0] == 3
+    np.testing.assert_allclose(found[1], expected[1], atol=1e-10)
+    # Without a shared memory every solve tries ARPACK again.
+    calls.clear()
+    for _ in range(2):
+        eigen.laplacian_eigenvalues(affinity, 5, random_state=0)
+    assert len(calls) == 2
+    memory = eigen.DenseSolveMemory()
+    calls.clear()
+    for _ in range(2):
+        eigen.laplacian_eigenvalues(affinity, 5, random_state=0, dense_memory=memory)
+    assert len(calls) == 1 and memory.arpack_failed
+
+
 @pytest.mark.parametrize("assign_labels", ["discretize", "kmeans", "cluster_qr", "njw"])
 def test_more_components_than_clusters_in_a_sparse_affinity(assign_labels):
     """Three disconnected blocks cut into two: the component-wise eigenvectors cover two of them, the third's

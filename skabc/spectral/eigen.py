@@ -82,8 +82,25 @@ def normalized_adjacency(affinity):
     return affinity * inv_sqrt[:, None] * inv_sqrt[None, :]
 
 
+class DenseSolveMemory:
+    """What the dense solves of related affinities (one set at several powers) learnt: whether ARPACK failed.
+
+    ARPACK runs out of its budget of products on the same learned affinities at every power (dozens of
+    eigenvalues close to 1); after one failure the others go straight to LAPACK instead of paying the
+    budget again.  Pass one instance to every :func:`laplacian_eigenvalues` call of the family.
+    """
+
+    def __init__(self) -> None:
+        self.arpack_failed = False
+
+
 def laplacian_eigenvalues(
-    affinity, n_eigenvalues: int, random_state=None, eigen_solver: str | None = None, eigen_tol="auto"
+    affinity,
+    n_eigenvalues: int,
+    random_state=None,
+    eigen_solver: str | None = None,
+    eigen_tol="auto",
+    dense_memory: DenseSolveMemory | None = None,
 ) -> np.ndarray:
     """Smallest ``n_eigenvalues`` eigenvalues of ``L = I - D^-1/2 A D^-1/2``, ascending.
 
@@ -103,6 +120,10 @@ def laplacian_eigenvalues(
     eigen_tol : float or 'auto', default='auto'
         Sparse solver tolerance: ``'auto'`` is machine precision for ARPACK
         and a residual of ``1e-5`` for LOBPCG.
+    dense_memory : DenseSolveMemory, optional
+        Shared by solves of related dense affinities: after ARPACK failed on
+        one, LAPACK solves the others directly (the same eigenvalues, to
+        rounding).  Not used for sparse affinities.
 
     Returns
     -------
@@ -120,7 +141,8 @@ def laplacian_eigenvalues(
             affinity, n_eigenvalues, solver, check_random_state(random_state), eigen_tol, vectors=False
         )
         return values
-    top, _ = _dense_top_eigenpairs(normalized_adjacency(affinity), n_eigenvalues, random_state, vectors=False)
+    top, _ = _dense_top_eigenpairs(normalized_adjacency(affinity), n_eigenvalues, random_state, vectors=False,
+                                   memory=dense_memory)
     return np.sort(1.0 - top)
 
 
@@ -159,14 +181,17 @@ def top_eigenvectors(
     return 1.0 - top[order], vectors[:, order]
 
 
-def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: bool):
+def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: bool,
+                          memory: DenseSolveMemory | None = None):
     """Largest ``m`` eigenvalues (and eigenvectors, else ``None``) of a dense normalised adjacency.
 
     LAPACK below :data:`DENSE_ARPACK_MIN` points; ARPACK beyond :data:`DENSE_EIGEN_LIMIT`; in between
-    ARPACK within a budget of matrix-vector products, LAPACK where that does not converge.
+    ARPACK within a budget of matrix-vector products, LAPACK where that does not converge (or where
+    ``memory`` says it did not on a related affinity).
     """
     n = adjacency.shape[0]
-    if n >= DENSE_ARPACK_MIN and m < n - 1:
+    skip_arpack = memory is not None and memory.arpack_failed and n <= DENSE_EIGEN_LIMIT
+    if n >= DENSE_ARPACK_MIN and m < n - 1 and not skip_arpack:
         v0 = np.random.default_rng(None if random_state is None else random_state).uniform(-1, 1, n)
         if n > DENSE_EIGEN_LIMIT:
             result = eigsh(adjacency, k=m, which="LA", v0=v0, return_eigenvectors=vectors)
@@ -177,7 +202,8 @@ def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: 
             result = eigsh(adjacency, k=m, which="LA", v0=v0, ncv=ncv, maxiter=maxiter, return_eigenvectors=vectors)
             return result if vectors else (result, None)
         except ArpackError:  # includes ArpackNoConvergence: clustered eigenvalues near 1
-            pass
+            if memory is not None:
+                memory.arpack_failed = True
     if vectors:
         return eigh(adjacency, subset_by_index=[n - m, n - 1])
     return eigvalsh(adjacency, subset_by_index=[n - m, n - 1]), None
