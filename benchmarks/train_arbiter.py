@@ -56,6 +56,17 @@ eigengap, and one affinity cut at the other's k did not pay (0.688-0.706).  Per-
 13 listed sets, which move by +-0.05 between training subsets; targets centred per set (+0.014 to +0.017) or
 relative to the kernel (+0.029 to +0.030) instead of the plain ARI, not shipped.
 
+Tried later (unknown k, the same rows recollected with extra columns, throw-away script): each partition's
+modularity on the kernel's A**4 and on the 10-NN graph, and its mean pair log-likelihood and within/between mean
+probability under the kernel, absolute and relative to the best candidate: union 0.699-0.709 over forest seeds and
+training halves (modularity only: 0.699-0.708; 13 listed sets 0.655 either way); given k 0.709-0.723 but the 13
+listed sets fall 0.827 -> 0.776.  Within noise, not shipped.  Picking the candidate of highest modularity on A**4
+alone scores 0.701 (gaussians 0.615 against the forest's 0.426, the 13 listed 0.616 against 0.654).  The 10-NN
+graph's plain eigengap in place of its consensus ties (0.700-0.702 against 0.699-0.701, oracle 0.773 both; column
+subsets of one six-candidate collection) and saves three sparse eigensolves (0.02 s against 0.08-0.09 s on
+1,000-point gallery sets, 0.3-0.45 s against 1.0-1.25 s on their 5,000-point graphs, one thread): a lead for
+speed, not yet recollected.
+
 Given k (the same day, ``--mode given-k``; 3.6 CPU-min of collection): union 0.678 -> 0.711 (paired
 +0.033 +- 0.010): clustbench (13) 0.721 -> 0.821 (the kNN graph alone 0.781, the oracle 0.861), clustbench_rest
 0.658 -> 0.787 (0.721), g2mg/h2mg 0.535 -> 0.611 (0.703), synthetic 0.603 -> 0.608, gallery toys 0.937 -> 0.933,
