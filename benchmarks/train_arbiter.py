@@ -41,19 +41,26 @@ Ship rule (fixed before ``--fit`` ran; ``train_generic_v2.py``'s): on the union 
 the kernel's alone (A**4 + consensus, what ``ABCClustering()`` did before) has a mean above its standard
 error, and no group loses more than 0.01.
 
-Record (2026-12-01, ``--fit``; 7.6 CPU-min of collection, one thread per part; 2 s of fitting)
-------------------------------------------------------------------------------------------
-Candidates: ``kernel-consensus``, ``kernel-eigengap``, ``knn-rotation``, ``knn-consensus``.  Union of the 180
-validation sets 0.674 -> 0.699 (paired +0.025 +- 0.007): clustbench (13) 0.654 -> 0.654, clustbench_rest 0.619 ->
-0.657, g2mg/h2mg 0.411 -> 0.426, synthetic 0.699 -> 0.712, gallery toys 0.913 -> 0.918, wide 0.608 -> 0.674; kept:
-kernel-consensus 91, kernel-eigengap 58, knn-rotation 20, knn-consensus 11.  Passes; shipped.
+Record (2026-12-02, ``--fit``; 9.2 CPU-min of collection, one thread per part, two parts on a busy machine; 2 s
+of fitting)
+------------------------------------------------------------------------------------------------------------
+Candidates: ``kernel-consensus``, ``kernel-eigengap``, ``knn-rotation``, ``knn-eigengap``.  Union of the 180
+validation sets 0.674 -> 0.701 (paired +0.028 +- 0.007): clustbench (13) 0.654 -> 0.652, clustbench_rest 0.619 ->
+0.657, g2mg/h2mg 0.411 -> 0.437, synthetic 0.699 -> 0.712, gallery toys 0.913 -> 0.918, wide 0.608 -> 0.679; kept:
+kernel-consensus 108, kernel-eigengap 36, knn-rotation 23, knn-eigengap 13.  Passes; shipped.  It replaced the
+same forest with the kNN graph's consensus ``k`` as fourth candidate (2026-12-01: union 0.699, +0.025 +- 0.007;
+those rows are kept in ``benchmarks/.checkpoints/arbiter_knn_consensus``): a tie on validation, decided by cost,
+the plain eigengap needs one sparse eigensolve instead of four (0.02 s against 0.08-0.09 s on 1,000-point gallery
+sets, 0.3-0.45 s against 1.0-1.25 s on their 5,000-point graphs, one thread).  ``benchmarks/zero_shot.py``, run
+after the decision: iris, wine, breast cancer, digits 0.696 -> 0.730 (digits 0.662 -> 0.713), the 13 listed sets
+0.693 -> 0.690, gallery toys 0.879 either way.
 
 Tried and not shipped: three candidates without ``knn-consensus`` tied on the validation sets (0.697-0.714 over
 forest seeds and training halves, against 0.699-0.703) and save four eigensolves, but ``benchmarks/zero_shot.py``
-then fell on digits from 0.662 to 0.459 (the kNN graph's consensus is the candidate that finds its ten digits; no
-validation set is like it), so the fourth stayed.  The rotation rule on the kernel's A**4, the kNN graph's plain
-eigengap, and one affinity cut at the other's k did not pay (0.688-0.706).  Per-set oracle 0.737-0.761 on the
-13 listed sets, which move by +-0.05 between training subsets; targets centred per set (+0.014 to +0.017) or
+then fell on digits from 0.662 to 0.459 (a fourth kNN candidate is what finds its ten digits; no validation set
+is like it), so a fourth stayed.  The rotation rule on the kernel's A**4, the kNN graph's plain eigengap as a
+fifth candidate, and one affinity cut at the other's k did not pay (0.688-0.706).  Per-set oracle 0.737-0.761 on
+the 13 listed sets, which move by +-0.05 between training subsets; targets centred per set (+0.014 to +0.017) or
 relative to the kernel (+0.029 to +0.030) instead of the plain ARI, not shipped.
 
 Tried later (unknown k, the same rows recollected with extra columns, throw-away script): each partition's
@@ -62,12 +69,11 @@ probability under the kernel, absolute and relative to the best candidate: union
 training halves (modularity only: 0.699-0.708; 13 listed sets 0.655 either way); given k 0.709-0.723 but the 13
 listed sets fall 0.827 -> 0.776.  Within noise, not shipped.  Picking the candidate of highest modularity on A**4
 alone scores 0.701 (gaussians 0.615 against the forest's 0.426, the 13 listed 0.616 against 0.654).  The 10-NN
-graph's plain eigengap in place of its consensus ties (0.700-0.702 against 0.699-0.701, oracle 0.773 both; column
-subsets of one six-candidate collection) and saves three sparse eigensolves (0.02 s against 0.08-0.09 s on
-1,000-point gallery sets, 0.3-0.45 s against 1.0-1.25 s on their 5,000-point graphs, one thread): a lead for
-speed, not yet recollected.
+graph's plain eigengap in place of its consensus tied on column subsets of one six-candidate collection
+(0.700-0.702 against 0.699-0.701 over forest seeds, oracle 0.773 both), which is why it was recollected and
+shipped (record above).
 
-Given k (the same day, ``--mode given-k``; 3.6 CPU-min of collection): union 0.678 -> 0.711 (paired
+Given k (2026-12-01, ``--mode given-k``; 3.6 CPU-min of collection): union 0.678 -> 0.711 (paired
 +0.033 +- 0.010): clustbench (13) 0.721 -> 0.821 (the kNN graph alone 0.781, the oracle 0.861), clustbench_rest
 0.658 -> 0.787 (0.721), g2mg/h2mg 0.535 -> 0.611 (0.703), synthetic 0.603 -> 0.608, gallery toys 0.937 -> 0.933,
 wide 0.657 -> 0.672; kept: kernel-given 121, knn-given 59.  Passes; shipped.
@@ -107,7 +113,7 @@ ROOT = v2.ROOT
 DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "arbiter"
 #: Per mode: the candidates compared (the first is what ABCClustering() did before), the file written, the results.
 MODES = {
-    "unknown-k": (("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-consensus"),
+    "unknown-k": (("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-eigengap"),
                   ROOT / "skabc" / "pretrained" / ARBITERS["generic"],
                   ROOT / "benchmarks" / "results" / "arbiter_compare.json"),
     "given-k": (("kernel-given", "knn-given"),

@@ -31,7 +31,7 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.neighbors import kneighbors_graph
 
 from .eigen import laplacian_eigenvalues
-from .select import N_CLUSTERS_SELECTORS, _largest_eigengap, consensus_n_clusters
+from .select import N_CLUSTERS_SELECTORS, _largest_eigengap, consensus_n_clusters, estimate_n_clusters
 from .step import SpectralStep
 
 #: Neighbours of the kNN-graph candidates (SpectralClustering's default ``n_neighbors``).
@@ -43,7 +43,7 @@ CANDIDATES = {
     "kernel-consensus": ("kernel", "consensus"),
     "kernel-eigengap": ("kernel", "eigengap"),
     "knn-rotation": ("knn", "rotation"),
-    "knn-consensus": ("knn", "consensus"),
+    "knn-eigengap": ("knn", "eigengap"),
     "kernel-given": ("kernel", "given"),
     "knn-given": ("knn", "given"),
 }
@@ -150,6 +150,10 @@ class _Source:
                                                  eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol)
                 self.found["consensus"] = (k, values)
                 self.found.setdefault("eigengap", (_largest_eigengap(values) if len(values) > 1 else 1, values))
+            elif rule == "eigengap":
+                # Eigenvalues only: the partition comes from labels_at, as for every rule.
+                self.found["eigengap"] = estimate_n_clusters(self.affinity, step.max_clusters, random_state=eigen_seed,
+                                                             eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol)
             else:
                 selection = N_CLUSTERS_SELECTORS[rule](replace(step, n_clusters=None, selection=rule),
                                                        self.affinity, self.affinity, eigen_seed, seed)
