@@ -243,3 +243,16 @@ def test_wide_maps_change_only_sets_beyond_the_embedded_columns():
         torch.nn.init.normal_(gated.wide_point_proj.weight, std=0.01)
         torch.testing.assert_close(gated(within), before[0])
         assert not torch.allclose(gated(wide), before[1])
+
+
+@pytest.mark.parametrize("per_set", [False, True])
+def test_pair_maps_are_the_linear_map_over_the_feature_axis(per_set):
+    from skabc.nn.model import _pair_maps
+
+    gen = torch.Generator().manual_seed(0)
+    pairs = torch.rand(3, 5, 7, 7, generator=gen)
+    weight = torch.randn(*((3,) if per_set else ()), 2, 5, generator=gen)
+    bias = torch.randn(*((3,) if per_set else ()), 2, generator=gen)
+    expected = torch.einsum("bfij,bhf->bhij" if per_set else "bfij,hf->bhij", pairs, weight)
+    expected = expected + (bias[:, :, None, None] if per_set else bias[None, :, None, None])
+    torch.testing.assert_close(_pair_maps(pairs, weight, bias), expected)
