@@ -45,13 +45,41 @@ def test_schedule_caps_networks_with_local_geometry_lower(blobs, monkeypatch):
     assert training_schedule(1_000, 10, 32, GEOMETRY_MAX_STEPS) == training_schedule(1_000, 10, 32)
     caps = []
     real = plan.training_schedule
-    monkeypatch.setattr(plan, "training_schedule", lambda n, k, b, cap: caps.append(cap) or real(n, k, b, cap))
+    monkeypatch.setattr(plan, "training_schedule",
+                        lambda n, k, b, cap, size: caps.append(cap) or real(n, k, b, cap, size))
     monkeypatch.setattr(ContextualKernel, "fit", lambda self, X, y, groups=None: plan.plan_training(
         self, X, np.asarray(y), None) and self)
     X, y = blobs
     ContextualKernel(**FAST).fit(X, y)  # fine-tunes the generic kernel, which has local geometry
     ContextualKernel(**FAST, init="scratch").fit(X, y)
     assert caps == [GEOMETRY_MAX_STEPS, MAX_STEPS]
+
+
+def test_schedule_cap_shrinks_with_the_cost_of_a_step(blobs, monkeypatch):
+    """Larger sets or batches cost more per step: the cap is a CPU budget, not a step count."""
+    from skabc.training.schedule import REFERENCE_BATCH_SIZE, REFERENCE_SET_SIZE, relative_step_cost
+
+    assert relative_step_cost(REFERENCE_BATCH_SIZE, REFERENCE_SET_SIZE) == pytest.approx(1.0)
+    assert relative_step_cost(64, REFERENCE_SET_SIZE) == pytest.approx(2.0)
+    assert relative_step_cost(32, (100, 300)) > 2.0 > relative_step_cost(32, (50, 150))
+    huge = 10**8
+    reference = training_schedule(huge, 10, 32, 1600).n_steps
+    assert reference == 1600
+    assert training_schedule(huge, 10, 64, 1600).n_steps <= 800 + 16
+    assert training_schedule(huge, 10, 32, 1600, (100, 300)).n_steps <= 1600 / 2.4 + 16
+    # Cheap steps do not raise the cap, and no cost takes a run below the floor.
+    assert training_schedule(huge, 10, 4, 1600, (2, 20)).n_steps == reference
+    assert training_schedule(huge, 10, 32, 1600, (2000, 4000)).n_steps >= MIN_STEPS
+    # The kernel hands the schedule its own set_size.
+    sizes = []
+    real = plan.training_schedule
+    monkeypatch.setattr(plan, "training_schedule",
+                        lambda n, k, b, cap, size: sizes.append(size) or real(n, k, b, cap, size))
+    monkeypatch.setattr(ContextualKernel, "fit", lambda self, X, y, groups=None: plan.plan_training(
+        self, X, np.asarray(y), None) and self)
+    X, y = blobs
+    ContextualKernel(**{**FAST, "set_size": (5, 25)}).fit(X, y)
+    assert sizes == [(5, 25)]
 
 
 def test_schedule_is_whole_batches_of_epochs():
@@ -173,7 +201,7 @@ def test_auto_schedule_with_early_stopping_ends_no_worse_than_it_started(blobs, 
     X, y = blobs
     # The automatic schedule, shortened for a unit test: the same code path with two epochs of one step.
     monkeypatch.setattr(plan, "training_schedule",
-                        lambda n, k, b, cap: Schedule(max_epochs=2, sets_per_epoch=4, n_steps=2))
+                        lambda n, k, b, cap, size: Schedule(max_epochs=2, sets_per_epoch=4, n_steps=2))
     kernel = ContextualKernel(**FAST).set_params(set_size=(10, 30)).fit(X, y)
     assert kernel.init_ == "generic" and kernel.schedule_.max_epochs == 2
     assert kernel.validation_score_ >= kernel.start_validation_score_

@@ -144,7 +144,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     if max_epochs == "auto":
         schedule = training_schedule(int((train_labels >= 0).sum()), _classes_per_group(train_labels, group_codes),
                                      kernel.batch_size,
-                                     GEOMETRY_MAX_STEPS if network.get("local_geometry") else MAX_STEPS)
+                                     GEOMETRY_MAX_STEPS if network.get("local_geometry") else MAX_STEPS,
+                                     check_set_size(kernel.set_size))
         max_epochs, per_epoch = schedule.max_epochs, schedule.sets_per_epoch
         if sets_per_epoch is None:
             sets_per_epoch = per_epoch

@@ -3,12 +3,18 @@
 With ``max_epochs='auto'`` a :class:`~skabc.ContextualKernel` asks
 :func:`training_schedule` how many optimiser steps the labelled rows are
 worth and how to cut them into epochs (one validation score per epoch).
-Early stopping on held-out classes or groups usually ends the run sooner;
-the step cap keeps the worst case inside a CPU budget of about 10 CPU-minutes:
-3,200 steps of the generic network v1 on circles took 7.6 CPU-minutes,
-validation included; a network with local geometry costs about 1.6 times as
-much per step (pair features and the gradients of the attention biases: 3,200
-steps took 12.1 CPU-minutes), so its cap is :data:`GEOMETRY_MAX_STEPS`.
+Early stopping on held-out classes or groups usually ends the run sooner.
+
+The step cap keeps the worst case inside a CPU budget of 10 CPU-minutes with
+margin: fine-tuning the generic kernel for :data:`GEOMETRY_MAX_STEPS` steps on
+300,000 rows of circles took 7.5 CPU-minutes, validation included
+(``benchmarks/own_kernel.py``).  It is stated for the reference step
+(:data:`REFERENCE_BATCH_SIZE` sets drawn from :data:`REFERENCE_SET_SIZE`) and
+shrinks with the estimated cost of the actual step (:func:`relative_step_cost`),
+so a larger ``batch_size`` or ``set_size`` buys fewer steps, not a longer fit.
+A network with local geometry costs about 1.6 times as much per step as one
+without (pair features and the gradients of the attention biases), hence its
+own cap, :data:`GEOMETRY_MAX_STEPS`.
 """
 
 from __future__ import annotations
@@ -21,7 +27,13 @@ STEPS_PER_SQRT_ROW = 12.0
 #: Fewest and most optimiser steps of an automatic schedule.
 MIN_STEPS, MAX_STEPS = 200, 3200
 #: The step cap of a network with ``local_geometry`` (the same CPU budget as MAX_STEPS at ~1.6x the cost).
-GEOMETRY_MAX_STEPS = 2000
+GEOMETRY_MAX_STEPS = 1800
+#: The step the caps are stated for: batches of this many sets of sizes drawn uniformly from this range
+#: (ContextualKernel's defaults).
+REFERENCE_BATCH_SIZE, REFERENCE_SET_SIZE = 32, (50, 200)
+#: A step's cost grows as this power of the set size (attention, pair features and the pairwise head are
+#: quadratic; measured CPU time per step of the generic network grew as n^1.8 from 50 to 300 points).
+STEP_COST_EXPONENT = 2.0
 #: Validation scores per automatic schedule (the epochs it is cut into).
 EVALUATIONS = 16
 
@@ -45,14 +57,51 @@ class Schedule:
     n_steps: int
 
 
-def training_schedule(n_labelled: int, n_classes: int, batch_size: int, max_steps: int = MAX_STEPS) -> Schedule:
+def relative_step_cost(batch_size: int, set_size: tuple[int, int]) -> float:
+    """Estimated CPU cost of one optimiser step, relative to the reference step.
+
+    ``batch_size * E[n ** STEP_COST_EXPONENT]`` for set sizes ``n`` uniform on
+    ``set_size`` (both ends included), divided by the same for
+    :data:`REFERENCE_BATCH_SIZE` and :data:`REFERENCE_SET_SIZE`.
+
+    Parameters
+    ----------
+    batch_size : int
+        Sets per optimiser step.
+    set_size : (int, int)
+        Smallest and largest training set.
+
+    Returns
+    -------
+    cost : float
+
+    Examples
+    --------
+    >>> from skabc.training.schedule import relative_step_cost
+    >>> relative_step_cost(32, (50, 200))
+    1.0
+    >>> round(relative_step_cost(32, (100, 300)), 2)
+    2.47
+    """
+
+    def work(batch: int, sizes: tuple[int, int]) -> float:
+        low, high = sizes
+        return batch * sum(n**STEP_COST_EXPONENT for n in range(low, high + 1)) / (high - low + 1)
+
+    return work(batch_size, set_size) / work(REFERENCE_BATCH_SIZE, REFERENCE_SET_SIZE)
+
+
+def training_schedule(n_labelled: int, n_classes: int, batch_size: int, max_steps: int = MAX_STEPS,
+                      set_size: tuple[int, int] = REFERENCE_SET_SIZE) -> Schedule:
     """Training length for ``n_labelled`` labelled rows of ``n_classes`` classes.
 
     The number of steps grows as the square root of the labelled rows
-    (:data:`STEPS_PER_SQRT_ROW`), clipped to ``[MIN_STEPS, max_steps]``; a
+    (:data:`STEPS_PER_SQRT_ROW`), clipped to ``[MIN_STEPS, cap]``; a
     problem with fewer than five classes gets proportionally fewer steps
     (at least :data:`MIN_STEPS`), since its sets repeat the same few
-    clusters and overfit sooner.  The steps are cut into
+    clusters and overfit sooner.  The cap is ``max_steps`` divided by the
+    step's :func:`relative_step_cost` where that is above one (a cheaper
+    step does not raise it).  The steps are cut into
     :data:`EVALUATIONS` epochs so that early stopping can act on a
     validation score every sixteenth of the run.
 
@@ -65,7 +114,9 @@ def training_schedule(n_labelled: int, n_classes: int, batch_size: int, max_step
     batch_size : int
         Sets per optimiser step.
     max_steps : int, default=MAX_STEPS
-        The cap (:data:`GEOMETRY_MAX_STEPS` for networks with local geometry).
+        The cap at the reference step (:data:`GEOMETRY_MAX_STEPS` for networks with local geometry).
+    set_size : (int, int), default=REFERENCE_SET_SIZE
+        Smallest and largest training set.
 
     Returns
     -------
@@ -78,13 +129,16 @@ def training_schedule(n_labelled: int, n_classes: int, batch_size: int, max_step
     384
     >>> training_schedule(300_000, 5, batch_size=32).n_steps
     3200
+    >>> training_schedule(300_000, 5, batch_size=32, set_size=(100, 400)).n_steps
+    800
     """
     if n_labelled < 1 or n_classes < 1 or batch_size < 1:
         raise ValueError(
             f"n_labelled, n_classes and batch_size must be positive, got {n_labelled}, {n_classes}, {batch_size}."
         )
+    cap = max(MIN_STEPS, int(max_steps / max(1.0, relative_step_cost(batch_size, set_size))))
     steps = STEPS_PER_SQRT_ROW * math.sqrt(n_labelled) * min(1.0, n_classes / 5)
-    steps = int(min(max(max_steps, MIN_STEPS), max(MIN_STEPS, steps)))
+    steps = int(min(cap, max(MIN_STEPS, steps)))
     per_epoch = max(1, math.ceil(steps / EVALUATIONS))
     epochs = math.ceil(steps / per_epoch)
     return Schedule(max_epochs=epochs, sets_per_epoch=per_epoch * batch_size, n_steps=epochs * per_epoch)
