@@ -3,7 +3,7 @@
 from .callbacks import EveryNthEpoch, KeepBestWeights, RedrawEachEpoch, WarmupCosine
 from .early_stopping import TimeLimit, ValidationSetsScoring
 from .net import check_training_memory, make_net, train
-from .schedule import Schedule, training_schedule
+from .schedule import Schedule, relative_step_cost, training_schedule
 
 __all__ = ["EveryNthEpoch", "KeepBestWeights", "RedrawEachEpoch", "Schedule", "TimeLimit", "ValidationSetsScoring",
-           "WarmupCosine", "check_training_memory", "make_net", "train", "training_schedule"]
+           "WarmupCosine", "check_training_memory", "make_net", "relative_step_cost", "train", "training_schedule"]
