@@ -37,22 +37,17 @@ def test_schedule_grows_with_rows_and_classes_within_its_bounds():
 
 
 def test_schedule_caps_networks_with_local_geometry_lower(blobs, monkeypatch):
-    """A geometry step costs ~1.6x: its cap keeps the longest fit in the same CPU budget."""
+    """A geometry step costs more: its cap keeps the longest fit in the same CPU budget."""
     from skabc.training.schedule import GEOMETRY_MAX_STEPS
 
     assert GEOMETRY_MAX_STEPS < MAX_STEPS
     assert training_schedule(10**7, 10, 32, GEOMETRY_MAX_STEPS).n_steps <= GEOMETRY_MAX_STEPS + 16
     assert training_schedule(1_000, 10, 32, GEOMETRY_MAX_STEPS) == training_schedule(1_000, 10, 32)
-    caps = []
-    real = plan.training_schedule
-    monkeypatch.setattr(plan, "training_schedule",
-                        lambda n, k, b, cap, size: caps.append(cap) or real(n, k, b, cap, size))
-    monkeypatch.setattr(ContextualKernel, "fit", lambda self, X, y, groups=None: plan.plan_training(
-        self, X, np.asarray(y), None) and self)
+    calls = _plan_only(monkeypatch)
     X, y = blobs
     ContextualKernel(**FAST).fit(X, y)  # fine-tunes the generic kernel, which has local geometry
     ContextualKernel(**FAST, init="scratch").fit(X, y)
-    assert caps == [GEOMETRY_MAX_STEPS, MAX_STEPS]
+    assert [cap for _, _, _, cap, _ in calls] == [GEOMETRY_MAX_STEPS, MAX_STEPS]
 
 
 def test_schedule_cap_shrinks_with_the_cost_of_a_step(blobs, monkeypatch):
@@ -71,15 +66,20 @@ def test_schedule_cap_shrinks_with_the_cost_of_a_step(blobs, monkeypatch):
     assert training_schedule(huge, 10, 4, 1600, (2, 20)).n_steps == reference
     assert training_schedule(huge, 10, 32, 1600, (2000, 4000)).n_steps >= MIN_STEPS
     # The kernel hands the schedule its own set_size.
-    sizes = []
-    real = plan.training_schedule
-    monkeypatch.setattr(plan, "training_schedule",
-                        lambda n, k, b, cap, size: sizes.append(size) or real(n, k, b, cap, size))
-    monkeypatch.setattr(ContextualKernel, "fit", lambda self, X, y, groups=None: plan.plan_training(
-        self, X, np.asarray(y), None) and self)
+    calls = _plan_only(monkeypatch)
     X, y = blobs
     ContextualKernel(**{**FAST, "set_size": (5, 25)}).fit(X, y)
-    assert sizes == [(5, 25)]
+    assert [size for *_, size in calls] == [(5, 25)]
+
+
+def _plan_only(monkeypatch) -> list:
+    """Make ``ContextualKernel.fit`` plan its training without training; return the schedule calls' arguments."""
+    calls = []
+    real = plan.training_schedule
+    monkeypatch.setattr(plan, "training_schedule", lambda *args: calls.append(args) or real(*args))
+    monkeypatch.setattr(ContextualKernel, "fit", lambda self, X, y, groups=None: plan.plan_training(
+        self, X, np.asarray(y), None) and self)
+    return calls
 
 
 def test_schedule_is_whole_batches_of_epochs():
