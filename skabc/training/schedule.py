@@ -12,8 +12,9 @@ margin: fine-tuning the generic kernel for :data:`GEOMETRY_MAX_STEPS` steps on
 (:data:`REFERENCE_BATCH_SIZE` sets drawn from :data:`REFERENCE_SET_SIZE`) and
 shrinks with the estimated cost of the actual step (:func:`relative_step_cost`),
 so a larger ``batch_size`` or ``set_size`` buys fewer steps, not a longer fit.
-A network with local geometry costs about 1.6 times as much per step as one
-without (pair features and the gradients of the attention biases), hence its
+A network with local geometry costs more per step than one without (pair
+features and the gradients of the attention biases; 1.6 times as much in an
+earlier measurement, before its pair maps became one batched matmul), hence its
 own cap, :data:`GEOMETRY_MAX_STEPS`.
 """
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 STEPS_PER_SQRT_ROW = 12.0
 #: Fewest and most optimiser steps of an automatic schedule.
 MIN_STEPS, MAX_STEPS = 200, 3200
-#: The step cap of a network with ``local_geometry`` (the same CPU budget as MAX_STEPS at ~1.6x the cost).
+#: The step cap of a network with ``local_geometry`` (its steps cost more; measured against the 10 CPU-min budget).
 GEOMETRY_MAX_STEPS = 1800
 #: The step the caps are stated for: batches of this many sets of sizes drawn uniformly from this range
 #: (ContextualKernel's defaults).
