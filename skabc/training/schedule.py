@@ -7,8 +7,8 @@ Early stopping on held-out classes or groups usually ends the run sooner.
 
 The step cap keeps the worst case inside a CPU budget of 10 CPU-minutes with
 margin: fine-tuning the generic kernel for :data:`GEOMETRY_MAX_STEPS` steps on
-300,000 rows of circles took 7.5 CPU-minutes, validation included
-(``benchmarks/own_kernel.py``).  It is stated for the reference step
+300,000 rows of circles took 7.5-8.4 CPU-minutes in two runs, validation
+included (``benchmarks/own_kernel.py``).  It is stated for the reference step
 (:data:`REFERENCE_BATCH_SIZE` sets drawn from :data:`REFERENCE_SET_SIZE`) and
 shrinks with the estimated cost of the actual step (:func:`relative_step_cost`),
 so a larger ``batch_size`` or ``set_size`` buys fewer steps, not a longer fit.
