@@ -33,6 +33,7 @@ CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "clusters_per_set": ["array-like", Interval(Integral, 1, None, closed="left"), None],
     "sets_per_epoch": [Interval(Integral, 1, None, closed="left"), None],
     "init": [StrOptions({"auto", "generic", "scratch"})],
+    "fine_tune_alpha": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
     "max_epochs": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
     "lr": [Interval(Real, 0, None, closed="neither")],

@@ -7,13 +7,7 @@ from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import persistence
-from .._validation import (
-    check_magnitude,
-    check_not_masked_or_missing,
-    encode_groups,
-    encode_labels,
-    to_network_float32,
-)
+from .._validation import check_magnitude, check_not_masked_or_missing, encode_groups, encode_labels, to_network_float32
 from ..inference import check_dense_memory, learned_affinity
 from ..nn.build import apply_inference_options, check_architecture_unchanged, record_architecture, set_transform
 from ..sampling import check_set_size
@@ -119,6 +113,10 @@ class ContextualKernel(TransformerMixin, Kernel):
         clustering settings; leave the parameters above at their defaults);
         ``'scratch'``: the network above, new; ``'auto'``: ``'generic'`` if
         the parameters above are all defaults, else ``'scratch'``.
+    fine_tune_alpha : float in (0, 1] or 'auto', default='auto'
+        Share of the fine-tuned weights in the result, ``start + alpha *
+        (trained - start)`` (WiSE-FT; below 1 only with ``init='generic'``).
+        ``'auto'``: 1.0 when the fit validates on held-out groups, else 0.5.
     set_size : int or (int, int), default=(50, 200)
         Size of each training set, or the range it is drawn from.
     clusters_per_set : int or (int, int), default=None
@@ -202,8 +200,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         Feature names seen during fit, when X has them.
     n_training_sets_ : int
         Number of training sets drawn over all epochs.
-    init_, network_params_, schedule_ : str, dict, Schedule or None
-        Where the fit started; the fitted network's parameters; the schedule.
+    init_, fine_tune_alpha_, network_params_, schedule_ : str, float, dict, Schedule or None
+        Where the fit started; the resolved ``fine_tune_alpha``; the fitted network's parameters; the schedule.
     validation_score_, start_validation_score_ : float or None
         Held-out mean ARI of the kept and of the starting weights (with the
         starting clustering settings).
@@ -246,7 +244,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         local_geometry=False,
         embed_features=None,
         context_gate=False,
-        init="auto",
+        init="auto", fine_tune_alpha="auto",
         set_size=(50, 200),
         clusters_per_set=None,
         sets_per_epoch=None,
@@ -284,7 +282,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         self.local_geometry = local_geometry
         self.embed_features = embed_features
         self.context_gate = context_gate
-        self.init = init
+        self.init, self.fine_tune_alpha = init, fine_tune_alpha
         self.set_size = set_size
         self.clusters_per_set = clusters_per_set
         self.sets_per_epoch = sets_per_epoch

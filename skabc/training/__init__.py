@@ -1,9 +1,10 @@
 """Training harness of the learned kernels (skorch net, public callbacks, schedule, early stopping, resume)."""
 
 from .callbacks import EveryNthEpoch, KeepBestWeights, RedrawEachEpoch, WarmupCosine
-from .early_stopping import TimeLimit, ValidationSetsScoring
+from .early_stopping import StartWeightMix, TimeLimit, ValidationSetsScoring, mix_weights
 from .net import check_training_memory, make_net, train
 from .schedule import Schedule, relative_step_cost, training_schedule
 
-__all__ = ["EveryNthEpoch", "KeepBestWeights", "RedrawEachEpoch", "Schedule", "TimeLimit", "ValidationSetsScoring",
-           "WarmupCosine", "check_training_memory", "make_net", "relative_step_cost", "train", "training_schedule"]
+__all__ = ["EveryNthEpoch", "KeepBestWeights", "RedrawEachEpoch", "Schedule", "StartWeightMix", "TimeLimit",
+           "ValidationSetsScoring", "WarmupCosine", "check_training_memory", "make_net", "mix_weights",
+           "relative_step_cost", "train", "training_schedule"]

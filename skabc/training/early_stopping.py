@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+import torch
 from skorch.callbacks import Callback
 
 from .validation import choose_settings, score_sets, settings_label
@@ -17,6 +18,41 @@ from .validation import choose_settings, score_sets, settings_label
 
 def _copy_state(module) -> dict:
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def mix_weights(start: dict, trained: dict, alpha: float) -> dict:
+    """``start + alpha * (trained - start)`` for every floating-point tensor (the others as trained).
+
+    Weight-space ensembling of a fine-tuned network with its start (WiSE-FT,
+    Wortsman et al., CVPR 2022): the mix keeps part of what the start knew
+    about data unlike the fine-tuning data.
+    """
+    return {name: torch.lerp(start[name], value, alpha) if value.is_floating_point() else value
+            for name, value in trained.items()}
+
+
+class StartWeightMix(Callback):
+    """Once training ends, replace the trained weights by their mix with the starting ones (:func:`mix_weights`).
+
+    For fits without validation sets; :class:`ValidationSetsScoring` mixes
+    its best weights itself, before it chooses the clustering settings.
+
+    Parameters
+    ----------
+    alpha : float
+        Share of the trained weights, in ``(0, 1]``.
+    """
+
+    def __init__(self, alpha: float) -> None:
+        self.alpha = alpha
+
+    def on_train_begin(self, net, **kwargs):
+        self.start_state_ = _copy_state(net.module_) if self.alpha < 1.0 else None
+
+    def on_train_end(self, net, **kwargs):
+        start, self.start_state_ = self.start_state_, None  # no copy of the weights in pickles
+        if start is not None:
+            net.module_.load_state_dict(mix_weights(start, _copy_state(net.module_), self.alpha))
 
 
 class ValidationSetsScoring(Callback):
@@ -52,6 +88,11 @@ class ValidationSetsScoring(Callback):
         other clustering settings of
         :data:`~skabc.training.validation.SETTING_CANDIDATES` on the same sets
         (:func:`~skabc.training.validation.choose_settings`).
+    alpha : float, default=1.0
+        Share of the best weights in the result: below 1, the best weights
+        (when they are not the start) are mixed with the starting ones
+        (:func:`mix_weights`) before the settings are chosen and the result
+        is compared with the start.
 
     Attributes
     ----------
@@ -74,12 +115,13 @@ class ValidationSetsScoring(Callback):
     """
 
     def __init__(self, sets: list, settings: dict, patience: int | None = 5, name: str = "valid_ari",
-                 choose_clustering: bool = True) -> None:
+                 choose_clustering: bool = True, alpha: float = 1.0) -> None:
         self.sets = sets
         self.settings = settings
         self.patience = patience
         self.name = name
         self.choose_clustering = choose_clustering
+        self.alpha = alpha
 
     def on_train_begin(self, net, **kwargs):
         # Epochs are scored by the kernel's own partitions (the weights only change the kernel; an arbiter would
@@ -108,6 +150,8 @@ class ValidationSetsScoring(Callback):
     def on_train_end(self, net, **kwargs):
         # No second copy of the weights in pickles.
         state, start, self.best_state_, self.start_state_ = self.best_state_, self.start_state_, None, None
+        if state is not None and start is not None and self.best_epoch_ > 0 and self.alpha < 1.0:
+            state = mix_weights(start, state, self.alpha)
         if state is not None:
             net.module_.load_state_dict(state)
         self.best_settings_, self.settings_scores_ = dict(self.settings), {}
@@ -167,4 +211,4 @@ def planned_stop(net) -> bool:
     return any(getattr(cb, "stopped_", False) for _, cb in net.callbacks_)
 
 
-__all__ = ["TimeLimit", "ValidationSetsScoring", "planned_stop"]
+__all__ = ["StartWeightMix", "TimeLimit", "ValidationSetsScoring", "mix_weights", "planned_stop"]

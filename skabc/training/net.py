@@ -271,7 +271,8 @@ def describe_params(estimator: BaseEstimator) -> dict:
                "n_neighbors", "n_random_neighbors", "warm_start",
                # Resolved before training (the kernel train() gets has init='scratch', no early stopping):
                # leaving them out keeps checkpoints written before these parameters existed resumable.
-               "init", "early_stopping", "validation_fraction", "n_iter_no_change", "max_time")
+               "init", "early_stopping", "validation_fraction", "n_iter_no_change", "max_time",
+               "fine_tune_alpha")
     return {k: json_ready(v, _name_of) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
 
 
