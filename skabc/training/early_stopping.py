@@ -60,7 +60,8 @@ class ValidationSetsScoring(Callback):
 
     The weights the run starts from are scored first (``start_score_``) and
     count as a candidate: if no epoch beats them, training ends with them
-    restored.  Once the clustering settings are chosen, the result is
+    restored.  Once the clustering settings are chosen (or kept, with
+    ``choose_clustering=False``), the result is
     compared once more with the start as it would cluster on its own (its
     weights with all of ``settings``, arbiter included): where the start
     scores higher, its weights and settings are restored, so a fine-tuned
@@ -155,12 +156,16 @@ class ValidationSetsScoring(Callback):
         if state is not None:
             net.module_.load_state_dict(state)
         self.best_settings_, self.settings_scores_ = dict(self.settings), {}
-        if not (self.choose_clustering and self.sets):
+        if not self.sets:
             return
-        self.best_settings_, self.settings_scores_ = choose_settings(net.module_, self.sets, self.settings)
+        if self.choose_clustering:
+            self.best_settings_, self.settings_scores_ = choose_settings(net.module_, self.sets, self.settings)
         if start is None or (self.best_epoch_ == 0 and self.best_settings_ == self.settings):
             return  # the result is the start as it clusters on its own
-        kept = self.settings_scores_[settings_label(self.best_settings_)]
+        label = settings_label(self.best_settings_)
+        if label not in self.settings_scores_:  # settings kept as they are: the result's own score
+            self.settings_scores_[label] = score_sets(net.module_, self.sets, self.best_settings_)
+        kept = self.settings_scores_[label]
         start_label = "start weights, " + settings_label(self.settings)
         self.settings_scores_[start_label] = score_sets(_with_state(net.module_, start), self.sets, self.settings)
         if self.settings_scores_[start_label] > kept:
