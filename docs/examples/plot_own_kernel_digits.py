@@ -5,7 +5,9 @@ Learn a kernel from your labels: unseen handwritten digits
 Train :class:`~skabc.ContextualKernel` with its default parameters on labelled images of the
 digits 0 to 4, then cluster new sets of the digits 5 to 9, which it never saw, without telling it
 how many digits each set holds. The default fit fine-tunes the shipped generic kernel, validates on
-a held-out digit after every epoch and keeps the best weights; ``max_time`` caps it here so the
+a held-out digit after every epoch and keeps the best weights, mixed half and half with the generic
+ones (``fine_tune_alpha_``: sets of a held-out digit and of the training digits cannot show what
+fine-tuning costs on new digits); ``max_time`` caps it here so the
 example stays short (drop it for the full schedule). For comparison: the generic kernel with no
 training at all, and scikit-learn's :class:`~sklearn.cluster.SpectralClustering` on a
 nearest-neighbour graph, which is given the true number of digits.
