@@ -233,6 +233,32 @@ def test_fine_tuned_weights_are_mixed_with_the_generic_ones(blobs):
         assert torch.allclose(mixed.module_.state_dict()[name], expected, atol=1e-6), name
 
 
+def test_an_interrupted_fine_tune_keeps_mixed_weights(blobs, monkeypatch):
+    from skabc import sampling
+
+    X, y = blobs
+    original = sampling.SampledSetsDataset.__getitem__
+
+    def fit(alpha):
+        calls = {"n": 0}
+
+        def interrupting(self, i):  # two epochs of four sets, then Ctrl-C
+            calls["n"] += 1
+            if calls["n"] > 2 * 4 + 1:
+                raise KeyboardInterrupt
+            return original(self, i)
+
+        monkeypatch.setattr(sampling.SampledSetsDataset, "__getitem__", interrupting)
+        with pytest.warns(RuntimeWarning, match="interrupted after 2 of 5 epochs"):
+            return ContextualKernel(**FAST, max_epochs=5, sets_per_epoch=4, fine_tune_alpha=alpha).fit(X, y)
+
+    start = pretrained.load("generic", device="cpu").module_.state_dict()
+    mixed, trained = fit(0.5), fit(1.0)
+    assert dict(mixed.net_.callbacks_)["start_weight_mix"].start_state_ is None  # no copy left in pickles
+    for name, value in trained.module_.state_dict().items():
+        assert torch.allclose(mixed.module_.state_dict()[name], start[name] + 0.5 * (value - start[name]), atol=1e-6)
+
+
 def test_scratch_switch_and_its_conflict_with_init_generic(blobs):
     X, y = blobs
     kernel = ContextualKernel(**FAST, init="scratch", max_epochs=1, sets_per_epoch=4).fit(X, y)

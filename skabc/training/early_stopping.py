@@ -50,9 +50,16 @@ class StartWeightMix(Callback):
         self.start_state_ = _copy_state(net.module_) if self.alpha < 1.0 else None
 
     def on_train_end(self, net, **kwargs):
-        start, self.start_state_ = self.start_state_, None  # no copy of the weights in pickles
-        if start is not None:
-            net.module_.load_state_dict(mix_weights(start, _copy_state(net.module_), self.alpha))
+        if self.start_state_ is not None:
+            net.module_.load_state_dict(self.mix(_copy_state(net.module_)))
+
+    def mix(self, trained: dict) -> dict:
+        """``trained`` mixed with the starting weights (as they are without a start or with ``alpha=1``)."""
+        return trained if self.start_state_ is None else mix_weights(self.start_state_, trained, self.alpha)
+
+    def release(self) -> None:
+        """Drop the copy of the starting weights (once the fit is done: none in pickles)."""
+        self.start_state_ = None
 
 
 class ValidationSetsScoring(Callback):

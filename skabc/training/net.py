@@ -244,8 +244,12 @@ def _check_checkpoint_files(directory: Path) -> int:
 
 def _handle_interruption(kernel, net: NeuralNet) -> None:
     finished = sum("train_loss" in row for row in net.history)
-    keeper = dict(net.callbacks_)["keep_best"]
+    keeper, mixer = dict(net.callbacks_)["keep_best"], dict(net.callbacks_).get("start_weight_mix")
     best_state, keeper.best_state_ = keeper.best_state_, None  # no second copy of the weights in pickles
+    if best_state is not None and mixer is not None:  # the weights kept are mixed as the finished run's are
+        best_state = mixer.mix(best_state)
+    if mixer is not None:
+        mixer.release()
     if finished >= kernel.max_epochs or planned_stop(net):
         return
     validation = dict(net.callbacks_).get("validation")
