@@ -186,8 +186,8 @@ def test_fine_tune_alpha_auto_is_half_unless_groups_validate():
     assert plan.resolve_fine_tune_alpha(scratch, "scratch", validates_on_groups=False) == 1.0
     assert plan.resolve_fine_tune_alpha(ContextualKernel(fine_tune_alpha=0.3), "generic", False) == 0.3
     labels, groups = np.tile(np.arange(4), 10), np.repeat(np.arange(5), 8)
-    assert plan._holds_out_groups(labels, groups) and not plan._holds_out_groups(labels, None)
-    assert not plan._holds_out_groups(labels, np.zeros(40, dtype=int))  # one group: classes are held out
+    assert validation.holds_out_groups(labels, groups) and not validation.holds_out_groups(labels, None)
+    assert not validation.holds_out_groups(labels, np.zeros(40, dtype=int))  # one group: classes are held out
     with pytest.raises(ValueError, match=r"fine_tune_alpha=0.3.*init='generic'.*'scratch'"):
         plan.resolve_fine_tune_alpha(ContextualKernel(fine_tune_alpha=0.3), "scratch", False)
 

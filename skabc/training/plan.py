@@ -20,7 +20,7 @@ from ..nn.build import set_transform
 from ..sampling import check_set_size
 from .early_stopping import StartWeightMix, TimeLimit, ValidationSetsScoring
 from .schedule import GEOMETRY_MAX_STEPS, MAX_STEPS, Schedule, training_schedule
-from .validation import draw_validation_sets, validation_split
+from .validation import draw_validation_sets, holds_out_groups, validation_split
 
 #: Parameters that define the network (its architecture and input map); the others say how to train or infer.
 NETWORK_PARAMS = ("attention", "n_inducing", "window_size", "window_attention", "attention_options", "compat",
@@ -165,7 +165,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     if spec.d_model % spec.n_heads != 0:
         raise ValueError(f"d_model={spec.d_model} must be divisible by n_heads={spec.n_heads}.")
 
-    on_groups = held_out is not None and _holds_out_groups(labels, group_codes)
+    on_groups = held_out is not None and holds_out_groups(labels, group_codes)
     alpha = resolve_fine_tune_alpha(kernel, init, on_groups)
     callbacks = []
     if held_out is None:
@@ -215,10 +215,6 @@ def resolve_fine_tune_alpha(kernel, init: str, validates_on_groups: bool) -> flo
         )
     return alpha
 
-
-def _holds_out_groups(labels: np.ndarray, group_codes) -> bool:
-    """Whether :func:`~skabc.training.validation.validation_split` holds out whole groups for these rows."""
-    return group_codes is not None and len(np.unique(group_codes[labels >= 0])) >= 2
 
 
 def _classes_per_group(labels: np.ndarray, group_codes) -> int:

@@ -26,6 +26,11 @@ MIN_VALIDATION_ROWS = 20
 MIN_TRAINING_CLASSES = 3
 
 
+def holds_out_groups(labels: np.ndarray, group_codes) -> bool:
+    """Whether :func:`validation_split` holds out whole groups: two or more groups hold labelled rows."""
+    return group_codes is not None and len(np.unique(group_codes[labels >= 0])) >= 2
+
+
 def validation_split(labels: np.ndarray, group_codes, fraction: float, rng: np.random.Generator):
     """Rows held out for validation, or ``None`` when the data cannot spare a useful split.
 
@@ -54,8 +59,8 @@ def validation_split(labels: np.ndarray, group_codes, fraction: float, rng: np.r
     """
     labelled = labels >= 0
     held_out = np.zeros(len(labels), dtype=bool)
-    groups = np.unique(group_codes[labelled]) if group_codes is not None else np.array([])
-    if len(groups) >= 2:
+    if holds_out_groups(labels, group_codes):
+        groups = np.unique(group_codes[labelled])
         n_out = int(np.clip(round(fraction * len(groups)), 1, len(groups) - 1))
         held_out = labelled & np.isin(group_codes, rng.choice(groups, n_out, replace=False))
     else:
