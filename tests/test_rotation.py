@@ -1,5 +1,7 @@
 """The eigenvector-alignment estimate of k (Zelnik-Manor & Perona 2004) and its selector."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -78,3 +80,13 @@ def test_rotation_is_a_recommended_setting_and_an_abc_option():
     assert check_recommended_clustering({"n_clusters_selection": "rotation"}) == {"n_clusters_selection": "rotation"}
     with pytest.raises(ValueError, match="invalid recommended value"):
         check_recommended_clustering({"n_clusters_selection": "rotate"})
+
+
+def test_a_zero_row_leaves_the_search_finite():
+    """A point with no weight on the leading eigenvectors: its gradient term must not become 0/0."""
+    vectors = np.linalg.qr(np.random.default_rng(0).normal(size=(50, 4)))[0]
+    vectors[3] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        qualities = alignment_qualities(vectors)
+    assert np.isfinite(qualities).all()

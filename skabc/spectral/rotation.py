@@ -114,7 +114,8 @@ def _alignment_cost(angles: np.ndarray, X: np.ndarray) -> tuple[float, np.ndarra
     Z = X @ rotation
     squares = Z * Z
     every_row, largest = np.arange(n), squares.argmax(axis=1)
-    peak = np.maximum(squares[every_row, largest], 1e-300)
+    # The gradient divides by peak**2: a floor of 1e-300 would underflow to 0 there (a zero row: NaN).
+    peak = np.maximum(squares[every_row, largest], 1e-150)
     total = squares.sum(axis=1)
     # d/dZ of sum_i total_i / peak_i: a row's largest entry also moves its denominator.
     grad_Z = 2.0 * Z / peak[:, None]
