@@ -11,8 +11,10 @@ is fitted on the training digits of scikit-learn's ``load_digits`` (pixels /
 training side (2 to 5 digits per set, ``k`` unknown); the untrained generic
 kernel (``ABCClustering()``) clusters the same sets.  The splits are five
 digits against five (none is one of ``own_kernel.py``'s two) and two of
-three digits, the few-class case.  ``fine_tune_alpha='auto'`` and the
-validation split's rule for few classes were chosen on these numbers.
+three digits, the few-class case.  ``fine_tune_alpha='auto'``, the
+validation split's rule for few classes and the kNN partition of such fits
+(``arbiter='generic-knn'``, :func:`skabc.training.validation.choose_partition`)
+were chosen on these numbers.
 Prints a table and writes ``benchmarks/results/digit_splits.json``.
 """
 

@@ -104,9 +104,10 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         keeps the partition its trained forest predicts to score best, from evidence that needs no
         labels (:mod:`skabc.spectral.arbiter`).  With ``n_clusters=None``: the kernel's affinity and
         the set's 10-NN graph, each with two ``k`` rules (about three more spectral steps); with
-        ``n_clusters`` given: both cut into ``n_clusters`` (one more).  ``None``: the kernel's
-        affinity only.  ``'auto'``: the kernel's
-        recommendation (``'generic'`` for the generic kernel), with ``k`` unknown only when
+        ``n_clusters`` given: both cut into ``n_clusters`` (one more).  ``'generic-knn'``: the same choice
+        of ``k``, the 10-NN graph cut into it.  ``None``: the kernel's affinity only.  ``'auto'``: the kernel's
+        recommendation (``'generic'`` for the generic kernel, or ``'generic-knn'`` for one fine-tuned on held-out
+        classes, :func:`~skabc.training.validation.choose_partition`), with ``k`` unknown only when
         ``n_clusters_selection`` is ``'auto'`` too; resolved in ``fit`` into ``arbiter_``.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the

@@ -12,6 +12,7 @@ from skabc.spectral.arbiter import (
     ARBITERS,
     CANDIDATES,
     GIVEN_K_ARBITERS,
+    KNN_PARTITION_VARIANTS,
     Arbiter,
     TreeEnsemble,
     candidate_features,
@@ -169,6 +170,38 @@ def test_abc_clustering_keeps_the_candidate_the_forest_prefers(tmp_path, monkeyp
     assert model.arbiter_ == "generic" and model.candidate_ == "knn-rotation"
     np.testing.assert_array_equal(model.affinity_matrix_.toarray(), knn_graph(X).toarray())
     assert model.n_clusters_ == 3
+
+
+@pytest.mark.parametrize(("preferred", "name"), [("kernel-consensus", "knn-at-kernel-consensus"),
+                                                 ("knn-rotation", "knn-rotation")])
+def test_the_knn_partition_variant_cuts_the_knn_graph_at_the_chosen_k(tmp_path, monkeypatch, fresh_arbiters,
+                                                                      preferred, name):
+    from dataclasses import replace
+
+    onehot = n_feature_columns(len(UNKNOWN_K)) - len(UNKNOWN_K) + UNKNOWN_K.index(preferred)
+    path = _forest_file(tmp_path, [_stump(onehot, 0.5, 0.0, 1.0)])
+    for arbiter in ("generic", "generic-knn"):
+        monkeypatch.setitem(ARBITERS, arbiter, str(path))
+    X = np.vstack([_blobs(150), [[0.0, 0.0]]])  # one point between the blobs: the two affinities may disagree
+    P = _toy_probabilities(X)
+    own = load_arbiter("generic").cluster(STEP, P, X, 0, 0)
+    labels, affinity, k, eigenvalues, chosen = load_arbiter("generic-knn").cluster(STEP, P, X, 0, 0)
+    assert own[4] == preferred and chosen == name and k == own[2]
+    np.testing.assert_array_equal(eigenvalues, own[3])  # the k came from the chosen candidate's rule
+    graph = knn_graph(X)
+    np.testing.assert_array_equal(affinity.toarray(), graph.toarray())
+    np.testing.assert_array_equal(labels, replace(STEP, affinity_power=1.0).labels_for(graph, k, 0))
+
+
+def test_every_knn_partition_variant_is_an_arbiter_in_both_modes(fresh_arbiters):
+    assert load_arbiter("generic").partition == "kernel"
+    for base, variant in KNN_PARTITION_VARIANTS.items():
+        assert ARBITERS[variant] == ARBITERS[base] and GIVEN_K_ARBITERS[variant] == GIVEN_K_ARBITERS[base]
+        assert load_arbiter(variant).partition == load_arbiter(variant, given_k=True).partition == "knn"
+    X = _blobs(150)
+    model = ABCClustering(n_clusters=3, arbiter="generic-knn", random_state=0).fit(X)
+    assert model.candidate_ in ("knn-given", "knn-at-kernel-given")
+    np.testing.assert_array_equal(model.affinity_matrix_.toarray(), knn_graph(X).toarray())
 
 
 def test_arbiter_resolution():

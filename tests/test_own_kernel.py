@@ -306,11 +306,16 @@ def test_a_fine_tune_validated_on_held_out_classes_keeps_the_generic_settings(bl
                         lambda n, k, b, cap, size: Schedule(max_epochs=2, sets_per_epoch=4, n_steps=2))
     kernel = ContextualKernel(**FAST).set_params(set_size=(10, 30)).fit(X, y)
     assert kernel.fine_tune_alpha_ == plan.CLASS_SPLIT_ALPHA and "valid_ari" in kernel.net_.history[-1]
-    assert kernel.recommended_clustering() == pretrained.load("generic").recommended_clustering()
-    # No other settings were tried; the result was compared with the start, both as the generic kernel clusters.
-    own = validation.settings_label(pretrained.load("generic").recommended_clustering())
+    generic = pretrained.load("generic").recommended_clustering()
+    chosen = kernel.recommended_clustering()
+    assert chosen in (generic, {**generic, "arbiter": "generic-knn"})
+    # No other settings were tried: the generic ones and their kNN partition, with k estimated and given; the
+    # result was compared with the start as it clusters on its own.
+    labels = [validation.settings_label(s) for s in (generic, {**generic, "arbiter": "generic-knn"})]
+    compared = {*labels, *(label + ", k given" for label in labels)}
     best_epoch = dict(kernel.net_.callbacks_)["validation"].best_epoch_
-    assert set(kernel.validation_settings_scores_) == (set() if best_epoch == 0 else {own, "start weights, " + own})
+    start = set() if best_epoch == 0 else {"start weights, " + validation.settings_label(generic)}
+    assert set(kernel.validation_settings_scores_) == compared | start
 
 
 def test_a_fine_tuned_kernel_saves_and_loads(tmp_path, blobs):
@@ -386,6 +391,34 @@ def test_choose_settings_keeps_the_arbiter_unless_it_clearly_loses(monkeypatch, 
     assert ("A**4 consensus njw arbiter generic, k given" in scores) is arbiter_wins
     if arbiter_wins:
         assert scores["A**4 consensus njw arbiter generic, k given"] == (1.0 if wins_at_given_k else 0.0)
+
+
+@pytest.mark.parametrize(("kernel_wins", "kernel_wins_at_given_k", "kept"),
+                         [(0, 0, "generic-knn"), (12, 0, "generic"), (0, 12, "generic"), (2, 0, "generic-knn")])
+def test_choose_partition_takes_the_knn_variant_unless_the_kernel_clearly_wins(monkeypatch, kernel_wins,
+                                                                              kernel_wins_at_given_k, kept):
+    """On the first ``kernel_wins`` sets only the kernel's partition is right, on the others only the graph's;
+    with 2, the graph is wrong on two sets and the kernel on one (both right elsewhere): a win within noise."""
+    rng = np.random.default_rng(0)
+    sets = [(rng.normal(size=(20, 2)).astype(np.float32), rng.integers(0, 3, 20)) for _ in range(12)]
+    monkeypatch.setattr(validation, "set_affinity", lambda module, X: X)
+    index = {id(X): i for i, (X, _) in enumerate(sets)}
+
+    def cluster(affinity, settings, n_clusters=None, **kwargs):
+        i = index[id(affinity)]
+        wins = kernel_wins if n_clusters is None else kernel_wins_at_given_k
+        kernel_right, graph_right = (i < 11, i >= 2) if wins == 2 else (i < wins, i >= wins)
+        right = kernel_right if settings["arbiter"] == "generic" else graph_right
+        return sets[i][1] if right else np.zeros(20, dtype=int)
+
+    monkeypatch.setattr(validation, "cluster_affinity", cluster)
+    start = {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "consensus", "arbiter": "generic"}
+    chosen, scores = validation.choose_partition(None, sets, start)
+    assert chosen == {**start, "arbiter": kept}
+    labels = ("A**4 consensus njw arbiter generic", "A**4 consensus njw arbiter generic-knn")
+    assert set(scores) == {*labels, *(label + ", k given" for label in labels)}
+    # Without an arbiter that has a kNN-partition variant there is nothing to compare.
+    assert validation.choose_partition(None, sets, {**start, "arbiter": None}) == ({**start, "arbiter": None}, {})
 
 
 @pytest.mark.parametrize(("start_score", "kept_start"), [(0.9, True), (0.1, False)])

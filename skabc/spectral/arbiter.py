@@ -56,8 +56,12 @@ ZERO_EIGENVALUE = 1e-8
 #: Folder of the shipped arbiters; name -> file in :data:`ARBITERS`.
 _PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
 #: Arbiter name -> its file for ``k`` unknown, and (:data:`GIVEN_K_ARBITERS`) for a given ``k``.
-ARBITERS = {"generic": "arbiter_generic.json"}
-GIVEN_K_ARBITERS = {"generic": "arbiter_generic_given_k.json"}
+ARBITERS = {"generic": "arbiter_generic.json", "generic-knn": "arbiter_generic.json"}
+GIVEN_K_ARBITERS = {"generic": "arbiter_generic_given_k.json", "generic-knn": "arbiter_generic_given_k.json"}
+#: Arbiter -> its kNN-partition variant: the same forest chooses, and so its ``k``, but the set's kNN graph is cut
+#: into that many clusters (a kernel fine-tuned on a few classes finds how many new classes a set holds better
+#: than it separates them; ``benchmarks/digit_splits.py``).
+KNN_PARTITION_VARIANTS = {"generic": "generic-knn"}
 #: Most tree nodes a file may hold (a forged file cannot make evaluation allocate without bound).
 _MAX_NODES = 1_000_000
 FORMAT = "skabc-arbiter"
@@ -285,6 +289,8 @@ class Arbiter:
     candidates: tuple[str, ...]
     forest: TreeEnsemble
     provenance: dict
+    #: ``'kernel'``: the chosen candidate's partition; ``'knn'``: the kNN graph cut at the chosen ``k``.
+    partition: str = "kernel"
 
     @classmethod
     def from_file(cls, path, name: str | None = None) -> Arbiter:
@@ -356,6 +362,9 @@ class Arbiter:
     def cluster(self, step: SpectralStep, probabilities, X, eigen_seed, seed: int):
         """The chosen partition of one set, as :meth:`SpectralStep.cluster` returns one, plus its name.
 
+        A kNN-partition arbiter (:data:`KNN_PARTITION_VARIANTS`) returns the set's kNN graph cut into the chosen
+        candidate's ``k`` instead of a kernel candidate's partition, named ``'knn-at-<candidate>'``.
+
         Raises
         ------
         ValueError
@@ -369,6 +378,10 @@ class Arbiter:
         candidates = self.candidates_of(step, probabilities, X, eigen_seed, seed)
         best, _ = self.choose(candidates, np.shape(X)[1])
         c = candidates[best]
+        if self.partition == "knn" and CANDIDATES[c.name][0] != "knn":
+            graph = next(other.affinity for other in candidates if CANDIDATES[other.name][0] == "knn")
+            labels = replace(step, affinity_power=1.0).labels_for(graph, c.n_clusters, seed)
+            return labels, graph, c.n_clusters, c.eigenvalues, f"knn-at-{c.name}"
         return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
 
 
@@ -400,6 +413,8 @@ def load_arbiter(name: str, given_k: bool = False) -> Arbiter:
         raise ValueError(f"unknown arbiter {name!r}{' for a given k' if given_k else ''}; "
                          f"shipped arbiters: {sorted(registry)}")
     arbiter = Arbiter.from_file(_PRETRAINED / registry[name], name)
+    if name in KNN_PARTITION_VARIANTS.values():
+        arbiter = replace(arbiter, partition="knn")
     if arbiter.given_k != given_k:
         mode = "a given" if given_k else "an unknown"
         raise ValueError(f"the shipped arbiter file {registry[name]} is not for {mode} k")

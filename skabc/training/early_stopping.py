@@ -13,7 +13,7 @@ import time
 import torch
 from skorch.callbacks import Callback
 
-from .validation import choose_settings, score_sets, settings_label
+from .validation import choose_partition, choose_settings, score_sets, settings_label
 
 
 def _copy_state(module) -> dict:
@@ -101,6 +101,9 @@ class ValidationSetsScoring(Callback):
         (when they are not the start) are mixed with the starting ones
         (:func:`mix_weights`) before the settings are chosen and the result
         is compared with the start.
+    knn_partition : bool, default=False
+        With ``choose_clustering=False``: switch the arbiter of ``settings`` to its kNN-partition variant
+        unless the sets reject it (:func:`~skabc.training.validation.choose_partition`).
 
     Attributes
     ----------
@@ -116,20 +119,21 @@ class ValidationSetsScoring(Callback):
         Whether this callback ended the run.
     best_settings_ : dict
         The clustering settings chosen for the restored weights (``settings``
-        itself with ``choose_clustering=False``).
+        itself with ``choose_clustering=False``, or its kNN-partition variant with ``knn_partition``).
     settings_scores_ : dict
-        Mean validation ARI of every compared setting (empty with
+        Mean validation ARI of every compared setting (none but the partitions compared with
         ``choose_clustering=False``).
     """
 
     def __init__(self, sets: list, settings: dict, patience: int | None = 5, name: str = "valid_ari",
-                 choose_clustering: bool = True, alpha: float = 1.0) -> None:
+                 choose_clustering: bool = True, alpha: float = 1.0, knn_partition: bool = False) -> None:
         self.sets = sets
         self.settings = settings
         self.patience = patience
         self.name = name
         self.choose_clustering = choose_clustering
         self.alpha = alpha
+        self.knn_partition = knn_partition
 
     def on_train_begin(self, net, **kwargs):
         # Epochs are scored by the kernel's own partitions (the weights only change the kernel; an arbiter would
@@ -167,8 +171,10 @@ class ValidationSetsScoring(Callback):
             return
         if self.choose_clustering:
             self.best_settings_, self.settings_scores_ = choose_settings(net.module_, self.sets, self.settings)
-        if start is None or (self.best_epoch_ == 0 and self.best_settings_ == self.settings):
-            return  # the result is the start as it clusters on its own
+        elif self.knn_partition:
+            self.best_settings_, self.settings_scores_ = choose_partition(net.module_, self.sets, self.settings)
+        if start is None or (self.best_epoch_ == 0 and (self.knn_partition or self.best_settings_ == self.settings)):
+            return  # the start's weights, clustered as they are or as choose_partition found better
         label = settings_label(self.best_settings_)
         if label not in self.settings_scores_:  # settings kept as they are: the result's own score
             self.settings_scores_[label] = score_sets(net.module_, self.sets, self.best_settings_)

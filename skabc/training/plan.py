@@ -175,10 +175,12 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         sets = draw_validation_sets(X, labels, group_codes, held_out, N_VALIDATION_SETS,
                                     check_set_size(kernel.set_size), int(rng.integers(2**31 - 1)), set_transform(spec))
         # Sets of held-out classes credit a fine-tune with what it memorised of its training classes: there the
-        # generic kernel's own clustering settings stay (its arbiter included), only the weights are validated.
+        # generic kernel's own clustering settings stay (its arbiter included), only the weights are validated and
+        # whether the kNN graph cuts the sets at the arbiter's k (choose_partition).
+        class_split = not on_groups and init == GENERIC
         callbacks.append(("validation", ValidationSetsScoring(sets, recommended, patience=kernel.n_iter_no_change,
-                                                              choose_clustering=on_groups or init != GENERIC,
-                                                              alpha=alpha)))
+                                                              choose_clustering=not class_split, alpha=alpha,
+                                                              knn_partition=class_split)))
     if held_out is None and alpha < 1.0:
         callbacks.append(("start_weight_mix", StartWeightMix(alpha)))
     if kernel.max_time is not None:

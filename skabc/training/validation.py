@@ -18,7 +18,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from ..sampling import ClusterSetSampler
 from ..spectral import SpectralStep, consensus_n_clusters, estimate_n_clusters, spectral_labels
-from ..spectral.arbiter import arbiter_for
+from ..spectral.arbiter import KNN_PARTITION_VARIANTS, arbiter_for
 
 #: Fewest held-out labelled rows worth a validation split.
 MIN_VALIDATION_ROWS = 20
@@ -203,6 +203,41 @@ def choose_settings(module: torch.nn.Module, sets: list, settings: dict) -> tupl
         loss = alone - arbitrated
         if loss.mean() > _standard_error(loss):
             chosen = {**chosen, "arbiter": None}
+    return chosen, scores
+
+
+def choose_partition(module: torch.nn.Module, sets: list, settings: dict) -> tuple[dict, dict]:
+    """``settings`` with their arbiter's kNN-partition variant, unless the validation ``sets`` reject it.
+
+    Where a kernel fine-tuned on a few classes clusters sets of new ones, the kNN graph of the rows cut at the
+    arbiter's ``k`` beat the arbiter's own partition on seven of eight digit class splits
+    (``benchmarks/digit_splits.py``).  Held-out sets mix seen rows, which the kernel memorised, with an unseen
+    class, so they credit the kernel's partition: the variant stays unless the arbiter's own partition beats
+    it by more than one standard error, with ``k`` estimated or given (each set's true ``k``).
+
+    Returns
+    -------
+    chosen : dict
+        ``settings``, with ``'arbiter'`` its kNN-partition variant where kept.
+    scores : dict
+        :func:`settings_label` -> mean adjusted Rand index of both, ``k`` estimated and given.
+    """
+    arbiter = settings.get("arbiter")
+    if arbiter not in KNN_PARTITION_VARIANTS or not sets:
+        return dict(settings), {}
+    variant = {**settings, "arbiter": KNN_PARTITION_VARIANTS[arbiter]}
+    affinities = [set_affinity(module, X) for X, *_ in sets]
+    scores, chosen = {}, variant
+    for k_given in (False, True):
+        results = []
+        for candidate in (settings, variant):
+            results.append(np.array([adjusted_rand_score(labels, cluster_affinity(
+                affinity, candidate, rows=_rows(item), n_clusters=len(np.unique(labels)) if k_given else None))
+                for affinity, (_, labels, *item) in zip(affinities, sets, strict=True)]))
+            scores[settings_label(candidate) + (", k given" if k_given else "")] = float(results[-1].mean())
+        loss = results[0] - results[1]
+        if loss.mean() > _standard_error(loss):
+            chosen = dict(settings)
     return chosen, scores
 
 
