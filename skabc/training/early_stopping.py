@@ -121,8 +121,8 @@ class ValidationSetsScoring(Callback):
         The clustering settings chosen for the restored weights (``settings``
         itself with ``choose_clustering=False``, or its kNN-partition variant with ``knn_partition``).
     settings_scores_ : dict
-        Mean validation ARI of every compared setting (none but the partitions compared with
-        ``choose_clustering=False``).
+        Mean validation ARI of every compared setting (with ``choose_clustering=False``: only the two
+        partitions of ``knn_partition``) and, where the weights changed, of the start as it clusters alone.
     """
 
     def __init__(self, sets: list, settings: dict, patience: int | None = 5, name: str = "valid_ari",
