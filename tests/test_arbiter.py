@@ -193,6 +193,19 @@ def test_the_knn_partition_variant_cuts_the_knn_graph_at_the_chosen_k(tmp_path, 
     np.testing.assert_array_equal(labels, replace(STEP, affinity_power=1.0).labels_for(graph, k, 0))
 
 
+def test_a_knn_partition_arbiter_without_knn_candidates_builds_the_graph(tmp_path):
+    from dataclasses import replace
+
+    kernel_only = ("kernel-consensus", "kernel-eigengap")
+    path = _forest_file(tmp_path, [_stump(0, 0.5, 0.0, 1.0)], candidates=kernel_only)
+    arbiter = replace(Arbiter.from_file(path), partition="knn")
+    X = _blobs(150)
+    labels, affinity, k, _, chosen = arbiter.cluster(STEP, _toy_probabilities(X), X, 0, 0)
+    assert chosen.startswith("knn-at-kernel-")
+    np.testing.assert_array_equal(affinity.toarray(), knn_graph(X).toarray())
+    np.testing.assert_array_equal(labels, replace(STEP, affinity_power=1.0).labels_for(knn_graph(X), k, 0))
+
+
 def test_every_knn_partition_variant_is_an_arbiter_in_both_modes(fresh_arbiters):
     assert load_arbiter("generic").partition == "kernel"
     for base, variant in KNN_PARTITION_VARIANTS.items():

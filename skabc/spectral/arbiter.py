@@ -379,7 +379,9 @@ class Arbiter:
         best, _ = self.choose(candidates, np.shape(X)[1])
         c = candidates[best]
         if self.partition == "knn" and CANDIDATES[c.name][0] != "knn":
-            graph = next(other.affinity for other in candidates if CANDIDATES[other.name][0] == "knn")
+            # The kNN candidates' graph where the arbiter has one (every shipped arbiter does).
+            graph = next((other.affinity for other in candidates if CANDIDATES[other.name][0] == "knn"), None)
+            graph = knn_graph(X) if graph is None else graph
             labels = replace(step, affinity_power=1.0).labels_for(graph, c.n_clusters, seed)
             return labels, graph, c.n_clusters, c.eigenvalues, f"knn-at-{c.name}"
         return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
