@@ -118,6 +118,10 @@ def test_forest_matches_scikit_learn_gradient_boosting(tmp_path):
         ({"trees": [_stump(999, 0.0, 1.0, 2.0)]}, "features must index"),
         ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), value=[0.0, 1.0])]}, "one length"),
         ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), value=["a", 1, 2])]}, "numbers"),
+        ({"spectrum_size": 52}, "spectrum_size"),
+        ({"spectrum_size": 2}, "spectrum_size"),
+        ({"spectrum_size": "21"}, "spectrum_size"),
+        ({"spectrum_size": True}, "spectrum_size"),
     ],
 )
 def test_forged_arbiter_files_are_refused(tmp_path, change, message):
@@ -125,6 +129,58 @@ def test_forged_arbiter_files_are_refused(tmp_path, change, message):
     path = _forest_file(tmp_path, trees, **change)
     with pytest.raises(ValueError, match=message):
         Arbiter.from_file(path)
+
+
+def _many_blobs(k=30, seed=0):
+    """``k`` tight, far-apart blobs on a grid: a 10-NN graph of them has exactly ``k`` components."""
+    rng = np.random.default_rng(seed)
+    centres = np.array([(i % 6, i // 6) for i in range(k)], dtype=float) * 10.0
+    X = np.repeat(centres, 15, axis=0) + rng.normal(scale=0.3, size=(15 * k, 2))
+    return X, np.repeat(np.arange(k), 15)
+
+
+def test_features_read_as_many_eigenvalues_as_the_file_says():
+    """Past 20 clusters, a 21-eigenvalue view saturates; a 51-eigenvalue one still counts every component."""
+    X, _ = _many_blobs(30)
+    step = SpectralStep(n_clusters=None, max_clusters=50, selection="consensus", affinity_power=4.0,
+                        assign_labels="njw")
+    candidates = candidate_partitions(step, _toy_probabilities(X), X, 0, 0)
+    knn = candidates[UNKNOWN_K.index("knn-eigengap")]
+    # The rotation rule (first of the kNN candidates) solves for 21 eigenvalues; both kNN candidates read the
+    # eigengap's longer spectrum of the same graph.
+    assert knn.n_clusters == 30 and len(knn.spectrum) == 51 and np.sum(knn.spectrum < 1e-8) == 30
+    np.testing.assert_array_equal(candidates[UNKNOWN_K.index("knn-rotation")].spectrum, knn.spectrum)
+    zeros = 6  # column of the number of zero eigenvalues among a candidate's own features
+    narrow, wide = (candidate_features(candidates, 2, size) for size in (21, 51))
+    assert narrow.shape == wide.shape
+    assert narrow[UNKNOWN_K.index("knn-eigengap"), zeros] == 21
+    assert wide[UNKNOWN_K.index("knn-eigengap"), zeros] == 30
+    # Around k = 30 the wide view reads the 30th and 31st eigenvalues: zero, then a gap.
+    low, high = wide[UNKNOWN_K.index("knn-eigengap"), 1:3]
+    assert low < 1e-8 < high
+
+
+def test_spectrum_size_travels_with_the_file(tmp_path):
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    rng = np.random.default_rng(0)
+    width = n_feature_columns(len(UNKNOWN_K))
+    model = GradientBoostingRegressor(n_estimators=5, random_state=0).fit(rng.normal(size=(50, width)),
+                                                                           rng.uniform(size=50))
+    path = tmp_path / "arbiter.json"
+    write_arbiter(path, model, UNKNOWN_K, {"recipe": "test"}, spectrum_size=51)
+    assert Arbiter.from_file(path).spectrum_size == 51
+    # A file that names none reads the 21 eigenvalues the first arbiters were trained on.
+    assert Arbiter.from_file(_forest_file(tmp_path, [_stump(0, 0.0, 1.0, 2.0)])).spectrum_size == 21
+
+
+def test_given_k_candidates_compute_the_arbiters_spectrum():
+    X, _ = _many_blobs(30)
+    step = SpectralStep(n_clusters=30, max_clusters=50, selection="consensus", affinity_power=4.0,
+                        assign_labels="njw")
+    for size in (21, 40):
+        candidates = candidate_partitions(step, _toy_probabilities(X), X, 0, 0, GIVEN_K, size)
+        assert all(len(c.spectrum) == size for c in candidates)
 
 
 def test_not_json_is_refused(tmp_path):

@@ -49,8 +49,11 @@ CANDIDATES = {
 }
 #: Smallest set an arbiter chooses for; smaller ones get the kernel's own partition.
 MIN_SET_SIZE = 3
-#: Laplacian eigenvalues per affinity that the features read.
+#: Laplacian eigenvalues per affinity that an arbiter's features read, unless its file names another
+#: ``spectrum_size``: a set of more clusters than that reads as if it had ``SPECTRUM_SIZE - 1``.
 SPECTRUM_SIZE = 21
+#: Most eigenvalues a candidate keeps (ABCClustering's default ``max_clusters`` + 1) and a file may read.
+MAX_SPECTRUM_SIZE = 51
 #: Eigenvalues below this count as (numerically) zero: one per connected component.
 ZERO_EIGENVALUE = 1e-8
 #: Folder of the shipped arbiters; name -> file in :data:`ARBITERS`.
@@ -95,7 +98,7 @@ def default_candidates(given_k: bool) -> tuple[str, ...]:
 
 
 def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed: int,
-                         names: tuple[str, ...] | None = None) -> list[Candidate]:
+                         names: tuple[str, ...] | None = None, spectrum_size: int = SPECTRUM_SIZE) -> list[Candidate]:
     """Cluster one set every way in ``names``, all seeded as ``step`` is.
 
     ``k`` is unknown (the step's ``n_clusters`` is ignored) unless every candidate's rule is ``'given'``:
@@ -104,30 +107,32 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
 
     The eigensolves are shared: the consensus estimate's spectrum of an affinity (at its power) also gives
     the plain eigengap ``k`` and, where an affinity has a consensus candidate, the spectrum the features
-    read (else the first rule's); a ``k`` found by two rules is embedded once.
+    read (else the longest any rule computed); a ``k`` found by two rules is embedded once.  Rule ``'given'``
+    computes ``spectrum_size`` eigenvalues for the features (no rule of its own needs them).
     """
     names = default_candidates(step.n_clusters is not None) if names is None else names
     if any(CANDIDATES[name][1] != "given" for name in names):
         step = replace(step, n_clusters=None)
-    sources, out = {}, []
+    sources, found_by = {}, []
     for name in names:
         source, rule = CANDIDATES[name]
         if source not in sources:
-            sources[source] = _Source(step, source, probabilities, X)
+            sources[source] = _Source(step, source, probabilities, X, spectrum_size)
             if (source, "consensus") in (CANDIDATES[other] for other in names):
                 sources[source].k_by(rule="consensus", eigen_seed=eigen_seed, seed=seed)
         found = sources[source]
         k, eigenvalues = found.k_by(rule, eigen_seed, seed)
-        labels = found.labels_at(k, seed)
-        out.append(Candidate(name, labels, found.affinity, len(np.unique(labels)), eigenvalues,
-                             found.spectrum[:SPECTRUM_SIZE]))
-    return out
+        found_by.append((name, found, found.labels_at(k, seed), eigenvalues))
+    # Built once every rule has run: each candidate reads its affinity's whole spectrum.
+    return [Candidate(name, labels, found.affinity, len(np.unique(labels)), eigenvalues,
+                      found.spectrum[:MAX_SPECTRUM_SIZE]) for name, found, labels, eigenvalues in found_by]
 
 
 class _Source:
     """One affinity of a set and what its rules found: each rule's ``k`` and eigenvalues, the partitions."""
 
-    def __init__(self, step: SpectralStep, source: str, probabilities, X) -> None:
+    def __init__(self, step: SpectralStep, source: str, probabilities, X, spectrum_size: int = SPECTRUM_SIZE) -> None:
+        self.spectrum_size = spectrum_size
         if source == "kernel":
             self.step, affinity = step, probabilities
         else:
@@ -144,7 +149,7 @@ class _Source:
             if rule == "given":
                 if step.n_clusters is None:
                     raise ValueError("candidates of rule 'given' need a given n_clusters")
-                spectrum = laplacian_eigenvalues(self.affinity, min(SPECTRUM_SIZE, self.affinity.shape[0]),
+                spectrum = laplacian_eigenvalues(self.affinity, min(self.spectrum_size, self.affinity.shape[0]),
                                                  random_state=eigen_seed, eigen_solver=step.eigen_solver,
                                                  eigen_tol=step.eigen_tol)
                 # eigenvalues_ stays None with k given, as without an arbiter; the features read the spectrum.
@@ -162,9 +167,13 @@ class _Source:
                 selection = N_CLUSTERS_SELECTORS[rule](replace(step, n_clusters=None, selection=rule),
                                                        self.affinity, self.affinity, eigen_seed, seed)
                 self.found[rule] = (selection.n_clusters, selection.eigenvalues)
-            if self.spectrum is None:
-                values = spectrum if spectrum is not None else self.found[rule][1]
-                self.spectrum = np.zeros(0) if values is None else values
+            values = spectrum if spectrum is not None else self.found[rule][1]
+            # The longest spectrum of this affinity: the rotation rule solves for 21 eigenvalues, the eigengap
+            # for max_clusters + 1, and a set of many clusters shows only in the longer one.
+            if values is not None and (self.spectrum is None or len(values) > len(self.spectrum)):
+                self.spectrum = values
+            elif self.spectrum is None:
+                self.spectrum = np.zeros(0)
         return self.found[rule]
 
     def labels_at(self, k: int, seed: int) -> np.ndarray:
@@ -173,32 +182,58 @@ class _Source:
         return self.partitions[k]
 
 
-def candidate_features(candidates: list[Candidate], n_features_in: int) -> np.ndarray:
-    """One row of unlabelled evidence per candidate, ``(len(candidates), n_columns)`` (see the module notes)."""
-    n = len(candidates[0].labels)
-    by_source = {}
-    for c in candidates:
-        by_source.setdefault(CANDIDATES[c.name][0], _padded(c.spectrum))
-    shared = [np.log(n), np.log(max(n_features_in, 1))]
-    for source in ("kernel", "knn"):
-        shared.extend(by_source.get(source, np.ones(SPECTRUM_SIZE))[1:8])
-    # ARI is symmetric: each pair once.
+def candidate_evidence(candidates: list[Candidate], n_features_in: int) -> dict:
+    """What an arbiter's features read of one set's candidates, as plain JSON values.
+
+    Per candidate its name, ``k``, cluster sizes (``bincount`` of its labels) and its affinity's spectrum; for
+    the set its size and width and the candidates' pairwise agreement (ARI).  Research recipes store it, so
+    that features of another width can be computed without clustering again.
+    """
     agree = np.ones((len(candidates), len(candidates)))
     for i in range(len(candidates)):
-        for j in range(i + 1, len(candidates)):
+        for j in range(i + 1, len(candidates)):  # ARI is symmetric: each pair once
             agree[i, j] = agree[j, i] = adjusted_rand_score(candidates[i].labels, candidates[j].labels)
+    return {"n": len(candidates[0].labels), "n_features_in": int(n_features_in),
+            "names": [c.name for c in candidates], "k": [int(c.n_clusters) for c in candidates],
+            "sizes": [np.bincount(c.labels).tolist() for c in candidates],
+            "spectra": [np.asarray(c.spectrum, dtype=np.float64).tolist() for c in candidates],
+            "agreement": agree.tolist()}
+
+
+def evidence_features(evidence: dict, spectrum_size: int = SPECTRUM_SIZE) -> np.ndarray:
+    """The feature rows of :func:`candidate_evidence`, ``(len(candidates), n_feature_columns(len(candidates)))``.
+
+    Each affinity's spectrum is read up to ``spectrum_size`` eigenvalues (its ``k``-th and ``k+1``-th, its
+    number of zeros); the number of columns does not depend on it.
+    """
+    n, names = evidence["n"], evidence["names"]
+    by_source = {}
+    for name, spectrum in zip(names, evidence["spectra"], strict=True):
+        by_source.setdefault(CANDIDATES[name][0], _padded(spectrum, spectrum_size))
+    shared = [np.log(n), np.log(max(evidence["n_features_in"], 1))]
+    for source in ("kernel", "knn"):
+        shared.extend(by_source.get(source, np.ones(spectrum_size))[1:8])
+    agree = np.asarray(evidence["agreement"], dtype=np.float64)
     rows = []
-    for i, c in enumerate(candidates):
-        spectrum = _padded(c.spectrum)
-        at = min(max(c.n_clusters, 1), SPECTRUM_SIZE - 1)
+    for i in range(len(names)):
+        k = evidence["k"][i]
+        spectrum = _padded(evidence["spectra"][i], spectrum_size)
+        at = min(max(k, 1), spectrum_size - 1)
         low, high = spectrum[at - 1], spectrum[at]
-        own = [np.log(max(c.n_clusters, 1)), low, high, high - low, np.log10(max(low, 0.0) + 1e-12),
+        own = [np.log(max(k, 1)), low, high, high - low, np.log10(max(low, 0.0) + 1e-12),
                np.log10(max(high, 0.0) + 1e-12), float(np.sum(spectrum < ZERO_EIGENVALUE))]
-        agreement = [agree[i, j] for j in range(len(candidates)) if j != i]
-        shares = np.bincount(c.labels) / n
-        onehot = [float(j == i) for j in range(len(candidates))]
+        agreement = [agree[i, j] for j in range(len(names)) if j != i]
+        sizes = np.asarray(evidence["sizes"][i], dtype=np.float64)
+        shares = sizes / n
+        onehot = [float(j == i) for j in range(len(names))]
         rows.append(own + agreement + [shares.min(), shares.max()] + shared + onehot)
     return np.asarray(rows, dtype=np.float64)
+
+
+def candidate_features(candidates: list[Candidate], n_features_in: int,
+                       spectrum_size: int = SPECTRUM_SIZE) -> np.ndarray:
+    """One row of unlabelled evidence per candidate (:func:`evidence_features` of :func:`candidate_evidence`)."""
+    return evidence_features(candidate_evidence(candidates, n_features_in), spectrum_size)
 
 
 def n_feature_columns(n_candidates: int) -> int:
@@ -206,10 +241,10 @@ def n_feature_columns(n_candidates: int) -> int:
     return 7 + (n_candidates - 1) + 2 + 2 + 2 * 7 + n_candidates
 
 
-def _padded(spectrum: np.ndarray) -> np.ndarray:
-    """The first :data:`SPECTRUM_SIZE` eigenvalues, padded with 1 (a tiny set has fewer)."""
-    out = np.ones(SPECTRUM_SIZE)
-    values = np.asarray(spectrum, dtype=np.float64)[:SPECTRUM_SIZE]
+def _padded(spectrum: np.ndarray, size: int) -> np.ndarray:
+    """The first ``size`` eigenvalues, padded with 1 (a tiny set has fewer)."""
+    out = np.ones(size)
+    values = np.asarray(spectrum, dtype=np.float64)[:size]
     out[: len(values)] = values
     return out
 
@@ -291,6 +326,8 @@ class Arbiter:
     provenance: dict
     #: ``'kernel'``: the chosen candidate's partition; ``'knn'``: the kNN graph cut at the chosen ``k``.
     partition: str = "kernel"
+    #: Eigenvalues per affinity its features read (the file's ``spectrum_size``).
+    spectrum_size: int = SPECTRUM_SIZE
 
     @classmethod
     def from_file(cls, path, name: str | None = None) -> Arbiter:
@@ -326,9 +363,14 @@ class Arbiter:
             raise ValueError(f"{path}: more than {_MAX_NODES} tree nodes")
         if isinstance(baseline, bool) or not isinstance(baseline, (int, float)) or not np.isfinite(baseline):
             raise ValueError(f"{path}: baseline must be a finite number")
+        spectrum_size = data.get("spectrum_size", SPECTRUM_SIZE)
+        if isinstance(spectrum_size, bool) or not isinstance(spectrum_size, int) or not (
+                3 <= spectrum_size <= MAX_SPECTRUM_SIZE):
+            raise ValueError(f"{path}: spectrum_size must be an integer in [3, {MAX_SPECTRUM_SIZE}]")
         forest = TreeEnsemble(trees, baseline, n_columns)
         provenance = data.get("provenance", {})
-        return cls(name or path.stem, tuple(candidates), forest, provenance if isinstance(provenance, dict) else {})
+        return cls(name or path.stem, tuple(candidates), forest, provenance if isinstance(provenance, dict) else {},
+                   spectrum_size=spectrum_size)
 
     @property
     def given_k(self) -> bool:
@@ -352,11 +394,11 @@ class Arbiter:
         self._check_mode(step)
         if np.shape(X)[0] < MIN_SET_SIZE:
             raise ValueError(f"an arbiter needs sets of at least {MIN_SET_SIZE} points, got {np.shape(X)[0]}")
-        return candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates)
+        return candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
 
     def choose(self, candidates: list[Candidate], n_features_in: int) -> tuple[int, np.ndarray]:
         """Index of the candidate with the highest predicted ARI (the first on ties), and every prediction."""
-        scores = self.forest.predict(candidate_features(candidates, n_features_in))
+        scores = self.forest.predict(candidate_features(candidates, n_features_in, self.spectrum_size))
         return int(np.argmax(scores)), scores
 
     def cluster(self, step: SpectralStep, probabilities, X, eigen_seed, seed: int):
@@ -387,7 +429,7 @@ class Arbiter:
         return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
 
 
-def write_arbiter(path, model, candidates, provenance: dict) -> None:
+def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int = SPECTRUM_SIZE) -> None:
     """Write a fitted scikit-learn ``GradientBoostingRegressor`` (squared error) over
     :func:`candidate_features` rows as an arbiter file that :meth:`Arbiter.from_file` reads: per tree, its
     node arrays, the learning rate folded into the leaf values.  Research recipes call it; the package only reads.
@@ -403,7 +445,8 @@ def write_arbiter(path, model, candidates, provenance: dict) -> None:
                       "value": (model.learning_rate * tree.value[:, 0, 0]).tolist(),
                       "is_leaf": leaf.astype(int).tolist(), "missing_left": [1] * tree.node_count})
     data = {"format": FORMAT, "version": 1, "candidates": list(candidates), "n_columns": int(model.n_features_in_),
-            "baseline": float(model.init_.constant_.ravel()[0]), "trees": trees, "provenance": provenance}
+            "baseline": float(model.init_.constant_.ravel()[0]), "spectrum_size": int(spectrum_size), "trees": trees,
+            "provenance": provenance}
     Path(path).write_text(json.dumps(data, separators=(",", ":")))
 
 
