@@ -90,3 +90,22 @@ def test_a_zero_row_leaves_the_search_finite():
         warnings.simplefilter("error", RuntimeWarning)
         qualities = alignment_qualities(vectors)
     assert np.isfinite(qualities).all()
+
+
+@pytest.mark.parametrize("n_blobs", [25, 35])
+def test_more_components_than_aligned_eigenvectors_are_counted_not_merged(n_blobs):
+    """A kNN graph of more separate blobs than the 20 eigenvectors aligned: every eigenvalue solved is zero.
+
+    The eigengap over those values alone would say one cluster; the rule counts the components instead.
+    """
+    from skabc.spectral.arbiter import knn_graph
+
+    rng = np.random.default_rng(0)
+    centres = np.array([(i % 6, i // 6) for i in range(n_blobs)], dtype=float) * 10.0
+    X = np.repeat(centres, 15, axis=0) + rng.normal(scale=0.3, size=(15 * n_blobs, 2))
+    truth = np.repeat(np.arange(n_blobs), 15)
+    step = SpectralStep(n_clusters=None, max_clusters=50, selection="rotation", affinity_power=1.0,
+                        assign_labels="njw")
+    labels, _, k, eigenvalues = step.cluster(knn_graph(X), 0, 0)
+    assert k == n_blobs and adjusted_rand_score(truth, labels) == pytest.approx(1.0)
+    assert np.sum(eigenvalues < 1e-8) == n_blobs

@@ -31,7 +31,13 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.neighbors import kneighbors_graph
 
 from .eigen import laplacian_eigenvalues
-from .select import N_CLUSTERS_SELECTORS, _largest_eigengap, consensus_n_clusters, estimate_n_clusters
+from .select import (
+    N_CLUSTERS_SELECTORS,
+    ZERO_EIGENVALUE,
+    _largest_eigengap,
+    consensus_n_clusters,
+    estimate_n_clusters,
+)
 from .step import SpectralStep
 
 #: Neighbours of the kNN-graph candidates (SpectralClustering's default ``n_neighbors``).
@@ -54,8 +60,6 @@ MIN_SET_SIZE = 3
 SPECTRUM_SIZE = 21
 #: Most eigenvalues a candidate keeps (ABCClustering's default ``max_clusters`` + 1) and a file may read.
 MAX_SPECTRUM_SIZE = 51
-#: Eigenvalues below this count as (numerically) zero: one per connected component.
-ZERO_EIGENVALUE = 1e-8
 #: Folder of the shipped arbiters; name -> file in :data:`ARBITERS`.
 _PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
 #: Arbiter name -> its file for ``k`` unknown, and (:data:`GIVEN_K_ARBITERS`) for a given ``k``.

@@ -373,18 +373,29 @@ def select_likelihood(step: SpectralStep, affinity, probabilities, eigen_seed, s
 ROTATION_MAX_CLUSTERS = 20
 
 
+#: Laplacian eigenvalues below this count as zero: one per connected component of the affinity.
+ZERO_EIGENVALUE = 1e-8
+
+
 def select_rotation(step: SpectralStep, affinity, probabilities, eigen_seed, seed) -> Selection:
     """Eigenvector alignment (Zelnik-Manor & Perona 2004), unless the eigengap sees no structure at all.
 
     The alignment only scores ``k >= 2``; a set whose largest eigengap says
     ``k = 1`` keeps one cluster.  One eigensolve gives the eigenvalues and the
-    vectors aligned.
+    vectors aligned.  An affinity with more connected components than the
+    eigenvectors aligned (every one of them has eigenvalue zero) has more
+    clusters than the alignment can score: there the plain eigengap over
+    ``max_clusters`` decides.
     """
     cap = int(min(step.max_clusters, ROTATION_MAX_CLUSTERS, affinity.shape[0] - 1))
     if cap < 2:
         return Selection(1, None)
     values, vectors = top_eigenvectors(affinity, cap + 1, random_state=eigen_seed, eigen_solver=step.eigen_solver,
                                        eigen_tol=step.eigen_tol)
+    if cap < step.max_clusters and values[-1] < ZERO_EIGENVALUE:
+        # A flat run of zeros has no largest gap: the eigengap over these values would say k = 1.
+        return Selection(*estimate_n_clusters(affinity, step.max_clusters, random_state=eigen_seed,
+                                              eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol))
     if _largest_eigengap(values) == 1:
         return Selection(1, values)
     return Selection(rotation_n_clusters(vectors[:, :cap], cap), values)
