@@ -190,9 +190,21 @@ class _Source:
 def candidate_evidence(candidates: list[Candidate], n_features_in: int) -> dict:
     """What an arbiter's features read of one set's candidates, as plain JSON values.
 
-    Per candidate its name, ``k``, cluster sizes (``bincount`` of its labels) and its affinity's spectrum; for
-    the set its size and width and the candidates' pairwise agreement (ARI).  Research recipes store it, so
-    that features of another width can be computed without clustering again.
+    Research recipes store it, so that features of another width can be computed without clustering again.
+
+    Parameters
+    ----------
+    candidates : list of Candidate
+        The partitions of one set (:func:`candidate_partitions`).
+    n_features_in : int
+        The set's number of columns.
+
+    Returns
+    -------
+    evidence : dict
+        ``n`` and ``n_features_in`` of the set; per candidate its ``names``, ``k``, cluster ``sizes``
+        (``bincount`` of its labels) and its affinity's ``spectra``; the candidates' pairwise ``agreement``
+        (ARI).
     """
     agree = np.ones((len(candidates), len(candidates)))
     for i in range(len(candidates)):
@@ -206,10 +218,19 @@ def candidate_evidence(candidates: list[Candidate], n_features_in: int) -> dict:
 
 
 def evidence_features(evidence: dict, spectrum_size: int = SPECTRUM_SIZE) -> np.ndarray:
-    """The feature rows of :func:`candidate_evidence`, ``(len(candidates), n_feature_columns(len(candidates)))``.
+    """The feature rows of a :func:`candidate_evidence` record, one per candidate.
 
-    Each affinity's spectrum is read up to ``spectrum_size`` eigenvalues (its ``k``-th and ``k+1``-th, its
-    number of zeros); the number of columns does not depend on it.
+    Parameters
+    ----------
+    evidence : dict
+        What :func:`candidate_evidence` returns.
+    spectrum_size : int, default=SPECTRUM_SIZE
+        Eigenvalues of each affinity read (its ``k``-th and ``k+1``-th, its number of zeros); the
+        number of columns does not depend on it.
+
+    Returns
+    -------
+    features : ndarray of shape (n_candidates, n_feature_columns(n_candidates))
     """
     n, names = evidence["n"], evidence["names"]
     by_source = {}
