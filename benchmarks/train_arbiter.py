@@ -2,9 +2,11 @@
 
 Usage
 -----
-python benchmarks/train_arbiter.py --collect prior [--part 0/2]   # candidates + features of the training sets
+python benchmarks/train_arbiter.py --collect prior [--part 0/2]   # candidates + evidence of the training sets
 python benchmarks/train_arbiter.py --collect validation           # the same for the validation groups
-python benchmarks/train_arbiter.py --fit                          # train, compare, write the arbiter file
+python benchmarks/train_arbiter.py --fit                          # train, compare, write the file if it ships
+python benchmarks/train_arbiter.py --fit --pools v2-mixture v3-mixture --spectrum-size 21 --target ari \
+    --output OUT.json                                             # the design of the file shipped now
 python benchmarks/train_arbiter.py --mode given-k --collect prior       # ... the arbiter for a given k (each
 python benchmarks/train_arbiter.py --mode given-k --collect validation  # set cut at its true k): its own rows
 python benchmarks/train_arbiter.py --mode given-k --fit                 # and its own file
