@@ -76,7 +76,13 @@ give the same unlabelled evidence here; the features do not separate them.  ``--
 against it).  Refitted after the rotation rule learned to count more than 20 components (the 15 rows whose kNN
 graph has them recollected; the JSON holds this fit): union 0.671 -> 0.690 (+0.018 +- 0.009), many_clusters
 0.621, gaussians 0.497, wide 0.690, clustbench (13) 0.649, clustbench_rest 0.607: fails the same way.  Not tried
-for lack of time: the given-k arbiter on the wider rows (its collection is as long again).
+for lack of time at first: the given-k arbiter on the wider rows.  Its design and rule, fixed before its fit
+(2026-12-02): ``--mode given-k --fit`` with the defaults (51 eigenvalues, all three pools, the structure
+target), the same ship rule against the kernel's partition at k and against the given-k file shipped now.
+Record (``--mode given-k --collect prior/validation`` in two parts, ``--fit``;
+``benchmarks/results/arbiter_given_k_wide_compare.json``): **fails, not shipped.**  Union 0.743 -> 0.742
+against the shipped file (-0.001 +- 0.006): many_clusters 0.660 -> 0.672, wide 0.715 -> 0.745, but clustbench
+(13) 0.821 -> 0.781, clustbench_rest 0.787 -> 0.755, gaussians 0.611 -> 0.572.
 
 Record (2026-12-02, ``--fit``; 9.2 CPU-min of collection, one thread per part, two parts on a busy machine; 2 s
 of fitting)
