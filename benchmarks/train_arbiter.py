@@ -246,14 +246,15 @@ def collect(which: str, part: tuple[int, int], mode: str = "unknown-k") -> None:
             # Background noise points are singleton labels: the structure is every other point, and a given k is
             # its number of clusters (as the clustbench protocol gives k).
             structure = scored & (np.bincount(y - y.min())[y - y.min()] > 1)
-            step = STEP if mode == "unknown-k" else replace(STEP, n_clusters=len(np.unique(y[structure])))
+            k_structure = len(np.unique(y[structure]))
+            step = STEP if mode == "unknown-k" else replace(STEP, n_clusters=k_structure)
             candidates = candidate_partitions(step, kernel.transform(X), X, 0, 0, names, MAX_SPECTRUM_SIZE)
             row = {"name": name, "n": len(X), "d": X.shape[1],
                    "ari": [float(adjusted_rand_score(y[scored], c.labels[scored])) for c in candidates],
                    "ari_structure": [float(adjusted_rand_score(y[structure], c.labels[structure]))
                                      for c in candidates],
                    "k": [c.n_clusters for c in candidates], "true_k": true_k,
-                   "true_k_structure": len(np.unique(y[structure])),
+                   "true_k_structure": k_structure,
                    # What every feature reads: features of any width are computed from it at --fit.
                    "evidence": candidate_evidence(candidates, X.shape[1]),
                    "cpu_seconds": time.process_time() - start}
