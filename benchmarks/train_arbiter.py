@@ -84,6 +84,21 @@ Record (``--mode given-k --collect prior/validation`` in two parts, ``--fit``;
 against the shipped file (-0.001 +- 0.006): many_clusters 0.660 -> 0.672, wide 0.715 -> 0.745, but clustbench
 (13) 0.821 -> 0.781, clustbench_rest 0.787 -> 0.755, gaussians 0.611 -> 0.572.
 
+Chains pool (design fixed 2026-12-02 in a later session than the records above, before its
+collection and fit): the wider arbiter's only blocker was a thin, sparse zigzag that the kNN graph cuts into pieces
+of about its neighbourhood size, unlabelled evidence the forest had only seen from sets of many small clusters.
+The fourth pool ``chains`` (:data:`CHAIN_POOL`, seed 9393, no seed used before) draws 300 sets of the public family
+``'chains'`` (:func:`skabc.datasets.make_chains_set`: 1-4 zigzags, half of them beaded, 0-4 compact blobs).  Fit:
+``--fit`` with the defaults (all four pools, 51 eigenvalues, the structure target), the same ship rule against the
+kernel alone and against the file shipped now.  No other design is tried on these rows before this one is decided.
+Record (``--collect prior --part 1/2``, the 300 new sets, 2.0 CPU-min; ``--fit --output
+benchmarks/results/arbiter_chains_compare.json``): **passes; shipped** (``skabc/pretrained/arbiter_generic.json``).
+Union of the 220 validation sets 0.671 -> 0.694 against the file it replaced (paired +0.022 +- 0.008), 0.631 ->
+0.694 against the kernel alone (+0.062 +- 0.011); every group gains or ties: clustbench (13) 0.652 -> 0.701,
+clustbench_rest 0.657 -> 0.678, gaussians 0.437 -> 0.457, many_clusters 0.536 -> 0.608, synthetic 0.712 -> 0.712,
+gallery toys 0.918 -> 0.922, wide 0.679 -> 0.693; mean |k - k_true| 4.39 -> 4.05; kept: kernel-consensus 114,
+kernel-eigengap 38, knn-rotation 42, knn-eigengap 26.
+
 Record (2026-12-02, ``--fit``; 9.2 CPU-min of collection, one thread per part, two parts on a busy machine; 2 s
 of fitting)
 ------------------------------------------------------------------------------------------------------------
@@ -172,16 +187,20 @@ MANY_CLUSTER_FAMILIES = {"blobs": 0.4, "densities": 0.2, "subspaces": 0.2, "warp
 #: Sets of many clusters, as large as ABCClustering's default subsample (``max_samples=2000``).
 MANY_CLUSTER_POOL = dict(n_sets=500, set_size=(500, 2000), n_features=(1, 64), max_clusters=50)
 #: Pool name -> (families, seed, make_clustering_sets arguments).
+#: Thin zigzag chains (sparse or beaded) next to compact blobs: a kNN graph cuts a chain into pieces that look like
+#: many small clusters, the counter-examples the many-cluster pool lacks.
+CHAIN_POOL = dict(n_sets=300, set_size=(150, 1200), n_features=(2, 64), max_clusters=20)
 POOLS = {"v2-mixture": (v2.POOL_FAMILIES, 9090, POOL),
          "v3-mixture": ({**v3.POOL_FAMILIES, "separated": 0.1}, 9191, POOL),
-         "many-clusters": (MANY_CLUSTER_FAMILIES, 9292, MANY_CLUSTER_POOL)}
+         "many-clusters": (MANY_CLUSTER_FAMILIES, 9292, MANY_CLUSTER_POOL),
+         "chains": ({"chains": 1.0}, 9393, CHAIN_POOL)}
 #: ABCClustering()'s spectral step with the shipped generic kernel, k unknown.
 STEP = SpectralStep(n_clusters=None, max_clusters=50, selection="consensus", affinity_power=4.0, assign_labels="njw")
 MODEL = dict(n_estimators=200, max_depth=3, learning_rate=0.05, subsample=0.8, random_state=0)
 
 
 #: Sets used from each pool (its first ones), alternating between the pools.
-SETS_PER_POOL = {"v2-mixture": 700, "v3-mixture": 700, "many-clusters": 500}
+SETS_PER_POOL = {"v2-mixture": 700, "v3-mixture": 700, "many-clusters": 500, "chains": 300}
 
 
 def training_sets():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
@@ -14,6 +16,7 @@ from skabc.datasets import (
     discretize_columns,
     embed_in_dimensions,
     make_blobs_set,
+    make_chains_set,
     make_clustering_sets,
     make_curves_set,
     make_moons_set,
@@ -30,6 +33,7 @@ GENERATORS = [
     (make_curves_set, "n_curves"),
     (make_subspace_set, "n_clusters"),
     (make_warped_set, "n_clusters"),
+    (partial(make_chains_set, n_blobs=0), "n_chains"),
 ]
 
 
@@ -169,6 +173,34 @@ def test_separated_family_is_opt_in_and_apart():
     assert min(ks) >= 2 and max(ks) <= 6
     assert separated.mean() > 0.99 and separated.min() > 0.95
     assert linked_within("rings")[0].mean() < 0.9
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_chains_are_one_cluster_each_and_apart(seed):
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial.distance import cdist
+    from sklearn.neighbors import kneighbors_graph
+
+    X, y = make_chains_set(300, n_chains=3, n_blobs=2, bead_probability=1.0, n_beads=(6, 8), gap=0.3,
+                           random_state=seed)
+    assert np.array_equal(np.unique(y), np.arange(5))
+    assert min(cdist(X[y == a], X[y == b]).min() for a in range(5) for b in range(a)) >= 0.3
+    # Beaded: a 3-NN graph cuts every chain into pieces, yet each chain is one label (what the family teaches).
+    for chain in range(3):
+        n_pieces, _ = connected_components(kneighbors_graph(X[y == chain], 3), directed=False)
+        assert n_pieces >= 2
+    # Thin: a chain is long against its width (its second principal spread is small beside its extent).
+    for chain in range(3):
+        P = X[y == chain] - X[y == chain].mean(axis=0)
+        assert np.ptp(P, axis=0).max() > 0.5
+
+
+def test_chains_family_is_opt_in_and_counts_its_shapes():
+    assert "chains" in FAMILIES and "chains" not in FAMILY_WEIGHTS
+    _, y, groups = make_clustering_sets(n_sets=12, set_size=(150, 400), families="chains", n_features=(2, 5),
+                                        max_clusters=6, noise_probability=0.0, random_state=0)
+    ks = [len(np.unique(y[groups == g])) for g in range(12)]
+    assert 1 <= min(ks) and max(ks) <= 6 and len(set(ks)) > 1
 
 
 def _circle_radius(P):
@@ -403,6 +435,11 @@ def test_family_weights_sum_to_one():
         (lambda: make_moons_set(10, noise=-1.0), "noise must be a finite number >= 0"),
         (lambda: make_curves_set(10, kinds=("arc", "zigzag")), "kinds must be a non-empty sequence"),
         (lambda: make_curves_set(10, kinds=()), "kinds must be a non-empty sequence"),
+        (lambda: make_chains_set(10, n_chains=0), "n_chains must be an integer >= 1"),
+        (lambda: make_chains_set(10, n_blobs=-1), "n_blobs must be an integer >= 0"),
+        (lambda: make_chains_set(10, n_beads=1), "n_beads must be an integer >= 2"),
+        (lambda: make_chains_set(10, blob_share=1.0), "blob_share must be"),
+        (lambda: make_chains_set(10, n_features=1), "n_features must be an integer >= 2"),
         (lambda: add_background_noise(np.zeros((3, 2)), [0.5, 1, 2]), "integer labels"),
         (lambda: add_background_noise(np.zeros((3, 2)), [0, 1, 2], fraction=1.0), "fraction must be"),
         (lambda: embed_in_dimensions(np.zeros(3), 4), "2-D array"),

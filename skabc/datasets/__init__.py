@@ -1,6 +1,7 @@
 """Data generators and loaders."""
 
 from .blobs import make_blobs_set
+from .chains import make_chains_set
 from .circles import make_circles_sets
 from .mixtures import make_subspace_set, make_warped_set
 from .omniglot import load_omniglot, load_omniglot_sample
@@ -17,6 +18,7 @@ __all__ = [
     "load_omniglot",
     "load_omniglot_sample",
     "make_blobs_set",
+    "make_chains_set",
     "make_circles_sets",
     "make_clustering_sets",
     "make_curves_set",

@@ -1,0 +1,193 @@
+"""Chains: long, thin polylines (zigzags), sparsely sampled or beaded, next to compact blobs.
+
+A chain is one cluster however it is sampled: points spread thinly along a
+path of straight segments, or gathered in small beads strung along it.  A
+k-nearest-neighbour graph cuts such a path into pieces of about its
+neighbourhood size, which look like many small clusters; these sets teach the
+difference (the clustering benchmark suite's zigzag sets are of this kind).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from ._common import _check_int, _check_noise_fraction, _check_range, _check_real, _finish, _split_noise
+
+#: Tries at placing a chain or blob at least ``gap`` from the others before the region grows by a quarter.
+_PLACEMENT_TRIES = 50
+
+
+def _polyline(rng, n_segments: int, length_range: tuple[float, float], turn_range: tuple[float, float]):
+    """Vertices of a random zigzag: ``n_segments`` straight segments, each turning left or right."""
+    lengths = rng.uniform(*length_range, n_segments)
+    turns = rng.uniform(*turn_range, n_segments) * rng.choice([-1.0, 1.0], n_segments)
+    turns[0] = rng.uniform(0, 2 * np.pi)  # the first segment's direction
+    angles = np.cumsum(turns)
+    steps = lengths[:, None] * np.column_stack([np.cos(angles), np.sin(angles)])
+    vertices = np.vstack([np.zeros(2), np.cumsum(steps, axis=0)])
+    return vertices - vertices.mean(axis=0)
+
+
+def _along(vertices: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Points at arc lengths ``s`` along the polyline ``vertices``."""
+    seg = np.diff(vertices, axis=0)
+    cumulative = np.concatenate([[0.0], np.cumsum(np.linalg.norm(seg, axis=1))])
+    index = np.clip(np.searchsorted(cumulative, s, side="right") - 1, 0, len(seg) - 1)
+    t = (s - cumulative[index]) / np.maximum(cumulative[index + 1] - cumulative[index], 1e-12)
+    return vertices[index] + t[:, None] * seg[index]
+
+
+def _chain_points(rng, count: int, vertices: np.ndarray, width: float, beads: int | None) -> np.ndarray:
+    """``count`` points along ``vertices``: uniform in arc length, or in ``beads`` evenly spaced beads."""
+    total = float(np.sum(np.linalg.norm(np.diff(vertices, axis=0), axis=1)))
+    if beads is None:
+        s = rng.uniform(0, total, count)
+    else:
+        centres = (np.arange(beads) + 0.5) * total / beads
+        spread = 0.15 * total / beads  # beads a third of their spacing wide: gaps between them
+        s = np.clip(centres[rng.randint(0, beads, count)] + rng.normal(0, spread, count), 0, total)
+    return _along(vertices, s) + rng.normal(0, width, (count, 2))
+
+
+def _min_distance(A: np.ndarray, B: np.ndarray) -> float:
+    return float(np.sqrt(((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)).min())
+
+
+def make_chains_set(
+    n_samples: int = 300,
+    n_chains: int = 2,
+    n_blobs: int = 2,
+    n_features: int = 2,
+    *,
+    n_segments: int | tuple[int, int] = (2, 6),
+    width: float = 0.03,
+    bead_probability: float = 0.5,
+    n_beads: int | tuple[int, int] = (4, 20),
+    blob_share: float = 0.3,
+    blob_std: float | tuple[float, float] = (0.03, 0.12),
+    gap: float = 0.25,
+    noise_fraction: float = 0.0,
+    embed_noise: float = 0.0,
+    random_state=None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One set of thin zigzag chains and compact blobs; every chain is one cluster.
+
+    Each chain is a polyline of ``n_segments`` straight segments of length
+    0.5-1.5, each turning 30-150 degrees left or right from the previous one.
+    With probability ``bead_probability`` its points gather in ``n_beads``
+    evenly spaced beads along the path (a chain of small blobs), else they are
+    uniform along it; either way they scatter ``width`` across it.  The
+    blobs are isotropic Gaussians.  Chains and blobs are placed at random, at
+    least ``gap`` apart (the region they are placed in grows until they fit),
+    so no two touch.
+
+    Parameters
+    ----------
+    n_samples : int, default=300
+        Points in the set, background noise included.
+    n_chains : int, default=2
+        Number of chains (at least 1).
+    n_blobs : int, default=2
+        Number of compact blobs (may be 0).
+    n_features : int, default=2
+        Dimension of the points, at least 2 (embedded at random beyond 2).
+    n_segments : int or (int, int), default=(2, 6)
+        Segments per chain, or the range each chain's number is drawn from.
+    width : float, default=0.03
+        Standard deviation of the points across their chain's path.
+    bead_probability : float, default=0.5
+        Probability that a chain is beaded.
+    n_beads : int or (int, int), default=(4, 20)
+        Beads of a beaded chain, or the range drawn from.
+    blob_share : float, default=0.3
+        Share of the structure points in the blobs (when ``n_blobs > 0``).
+    blob_std : float or (float, float), default=(0.03, 0.12)
+        Standard deviation of a blob, or the range drawn from (log-uniformly).
+    gap : float, default=0.25
+        Smallest distance between the points of two different clusters.
+    noise_fraction : float, default=0.0
+        Share of the points that is uniform background noise, each noise point with its own label.
+    embed_noise : float, default=0.0
+        Standard deviation of the noise in the dimensions beyond the plane.
+    random_state : int, RandomState instance or None, default=None
+        Seed.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+        The points, shuffled.
+    y : ndarray of shape (n_samples,)
+        Labels: chains ``0..n_chains-1``, blobs after them, noise points after those (one label each).
+
+    Examples
+    --------
+    >>> from skabc.datasets import make_chains_set
+    >>> X, y = make_chains_set(n_samples=200, n_chains=2, n_blobs=1, random_state=0)
+    >>> X.shape, int(y.max()) + 1
+    ((200, 2), 3)
+    """
+    n_samples = _check_int("n_samples", n_samples)
+    n_chains = _check_int("n_chains", n_chains)
+    n_blobs = _check_int("n_blobs", n_blobs, 0)
+    n_features = _check_int("n_features", n_features, 2)
+    seg_low, seg_high = _check_range("n_segments", n_segments, 1, integer=True)
+    width = _check_real("width", width)
+    bead_probability = _check_real("bead_probability", bead_probability, 0.0, 1.0)
+    bead_low, bead_high = _check_range("n_beads", n_beads, 2, integer=True)
+    blob_share = _check_real("blob_share", blob_share, 0.0, 1.0, open_max=True)
+    std_low, std_high = _check_range("blob_std", blob_std, 0.0, positive=True)
+    gap = _check_real("gap", gap)
+    noise_fraction = _check_noise_fraction(noise_fraction)
+    embed_noise = _check_real("embed_noise", embed_noise)
+    k = n_chains + n_blobs
+    n_structure, n_noise = _split_noise(n_samples, noise_fraction, k, "n_chains + n_blobs")
+    rng = check_random_state(random_state)
+
+    X, y = _chain_set_points(rng, n_structure, n_chains, n_blobs, (seg_low, seg_high), width, bead_probability,
+                             (bead_low, bead_high), blob_share, (std_low, std_high), gap)
+    return _finish(rng, X, y, n_noise, n_features, embed_noise)
+
+
+def _chain_set_points(rng, n: int, n_chains: int, n_blobs: int, segments: tuple[int, int], width: float,
+                      bead_probability: float, beads: tuple[int, int], blob_share: float,
+                      blob_std: tuple[float, float], gap: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n`` structure points of :func:`make_chains_set` in the plane, and their labels."""
+    n_blob_points = round(blob_share * n) if n_blobs else 0
+    n_blob_points = min(max(n_blob_points, n_blobs), n - n_chains)
+    chain_counts = _even_counts(rng, n - n_blob_points, n_chains)
+    blob_counts = _even_counts(rng, n_blob_points, n_blobs)
+    shapes = []
+    for c in range(n_chains):
+        vertices = _polyline(rng, rng.randint(segments[0], segments[1] + 1), (0.5, 1.5), (np.pi / 6, 5 * np.pi / 6))
+        n_beads = rng.randint(beads[0], beads[1] + 1) if rng.uniform() < bead_probability else None
+        shapes.append(_chain_points(rng, chain_counts[c], vertices, width, n_beads))
+    for b in range(n_blobs):
+        std = float(np.exp(rng.uniform(np.log(blob_std[0]), np.log(blob_std[1]))))
+        shapes.append(rng.normal(0, std, (blob_counts[b], 2)))
+    X = np.concatenate(_place(rng, shapes, gap))
+    return X, np.repeat(np.arange(n_chains + n_blobs), [len(s) for s in shapes])
+
+
+def _even_counts(rng, n: int, k: int) -> np.ndarray:
+    """``k`` counts >= 1 summing to ``n``, about equal."""
+    if k == 0:
+        return np.zeros(0, dtype=int)
+    return rng.multinomial(n - k, np.full(k, 1.0 / k)) + 1
+
+
+def _place(rng, shapes: list[np.ndarray], gap: float) -> list[np.ndarray]:
+    """Shift each shape to a random spot at least ``gap`` from those placed before (the region grows if needed)."""
+    box = max(float(np.ptp(np.concatenate(shapes), axis=0).max()), 1.0)
+    placed = []
+    for shape in shapes:
+        attempt = 0
+        while True:
+            moved = shape + rng.uniform(-box, box, 2)
+            if all(_min_distance(moved, other) >= gap for other in placed):
+                break
+            attempt += 1
+            if attempt % _PLACEMENT_TRIES == 0:
+                box *= 1.25  # room for it further out: far enough, every spot fits
+        placed.append(moved)
+    return placed
