@@ -98,6 +98,13 @@ Union of the 220 validation sets 0.671 -> 0.694 against the file it replaced (pa
 clustbench_rest 0.657 -> 0.678, gaussians 0.437 -> 0.457, many_clusters 0.536 -> 0.608, synthetic 0.712 -> 0.712,
 gallery toys 0.918 -> 0.922, wide 0.679 -> 0.693; mean |k - k_true| 4.39 -> 4.05; kept: kernel-consensus 114,
 kernel-eigengap 38, knn-rotation 42, knn-eigengap 26.
+Given k with the chains pool (design fixed 2026-12-02 after the record above, before its collection and fit):
+``--mode given-k --collect prior --part 1/2`` (the 300 chain sets cut at their true k), then ``--mode given-k
+--fit`` with the defaults (all four pools, 51 eigenvalues, the structure target), the same ship rule against the
+kernel's partition at k and against the given-k file shipped now.  Record (2.0 CPU-min of collection;
+``benchmarks/results/arbiter_given_k_chains_compare.json``): **fails, not shipped.**  Union 0.743 -> 0.735 against
+the shipped file (-0.008 +- 0.007), +0.022 +- 0.006 against the kernel alone: clustbench (13) 0.821 -> 0.821,
+many_clusters 0.660 -> 0.671, wide 0.715 -> 0.735, but clustbench_rest 0.787 -> 0.712, gaussians 0.611 -> 0.545.
 
 Record (2026-12-02, ``--fit``; 9.2 CPU-min of collection, one thread per part, two parts on a busy machine; 2 s
 of fitting)
