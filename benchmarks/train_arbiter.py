@@ -5,8 +5,9 @@ Usage
 python benchmarks/train_arbiter.py --collect prior [--part 0/2]   # candidates + evidence of the training sets
 python benchmarks/train_arbiter.py --collect validation           # the same for the validation groups
 python benchmarks/train_arbiter.py --fit                          # train, compare, write the file if it ships
+                                                                  # (the defaults: the design shipped now)
 python benchmarks/train_arbiter.py --fit --pools v2-mixture v3-mixture --spectrum-size 21 --target ari \
-    --output OUT.json                                             # the design of the file shipped now
+    --output OUT.json                                             # the design shipped until 2026-12-02
 python benchmarks/train_arbiter.py --mode given-k --collect prior       # ... the arbiter for a given k (each
 python benchmarks/train_arbiter.py --mode given-k --collect validation  # set cut at its true k): its own rows
 python benchmarks/train_arbiter.py --mode given-k --fit                 # and its own file
@@ -20,11 +21,13 @@ kernel alone.  Which one is right shows in evidence that needs no labels: each p
 spectrum around k (a kNN graph with exactly k components has k zero eigenvalues), how much the partitions
 agree, their cluster sizes.
 
-Data. ``--collect prior`` draws three pools of labelled sets with :func:`skabc.datasets.make_clustering_sets` and
-uses all of them (:data:`SETS_PER_POOL`): 700 of the generic kernel v2's pool mixture (seed 9090) and 700 of v3's
-mixture with ``'subspaces'``, ``'warped'`` and ``'separated'`` (seed 9191), both of 150-1,200 points, 1-64 features
-and up to 20 clusters; and 500 sets of many clusters (:data:`MANY_CLUSTER_POOL`, seed 9292: the families whose
-number of clusters goes up to 50, 500-2,000 points, the size ``ABCClustering`` clusters before it subsamples).
+Data. ``--collect prior`` draws the pools of :data:`POOLS` with :func:`skabc.datasets.make_clustering_sets`
+and uses all of them (:data:`SETS_PER_POOL`; ``--fit`` trains on :data:`SHIPPED_POOLS`): 700 of the generic
+kernel v2's pool mixture (seed 9090) and 700 of v3's mixture with ``'subspaces'``, ``'warped'`` and
+``'separated'`` (seed 9191), both of 150-1,200 points, 1-64 features and up to 20 clusters; 500 sets of many
+clusters (:data:`MANY_CLUSTER_POOL`, seed 9292: the families whose number of clusters goes up to 50, 500-2,000
+points, the size ``ABCClustering`` clusters before it subsamples);
+300 sets of the ``'chains'`` family (seed 9393) and, tried and not shipped, 300 of ``'tapered'`` (seed 9494).
 No seed trained a kernel or chose a setting.  Each set keeps its own columns (the pools are zero-padded to one
 width).  The validation groups gain ``many_clusters``: 40 sets of the third pool's kind from seed 4545.  For each set,
 :func:`skabc.spectral.arbiter.candidate_partitions` clusters it every way in
@@ -98,6 +101,19 @@ Union of the 220 validation sets 0.671 -> 0.694 against the file it replaced (pa
 clustbench_rest 0.657 -> 0.678, gaussians 0.437 -> 0.457, many_clusters 0.536 -> 0.608, synthetic 0.712 -> 0.712,
 gallery toys 0.918 -> 0.922, wide 0.679 -> 0.693; mean |k - k_true| 4.39 -> 4.05; kept: kernel-consensus 114,
 kernel-eigengap 38, knn-rotation 42, knn-eigengap 26.
+Tapered chains (design fixed 2026-12-02 after the records above and the benchmark run with the shipped chains file,
+before this pool's collection and fit): ``zero_shot.py`` then cut wut/cross (four rays that thin out from their
+common centre) and wut/labirynth into 20 and 28 pieces, sparse ends that the 10-NN graph cuts off.  The fifth pool
+``tapered`` (seed 9494, :data:`CHAIN_POOL`'s sizes) draws 300 sets of the public family ``'tapered'``: chains that
+are not beaded and whose points thin out from one end to the other (``make_chains_set(taper=...)``, 1-4).  Fit:
+``--fit`` with the defaults (all five pools), the same ship rule against the kernel alone and against the file
+shipped now (the chains one); ``--mode given-k`` is not tried with it.  Record (``--collect prior`` in two parts,
+about 2 CPU-min; ``--fit --pools v2-mixture v3-mixture many-clusters chains tapered``,
+``benchmarks/results/arbiter_tapered_compare.json``): **fails, not shipped.**  Union 0.694 -> 0.696 against the
+chains file (+0.002 +- 0.005): clustbench_rest 0.678 -> 0.710, gaussians 0.457 -> 0.491, but clustbench (13)
+0.701 -> 0.641.  The 13 listed sets swing by 0.05-0.06 between pool variants of one design (0.652, 0.701, 0.641
+for the last three fits), so the chains file's gain there is partly luck of the forest, not only of its data.
+
 Given k with the chains pool (design fixed 2026-12-02 after the record above, before its collection and fit):
 ``--mode given-k --collect prior --part 1/2`` (the 300 chain sets cut at their true k), then ``--mode given-k
 --fit`` with the defaults (all four pools, 51 eigenvalues, the structure target), the same ship rule against the
@@ -200,14 +216,17 @@ CHAIN_POOL = dict(n_sets=300, set_size=(150, 1200), n_features=(2, 64), max_clus
 POOLS = {"v2-mixture": (v2.POOL_FAMILIES, 9090, POOL),
          "v3-mixture": ({**v3.POOL_FAMILIES, "separated": 0.1}, 9191, POOL),
          "many-clusters": (MANY_CLUSTER_FAMILIES, 9292, MANY_CLUSTER_POOL),
-         "chains": ({"chains": 1.0}, 9393, CHAIN_POOL)}
+         "chains": ({"chains": 1.0}, 9393, CHAIN_POOL),
+         "tapered": ({"tapered": 1.0}, 9494, CHAIN_POOL)}
+#: The pools of the shipped k-unknown file (``--fit``'s default); ``tapered`` was tried and not shipped.
+SHIPPED_POOLS = ("v2-mixture", "v3-mixture", "many-clusters", "chains")
 #: ABCClustering()'s spectral step with the shipped generic kernel, k unknown.
 STEP = SpectralStep(n_clusters=None, max_clusters=50, selection="consensus", affinity_power=4.0, assign_labels="njw")
 MODEL = dict(n_estimators=200, max_depth=3, learning_rate=0.05, subsample=0.8, random_state=0)
 
 
 #: Sets used from each pool (its first ones), alternating between the pools.
-SETS_PER_POOL = {"v2-mixture": 700, "v3-mixture": 700, "many-clusters": 500, "chains": 300}
+SETS_PER_POOL = {"v2-mixture": 700, "v3-mixture": 700, "many-clusters": 500, "chains": 300, "tapered": 300}
 
 
 def training_sets():
@@ -303,7 +322,7 @@ def _rows(which: str, mode: str = "unknown-k") -> list[dict]:
 
 
 def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target: str = "ari_structure",
-        pools: tuple[str, ...] = tuple(POOLS), output: Path | None = None) -> dict:
+        pools: tuple[str, ...] = SHIPPED_POOLS, output: Path | None = None) -> dict:
     """Train the forest on the prior's rows, compare it on the validation rows, write the file if it ships.
 
     ``pools``: the training pools used; ``output``: the results file (default: the mode's).
@@ -400,8 +419,8 @@ def main(argv=None) -> int:
                         help="the arbiter for k unknown (ABCClustering()) or for a given n_clusters")
     parser.add_argument("--spectrum-size", type=int, choices=(SPECTRUM_SIZE, MAX_SPECTRUM_SIZE),
                         default=MAX_SPECTRUM_SIZE, help="eigenvalues per affinity the forest's features read")
-    parser.add_argument("--pools", nargs="+", choices=tuple(POOLS), default=tuple(POOLS),
-                        help="training pools of --fit (the arbiter shipped now: v2-mixture v3-mixture)")
+    parser.add_argument("--pools", nargs="+", choices=tuple(POOLS), default=SHIPPED_POOLS,
+                        help="training pools of --fit (default: those of the file shipped now)")
     parser.add_argument("--output", default=None, help="results JSON of --fit (default: the mode's file)")
     parser.add_argument("--target", choices=("ari_structure", "ari"), default="ari_structure",
                         help="what the forest predicts: a candidate's ARI on the points of clusters (background-noise "

@@ -195,9 +195,20 @@ def test_chains_are_one_cluster_each_and_apart(seed):
         assert np.ptp(P, axis=0).max() > 0.5
 
 
-def test_chains_family_is_opt_in_and_counts_its_shapes():
-    assert "chains" in FAMILIES and "chains" not in FAMILY_WEIGHTS
-    _, y, groups = make_clustering_sets(n_sets=12, set_size=(150, 400), families="chains", n_features=(2, 5),
+@pytest.mark.parametrize("taper, dense_share", [(0.0, (0.4, 0.6)), (3.0, (0.9, 0.97))])
+def test_a_tapered_chain_thins_out_from_one_end(taper, dense_share):
+    # One straight segment, no width: density (1 - s/L)**taper puts 1 - 0.5**(taper + 1) of it in its first half.
+    X, _ = make_chains_set(4000, n_chains=1, n_blobs=0, n_segments=1, width=0.0, bead_probability=0.0,
+                           taper=taper, random_state=0)
+    t = (X - X.mean(axis=0)) @ np.linalg.svd(X - X.mean(axis=0), full_matrices=False)[2][0]
+    first_half = np.mean(t < (t.min() + t.max()) / 2)
+    assert dense_share[0] < max(first_half, 1 - first_half) < dense_share[1]
+
+
+@pytest.mark.parametrize("family", ["chains", "tapered"])
+def test_chains_family_is_opt_in_and_counts_its_shapes(family):
+    assert family in FAMILIES and family not in FAMILY_WEIGHTS
+    _, y, groups = make_clustering_sets(n_sets=12, set_size=(150, 400), families=family, n_features=(2, 5),
                                         max_clusters=6, noise_probability=0.0, random_state=0)
     ks = [len(np.unique(y[groups == g])) for g in range(12)]
     assert 1 <= min(ks) and max(ks) <= 6 and len(set(ks)) > 1
@@ -440,6 +451,7 @@ def test_family_weights_sum_to_one():
         (lambda: make_chains_set(10, n_beads=1), "n_beads must be an integer >= 2"),
         (lambda: make_chains_set(10, blob_share=1.0), "blob_share must be"),
         (lambda: make_chains_set(10, n_features=1), "n_features must be an integer >= 2"),
+        (lambda: make_chains_set(10, taper=-1.0), "taper must be"),
         (lambda: add_background_noise(np.zeros((3, 2)), [0.5, 1, 2]), "integer labels"),
         (lambda: add_background_noise(np.zeros((3, 2)), [0, 1, 2], fraction=1.0), "fraction must be"),
         (lambda: embed_in_dimensions(np.zeros(3), 4), "2-D array"),

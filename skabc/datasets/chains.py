@@ -38,10 +38,15 @@ def _along(vertices: np.ndarray, s: np.ndarray) -> np.ndarray:
     return vertices[index] + t[:, None] * seg[index]
 
 
-def _chain_points(rng, count: int, vertices: np.ndarray, width: float, beads: int | None) -> np.ndarray:
-    """``count`` points along ``vertices``: uniform in arc length, or in ``beads`` evenly spaced beads."""
+def _chain_points(rng, count: int, vertices: np.ndarray, width: float, beads: int | None,
+                  taper: float = 0.0) -> np.ndarray:
+    """``count`` points along ``vertices``: in ``beads`` evenly spaced beads, or spread along it with density
+    ``(1 - s / length) ** taper`` at arc length ``s`` (uniform for ``taper=0``)."""
     total = float(np.sum(np.linalg.norm(np.diff(vertices, axis=0), axis=1)))
-    if beads is None:
+    if beads is None and taper > 0:
+        # Inverse of the CDF 1 - (1 - s / total) ** (taper + 1): dense at the start, thinning out to the end.
+        s = total * (1.0 - (1.0 - rng.uniform(0, 1, count)) ** (1.0 / (taper + 1.0)))
+    elif beads is None:
         s = rng.uniform(0, total, count)
     else:
         centres = (np.arange(beads) + 0.5) * total / beads
@@ -67,6 +72,7 @@ def make_chains_set(
     blob_share: float = 0.3,
     blob_std: float | tuple[float, float] = (0.03, 0.12),
     gap: float = 0.25,
+    taper: float | tuple[float, float] = 0.0,
     noise_fraction: float = 0.0,
     embed_noise: float = 0.0,
     random_state=None,
@@ -106,6 +112,10 @@ def make_chains_set(
         Standard deviation of a blob, or the range drawn from (log-uniformly).
     gap : float, default=0.25
         Smallest distance between the points of two different clusters.
+    taper : float or (float, float), default=0.0
+        How fast the points of a chain that is not beaded thin out along it: density
+        ``(1 - s / length) ** taper`` at arc length ``s``, dense at its start and sparse at its end (``0``:
+        uniform), or the range each such chain draws it from.
     noise_fraction : float, default=0.0
         Share of the points that is uniform background noise, each noise point with its own label.
     embed_noise : float, default=0.0
@@ -138,6 +148,7 @@ def make_chains_set(
     blob_share = _check_real("blob_share", blob_share, 0.0, 1.0, open_max=True)
     std_low, std_high = _check_range("blob_std", blob_std, 0.0, positive=True)
     gap = _check_real("gap", gap)
+    taper_low, taper_high = _check_range("taper", taper, 0.0)
     noise_fraction = _check_noise_fraction(noise_fraction)
     embed_noise = _check_real("embed_noise", embed_noise)
     k = n_chains + n_blobs
@@ -145,14 +156,19 @@ def make_chains_set(
     rng = check_random_state(random_state)
 
     X, y = _chain_set_points(rng, n_structure, n_chains, n_blobs, (seg_low, seg_high), width, bead_probability,
-                             (bead_low, bead_high), blob_share, (std_low, std_high), gap)
+                             (bead_low, bead_high), blob_share, (std_low, std_high), gap, (taper_low, taper_high))
     return _finish(rng, X, y, n_noise, n_features, embed_noise)
 
 
 def _chain_set_points(rng, n: int, n_chains: int, n_blobs: int, segments: tuple[int, int], width: float,
                       bead_probability: float, beads: tuple[int, int], blob_share: float,
-                      blob_std: tuple[float, float], gap: float) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n`` structure points of :func:`make_chains_set` in the plane, and their labels."""
+                      blob_std: tuple[float, float], gap: float,
+                      taper: tuple[float, float] = (0.0, 0.0)) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n`` structure points of :func:`make_chains_set` in the plane, and their labels.
+
+    A chain that is not beaded draws its ``taper`` from the range (uniformly), unless the range is ``(0, 0)``:
+    then nothing is drawn, so the sets of a seed stay those drawn before tapers existed.
+    """
     n_blob_points = round(blob_share * n) if n_blobs else 0
     n_blob_points = min(max(n_blob_points, n_blobs), n - n_chains)
     chain_counts = _even_counts(rng, n - n_blob_points, n_chains)
@@ -161,7 +177,9 @@ def _chain_set_points(rng, n: int, n_chains: int, n_blobs: int, segments: tuple[
     for c in range(n_chains):
         vertices = _polyline(rng, rng.randint(segments[0], segments[1] + 1), (0.5, 1.5), (np.pi / 6, 5 * np.pi / 6))
         n_beads = rng.randint(beads[0], beads[1] + 1) if rng.uniform() < bead_probability else None
-        shapes.append(_chain_points(rng, chain_counts[c], vertices, width, n_beads))
+        tapering = n_beads is None and taper[1] > 0
+        chain_taper = rng.uniform(*taper) if tapering else 0.0
+        shapes.append(_chain_points(rng, chain_counts[c], vertices, width, n_beads, chain_taper))
     for b in range(n_blobs):
         std = float(np.exp(rng.uniform(np.log(blob_std[0]), np.log(blob_std[1]))))
         shapes.append(rng.normal(0, std, (blob_counts[b], 2)))

@@ -52,13 +52,13 @@ FAMILY_WEIGHTS = {
     "uniform": 0.10,
 }
 
-#: Every family :func:`make_clustering_sets` can draw.  The last five (``'scattered'`` ... ``'chains'``) are
+#: Every family :func:`make_clustering_sets` can draw.  The last six (``'scattered'`` ... ``'tapered'``) are
 #: not in the default mixture (the shipped generic kernel's first phases were trained without them, and the
 #: default must keep drawing the same sets); name them in ``families`` to use them.
-FAMILIES = (*FAMILY_WEIGHTS, "scattered", "subspaces", "warped", "separated", "chains")
+FAMILIES = (*FAMILY_WEIGHTS, "scattered", "subspaces", "warped", "separated", "chains", "tapered")
 
 # Families whose structure lives in a plane: they need n_features >= 2.
-_PLANAR_FAMILIES = frozenset({"rings", "moons", "curves", "mixed", "separated", "chains"})
+_PLANAR_FAMILIES = frozenset({"rings", "moons", "curves", "mixed", "separated", "chains", "tapered"})
 
 
 def _check_families(families) -> tuple[list[str], np.ndarray]:
@@ -126,11 +126,13 @@ def _one_set(rng, family: str, n: int, d: int, max_clusters: int, noise_fraction
         k = _draw_k(rng, 2, 6, limit)
         X, y = _ring_points(rng, n_struct, k, "separated", (0.3, 1.0), 1.0, rng.uniform(0.0, 0.04),
                             rng.uniform(0.0, 0.5), _log_uniform(rng, 0.1, 1.0))
-    elif family == "chains":
+    elif family in ("chains", "tapered"):
         n_chains = _draw_k(rng, 1, 4, limit)
         n_blobs = int(rng.randint(0, max(0, min(4, limit - n_chains)) + 1))
-        X, y = _chain_set_points(rng, n_struct, n_chains, n_blobs, (2, 6), _log_uniform(rng, 0.01, 0.06), 0.5,
-                                 (4, 20), rng.uniform(0.1, 0.5), (0.03, 0.15), 0.25)
+        tapered = family == "tapered"
+        X, y = _chain_set_points(rng, n_struct, n_chains, n_blobs, (2, 6), _log_uniform(rng, 0.01, 0.06),
+                                 0.0 if tapered else 0.5, (4, 20), rng.uniform(0.1, 0.5), (0.03, 0.15), 0.25,
+                                 (1.0, 4.0) if tapered else (0.0, 0.0))
     elif family == "uniform":
         X = rng.uniform(-1, 1, (n_struct, d0)) * _log_uniform(rng, 0.2, 1.0, d0)
         y = np.zeros(n_struct, dtype=np.int64)
@@ -226,6 +228,9 @@ def make_clustering_sets(
       segments, half of them beaded (4-20 beads), with 0-4 compact blobs
       holding 10-50% of the points, width 0.01-0.06 (log-uniform)
       (:func:`~skabc.datasets.make_chains_set`).
+    - ``'tapered'`` (not in the default mixture): the same, no chain beaded, each chain's points
+      thinning out from one end to the other (``taper`` 1-4): sparse ends that a neighbourhood graph
+      cuts off in small pieces.
 
     Planar families need ``d >= 2``: they draw ``d`` from the part of
     ``n_features`` at or above 2, and a set of such a family with
