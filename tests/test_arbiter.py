@@ -104,6 +104,13 @@ def test_forest_matches_scikit_learn_gradient_boosting(tmp_path):
     write_arbiter(path, model, UNKNOWN_K, {"recipe": "test"})
     probe = rng.normal(size=(50, width))
     np.testing.assert_allclose(Arbiter.from_file(path).forest.predict(probe), model.predict(probe), atol=1e-10)
+    # Several forests (other seeds) are written as one that predicts their mean.
+    models = [GradientBoostingRegressor(n_estimators=20, max_depth=3, learning_rate=0.1, subsample=0.8,
+                                        random_state=seed).fit(F, y) for seed in range(3)]
+    write_arbiter(path, models, UNKNOWN_K, {"recipe": "test"})
+    mean = np.mean([m.predict(probe) for m in models], axis=0)
+    assert not np.allclose(mean, models[0].predict(probe))
+    np.testing.assert_allclose(Arbiter.from_file(path).forest.predict(probe), mean, atol=1e-10)
 
 
 @pytest.mark.parametrize(

@@ -391,21 +391,25 @@ class Arbiter:
 def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int = SPECTRUM_SIZE) -> None:
     """Write a fitted scikit-learn ``GradientBoostingRegressor`` (squared error) over
     :func:`candidate_features` rows as an arbiter file that :meth:`Arbiter.from_file` reads: per tree, its
-    node arrays, the learning rate folded into the leaf values.  Research recipes call it; the package only reads.
+    node arrays, the learning rate folded into the leaf values.  A list of such models is written as one
+    ensemble predicting their mean (every leaf value divided by their number, the baselines averaged).
+    Research recipes call it; the package only reads.
     """
+    models = list(model) if isinstance(model, list | tuple) else [model]
     trees = []
-    for (estimator,) in model.estimators_:
-        tree = estimator.tree_
-        leaf = tree.children_left < 0
-        trees.append({"feature": np.where(leaf, 0, tree.feature).tolist(),
-                      "threshold": np.where(leaf, 0.0, tree.threshold).tolist(),
-                      "left": np.where(leaf, 0, tree.children_left).tolist(),
-                      "right": np.where(leaf, 0, tree.children_right).tolist(),
-                      "value": (model.learning_rate * tree.value[:, 0, 0]).tolist(),
-                      "is_leaf": leaf.astype(int).tolist(), "missing_left": [1] * tree.node_count})
-    data = {"format": FORMAT, "version": 1, "candidates": list(candidates), "n_columns": int(model.n_features_in_),
-            "baseline": float(model.init_.constant_.ravel()[0]), "spectrum_size": int(spectrum_size), "trees": trees,
-            "provenance": provenance}
+    for member in models:
+        for (estimator,) in member.estimators_:
+            tree = estimator.tree_
+            leaf = tree.children_left < 0
+            trees.append({"feature": np.where(leaf, 0, tree.feature).tolist(),
+                          "threshold": np.where(leaf, 0.0, tree.threshold).tolist(),
+                          "left": np.where(leaf, 0, tree.children_left).tolist(),
+                          "right": np.where(leaf, 0, tree.children_right).tolist(),
+                          "value": (member.learning_rate * tree.value[:, 0, 0] / len(models)).tolist(),
+                          "is_leaf": leaf.astype(int).tolist(), "missing_left": [1] * tree.node_count})
+    baseline = float(np.mean([member.init_.constant_.ravel()[0] for member in models]))
+    data = {"format": FORMAT, "version": 1, "candidates": list(candidates), "n_columns": int(models[0].n_features_in_),
+            "baseline": baseline, "spectrum_size": int(spectrum_size), "trees": trees, "provenance": provenance}
     Path(path).write_text(json.dumps(data, separators=(",", ":")))
 
 
