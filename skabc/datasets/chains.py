@@ -10,6 +10,7 @@ difference (the clustering benchmark suite's zigzag sets are of this kind).
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial import cKDTree
 from sklearn.utils import check_random_state
 
 from ._common import _check_int, _check_noise_fraction, _check_range, _check_real, _finish, _split_noise
@@ -55,8 +56,6 @@ def _chain_points(rng, count: int, vertices: np.ndarray, width: float, beads: in
     return _along(vertices, s) + rng.normal(0, width, (count, 2))
 
 
-def _min_distance(A: np.ndarray, B: np.ndarray) -> float:
-    return float(np.sqrt(((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)).min())
 
 
 def make_chains_set(
@@ -197,15 +196,17 @@ def _even_counts(rng, n: int, k: int) -> np.ndarray:
 def _place(rng, shapes: list[np.ndarray], gap: float) -> list[np.ndarray]:
     """Shift each shape to a random spot at least ``gap`` from those placed before (the region grows if needed)."""
     box = max(float(np.ptp(np.concatenate(shapes), axis=0).max()), 1.0)
-    placed = []
+    placed, tree = [], None
     for shape in shapes:
         attempt = 0
         while True:
             moved = shape + rng.uniform(-box, box, 2)
-            if all(_min_distance(moved, other) >= gap for other in placed):
+            # Nearest placed point of each moved point (a k-d tree: no n x m distance matrix for large sets).
+            if tree is None or tree.query(moved, k=1)[0].min() >= gap:
                 break
             attempt += 1
             if attempt % _PLACEMENT_TRIES == 0:
                 box *= 1.25  # room for it further out: far enough, every spot fits
         placed.append(moved)
+        tree = cKDTree(np.concatenate(placed))
     return placed
