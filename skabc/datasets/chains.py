@@ -56,8 +56,6 @@ def _chain_points(rng, count: int, vertices: np.ndarray, width: float, beads: in
     return _along(vertices, s) + rng.normal(0, width, (count, 2))
 
 
-
-
 def make_chains_set(
     n_samples: int = 300,
     n_chains: int = 2,
