@@ -13,7 +13,16 @@ import numpy as np
 from scipy.spatial import cKDTree
 from sklearn.utils import check_random_state
 
-from ._common import _check_int, _check_noise_fraction, _check_range, _check_real, _finish, _split_noise
+from ._common import (
+    _check_int,
+    _check_noise_fraction,
+    _check_range,
+    _check_real,
+    _finish,
+    _log_uniform,
+    _split_counts,
+    _split_noise,
+)
 
 #: Tries at placing a chain or blob at least ``gap`` from the others before the region grows by a quarter.
 _PLACEMENT_TRIES = 50
@@ -168,8 +177,8 @@ def _chain_set_points(rng, n: int, n_chains: int, n_blobs: int, segments: tuple[
     """
     n_blob_points = round(blob_share * n) if n_blobs else 0
     n_blob_points = min(max(n_blob_points, n_blobs), n - n_chains)
-    chain_counts = _even_counts(rng, n - n_blob_points, n_chains)
-    blob_counts = _even_counts(rng, n_blob_points, n_blobs)
+    chain_counts = _split_counts(rng, n - n_blob_points, np.ones(n_chains))
+    blob_counts = _split_counts(rng, n_blob_points, np.ones(n_blobs)) if n_blobs else np.zeros(0, dtype=int)
     shapes = []
     for c in range(n_chains):
         vertices = _polyline(rng, rng.randint(segments[0], segments[1] + 1), (0.5, 1.5), (np.pi / 6, 5 * np.pi / 6))
@@ -178,17 +187,10 @@ def _chain_set_points(rng, n: int, n_chains: int, n_blobs: int, segments: tuple[
         chain_taper = rng.uniform(*taper) if tapering else 0.0
         shapes.append(_chain_points(rng, chain_counts[c], vertices, width, n_beads, chain_taper))
     for b in range(n_blobs):
-        std = float(np.exp(rng.uniform(np.log(blob_std[0]), np.log(blob_std[1]))))
+        std = float(_log_uniform(rng, *blob_std))
         shapes.append(rng.normal(0, std, (blob_counts[b], 2)))
     X = np.concatenate(_place(rng, shapes, gap))
     return X, np.repeat(np.arange(n_chains + n_blobs), [len(s) for s in shapes])
-
-
-def _even_counts(rng, n: int, k: int) -> np.ndarray:
-    """``k`` counts >= 1 summing to ``n``, about equal."""
-    if k == 0:
-        return np.zeros(0, dtype=int)
-    return rng.multinomial(n - k, np.full(k, 1.0 / k)) + 1
 
 
 def _place(rng, shapes: list[np.ndarray], gap: float) -> list[np.ndarray]:
