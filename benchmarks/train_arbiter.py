@@ -11,6 +11,9 @@ python benchmarks/train_arbiter.py --fit --pools v2-mixture v3-mixture --spectru
 python benchmarks/train_arbiter.py --mode given-k --collect prior       # ... the arbiter for a given k (each
 python benchmarks/train_arbiter.py --mode given-k --collect validation  # set cut at its true k): its own rows
 python benchmarks/train_arbiter.py --mode given-k --fit                 # and its own file
+python benchmarks/train_arbiter.py --kernel K.safetensors --collect prior   # the same for a candidate generic
+python benchmarks/train_arbiter.py --kernel K.safetensors --fit             # kernel (rows in a folder of its own);
+                                                      # compared with the shipped kernel + shipped file, set by set
 
 Why.  With k unknown, the shipped generic kernel (A**4, consensus k) and a 10-NN graph of the set (rotation k)
 fail on different validation sets (``--fit``'s per-group "only" columns, ``benchmarks/results/arbiter_compare.json``):
@@ -298,20 +301,27 @@ def _prefix(which: str, mode: str) -> str:
     return which if mode == "unknown-k" else f"{mode}-{which}"
 
 
-def collect(which: str, part: tuple[int, int], mode: str = "unknown-k") -> None:
+def rows_directory(kernel_path: str | None) -> Path:
+    """Where the rows of a kernel go: :data:`DIRECTORY` for the shipped one, a folder named after any other."""
+    return DIRECTORY if kernel_path is None else DIRECTORY / Path(kernel_path).stem
+
+
+def collect(which: str, part: tuple[int, int], mode: str = "unknown-k", kernel_path: str | None = None) -> None:
     """Candidates, features and ARIs of every ``which`` set of this part; resumes from the lines written.
 
-    With ``mode='given-k'`` every set is clustered at its true number of clusters.
+    With ``mode='given-k'`` every set is clustered at its true number of clusters.  ``kernel_path``: a candidate
+    generic kernel's file instead of the shipped one (its rows in :func:`rows_directory`).
     """
     from sklearn.metrics import adjusted_rand_score
 
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    DIRECTORY.mkdir(parents=True, exist_ok=True)
-    path = DIRECTORY / f"{_prefix(which, mode)}-{part[0]}of{part[1]}.jsonl"
-    done = {row["name"] for row in _rows(which, mode)}
+    directory = rows_directory(kernel_path)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{_prefix(which, mode)}-{part[0]}of{part[1]}.jsonl"
+    done = {row["name"] for row in _rows(which, mode, directory)}
     names = MODES[mode][0]
-    kernel = ContextualKernel.load(v2.CANDIDATE, device="cpu")
+    kernel = ContextualKernel.load(v2.CANDIDATE if kernel_path is None else kernel_path, device="cpu")
     sets = training_sets() if which == "prior" else validation_sets()
     with path.open("a") as out:
         for index, (name, X, y, scored) in enumerate(sets):
@@ -341,10 +351,10 @@ def collect(which: str, part: tuple[int, int], mode: str = "unknown-k") -> None:
     print(f"{mode} {which} part {part}: done", flush=True)
 
 
-def _rows(which: str, mode: str = "unknown-k") -> list[dict]:
+def _rows(which: str, mode: str = "unknown-k", directory: Path = DIRECTORY) -> list[dict]:
     """Every set collected for ``which``, once each (a set another part already wrote is not written again)."""
     rows = {}
-    for path in sorted(DIRECTORY.glob(f"{_prefix(which, mode)}-*of*.jsonl")):
+    for path in sorted(directory.glob(f"{_prefix(which, mode)}-*of*.jsonl")):
         for line in path.open():
             row = json.loads(line)
             pool, _, index = row["name"].rpartition("-")
@@ -356,21 +366,27 @@ def _rows(which: str, mode: str = "unknown-k") -> list[dict]:
 
 def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target: str = "ari_structure",
         pools: tuple[str, ...] = SHIPPED_POOLS, output: Path | None = None, forest_seeds: int = 1,
-        only: tuple[str, ...] | None = None) -> dict:
+        only: tuple[str, ...] | None = None, kernel_path: str | None = None) -> dict:
     """Train the forest on the prior's rows, compare it on the validation rows, write the file if it ships.
 
     ``pools``: the training pools used; ``output``: the results file (default: the mode's); ``forest_seeds``: how
     many forests (``random_state`` 0, 1, ...) whose predictions are averaged; ``only``: the candidates the forest
-    chooses among (default: the mode's; the baseline stays the mode's first).
+    chooses among (default: the mode's; the baseline stays the mode's first).  ``kernel_path``: a candidate
+    generic kernel whose rows were collected (:func:`rows_directory`); its arbiter is compared with the shipped
+    pipeline (the shipped kernel's rows chosen by the shipped file) and, if it passes, written next to its rows.
 
     Compared with what ``ABCClustering()`` did before any arbiter (the first candidate) and with the arbiter file
     shipped now (its own spectrum width), set by set.
     """
     from sklearn.ensemble import GradientBoostingRegressor
 
-    train = [r for r in _rows("prior", mode) if r["name"].rpartition("-")[0] in pools]
-    validation = _rows("validation", mode)
+    directory = rows_directory(kernel_path)
+    train = [r for r in _rows("prior", mode, directory) if r["name"].rpartition("-")[0] in pools]
+    validation = _rows("validation", mode, directory)
     names, out_path, results_path = MODES[mode]
+    # The shipped pipeline's rows, set by set as the candidate's (the same rows without a candidate kernel).
+    shipped_rows = {r["name"]: r for r in _rows("validation", mode)}
+    shipped_validation = [shipped_rows[r["name"]] for r in validation]
     results_path = results_path if output is None else Path(output)
     before = names[0].replace("-", "_")  # what ABCClustering() did before: the mode's first candidate
     candidates = list(names if only is None else only)
@@ -387,13 +403,16 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
     groups = [r["name"].split(":")[0] for r in validation]
     chosen = np.array([column[int(np.argmax(predict(_features(r, spectrum_size, only))))] for r in validation])
     shipped = Arbiter.from_file(out_path)
+    if kernel_path is not None:
+        out_path = directory / f"{out_path.stem}.json"
     shipped_column = [list(names).index(c) for c in shipped.candidates]
     shipped_chosen = np.array([
         shipped_column[int(np.argmax(shipped.forest.predict(_features(r, shipped.spectrum_size, shipped.candidates))))]
-        for r in validation])
+        for r in shipped_validation])
     ari = np.array([r["ari"] for r in validation])
     rows = np.arange(len(ari))
-    got, base, now = ari[rows, chosen], ari[:, 0], ari[rows, shipped_chosen]
+    got, base = ari[rows, chosen], ari[:, 0]
+    now = np.array([r["ari"] for r in shipped_validation])[rows, shipped_chosen]
 
     def paired(diff):
         return float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(diff.size))
@@ -427,7 +446,8 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
               "chosen": {c: int(np.sum(chosen == i)) for c, i in zip(candidates, column, strict=True)},
               "k_abs_error": k_errors,
               "passes_ship_rule": passes}
-    provenance = {"recipe": "benchmarks/train_arbiter.py", "kernel": "skabc/pretrained/generic.safetensors (v2)",
+    provenance = {"recipe": "benchmarks/train_arbiter.py",
+                  "kernel": "skabc/pretrained/generic.safetensors (v2)" if kernel_path is None else str(kernel_path),
                   "spectral_step": "affinity_power 4, njw, max_clusters 50, seeds 0"
                   + ("" if mode == "unknown-k" else ", n_clusters = each set's true k"),
                   "training_sets": {pool: {"families": fam, "seed": seed, **kwargs}
@@ -449,7 +469,7 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
         check = Arbiter.from_file(out_path)
         probe = F[:: max(1, len(F) // 500)]
         assert np.allclose(check.forest.predict(probe), predict(probe), atol=1e-9)
-        print(f"wrote {out_path.relative_to(ROOT)}")
+        print(f"wrote {out_path.relative_to(ROOT) if out_path.is_relative_to(ROOT) else out_path}")
     return result
 
 
@@ -472,13 +492,15 @@ def main(argv=None) -> int:
     parser.add_argument("--target", choices=("ari_structure", "ari"), default="ari_structure",
                         help="what the forest predicts: a candidate's ARI on the points of clusters (background-noise "
                              "singletons not scored, as the clustbench protocol scores) or on every point")
+    parser.add_argument("--kernel", default=None,
+                        help="a candidate generic kernel file: its own rows, compared with the shipped pipeline")
     args = parser.parse_args(argv)
     if args.collect:
         i, n = map(int, args.part.split("/"))
-        collect(args.collect, (i, n), args.mode)
+        collect(args.collect, (i, n), args.mode, args.kernel)
     if args.fit:
         fit(args.mode, args.spectrum_size, args.target, tuple(args.pools), args.output, args.forest_seeds,
-            None if args.candidates is None else tuple(args.candidates))
+            None if args.candidates is None else tuple(args.candidates), args.kernel)
     if not (args.collect or args.fit):
         parser.error("nothing to do: --collect or --fit")
     return 0
