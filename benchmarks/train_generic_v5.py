@@ -40,6 +40,16 @@ Ship rule (fixed with the design)
 3. The arbiter recollected for the candidate (``train_arbiter.py --collect``, ``--fit`` with the shipped design)
    and the pipeline (candidate + its arbiter) against the shipped one on the arbiter's validation union: the
    same rule.  Only then ``benchmarks/zero_shot.py --eval`` and the issue's lines.
+
+Record (2026-12-02)
+-------------------
+* ``--train``: 750 epochs (12,000 steps of 16 sets, 192,000 sets never repeated) in three runs (one thread for 7
+  epochs, then two threads), 13,334 CPU-seconds = **3.70 CPU-hours** (``time.json``; 54 s of it estimated from the
+  history for epochs that two interrupted runs had not yet counted).  Training loss 0.464 (mean of epochs 1-50),
+  0.343 (251-300), 0.286 (epoch 750).  The candidate's weights: ``benchmarks/weights/generic_v5_candidate.safetensors``
+  (``--export``; sha256 28684c74...).
+* Step 1 (``--evaluate``): held-out BCE **0.232** against the shipped kernel's 0.282 on the 128 validation sets:
+  passes (0.474 at epoch 24, 0.350 at 111, 0.338 at 248, 0.258 at 447).
 """
 
 from __future__ import annotations
