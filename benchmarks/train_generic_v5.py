@@ -50,6 +50,12 @@ Record (2026-12-02)
   (``--export``; sha256 28684c74...).
 * Step 1 (``--evaluate``): held-out BCE **0.232** against the shipped kernel's 0.282 on the 128 validation sets:
   passes (0.474 at epoch 24, 0.350 at 111, 0.338 at 248, 0.258 at 447).
+* Step 2 (``--compare``, ``benchmarks/results/generic_v5_compare.json``): **fails; not shipped.**  The kernel alone
+  at its best setting (A**4, plain eigengap) against the shipped one at its best (A**8, consensus), union of 180
+  validation sets 0.655 against 0.679 (paired -0.025 +- 0.017): synthetic 0.657 vs 0.707, clustbench (13) 0.438 vs
+  0.565, gallery toys 0.902 vs 0.910, gaussians 0.316 vs 0.430, but wide 0.726 vs 0.677 and clustbench_rest 0.575
+  vs 0.551.  A lower same-cluster loss did not give a spectrum from which k comes out right: the loss scores every
+  pair alike, the k rules read the few smallest eigenvalues.
 """
 
 from __future__ import annotations
