@@ -56,6 +56,12 @@ Record (2026-12-02)
   0.565, gallery toys 0.902 vs 0.910, gaussians 0.316 vs 0.430, but wide 0.726 vs 0.677 and clustbench_rest 0.575
   vs 0.551.  A lower same-cluster loss did not give a spectrum from which k comes out right: the loss scores every
   pair alike, the k rules read the few smallest eigenvalues.
+* Step 3, run for information after step 2 had decided (``train_arbiter.py --kernel
+  benchmarks/weights/generic_v5_candidate.safetensors --collect prior`` in two parts and ``--collect validation``,
+  then ``--fit --kernel ... --output benchmarks/results/arbiter_v5_compare.json``): the candidate with an arbiter
+  of its own (the shipped design) against the shipped pipeline on the arbiter's 220 validation sets: union 0.676 vs
+  0.694 (paired -0.018 +- 0.015): fails too.  clustbench (13) 0.454 vs 0.701, synthetic 0.661 vs 0.712, gallery
+  toys 0.888 vs 0.922; gaussians 0.520 vs 0.457, many_clusters 0.641 vs 0.608, wide 0.735 vs 0.693.
 """
 
 from __future__ import annotations
