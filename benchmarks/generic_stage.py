@@ -64,15 +64,21 @@ def run_stage(kernel_params: dict, directory: Path, pool: dict, families: dict, 
     return record
 
 
-def export_checkpoint(kernel_params: dict, directory: Path, path: str) -> None:
-    """The latest checkpoint in ``directory`` as a kernel file, with the shipped generic kernel's settings."""
-    from pretrained_settings import SETTINGS
-
+def checkpoint_kernel(kernel_params: dict, directory: Path) -> ContextualKernel:
+    """A kernel of ``kernel_params`` holding the latest checkpoint's weights in ``directory``."""
     from skabc.kernels._contextual_io import load_weights
 
     kernel = ContextualKernel(**kernel_params)
     state = torch.load(directory / "params.pt", map_location="cpu", weights_only=True)
     load_weights(kernel, kernel_params["canonical_features"], state, "cpu")
+    return kernel
+
+
+def export_checkpoint(kernel_params: dict, directory: Path, path: str) -> None:
+    """The latest checkpoint in ``directory`` as a kernel file, with the shipped generic kernel's settings."""
+    from pretrained_settings import SETTINGS
+
+    kernel = checkpoint_kernel(kernel_params, directory)
     kernel.recommended_clustering_ = dict(SETTINGS["generic"])
     kernel.save(path)
     history = json.loads((directory / "history.json").read_text())

@@ -385,8 +385,10 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
     validation = _rows("validation", mode, directory)
     names, out_path, results_path = MODES[mode]
     # The shipped pipeline's rows, set by set as the candidate's (the same rows without a candidate kernel).
-    shipped_rows = {r["name"]: r for r in _rows("validation", mode)}
-    shipped_validation = [shipped_rows[r["name"]] for r in validation]
+    shipped_validation = validation
+    if kernel_path is not None:
+        shipped_rows = {r["name"]: r for r in _rows("validation", mode)}
+        shipped_validation = [shipped_rows[r["name"]] for r in validation]
     results_path = results_path if output is None else Path(output)
     before = names[0].replace("-", "_")  # what ABCClustering() did before: the mode's first candidate
     candidates = list(names if only is None else only)

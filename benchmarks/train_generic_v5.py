@@ -78,7 +78,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_generic_v2 as v2
 import train_generic_v3 as v3
-from generic_stage import export_checkpoint
+from generic_stage import checkpoint_kernel, export_checkpoint
 
 from skabc import ContextualKernel
 from skabc.datasets import make_clustering_sets
@@ -180,13 +180,9 @@ def held_out_bce(kernel: ContextualKernel, sets: list) -> float:
 
 def evaluate() -> dict:
     """Held-out BCE of the latest checkpoint and of the shipped kernel (step 1 of the ship rule)."""
-    from skabc.kernels._contextual_io import load_weights
-
     torch.set_num_threads(1)
     sets = validation_sets()
-    candidate = ContextualKernel(**KERNEL)
-    load_weights(candidate, KERNEL["canonical_features"],
-                 torch.load(DIRECTORY / "params.pt", map_location="cpu", weights_only=True), "cpu")
+    candidate = checkpoint_kernel(KERNEL, DIRECTORY)
     history = json.loads((DIRECTORY / "history.json").read_text())
     result = {"epochs": len(history), "candidate_bce": held_out_bce(candidate, sets),
               "shipped_bce": held_out_bce(ContextualKernel.load(SHIPPED, device="cpu"), sets)}
