@@ -382,3 +382,41 @@ def test_more_components_than_clusters_in_a_sparse_affinity(assign_labels):
     assert len(np.unique(labels)) <= 2
     for block in range(3):
         assert len(np.unique(labels[block * 8 : (block + 1) * 8])) == 1
+
+
+def test_single_precision_eigenvalues_match_double_to_float32_rounding(monkeypatch):
+    """``single_precision=True`` solves a dense affinity in float32 (half the time of a float64 solve) and
+    returns float64 eigenvalues within float32 rounding of the double-precision ones; sparse input ignores it."""
+    from skabc.spectral import eigen
+
+    affinity, _ = _block_affinity([40, 25, 35], noise=0.2, seed=7)
+    double = laplacian_eigenvalues(affinity, 12)
+    solved = []
+    original = eigen.eigvalsh
+    monkeypatch.setattr(eigen, "eigvalsh", lambda a, **kw: solved.append(a.dtype) or original(a, **kw))
+    single = laplacian_eigenvalues(affinity, 12, single_precision=True)
+    assert solved == [np.float32]
+    assert single.dtype == np.float64 and single.shape == (12,)
+    assert np.all(np.diff(single) >= 0)
+    np.testing.assert_allclose(single, double, atol=1e-5)
+    assert estimate_n_clusters(affinity, 10, single_precision=True)[0] == estimate_n_clusters(affinity, 10)[0] == 3
+    solved.clear()
+    sparse = laplacian_eigenvalues(sp.csr_matrix(affinity), 12, random_state=0, single_precision=True)
+    assert np.float32 not in solved
+    np.testing.assert_allclose(sparse, double, atol=1e-8)
+
+
+def test_consensus_reports_the_double_precision_spectrum_and_solves_the_other_powers_in_float32(monkeypatch):
+    """Only the reported power's spectrum is read beyond its largest gap (the arbiter reads eigenvalues down to
+    1e-12), so it stays float64; the three other powers only vote on k and are solved in float32."""
+    from skabc.spectral import eigen
+
+    affinity, _ = _broad_and_tight_affinity()
+    sharp = affinity**8
+    solved = []
+    original = eigen.eigvalsh
+    monkeypatch.setattr(eigen, "eigvalsh", lambda a, **kw: solved.append(a.dtype) or original(a, **kw))
+    k, eigenvalues = consensus_n_clusters(sharp, 10)
+    assert k == 3
+    assert sorted(map(str, solved)) == ["float32", "float32", "float32", "float64"]
+    np.testing.assert_array_equal(eigenvalues, laplacian_eigenvalues(sharp, 11))
