@@ -55,21 +55,35 @@ def test_schedule_cap_shrinks_with_the_cost_of_a_step(blobs, monkeypatch):
     from skabc.training.schedule import REFERENCE_BATCH_SIZE, REFERENCE_SET_SIZE, relative_step_cost
 
     assert relative_step_cost(REFERENCE_BATCH_SIZE, REFERENCE_SET_SIZE) == pytest.approx(1.0)
-    assert relative_step_cost(64, REFERENCE_SET_SIZE) == pytest.approx(2.0)
+    # A step has a fixed overhead: twice the sets cost less than twice as much.
+    assert 1.5 < relative_step_cost(64, REFERENCE_SET_SIZE) < 2.0
     assert relative_step_cost(32, (100, 300)) > 2.0 > relative_step_cost(32, (50, 150))
     huge = 10**8
     reference = training_schedule(huge, 10, 32, 1600).n_steps
     assert reference == 1600
-    assert training_schedule(huge, 10, 64, 1600).n_steps <= 800 + 16
-    assert training_schedule(huge, 10, 32, 1600, (100, 300)).n_steps <= 1600 / 2.4 + 16
-    # Cheap steps do not raise the cap, and no cost takes a run below the floor.
-    assert training_schedule(huge, 10, 4, 1600, (2, 20)).n_steps == reference
+    assert training_schedule(huge, 10, 64, 1600).n_steps <= 1600 / 1.5 + 16
+    assert training_schedule(huge, 10, 32, 1600, (100, 300)).n_steps <= 1600 / 2.2 + 16
+    # Cheaper steps buy more of them, but fewer sets in all (each step pays its overhead).
+    small = training_schedule(huge, 10, 16, 1600)
+    assert reference < small.n_steps < 2 * reference
+    assert small.n_steps * 16 < reference * 32
+    # No cost takes a run below the floor.
     assert training_schedule(huge, 10, 32, 1600, (2000, 4000)).n_steps >= MIN_STEPS
     # The kernel hands the schedule its own set_size.
     calls = _plan_only(monkeypatch)
     X, y = blobs
     ContextualKernel(**{**FAST, "set_size": (5, 25)}).fit(X, y)
     assert [size for *_, size in calls] == [(5, 25)]
+
+
+def test_schedule_below_the_cap_sees_as_many_sets_whatever_the_batch():
+    """Below the cap the labelled rows decide how many sets a fit sees; the batch only cuts them into steps."""
+    for n_labelled in (1_000, 20_000):
+        reference = training_schedule(n_labelled, 10, 32)
+        for batch_size in (8, 16, 64):
+            schedule = training_schedule(n_labelled, 10, batch_size)
+            assert schedule.n_steps * batch_size == pytest.approx(reference.n_steps * 32, rel=0.05)
+    assert training_schedule(10, 10, 8).n_steps * 8 >= MIN_STEPS * 32  # the floor too, in sets
 
 
 def _plan_only(monkeypatch) -> list:
@@ -458,3 +472,27 @@ def test_allocator_is_tuned_only_for_small_training_sets(blobs, monkeypatch, lar
     ContextualKernel(**TINY_NET, **{**FAST, "set_size": (2, largest)}, init="scratch", max_epochs=1,
                      sets_per_epoch=4).fit(X, y)
     assert bool(calls) is tuned
+
+
+def test_auto_batch_size_is_small_only_where_the_budget_ends_the_run(blobs, monkeypatch):
+    """``batch_size='auto'``: 16 where the rows are worth more steps than the cap allows, else 32 (the schedule
+    the fit then follows is the one of the resolved batch); an int, or a fixed ``max_epochs``, decides alone."""
+    from skabc.training import schedule
+    from skabc.training.schedule import GEOMETRY_MAX_STEPS, auto_batch_size
+
+    assert auto_batch_size(300_000, 5, GEOMETRY_MAX_STEPS) == 16
+    assert auto_batch_size(1_000, 5, GEOMETRY_MAX_STEPS) == 32
+    X, y = blobs
+    fitted = []
+    monkeypatch.setattr(ContextualKernel, "fit", lambda self, X, y, groups=None: fitted.append(
+        plan.plan_training(self, X, np.asarray(y), None)) or self)
+    auto = {**FAST, "batch_size": "auto"}
+    ContextualKernel(**auto).fit(X, y)
+    ContextualKernel(**{**auto, "batch_size": 8}).fit(X, y)
+    ContextualKernel(**{**auto, "max_epochs": 2}).fit(X, y)
+    monkeypatch.setattr(schedule, "STEPS_PER_SQRT_ROW", 10_000.0)  # the rows now outweigh the cap
+    ContextualKernel(**auto).fit(X, y)
+    assert [p.batch_size for p in fitted] == [32, 8, 32, 16]
+    assert [p.spec.batch_size for p in fitted] == [32, 8, 32, 16]
+    capped = fitted[-1].schedule
+    assert capped.sets_per_epoch % 16 == 0 and capped.n_steps > GEOMETRY_MAX_STEPS

@@ -35,7 +35,7 @@ CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "init": [StrOptions({"auto", "generic", "scratch"})],
     "fine_tune_alpha": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
     "max_epochs": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-    "batch_size": [Interval(Integral, 1, None, closed="left")],
+    "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     "lr": [Interval(Real, 0, None, closed="neither")],
     "weight_decay": [Interval(Real, 0, None, closed="left")],
     "pos_weight": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"}), None],

@@ -126,7 +126,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         Training sets per epoch; ``None``: the automatic schedule's, else
         enough to cover the labelled rows once (8 to 64 batches).
     max_epochs : int or 'auto', default='auto'
-        Epochs (fresh sets each).  ``'auto'``: 200 to 3,200 steps from the
+        Epochs (fresh sets each).  ``'auto'``: the sets of 200 to 3,200 steps of 32 from the
         labelled rows and classes (:func:`skabc.training.training_schedule`).
     early_stopping : bool or 'auto', default='auto'
         Score sets of held-out groups (else classes, plus some rows of the
@@ -139,8 +139,9 @@ class ContextualKernel(TransformerMixin, Kernel):
         Patience of early stopping, in epochs.
     max_time : float, default=None
         Seconds of training (wall clock) before it stops.
-    batch_size : int, default=32
-        Sets per optimisation step.
+    batch_size : int or 'auto', default='auto'
+        Sets per optimisation step.  ``'auto'``: 16 where the CPU budget ends the run, else 32
+        (:func:`skabc.training.auto_batch_size`, resolved into ``batch_size_``).
     lr : float, default=1e-3
         Peak learning rate of AdamW (linear warm-up, then cosine decay).
     weight_decay : float, default=0.0
@@ -200,8 +201,9 @@ class ContextualKernel(TransformerMixin, Kernel):
         Feature names seen during fit, when X has them.
     n_training_sets_ : int
         Number of training sets drawn over all epochs.
-    init_, fine_tune_alpha_, network_params_, schedule_ : str, float, dict, Schedule or None
-        Where the fit started; the resolved ``fine_tune_alpha``; the fitted network's parameters; the schedule.
+    init_, fine_tune_alpha_, network_params_, schedule_, batch_size_ : str, float, dict, Schedule or None, int
+        Where the fit started; the resolved ``fine_tune_alpha``; the fitted network's parameters; the schedule;
+        the resolved ``batch_size``.
     validation_score_, start_validation_score_ : float or None
         Held-out mean ARI of the kept and of the starting weights (with the
         starting clustering settings).
@@ -249,7 +251,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         clusters_per_set=None,
         sets_per_epoch=None,
         max_epochs="auto",
-        batch_size=32,
+        batch_size="auto",
         lr=1e-3,
         weight_decay=0.0,
         pos_weight=None,

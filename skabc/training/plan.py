@@ -19,7 +19,7 @@ from sklearn.utils import check_random_state
 from ..nn.build import set_transform
 from ..sampling import check_set_size
 from .early_stopping import StartWeightMix, TimeLimit, ValidationSetsScoring
-from .schedule import GEOMETRY_MAX_STEPS, MAX_STEPS, Schedule, training_schedule
+from .schedule import GEOMETRY_MAX_STEPS, MAX_STEPS, REFERENCE_BATCH_SIZE, Schedule, auto_batch_size, training_schedule
 from .validation import draw_validation_sets, holds_out_groups, validation_split
 
 #: Parameters that define the network (its architecture and input map); the others say how to train or infer.
@@ -52,6 +52,7 @@ class TrainingPlan:
     recommended_clustering: dict
     train_labels: np.ndarray
     schedule: Schedule | None
+    batch_size: int = REFERENCE_BATCH_SIZE
     fine_tune_alpha: float = 1.0
     callbacks: list = field(default_factory=list)
 
@@ -61,6 +62,7 @@ class TrainingPlan:
         kernel.fine_tune_alpha_ = self.fine_tune_alpha
         kernel.network_params_ = self.network_params
         kernel.schedule_ = self.schedule
+        kernel.batch_size_ = self.batch_size
         validation = dict(net.callbacks_).get("validation")
         kernel.validation_score_ = None if validation is None else validation.best_score_
         kernel.start_validation_score_ = None if validation is None else validation.start_score_
@@ -149,19 +151,24 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     train_labels = labels if held_out is None else np.where(held_out, -1, labels)
 
     schedule = None
-    max_epochs, sets_per_epoch = kernel.max_epochs, kernel.sets_per_epoch
+    max_epochs, sets_per_epoch, batch_size = kernel.max_epochs, kernel.sets_per_epoch, kernel.batch_size
     if max_epochs == "auto":
-        schedule = training_schedule(int((train_labels >= 0).sum()), _classes_per_group(train_labels, group_codes),
-                                     kernel.batch_size,
-                                     GEOMETRY_MAX_STEPS if network.get("local_geometry") else MAX_STEPS,
-                                     check_set_size(kernel.set_size))
+        n_rows, n_classes = int((train_labels >= 0).sum()), _classes_per_group(train_labels, group_codes)
+        cap = GEOMETRY_MAX_STEPS if network.get("local_geometry") else MAX_STEPS
+        set_size = check_set_size(kernel.set_size)
+        if batch_size == "auto":
+            batch_size = auto_batch_size(n_rows, n_classes, cap, set_size)
+        schedule = training_schedule(n_rows, n_classes, batch_size, cap, set_size)
         max_epochs, per_epoch = schedule.max_epochs, schedule.sets_per_epoch
         if sets_per_epoch is None:
             sets_per_epoch = per_epoch
         else:  # the user's epoch length, as many epochs as the schedule's steps need
-            max_epochs = max(1, round(schedule.n_steps * kernel.batch_size / sets_per_epoch))
+            max_epochs = max(1, round(schedule.n_steps * batch_size / sets_per_epoch))
+    elif batch_size == "auto":
+        batch_size = REFERENCE_BATCH_SIZE
     spec = type(kernel)(**{**kernel.get_params(deep=False), **network, "max_epochs": max_epochs,
-                           "sets_per_epoch": sets_per_epoch, "early_stopping": False, "init": "scratch"})
+                           "sets_per_epoch": sets_per_epoch, "batch_size": batch_size, "early_stopping": False,
+                           "init": "scratch"})
     if spec.d_model % spec.n_heads != 0:
         raise ValueError(f"d_model={spec.d_model} must be divisible by n_heads={spec.n_heads}.")
 
@@ -187,7 +194,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         callbacks.append(("time_limit", TimeLimit(float(kernel.max_time))))
     return TrainingPlan(init=init, network_params=network, spec=spec, start_state=start_state,
                         recommended_clustering=recommended, train_labels=train_labels, schedule=schedule,
-                        fine_tune_alpha=alpha, callbacks=callbacks)
+                        batch_size=batch_size, fine_tune_alpha=alpha, callbacks=callbacks)
 
 
 def resolve_fine_tune_alpha(kernel, init: str, validates_on_groups: bool) -> float:

@@ -10,8 +10,16 @@ margin: fine-tuning the generic kernel for :data:`GEOMETRY_MAX_STEPS` steps on
 300,000 rows of circles took 7.5-8.4 CPU-minutes in two runs, validation
 included (``benchmarks/own_kernel.py``).  It is stated for the reference step
 (:data:`REFERENCE_BATCH_SIZE` sets drawn from :data:`REFERENCE_SET_SIZE`) and
-shrinks with the estimated cost of the actual step (:func:`relative_step_cost`),
-so a larger ``batch_size`` or ``set_size`` buys fewer steps, not a longer fit.
+scales with the estimated cost of the actual step (:func:`relative_step_cost`:
+a fixed overhead plus the work of its sets), so a larger ``batch_size`` or
+``set_size`` buys fewer steps and a smaller batch more, never a longer fit.
+Below the cap, the schedule asks for as many *sets* as the reference step
+would see; a smaller batch cuts them into more, cheaper steps.  At one CPU
+budget, batches of 16 learned more than batches of 32 when fine-tuning on
+circles and arcs, where the budget ends the run (held-out sets of seeds no
+benchmark uses), and less on small data, where the labelled rows end it and
+more steps overfit (unseen digits; record in ``docs/changelog.md``): hence
+:func:`auto_batch_size`, ContextualKernel's ``batch_size='auto'``.
 A network with local geometry costs more per step than one without (pair
 features and the gradients of the attention biases; 1.6 times as much in an
 earlier measurement, before its pair maps became one batched matmul), hence its
@@ -32,10 +40,16 @@ GEOMETRY_MAX_STEPS = 1800
 #: The step the caps are stated for: batches of this many sets of sizes drawn uniformly from this range
 #: (ContextualKernel's defaults).
 REFERENCE_BATCH_SIZE, REFERENCE_SET_SIZE = 32, (50, 200)
+#: Fixed cost of one optimiser step (optimizer update, batching, Python), in sets of the reference size: fine-tuning
+#: the generic kernel on 57,856 sets of 50-200 points took 504 CPU-s in 1,808 steps of 32 and 560 CPU-s in 3,616
+#: steps of 16 (about 0.031 s a step against 0.0077 s a set; one thread).
+STEP_OVERHEAD_SETS = 4.0
 #: A step's cost grows as this power of the set size (attention, pair features and the pairwise head are
 #: quadratic; scaled from n = 150, n^2 matched the measured CPU time per step of the generic network to
 #: within 23% from 200 to 400 points, never below it).
 STEP_COST_EXPONENT = 2.0
+#: ``batch_size='auto'`` where the CPU budget, not the labelled rows, ends the run (:func:`auto_batch_size`).
+SMALL_BATCH_SIZE = 16
 #: Validation scores per automatic schedule (the epochs it is cut into).
 EVALUATIONS = 16
 
@@ -62,9 +76,11 @@ class Schedule:
 def relative_step_cost(batch_size: int, set_size: tuple[int, int]) -> float:
     """Estimated CPU cost of one optimiser step, relative to the reference step.
 
-    ``batch_size * E[n ** STEP_COST_EXPONENT]`` for set sizes ``n`` uniform on
-    ``set_size`` (both ends included), divided by the same for
-    :data:`REFERENCE_BATCH_SIZE` and :data:`REFERENCE_SET_SIZE`.
+    ``STEP_OVERHEAD_SETS + batch_size * w(set_size)``, with ``w`` the mean of
+    ``n ** STEP_COST_EXPONENT`` over set sizes ``n`` uniform on ``set_size``
+    (both ends included) relative to that of :data:`REFERENCE_SET_SIZE`,
+    divided by the same for :data:`REFERENCE_BATCH_SIZE` and
+    :data:`REFERENCE_SET_SIZE`.
 
     Parameters
     ----------
@@ -82,30 +98,35 @@ def relative_step_cost(batch_size: int, set_size: tuple[int, int]) -> float:
     >>> from skabc.training.schedule import relative_step_cost
     >>> relative_step_cost(32, (50, 200))
     1.0
+    >>> round(relative_step_cost(16, (50, 200)), 2)
+    0.56
     >>> round(relative_step_cost(32, (100, 300)), 2)
-    2.47
+    2.31
     """
 
-    def work(batch: int, sizes: tuple[int, int]) -> float:
+    def work(sizes: tuple[int, int]) -> float:
         low, high = sizes
-        return batch * sum(n**STEP_COST_EXPONENT for n in range(low, high + 1)) / (high - low + 1)
+        return sum(n**STEP_COST_EXPONENT for n in range(low, high + 1)) / (high - low + 1)
 
-    return work(batch_size, set_size) / work(REFERENCE_BATCH_SIZE, REFERENCE_SET_SIZE)
+    per_set = work(set_size) / work(REFERENCE_SET_SIZE)
+    return (STEP_OVERHEAD_SETS + batch_size * per_set) / (STEP_OVERHEAD_SETS + REFERENCE_BATCH_SIZE)
 
 
 def training_schedule(n_labelled: int, n_classes: int, batch_size: int, max_steps: int = MAX_STEPS,
                       set_size: tuple[int, int] = REFERENCE_SET_SIZE) -> Schedule:
     """Training length for ``n_labelled`` labelled rows of ``n_classes`` classes.
 
-    The number of steps grows as the square root of the labelled rows
-    (:data:`STEPS_PER_SQRT_ROW`), clipped to ``[MIN_STEPS, cap]``; a
-    problem with fewer than five classes gets proportionally fewer steps
-    (at least :data:`MIN_STEPS`), since its sets repeat the same few
-    clusters and overfit sooner.  The cap is ``max_steps`` divided by the
-    step's :func:`relative_step_cost` where that is above one (a cheaper
-    step does not raise it).  The steps are cut into
-    :data:`EVALUATIONS` epochs so that early stopping can act on a
-    validation score every sixteenth of the run.
+    Counted in reference steps (:data:`REFERENCE_BATCH_SIZE` sets each), the
+    run grows as the square root of the labelled rows
+    (:data:`STEPS_PER_SQRT_ROW`), from :data:`MIN_STEPS`; a problem with
+    fewer than five classes gets proportionally fewer (at least the
+    minimum), since its sets repeat the same few clusters and overfit
+    sooner.  Those sets are cut into batches of ``batch_size``.  The cap,
+    ``max_steps`` divided by the step's :func:`relative_step_cost`, is a
+    CPU budget: costlier steps get fewer, cheaper ones more (never fewer
+    than the minimum).  The steps are cut into :data:`EVALUATIONS` epochs
+    so that early stopping can act on a validation score every sixteenth
+    of the run.
 
     Parameters
     ----------
@@ -132,15 +153,52 @@ def training_schedule(n_labelled: int, n_classes: int, batch_size: int, max_step
     >>> training_schedule(300_000, 5, batch_size=32).n_steps
     3200
     >>> training_schedule(300_000, 5, batch_size=32, set_size=(100, 400)).n_steps
-    800
+    880
+    >>> training_schedule(1_000, 5, batch_size=16).n_steps
+    768
     """
     if n_labelled < 1 or n_classes < 1 or batch_size < 1:
         raise ValueError(
             f"n_labelled, n_classes and batch_size must be positive, got {n_labelled}, {n_classes}, {batch_size}."
         )
-    cap = max(MIN_STEPS, int(max_steps / max(1.0, relative_step_cost(batch_size, set_size))))
-    steps = STEPS_PER_SQRT_ROW * math.sqrt(n_labelled) * min(1.0, n_classes / 5)
-    steps = int(min(cap, max(MIN_STEPS, steps)))
+    per_reference_step = REFERENCE_BATCH_SIZE / batch_size  # steps that see as many sets as one reference step
+    floor = math.ceil(MIN_STEPS * per_reference_step)
+    cap = max(floor, int(max_steps / relative_step_cost(batch_size, set_size)))
+    steps = int(min(cap, max(floor, _wanted_reference_steps(n_labelled, n_classes) * per_reference_step)))
     per_epoch = max(1, math.ceil(steps / EVALUATIONS))
     epochs = math.ceil(steps / per_epoch)
     return Schedule(max_epochs=epochs, sets_per_epoch=per_epoch * batch_size, n_steps=epochs * per_epoch)
+
+
+def auto_batch_size(n_labelled: int, n_classes: int, max_steps: int = MAX_STEPS,
+                    set_size: tuple[int, int] = REFERENCE_SET_SIZE) -> int:
+    """``batch_size='auto'``: :data:`SMALL_BATCH_SIZE` where the CPU budget ends the run, else the reference.
+
+    Where the labelled rows are worth more reference steps than the cap
+    allows, the budget ends the run and smaller batches, more steps of
+    fewer sets, learn more from it.  Where the rows end it, the schedule is
+    short and more steps overfit the few classes: batches of
+    :data:`REFERENCE_BATCH_SIZE`.
+
+    Parameters
+    ----------
+    n_labelled, n_classes, max_steps, set_size
+        As for :func:`training_schedule`.
+
+    Returns
+    -------
+    batch_size : int
+
+    Examples
+    --------
+    >>> from skabc.training.schedule import GEOMETRY_MAX_STEPS, auto_batch_size
+    >>> auto_batch_size(300_000, 5, GEOMETRY_MAX_STEPS), auto_batch_size(1_000, 5, GEOMETRY_MAX_STEPS)
+    (16, 32)
+    """
+    cap = max(MIN_STEPS, int(max_steps / relative_step_cost(REFERENCE_BATCH_SIZE, set_size)))
+    return SMALL_BATCH_SIZE if _wanted_reference_steps(n_labelled, n_classes) >= cap else REFERENCE_BATCH_SIZE
+
+
+def _wanted_reference_steps(n_labelled: int, n_classes: int) -> float:
+    """Reference steps the labelled rows are worth before any bound (see :func:`training_schedule`)."""
+    return STEPS_PER_SQRT_ROW * math.sqrt(n_labelled) * min(1.0, n_classes / 5)
