@@ -6,8 +6,9 @@ worth and how to cut them into epochs (one validation score per epoch).
 Early stopping on held-out classes or groups usually ends the run sooner.
 
 The step cap keeps the worst case inside a CPU budget of 10 CPU-minutes with
-margin: fine-tuning the generic kernel for :data:`GEOMETRY_MAX_STEPS` steps on
-300,000 rows of circles took 7.5-8.4 CPU-minutes in two runs, validation
+margin: fine-tuning the generic kernel on 300,000 rows of circles or arcs
+within :data:`GEOMETRY_MAX_STEPS` reference steps took 7.5-8.4 CPU-minutes
+with batches of 32 and 8.1-8.4 with batches of 16 (3,248 steps), validation
 included (``benchmarks/own_kernel.py``).  It is stated for the reference step
 (:data:`REFERENCE_BATCH_SIZE` sets drawn from :data:`REFERENCE_SET_SIZE`) and
 scales with the estimated cost of the actual step (:func:`relative_step_cost`:
