@@ -387,13 +387,9 @@ def test_more_components_than_clusters_in_a_sparse_affinity(assign_labels):
 def test_single_precision_eigenvalues_match_double_to_float32_rounding(monkeypatch):
     """``single_precision=True`` solves a dense affinity in float32 (half the time of a float64 solve) and
     returns float64 eigenvalues within float32 rounding of the double-precision ones; sparse input ignores it."""
-    from skabc.spectral import eigen
-
     affinity, _ = _block_affinity([40, 25, 35], noise=0.2, seed=7)
     double = laplacian_eigenvalues(affinity, 12)
-    solved = []
-    original = eigen.eigvalsh
-    monkeypatch.setattr(eigen, "eigvalsh", lambda a, **kw: solved.append(a.dtype) or original(a, **kw))
+    solved = _record_eigvalsh_dtypes(monkeypatch)
     single = laplacian_eigenvalues(affinity, 12, single_precision=True)
     assert solved == [np.float32]
     assert single.dtype == np.float64 and single.shape == (12,)
@@ -409,14 +405,19 @@ def test_single_precision_eigenvalues_match_double_to_float32_rounding(monkeypat
 def test_consensus_reports_the_double_precision_spectrum_and_solves_the_other_powers_in_float32(monkeypatch):
     """Only the reported power's spectrum is read beyond its largest gap (the arbiter reads eigenvalues down to
     1e-12), so it stays float64; the three other powers only vote on k and are solved in float32."""
-    from skabc.spectral import eigen
-
     affinity, _ = _broad_and_tight_affinity()
     sharp = affinity**8
-    solved = []
-    original = eigen.eigvalsh
-    monkeypatch.setattr(eigen, "eigvalsh", lambda a, **kw: solved.append(a.dtype) or original(a, **kw))
+    solved = _record_eigvalsh_dtypes(monkeypatch)
     k, eigenvalues = consensus_n_clusters(sharp, 10)
     assert k == 3
     assert sorted(map(str, solved)) == ["float32", "float32", "float32", "float64"]
     np.testing.assert_array_equal(eigenvalues, laplacian_eigenvalues(sharp, 11))
+
+
+def _record_eigvalsh_dtypes(monkeypatch) -> list:
+    """Make the eigen module's LAPACK ``eigvalsh`` record the dtype of every matrix it solves."""
+    from skabc.spectral import eigen
+
+    solved, original = [], eigen.eigvalsh
+    monkeypatch.setattr(eigen, "eigvalsh", lambda a, **kw: solved.append(a.dtype) or original(a, **kw))
+    return solved

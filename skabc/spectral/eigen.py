@@ -147,12 +147,11 @@ def laplacian_eigenvalues(
             affinity, n_eigenvalues, solver, check_random_state(random_state), eigen_tol, vectors=False
         )
         return values
+    adjacency = normalized_adjacency(affinity)
     if single_precision and n <= DENSE_EIGEN_LIMIT and n_eigenvalues >= 1:
-        adjacency = normalized_adjacency(affinity).astype(np.float32)
-        top = eigvalsh(adjacency, subset_by_index=[n - n_eigenvalues, n - 1]).astype(np.float64)
-        return np.sort(1.0 - top)
-    top, _ = _dense_top_eigenpairs(normalized_adjacency(affinity), n_eigenvalues, random_state, vectors=False,
-                                   memory=dense_memory)
+        top = eigvalsh(adjacency.astype(np.float32), subset_by_index=[n - n_eigenvalues, n - 1]).astype(np.float64)
+    else:
+        top, _ = _dense_top_eigenpairs(adjacency, n_eigenvalues, random_state, vectors=False, memory=dense_memory)
     return np.sort(1.0 - top)
 
 

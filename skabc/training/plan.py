@@ -52,9 +52,13 @@ class TrainingPlan:
     recommended_clustering: dict
     train_labels: np.ndarray
     schedule: Schedule | None
-    batch_size: int = REFERENCE_BATCH_SIZE
     fine_tune_alpha: float = 1.0
     callbacks: list = field(default_factory=list)
+
+    @property
+    def batch_size(self) -> int:
+        """The resolved ``batch_size`` (the training spec's)."""
+        return self.spec.batch_size
 
     def record(self, kernel, net) -> None:
         """Set ``kernel``'s fitted attributes that say how this plan's training went."""
@@ -194,7 +198,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         callbacks.append(("time_limit", TimeLimit(float(kernel.max_time))))
     return TrainingPlan(init=init, network_params=network, spec=spec, start_state=start_state,
                         recommended_clustering=recommended, train_labels=train_labels, schedule=schedule,
-                        batch_size=batch_size, fine_tune_alpha=alpha, callbacks=callbacks)
+                        fine_tune_alpha=alpha, callbacks=callbacks)
 
 
 def resolve_fine_tune_alpha(kernel, init: str, validates_on_groups: bool) -> float:

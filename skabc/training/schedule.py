@@ -164,8 +164,8 @@ def training_schedule(n_labelled: int, n_classes: int, batch_size: int, max_step
         )
     per_reference_step = REFERENCE_BATCH_SIZE / batch_size  # steps that see as many sets as one reference step
     floor = math.ceil(MIN_STEPS * per_reference_step)
-    cap = max(floor, int(max_steps / relative_step_cost(batch_size, set_size)))
-    steps = int(min(cap, max(floor, _wanted_reference_steps(n_labelled, n_classes) * per_reference_step)))
+    wanted = _wanted_reference_steps(n_labelled, n_classes) * per_reference_step
+    steps = int(min(_step_cap(batch_size, max_steps, set_size), max(floor, wanted)))
     per_epoch = max(1, math.ceil(steps / EVALUATIONS))
     epochs = math.ceil(steps / per_epoch)
     return Schedule(max_epochs=epochs, sets_per_epoch=per_epoch * batch_size, n_steps=epochs * per_epoch)
@@ -196,8 +196,15 @@ def auto_batch_size(n_labelled: int, n_classes: int, max_steps: int = MAX_STEPS,
     >>> auto_batch_size(300_000, 5, GEOMETRY_MAX_STEPS), auto_batch_size(1_000, 5, GEOMETRY_MAX_STEPS)
     (16, 32)
     """
-    cap = max(MIN_STEPS, int(max_steps / relative_step_cost(REFERENCE_BATCH_SIZE, set_size)))
-    return SMALL_BATCH_SIZE if _wanted_reference_steps(n_labelled, n_classes) >= cap else REFERENCE_BATCH_SIZE
+    capped = _wanted_reference_steps(n_labelled, n_classes) >= _step_cap(REFERENCE_BATCH_SIZE, max_steps, set_size)
+    return SMALL_BATCH_SIZE if capped else REFERENCE_BATCH_SIZE
+
+
+def _step_cap(batch_size: int, max_steps: int, set_size: tuple[int, int]) -> int:
+    """Most steps of ``batch_size`` sets within the budget of ``max_steps`` reference steps (never below the
+    floor of :data:`MIN_STEPS` reference steps' sets)."""
+    floor = math.ceil(MIN_STEPS * REFERENCE_BATCH_SIZE / batch_size)
+    return max(floor, int(max_steps / relative_step_cost(batch_size, set_size)))
 
 
 def _wanted_reference_steps(n_labelled: int, n_classes: int) -> float:
