@@ -85,42 +85,49 @@ def rotation_n_clusters(vectors: np.ndarray, max_clusters: int | None = None, to
 
 def _best_rotation(X: np.ndarray) -> tuple[float, np.ndarray]:
     """Minimal alignment cost of ``X`` over rotations, and the rotated ``X``."""
-    n_angles = X.shape[1] * (X.shape[1] - 1) // 2
-    result = minimize(_alignment_cost, np.zeros(n_angles), args=(X,), jac=True, method="L-BFGS-B",
-                      options={"maxiter": MAX_ITER})
-    Z = X @ _cayley(_skew(result.x, X.shape[1]))
+    c = X.shape[1]
+    upper = np.triu_indices(c, 1)
+    identity = np.eye(c)
+    result = minimize(_alignment_cost, np.zeros(len(upper[0])), args=(X, upper, identity), jac=True,
+                      method="L-BFGS-B", options={"maxiter": MAX_ITER})
+    Z = X @ _cayley(_skew(result.x, upper, c), identity)
     squares = Z * Z
     return float((squares.sum(axis=1) / np.maximum(squares.max(axis=1), 1e-300)).sum()), Z
 
 
-def _skew(angles: np.ndarray, c: int) -> np.ndarray:
-    """The ``c x c`` skew-symmetric matrix with ``angles`` above its diagonal (row by row)."""
-    rows, cols = np.triu_indices(c, 1)
+def _skew(angles: np.ndarray, upper: tuple[np.ndarray, np.ndarray], c: int) -> np.ndarray:
+    """The ``c x c`` skew-symmetric matrix with ``angles`` at the ``upper`` triangle's indices (row by row)."""
+    rows, cols = upper
     skew = np.zeros((c, c))
     skew[rows, cols], skew[cols, rows] = angles, -angles
     return skew
 
 
-def _cayley(skew: np.ndarray) -> np.ndarray:
-    identity = np.eye(len(skew))
+def _cayley(skew: np.ndarray, identity: np.ndarray) -> np.ndarray:
     return np.linalg.solve(identity - skew, identity + skew)
 
 
-def _alignment_cost(angles: np.ndarray, X: np.ndarray) -> tuple[float, np.ndarray]:
-    """``J`` of the rotation whose Cayley parameters are ``angles``, and its gradient in ``angles``."""
-    n, c = X.shape
-    skew = _skew(angles, c)
-    rotation = _cayley(skew)
+def _alignment_cost(angles: np.ndarray, X: np.ndarray, upper: tuple[np.ndarray, np.ndarray],
+                    identity: np.ndarray) -> tuple[float, np.ndarray]:
+    """``J`` of the rotation whose Cayley parameters are ``angles``, and its gradient in ``angles``.
+
+    Called a few hundred times per set by L-BFGS, so the fixed ``upper`` indices and ``identity`` come from the
+    caller, and per-row work is done on ``(n, 1)`` columns rather than by fancy indexing.
+    """
+    rows, cols = upper
+    skew = _skew(angles, upper, X.shape[1])
+    rotation = _cayley(skew, identity)
     Z = X @ rotation
     squares = Z * Z
-    every_row, largest = np.arange(n), squares.argmax(axis=1)
+    largest = squares.argmax(axis=1)[:, None]
     # The gradient divides by peak**2: a floor of 1e-300 would underflow to 0 there (a zero row: NaN).
-    peak = np.maximum(squares[every_row, largest], 1e-150)
-    total = squares.sum(axis=1)
+    peak = np.maximum(np.take_along_axis(squares, largest, axis=1), 1e-150)
+    total = squares.sum(axis=1, keepdims=True)
     # d/dZ of sum_i total_i / peak_i: a row's largest entry also moves its denominator.
-    grad_Z = 2.0 * Z / peak[:, None]
-    grad_Z[every_row, largest] -= 2.0 * Z[every_row, largest] * total / peak**2
+    grad_Z = 2.0 * Z / peak
+    top = np.take_along_axis(Z, largest, axis=1)
+    np.put_along_axis(grad_Z, largest, np.take_along_axis(grad_Z, largest, axis=1) - 2.0 * top * total / peak**2,
+                      axis=1)
     # dR = (I - S)^-1 dS (R + I), so dJ/dS = (I - S)^-T (X^T G) (R + I)^T.
-    grad_skew = np.linalg.solve((np.eye(c) - skew).T, (X.T @ grad_Z) @ (rotation + np.eye(c)).T)
-    rows, cols = np.triu_indices(c, 1)
-    return float((total / peak).sum()), grad_skew[rows, cols] - grad_skew[cols, rows]
+    grad_skew = np.linalg.solve((identity - skew).T, (X.T @ grad_Z) @ (rotation + identity).T)
+    return float((total / peak).ravel().sum()), grad_skew[rows, cols] - grad_skew[cols, rows]
