@@ -15,7 +15,7 @@ import skabc.training.plan as plan
 import skabc.training.validation as validation
 from skabc import ContextualKernel, pretrained
 from skabc.training.early_stopping import TimeLimit, ValidationSetsScoring
-from skabc.training.schedule import MAX_STEPS, MIN_STEPS, Schedule, training_schedule
+from skabc.training.schedule import AUTO_MAX_TIME, MAX_STEPS, MIN_STEPS, Schedule, training_schedule
 from skabc.training.validation import validation_split
 
 FAST = dict(set_size=(2, 20), batch_size=4, device="cpu", random_state=0)
@@ -218,7 +218,35 @@ def test_max_time_stops_training_without_an_interruption_warning(blobs):
         warnings.simplefilter("error")  # a planned stop is not reported as an interrupted fit
         kernel.fit(X, y)
     assert len(kernel.net_.history) == 1 and len(kernel.net_.history[-1]["batches"]) == 1
+    assert kernel.max_time_ == 1e-9
     assert TimeLimit(1.0).max_time == 1.0
+
+
+def test_max_time_auto_limits_only_automatic_schedules(blobs):
+    """'auto': an automatic schedule gets AUTO_MAX_TIME (a slow machine ends it there), fixed epochs no limit."""
+    X, y = blobs
+
+    def resolved(**params):
+        kernel = ContextualKernel(**TINY_NET, **FAST, init="scratch", **params)
+        training = plan.plan_training(kernel, X, np.asarray(y), None)
+        return training.max_time, [cb.max_time for name, cb in training.callbacks if name == "time_limit"]
+
+    assert resolved() == (AUTO_MAX_TIME, [AUTO_MAX_TIME]) and 0 < AUTO_MAX_TIME <= 10 * 60
+    assert resolved(max_epochs=3) == (None, [])
+    assert resolved(max_epochs=3, max_time=7.5) == (7.5, [7.5])
+    assert resolved(max_time=None) == (None, [])
+    with pytest.raises(ValueError, match="max_time"):
+        ContextualKernel(max_time="soon").fit(X, y)
+
+
+def test_max_time_auto_ends_an_automatic_schedule_at_its_limit(blobs, monkeypatch):
+    X, y = blobs
+    monkeypatch.setattr(plan, "training_schedule",
+                        lambda n, k, b, cap, size: Schedule(max_epochs=3, sets_per_epoch=8, n_steps=6))
+    monkeypatch.setattr(plan, "AUTO_MAX_TIME", 1e-9)  # the run is past its limit after its first step
+    kernel = ContextualKernel(**TINY_NET, **FAST, init="scratch").fit(X, y)
+    assert kernel.max_time_ == 1e-9 and kernel.schedule_.max_epochs == 3
+    assert len(kernel.net_.history) == 1 and len(kernel.net_.history[-1]["batches"]) == 1
 
 
 # ------------------------------------------------------------------ init

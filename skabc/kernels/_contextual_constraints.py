@@ -42,7 +42,7 @@ CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "early_stopping": ["boolean", StrOptions({"auto"})],
     "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
     "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-    "max_time": [Interval(Real, 0, None, closed="neither"), None],
+    "max_time": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
     "warm_start": ["boolean"],
     "checkpoint_dir": [str, os.PathLike, None],
     "checkpoint_every": [Interval(Integral, 1, None, closed="left")],

@@ -48,11 +48,9 @@ class ContextualKernel(TransformerMixin, Kernel):
         ``attention='sampled'``: points per random window.  A set of at most
         this many points is one window, i.e. dense attention.
     n_attention_samples : int, default=4
-        ``attention='sampled'``: window samples averaged at inference (more
-        samples, less variance, proportionally more time; sets that fit in
-        one dense window are computed once).  Inference-only: changing it
-        with ``set_params`` on a fitted kernel takes effect without
-        refitting.
+        ``attention='sampled'``: window samples averaged at inference (more samples, less variance,
+        proportionally more time; sets that fit in one dense window are computed once).  Inference-only:
+        changing it with ``set_params`` on a fitted kernel takes effect without refitting.
     window_attention : {'dense', 'hamiltonian'}, default='dense'
         ``attention='sampled'``: attention pattern inside a window: dense
         attention among the window's points (O(n w) per block; the Sampled
@@ -93,13 +91,11 @@ class ContextualKernel(TransformerMixin, Kernel):
         callable is called as ``embedder(n_features, d_model)``.  It must map
         ``(m, n_features)`` to ``(m, d_model)``.
     local_geometry : bool, default=False
-        Give the network the local geometry of every set
-        (:mod:`skabc.nn.geometry`: self-tuning scaled distances, kNN
-        membership, shared neighbours) as attention biases and an additive
-        term of the similarity logits.  Needs ``attention='sab'``.  The pair
-        features are dense in ``n``: sets of more than
-        :data:`skabc.inference.GEOMETRY_MAX_SAMPLES` points, and sparse
-        affinities, are computed without them.
+        Give the network the local geometry of every set (:mod:`skabc.nn.geometry`: self-tuning scaled
+        distances, kNN membership, shared neighbours) as attention biases and an additive term of the
+        similarity logits.  Needs ``attention='sab'``.  The pair features are dense in ``n``: sets of more
+        than :data:`skabc.inference.GEOMETRY_MAX_SAMPLES` points, and sparse affinities, are computed without
+        them.
     embed_features : int, default=None
         Number of leading input (or canonical) columns the embedder sees;
         ``None``: all.  With ``local_geometry`` the distances still use every
@@ -137,8 +133,10 @@ class ContextualKernel(TransformerMixin, Kernel):
         Share of the groups, or of the classes and rows, held out.
     n_iter_no_change : int, default=5
         Patience of early stopping, in epochs.
-    max_time : float, default=None
-        Seconds of training (wall clock) before it stops.
+    max_time : float, 'auto' or None, default='auto'
+        Seconds of training (wall clock) before it stops.  ``'auto'``: with
+        ``max_epochs='auto'``, :data:`~skabc.training.schedule.AUTO_MAX_TIME` (a slow machine ends the
+        automatic schedule there), else none; resolved into ``max_time_``.
     batch_size : int or 'auto', default='auto'
         Sets per optimisation step.  ``'auto'``: 16 where the CPU budget ends the run, else 32
         (:func:`skabc.training.auto_batch_size`, resolved into ``batch_size_``).
@@ -204,9 +202,10 @@ class ContextualKernel(TransformerMixin, Kernel):
     init_, fine_tune_alpha_, network_params_, schedule_, batch_size_ : str, float, dict, Schedule or None, int
         Where the fit started; the resolved ``fine_tune_alpha``; the fitted network's parameters; the schedule;
         the resolved ``batch_size``.
+    max_time_ : float or None
+        The resolved ``max_time``.
     validation_score_, start_validation_score_ : float or None
-        Held-out mean ARI of the kept and of the starting weights (with the
-        starting clustering settings).
+        Held-out mean ARI of the kept and of the starting weights (with the starting clustering settings).
     validation_settings_scores_ : dict
         Held-out mean ARI of the kept weights per setting (the best, if ahead by over one SE, is
         :meth:`recommended_clustering`), and of the start's (``'start weights, ...'``).
@@ -255,7 +254,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         lr=1e-3,
         weight_decay=0.0,
         pos_weight=None,
-        early_stopping="auto", validation_fraction=0.2, n_iter_no_change=5, max_time=None,
+        early_stopping="auto", validation_fraction=0.2, n_iter_no_change=5, max_time="auto",
         warm_start=False,
         checkpoint_dir=None,
         checkpoint_every=1,

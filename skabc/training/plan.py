@@ -1,7 +1,7 @@
 """What a ContextualKernel fit will do, decided once: where it starts, how long it trains, how it validates.
 
 :func:`plan_training` resolves every ``'auto'`` of the training parameters
-(``init``, ``max_epochs``, ``early_stopping``) for the data at hand
+(``init``, ``max_epochs``, ``batch_size``, ``early_stopping``, ``max_time``) for the data at hand
 and returns a :class:`TrainingPlan`: the network's architecture, the weights
 to start from, a kernel whose parameters say exactly how to train (what
 :func:`skabc.training.train` reads), the rows left for training, and the
@@ -19,7 +19,15 @@ from sklearn.utils import check_random_state
 from ..nn.build import set_transform
 from ..sampling import check_set_size
 from .early_stopping import StartWeightMix, TimeLimit, ValidationSetsScoring
-from .schedule import GEOMETRY_MAX_STEPS, MAX_STEPS, REFERENCE_BATCH_SIZE, Schedule, auto_batch_size, training_schedule
+from .schedule import (
+    AUTO_MAX_TIME,
+    GEOMETRY_MAX_STEPS,
+    MAX_STEPS,
+    REFERENCE_BATCH_SIZE,
+    Schedule,
+    auto_batch_size,
+    training_schedule,
+)
 from .validation import draw_validation_sets, holds_out_groups, validation_split
 
 #: Parameters that define the network (its architecture and input map); the others say how to train or infer.
@@ -54,6 +62,7 @@ class TrainingPlan:
     schedule: Schedule | None
     fine_tune_alpha: float = 1.0
     callbacks: list = field(default_factory=list)
+    max_time: float | None = None
 
     @property
     def batch_size(self) -> int:
@@ -67,6 +76,7 @@ class TrainingPlan:
         kernel.network_params_ = self.network_params
         kernel.schedule_ = self.schedule
         kernel.batch_size_ = self.batch_size
+        kernel.max_time_ = self.max_time
         validation = dict(net.callbacks_).get("validation")
         kernel.validation_score_ = None if validation is None else validation.best_score_
         kernel.start_validation_score_ = None if validation is None else validation.start_score_
@@ -194,11 +204,14 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
                                                               knn_partition=class_split)))
     if held_out is None and alpha < 1.0:
         callbacks.append(("start_weight_mix", StartWeightMix(alpha)))
-    if kernel.max_time is not None:
-        callbacks.append(("time_limit", TimeLimit(float(kernel.max_time))))
+    max_time = kernel.max_time
+    if max_time == "auto":
+        max_time = AUTO_MAX_TIME if schedule is not None else None
+    if max_time is not None:
+        callbacks.append(("time_limit", TimeLimit(float(max_time))))
     return TrainingPlan(init=init, network_params=network, spec=spec, start_state=start_state,
                         recommended_clustering=recommended, train_labels=train_labels, schedule=schedule,
-                        fine_tune_alpha=alpha, callbacks=callbacks)
+                        fine_tune_alpha=alpha, callbacks=callbacks, max_time=max_time)
 
 
 def resolve_fine_tune_alpha(kernel, init: str, validates_on_groups: bool) -> float:
