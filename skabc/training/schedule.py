@@ -25,6 +25,8 @@ A network with local geometry costs more per step than one without (pair
 features and the gradients of the attention biases; 1.6 times as much in an
 earlier measurement, before its pair maps became one batched matmul), hence its
 own cap, :data:`GEOMETRY_MAX_STEPS`.
+The cap counts steps, so a slower machine takes longer over them: there
+:data:`AUTO_MAX_TIME` (ContextualKernel's ``max_time='auto'``) ends the run.
 """
 
 from __future__ import annotations
