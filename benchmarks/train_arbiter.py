@@ -138,6 +138,20 @@ about 2 CPU-min; ``--fit --pools v2-mixture v3-mixture many-clusters chains tape
 chains file (+0.002 +- 0.005): clustbench_rest 0.678 -> 0.710, gaussians 0.457 -> 0.491, but clustbench (13)
 0.701 -> 0.641.  The 13 listed sets swing by 0.05-0.06 between pool variants of one design (0.652, 0.701, 0.641
 for the last three fits), so the chains file's gain there is partly luck of the forest, not only of its data.
+Gaussian-mixture candidate (design fixed 2026-12-03 before its collection and fit): on the gallery toys the
+k-unknown losses are sets where every candidate sees one cluster too few (blobs that touch, sheared bands; wrong-k
+sets of 60 per toy at n = 500-1,500: blobs 16, aniso mostly k = 2 from all four candidates), while a Gaussian
+mixture with BIC finds them (throw-away script, the same 60 sets each: blobs 0.916 and aniso 0.870 against ABC's
+0.836 and 0.720; varied 0.928, ABC 0.825 in ``zero_shot.py``) and fails elsewhere (iris k 2, breast cancer k 11,
+digits k 15).  A fifth candidate
+``gmm-bic`` (:mod:`skabc.spectral.mixture`: standardised columns, at most 16 principal components, full covariances
+up to 8 columns, diagonal beyond, ``k`` from 1 while BIC improves within 3 steps, at most 20; its features read the
+10-NN graph's spectrum).  Every pool and validation set recollected with five candidates (``--collect``, two parts
+each).  Control: ``--fit`` with the defaults (the four shipped candidates) on the new rows must reproduce the shipped
+file's choices (gain +0.0000).  Fit: ``--fit --candidates kernel-consensus kernel-eigengap knn-rotation knn-eigengap
+gmm-bic --output benchmarks/results/arbiter_gmm_compare.json``, the same model, pools, spectrum width and target as
+the shipped file, the same ship rule against the kernel alone and against the file shipped now.  If it ships,
+``benchmarks/zero_shot.py`` and ``benchmarks/own_kernel.py``'s digits are rerun before any claim.
 
 Given k with the chains pool (design fixed 2026-12-02 after the record above, before its collection and fit):
 ``--mode given-k --collect prior --part 1/2`` (the 300 chain sets cut at their true k), then ``--mode given-k
@@ -222,13 +236,16 @@ ROOT = v2.ROOT
 DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "arbiter"
 #: Per mode: the candidates compared (the first is what ABCClustering() did before), the file written, the results.
 MODES = {
-    "unknown-k": (("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-eigengap"),
+    "unknown-k": (("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-eigengap", "gmm-bic"),
                   ROOT / "skabc" / "pretrained" / ARBITERS["generic"],
                   ROOT / "benchmarks" / "results" / "arbiter_compare.json"),
     "given-k": (("kernel-given", "knn-given"),
                 ROOT / "skabc" / "pretrained" / GIVEN_K_ARBITERS["generic"],
                 ROOT / "benchmarks" / "results" / "arbiter_given_k_compare.json"),
 }
+#: Per mode: the candidates ``--fit`` chooses among unless ``--candidates`` names others (the shipped file's).
+FIT_CANDIDATES = {"unknown-k": ("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-eigengap"),
+                  "given-k": ("kernel-given", "knn-given")}
 POOL = dict(n_sets=700, set_size=(150, 1200), n_features=(1, 64), max_clusters=20)
 #: Families whose number of clusters goes up to ``max_clusters`` (the others draw a few clusters).
 MANY_CLUSTER_FAMILIES = {"blobs": 0.4, "densities": 0.2, "subspaces": 0.2, "warped": 0.2}
@@ -371,7 +388,8 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
 
     ``pools``: the training pools used; ``output``: the results file (default: the mode's); ``forest_seeds``: how
     many forests (``random_state`` 0, 1, ...) whose predictions are averaged; ``only``: the candidates the forest
-    chooses among (default: the mode's; the baseline stays the mode's first).  ``kernel_path``: a candidate
+    chooses among (default: the shipped file's, :data:`FIT_CANDIDATES`; the baseline stays the mode's first).
+    ``kernel_path``: a candidate
     generic kernel whose rows were collected (:func:`rows_directory`); its arbiter is compared with the shipped
     pipeline (the shipped kernel's rows chosen by the shipped file) and, if it passes, written next to its rows.
 
@@ -391,7 +409,8 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
         shipped_validation = [shipped_rows[r["name"]] for r in validation]
     results_path = results_path if output is None else Path(output)
     before = names[0].replace("-", "_")  # what ABCClustering() did before: the mode's first candidate
-    candidates = list(names if only is None else only)
+    only = FIT_CANDIDATES[mode] if only is None else only
+    candidates = list(only)
     column = [list(names).index(c) for c in candidates]  # each candidate's column in the rows
     F = np.concatenate([_features(r, spectrum_size, only) for r in train])
     y = np.array([r[target][i] for r in train for i in column])
@@ -488,7 +507,7 @@ def main(argv=None) -> int:
                         help="training pools of --fit (default: those of the file shipped now)")
     parser.add_argument("--output", default=None, help="results JSON of --fit (default: the mode's file)")
     parser.add_argument("--candidates", nargs="+", default=None,
-                        help="the candidates --fit's forest chooses among (default: the mode's)")
+                        help="the candidates --fit's forest chooses among (default: the shipped file's)")
     parser.add_argument("--forest-seeds", type=int, default=1,
                         help="forests (random_state 0, 1, ...) whose predictions --fit averages into one file")
     parser.add_argument("--target", choices=("ari_structure", "ari"), default="ari_structure",

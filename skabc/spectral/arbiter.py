@@ -32,6 +32,7 @@ from sklearn.neighbors import kneighbors_graph
 
 from .eigen import laplacian_eigenvalues
 from .forest import TreeEnsemble
+from .mixture import MixtureSource
 from .select import (
     N_CLUSTERS_SELECTORS,
     ZERO_EIGENVALUE,
@@ -51,6 +52,7 @@ CANDIDATES = {
     "kernel-eigengap": ("kernel", "eigengap"),
     "knn-rotation": ("knn", "rotation"),
     "knn-eigengap": ("knn", "eigengap"),
+    "gmm-bic": ("gmm", "bic"),
     "kernel-given": ("kernel", "given"),
     "knn-given": ("knn", "given"),
 }
@@ -121,7 +123,11 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
     sources, found_by = {}, []
     for name in names:
         source, rule = CANDIDATES[name]
-        if source not in sources:
+        if source == "gmm" and source not in sources:
+            if "knn" not in sources:
+                sources["knn"] = _Source(step, "knn", probabilities, X, spectrum_size)
+            sources[source] = MixtureSource(sources["knn"], X)
+        elif source not in sources:
             sources[source] = _Source(step, source, probabilities, X, spectrum_size)
             if (source, "consensus") in (CANDIDATES[other] for other in names):
                 sources[source].k_by(rule="consensus", eigen_seed=eigen_seed, seed=seed)
