@@ -24,7 +24,9 @@ from skabc.spectral.arbiter import (
     write_arbiter,
 )
 
-UNKNOWN_K, GIVEN_K = default_candidates(False), default_candidates(True)
+#: The spectral candidates for k unknown (the shipped file's); ``gmm-bic`` has tests of its own below.
+UNKNOWN_K = tuple(name for name in default_candidates(False) if CANDIDATES[name][0] != "gmm")
+GIVEN_K = default_candidates(True)
 STEP = SpectralStep(n_clusters=None, max_clusters=20, selection="consensus", affinity_power=4.0, assign_labels="njw")
 
 
@@ -54,7 +56,7 @@ def _stump(feature, threshold, left_value, right_value):
 
 def test_candidates_cover_every_entry_and_read_the_right_affinity():
     X = _blobs()
-    candidates = candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0)
+    candidates = candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0, UNKNOWN_K)
     assert [c.name for c in candidates] == list(UNKNOWN_K)
     graph = knn_graph(X).toarray()
     for c in candidates:
@@ -85,7 +87,7 @@ def test_each_candidate_is_the_partition_its_own_spectral_step_finds(seed):
 
     X, _ = make_blobs(n_samples=150, centers=4, cluster_std=1.5, random_state=seed)
     P = _toy_probabilities(X)
-    for c in candidate_partitions(STEP, P, X, 0, 0):
+    for c in candidate_partitions(STEP, P, X, 0, 0, UNKNOWN_K):
         source, rule = CANDIDATES[c.name]
         step = replace(STEP, selection=rule, affinity_power=1.0 if source == "knn" else STEP.affinity_power)
         labels, _, k, _ = step.cluster(knn_graph(X) if source == "knn" else P, 0, 0)
@@ -209,7 +211,7 @@ def test_shipped_arbiter_loads_and_scores_every_candidate():
     assert shipped.candidates == UNKNOWN_K
     assert shipped.provenance["recipe"] == "benchmarks/train_arbiter.py"
     X = _blobs()
-    best, scores = shipped.choose(candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0), X.shape[1])
+    best, scores = shipped.choose(candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0, shipped.candidates), X.shape[1])
     assert scores.shape == (len(UNKNOWN_K),) and np.isfinite(scores).all() and best == int(np.argmax(scores))
     with pytest.raises(ValueError, match="unknown arbiter"):
         load_arbiter("nope")
@@ -427,3 +429,66 @@ def test_shipped_given_k_arbiter_loads_and_scores_both_partitions():
     candidates = candidate_partitions(replace(STEP, n_clusters=3), _toy_probabilities(X), X, 0, 0)
     best, scores = shipped.choose(candidates, X.shape[1])
     assert scores.shape == (2,) and np.isfinite(scores).all() and best == int(np.argmax(scores))
+
+
+def test_gaussian_mixture_finds_touching_sheared_blobs_that_bic_prefers():
+    from sklearn.metrics import adjusted_rand_score
+
+    from skabc.spectral.mixture import bic_mixture_partition
+
+    X, y = make_blobs(n_samples=300, centers=[[0, 0], [3, 0], [0, 3]], cluster_std=0.6, random_state=0)
+    X = X @ np.array([[0.6, -0.6], [-0.4, 0.8]])  # sheared, as scikit-learn's gallery 'aniso'
+    labels = bic_mixture_partition(X * 1e3 + 5.0, max_clusters=50, random_state=0)  # any units
+    assert labels.dtype == np.int64 and set(labels) == {0, 1, 2}
+    assert adjusted_rand_score(y, labels) > 0.9
+    # One Gaussian: one cluster.
+    one = bic_mixture_partition(np.random.default_rng(0).normal(size=(200, 2)), max_clusters=50, random_state=0)
+    assert set(one) == {0}
+
+
+def test_gaussian_mixture_takes_wide_sparse_and_constant_columns():
+    import scipy.sparse as sp
+
+    from skabc.spectral.mixture import MAX_MIXTURE_FEATURES, bic_mixture_partition, mixture_features
+
+    X, y = make_blobs(n_samples=150, n_features=40, centers=3, random_state=1)
+    X[:, 5] = 7.0  # a constant column is dropped, not divided by zero
+    Z = mixture_features(X, 0)
+    assert Z.shape == (150, MAX_MIXTURE_FEATURES) and np.isfinite(Z).all()
+    for data in (X, sp.csr_matrix(np.abs(X))):
+        labels = bic_mixture_partition(data, max_clusters=10, random_state=0)
+        assert labels.shape == (150,) and np.array_equal(np.unique(labels), np.arange(labels.max() + 1))
+    assert mixture_features(np.ones((5, 3)), 0).shape == (5, 1)  # nothing varies: one column of zeros
+
+
+@pytest.mark.parametrize("names", [("knn-eigengap", "gmm-bic"), ("kernel-consensus", "gmm-bic")])
+def test_the_mixture_candidate_reads_the_knn_graphs_spectrum(names):
+    """With or without a kNN candidate, the mixture's row reads the 10-NN graph's spectrum and partition source."""
+    from skabc.spectral.mixture import bic_mixture_partition
+
+    X = _blobs(seed=3)
+    candidates = candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0, names)
+    gmm = candidates[-1]
+    np.testing.assert_array_equal(gmm.labels, bic_mixture_partition(X, STEP.max_clusters, 0))
+    assert gmm.n_clusters == 3
+    np.testing.assert_array_equal(np.asarray(gmm.affinity.todense()), knn_graph(X).toarray())
+    assert np.sum(gmm.spectrum < 1e-8) == 3  # three far blobs: three components of the graph
+    if names[0] == "knn-eigengap":
+        assert gmm.affinity is candidates[0].affinity  # one graph per set, not two
+        np.testing.assert_array_equal(gmm.spectrum, candidates[0].spectrum)
+    F = candidate_features(candidates, X.shape[1])
+    assert F.shape == (2, n_feature_columns(2)) and np.isfinite(F).all()
+
+
+def test_an_arbiter_file_may_name_the_mixture_candidate(tmp_path):
+    names = (*UNKNOWN_K, "gmm-bic")
+    onehot = n_feature_columns(len(names)) - 1  # the mixture's one-hot column: predicted best
+    path = _forest_file(tmp_path, [_stump(onehot, 0.5, 0.0, 1.0)], candidates=names)
+    arbiter = Arbiter.from_file(path)
+    X = _blobs(seed=4)
+    labels, affinity, k, _, name = arbiter.cluster(STEP, _toy_probabilities(X), X, 0, 0)
+    assert name == "gmm-bic" and k == 3 and len(np.unique(labels)) == 3
+    with pytest.raises(ValueError, match="rule 'bic'"):
+        from skabc.spectral.mixture import MixtureSource
+
+        MixtureSource(None, X).k_by("eigengap", 0, 0)
