@@ -152,6 +152,17 @@ file's choices (gain +0.0000).  Fit: ``--fit --candidates kernel-consensus kerne
 gmm-bic --output benchmarks/results/arbiter_gmm_compare.json``, the same model, pools, spectrum width and target as
 the shipped file, the same ship rule against the kernel alone and against the file shipped now.  If it ships,
 ``benchmarks/zero_shot.py`` and ``benchmarks/own_kernel.py``'s digits are rerun before any claim.
+Record (2026-12-03; ``--collect`` prior and validation in two parts each, 2,500 + 220 sets, about 24 minutes of
+wall clock on two cores): the control reproduces the shipped file exactly (``--fit``: +0.0000 +- 0.0000, same
+choices).  The five-candidate fit (``benchmarks/results/arbiter_gmm_compare.json``): **fails, not shipped.**
+Union 0.694 -> 0.692 against the shipped file (-0.002 +- 0.007), +0.061 +- 0.010 against the kernel alone;
+wide 0.693 -> 0.726, toys 0.922 -> 0.925, many_clusters 0.608 either way, but clustbench (13) 0.701 -> 0.660,
+clustbench_rest 0.678 -> 0.659, gaussians 0.457 -> 0.428, synthetic 0.712 -> 0.704; kept gmm-bic on 31 of 220
+sets; mean |k - k_true| 4.05 -> 3.88.  The mixture alone scores 0.009 on the 18 g2mg/h2mg sets (the kNN graph
+0.602), 0.59 on the validation toys, 0.53 on the 13 listed sets.  It beats the best of the four by more than 0.05
+on 17 of 220 sets (the per-set oracle 0.757 -> 0.773; toys 0.928 -> 0.960), too few and too unlike the rest for the
+forest to find them without losing elsewhere.  The candidate stays in :data:`~skabc.spectral.arbiter.CANDIDATES`
+for arbiter files to name; the shipped file does not.
 
 Given k with the chains pool (design fixed 2026-12-02 after the record above, before its collection and fit):
 ``--mode given-k --collect prior --part 1/2`` (the 300 chain sets cut at their true k), then ``--mode given-k
