@@ -66,7 +66,7 @@ def mixture_features(X, random_state: int) -> np.ndarray:
 
 
 def bic_mixture_partition(X, max_clusters: int, random_state: int) -> np.ndarray:
-    """Labels of the Gaussian mixture of lowest BIC over ``k = 1, 2, ...``, ids ``0 .. k-1``.
+    """Labels of the Gaussian mixture whose number of components ``k`` has the lowest BIC (ids 0 to k - 1).
 
     Parameters
     ----------
