@@ -222,6 +222,42 @@ def test_max_time_stops_training_without_an_interruption_warning(blobs):
     assert TimeLimit(1.0).max_time == 1.0
 
 
+def test_time_limit_does_not_begin_an_epoch_that_cannot_end_in_time(monkeypatch):
+    """With validation (best weights restored), an epoch that cannot end by the limit is not begun."""
+    from types import SimpleNamespace
+
+    now = [0.0]
+    monkeypatch.setattr(early_stopping.time, "monotonic", lambda: now[0])
+
+    def epoch(limit, net, seconds):
+        limit.on_epoch_begin(net)
+        now[0] += seconds
+        limit.on_epoch_end(net)
+
+    validated = SimpleNamespace(callbacks_=[("validation", object.__new__(ValidationSetsScoring))])
+    limit = TimeLimit(100.0)
+    limit.on_train_begin(validated)
+    epoch(limit, validated, 30.0)
+    epoch(limit, validated, 20.0)  # 50 s gone; the shortest epoch (20 s) still fits
+    epoch(limit, validated, 25.0)  # 75 s gone: 75 + 20 <= 100, a fourth epoch may end in time
+    epoch(limit, validated, 10.0)  # 85 s gone, the shortest now 10 s: 95 <= 100
+    assert not limit.stopped_
+    with pytest.raises(KeyboardInterrupt):
+        epoch(limit, validated, 10.0)  # 95 s gone: not even a 10 s epoch ends by 100 s
+    assert limit.stopped_
+    # Without validation the last weights stay, so training goes on until a step runs past the limit.
+    bare = SimpleNamespace(callbacks_=[])
+    now[0], limit = 0.0, TimeLimit(100.0)
+    limit.on_train_begin(bare)
+    epoch(limit, bare, 95.0)
+    limit.on_batch_end(bare, training=True)
+    assert not limit.stopped_
+    now[0] = 100.5
+    with pytest.raises(KeyboardInterrupt):
+        limit.on_batch_end(bare, training=True)
+    assert limit.stopped_
+
+
 def test_max_time_auto_limits_only_automatic_schedules(blobs):
     """'auto': an automatic schedule gets AUTO_MAX_TIME (a slow machine ends it there), fixed epochs no limit."""
     X, y = blobs

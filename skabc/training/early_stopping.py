@@ -198,7 +198,10 @@ class TimeLimit(Callback):
 
     Checked after every optimiser step; the weights of the step that ran
     past the limit stay (a :class:`ValidationSetsScoring` restores its best
-    ones at the end anyway).
+    ones at the end anyway).  With such a callback, an epoch that cannot end
+    inside the limit is not begun: its weights would never be scored, so the
+    run stops at the end of the last epoch after which not even the shortest
+    epoch so far would fit, instead of spending that time on work it drops.
 
     Parameters
     ----------
@@ -217,9 +220,22 @@ class TimeLimit(Callback):
     def on_train_begin(self, net, **kwargs):
         self.start_ = time.monotonic()
         self.stopped_ = False
+        self.shortest_epoch_ = float("inf")
+
+    def on_epoch_begin(self, net, **kwargs):
+        self.epoch_start_ = time.monotonic()
 
     def on_batch_end(self, net, training=False, **kwargs):
         if training and time.monotonic() - self.start_ > self.max_time:
+            self.stopped_ = True
+            raise KeyboardInterrupt
+
+    def on_epoch_end(self, net, **kwargs):
+        # Runs after the validation callback (added before it), so this epoch is already scored and saved.
+        now = time.monotonic()
+        self.shortest_epoch_ = min(self.shortest_epoch_, now - self.epoch_start_)
+        validated = any(isinstance(cb, ValidationSetsScoring) for _, cb in getattr(net, "callbacks_", ()))
+        if validated and now - self.start_ + self.shortest_epoch_ > self.max_time:
             self.stopped_ = True
             raise KeyboardInterrupt
 
