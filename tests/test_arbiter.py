@@ -211,7 +211,8 @@ def test_shipped_arbiter_loads_and_scores_every_candidate():
     assert shipped.candidates == UNKNOWN_K
     assert shipped.provenance["recipe"] == "benchmarks/train_arbiter.py"
     X = _blobs()
-    best, scores = shipped.choose(candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0, shipped.candidates), X.shape[1])
+    candidates = candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0, shipped.candidates)
+    best, scores = shipped.choose(candidates, X.shape[1])
     assert scores.shape == (len(UNKNOWN_K),) and np.isfinite(scores).all() and best == int(np.argmax(scores))
     with pytest.raises(ValueError, match="unknown arbiter"):
         load_arbiter("nope")
@@ -451,7 +452,7 @@ def test_gaussian_mixture_takes_wide_sparse_and_constant_columns():
 
     from skabc.spectral.mixture import MAX_MIXTURE_FEATURES, bic_mixture_partition, mixture_features
 
-    X, y = make_blobs(n_samples=150, n_features=40, centers=3, random_state=1)
+    X, _ = make_blobs(n_samples=150, n_features=40, centers=3, random_state=1)
     X[:, 5] = 7.0  # a constant column is dropped, not divided by zero
     Z = mixture_features(X, 0)
     assert Z.shape == (150, MAX_MIXTURE_FEATURES) and np.isfinite(Z).all()
@@ -487,6 +488,7 @@ def test_an_arbiter_file_may_name_the_mixture_candidate(tmp_path):
     arbiter = Arbiter.from_file(path)
     X = _blobs(seed=4)
     labels, affinity, k, _, name = arbiter.cluster(STEP, _toy_probabilities(X), X, 0, 0)
+    assert affinity.shape == (len(X), len(X))  # the kNN graph it was read through
     assert name == "gmm-bic" and k == 3 and len(np.unique(labels)) == 3
     with pytest.raises(ValueError, match="rule 'bic'"):
         from skabc.spectral.mixture import MixtureSource
