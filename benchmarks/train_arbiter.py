@@ -254,9 +254,9 @@ MODES = {
                 ROOT / "skabc" / "pretrained" / GIVEN_K_ARBITERS["generic"],
                 ROOT / "benchmarks" / "results" / "arbiter_given_k_compare.json"),
 }
-#: Per mode: the candidates ``--fit`` chooses among unless ``--candidates`` names others (the shipped file's).
-FIT_CANDIDATES = {"unknown-k": ("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-eigengap"),
-                  "given-k": ("kernel-given", "knn-given")}
+#: Modes whose shipped file chooses among fewer candidates than are collected: ``--fit``'s default there
+#: (elsewhere every collected candidate), unless ``--candidates`` names others.
+FIT_CANDIDATES = {"unknown-k": ("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-eigengap")}
 POOL = dict(n_sets=700, set_size=(150, 1200), n_features=(1, 64), max_clusters=20)
 #: Families whose number of clusters goes up to ``max_clusters`` (the others draw a few clusters).
 MANY_CLUSTER_FAMILIES = {"blobs": 0.4, "densities": 0.2, "subspaces": 0.2, "warped": 0.2}
@@ -420,7 +420,7 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
         shipped_validation = [shipped_rows[r["name"]] for r in validation]
     results_path = results_path if output is None else Path(output)
     before = names[0].replace("-", "_")  # what ABCClustering() did before: the mode's first candidate
-    only = FIT_CANDIDATES[mode] if only is None else only
+    only = FIT_CANDIDATES.get(mode, names) if only is None else only
     candidates = list(only)
     column = [list(names).index(c) for c in candidates]  # each candidate's column in the rows
     F = np.concatenate([_features(r, spectrum_size, only) for r in train])

@@ -61,7 +61,8 @@ def mixture_features(X, random_state: int) -> np.ndarray:
         X = PCA(n_components, random_state=random_state).fit_transform(X)
     spread = X.std(axis=0)
     kept = spread > 1e-12 * max(float(np.abs(X).max()), 1.0)
-    Z = (X[:, kept] - X[:, kept].mean(axis=0)) / spread[kept]
+    Z = X[:, kept]
+    Z = (Z - Z.mean(axis=0)) / spread[kept]
     return Z if Z.shape[1] else np.zeros((n, 1))
 
 
@@ -84,10 +85,10 @@ def bic_mixture_partition(X, max_clusters: int, random_state: int) -> np.ndarray
     Z = mixture_features(X, random_state)
     n = Z.shape[0]
     covariance = "full" if Z.shape[1] <= FULL_COVARIANCE_MAX_FEATURES else "diag"
-    best_bic, best_k, best_labels = np.inf, 1, np.zeros(n, dtype=np.int64)
-    for k in range(2, min(max_clusters, MAX_MIXTURE_CLUSTERS, n - 1) + 1):
-        if k == 2:  # k = 1's BIC: one Gaussian, fitted once
-            best_bic = _fit(Z, 1, covariance, random_state).bic(Z)
+    best_k, best_labels = 1, np.zeros(n, dtype=np.int64)
+    largest = min(max_clusters, MAX_MIXTURE_CLUSTERS, n - 1)
+    best_bic = _fit(Z, 1, covariance, random_state).bic(Z) if largest >= 2 else np.inf
+    for k in range(2, largest + 1):
         mixture = _fit(Z, k, covariance, random_state)
         bic = mixture.bic(Z)
         if bic < best_bic:

@@ -221,6 +221,8 @@ class TimeLimit(Callback):
         self.start_ = time.monotonic()
         self.stopped_ = False
         self.shortest_epoch_ = float("inf")
+        # Only a run whose best validated weights are restored drops the work of an unscored epoch.
+        self.validated_ = any(isinstance(cb, ValidationSetsScoring) for _, cb in getattr(net, "callbacks_", ()))
 
     def on_epoch_begin(self, net, **kwargs):
         self.epoch_start_ = time.monotonic()
@@ -234,8 +236,7 @@ class TimeLimit(Callback):
         # Runs after the validation callback (added before it), so this epoch is already scored and saved.
         now = time.monotonic()
         self.shortest_epoch_ = min(self.shortest_epoch_, now - self.epoch_start_)
-        validated = any(isinstance(cb, ValidationSetsScoring) for _, cb in getattr(net, "callbacks_", ()))
-        if validated and now - self.start_ + self.shortest_epoch_ > self.max_time:
+        if self.validated_ and now - self.start_ + self.shortest_epoch_ > self.max_time:
             self.stopped_ = True
             raise KeyboardInterrupt
 
