@@ -2,16 +2,18 @@
 
 Usage
 -----
-python benchmarks/many_clusters.py [--seeds 4] [--output benchmarks/results/many_clusters.json]
+python benchmarks/many_clusters.py [--seeds 4] [--centres 5 10 ...] [--output benchmarks/results/many_clusters.json]
 
 Why.  The held-back external benchmark of issue 20 found ``ABCClustering()`` under-splitting sets of many small
 clusters (4 clusters found for 31 blobs, 5 for 15), and the gallery and the 13 listed clustbench sets hold at most
-10 clusters, so nothing else here measures it.  The sets: ``make_blobs`` with 5, 10, 15, 20, 30 and 40 centres,
+10 clusters, so nothing else here measures it.  The sets: ``make_blobs`` with 5, 10, 15, 20, 30, 40, 60 and 80 centres
+(the last two above ``ABCClustering``'s default ``max_clusters=50``, so an estimate can reach 50 at most),
 2,000 points (the size ``ABCClustering`` clusters before it subsamples), 2 to 4 features, unit spread, centres
 in a box of half-width ``8 * sqrt(k)``, so that some blobs touch and most stand apart; StandardScaler; seeds
 700, 701, ... (no recipe draws them).
 
-Methods: ``ABCClustering(random_state=0)`` (k unknown, the shipped generic kernel and its arbiter),
+Methods: ``ABCClustering(random_state=0)`` (k unknown, the shipped generic kernel and its arbiter), the same with
+``max_clusters=100`` (what its warning advises where the estimate reaches 50),
 ``ABCClustering(affinity='nearest_neighbors', random_state=0)`` (SpectralClustering's 10-NN graph, k by the
 eigengap), ``ABCClustering(n_clusters=k, random_state=0)``, ``SpectralClustering(n_clusters=k,
 affinity='nearest_neighbors', random_state=0)`` (given k) and ``HDBSCAN()`` (defaults, no k; its noise counted as
@@ -32,11 +34,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-CENTRES = (5, 10, 15, 20, 30, 40)
+CENTRES = (5, 10, 15, 20, 30, 40, 60, 80)
 N_POINTS = 2_000
 FIRST_SEED = 700
-METHODS = ("ABC (k unknown)", "ABC kNN graph (k unknown)", "ABC (k given)", "Spectral kNN (k given)",
-           "HDBSCAN (no k)")
+METHODS = ("ABC (k unknown)", "ABC max_clusters=100 (k unknown)", "ABC kNN graph (k unknown)", "ABC (k given)",
+           "Spectral kNN (k given)", "HDBSCAN (no k)")
 
 
 def make_set(k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -56,6 +58,8 @@ def cluster(method: str, X: np.ndarray, k: int) -> np.ndarray:
 
     if method == "ABC (k unknown)":
         return ABCClustering(random_state=0).fit_predict(X)
+    if method == "ABC max_clusters=100 (k unknown)":
+        return ABCClustering(max_clusters=100, random_state=0).fit_predict(X)
     if method == "ABC kNN graph (k unknown)":
         return ABCClustering(affinity="nearest_neighbors", random_state=0).fit_predict(X)
     if method == "ABC (k given)":
@@ -65,11 +69,11 @@ def cluster(method: str, X: np.ndarray, k: int) -> np.ndarray:
     return HDBSCAN().fit_predict(X)
 
 
-def run(n_seeds: int) -> dict:
+def run(n_seeds: int, centres=CENTRES) -> dict:
     from sklearn.metrics import adjusted_rand_score
 
     records = []
-    for k in CENTRES:
+    for k in centres:
         for seed in range(FIRST_SEED, FIRST_SEED + n_seeds):
             X, y = make_set(k, seed)
             row = {"centres": k, "seed": seed}
@@ -87,7 +91,7 @@ def run(n_seeds: int) -> dict:
 
 def summarise(records: list[dict]) -> dict:
     out = {}
-    for k in (*CENTRES, "all"):
+    for k in (*sorted({r["centres"] for r in records}), "all"):
         rows = [r for r in records if k == "all" or r["centres"] == k]
         out[str(k)] = {m: {"ari": float(np.mean([r[m]["ari"] for r in rows])),
                            "k_abs_error": float(np.mean([abs(r[m]["k"] - r["centres"]) for r in rows]))}
@@ -108,13 +112,14 @@ def table(summary: dict) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=4, help="sets per number of centres")
+    parser.add_argument("--centres", type=int, nargs="+", default=list(CENTRES), help="numbers of centres")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "many_clusters.json"))
     args = parser.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    result = run(args.seeds)
+    result = run(args.seeds, args.centres)
     result["command"] = "python benchmarks/many_clusters.py " + " ".join(argv if argv is not None else sys.argv[1:])
     print(table(result["summary"]))
     Path(args.output).write_text(json.dumps(result, indent=1))

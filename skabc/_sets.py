@@ -7,6 +7,7 @@ group after group so they are unique across groups.
 
 from __future__ import annotations
 
+import warnings
 from itertools import pairwise
 
 import numpy as np
@@ -41,6 +42,7 @@ def cluster_groups(model, X, n_samples: int, group_codes):
         # One set: X itself, not a copy (a precomputed affinity stays the user's matrix), and its
         # labels as the spectral step returned them (SpectralClustering's own, for its affinities).
         set_labels, affinity, found, eigenvalues, chosen = map_sets(model, [X], seeds, model.n_jobs)[0]
+        warn_at_max_clusters(model, [found])
         return set_labels, [affinity], [found], [eigenvalues], [chosen]
     rows_of = [np.flatnonzero(group_codes == g) for g in groups]
     if sp.issparse(X):
@@ -61,7 +63,24 @@ def cluster_groups(model, X, n_samples: int, group_codes):
         n_found.append(found)
         spectra.append(eigenvalues)
         choices.append(chosen)
+    warn_at_max_clusters(model, n_found)
     return labels, affinities, n_found, spectra, choices
+
+
+def warn_at_max_clusters(model, n_found: list) -> None:
+    """Warn where an estimated ``k`` reached ``max_clusters``: the set may hold more clusters than it was allowed.
+
+    A graph of more connected components than ``max_clusters`` can only be cut into ``max_clusters`` pieces by
+    merging some of them, and the estimate then says nothing about the real number.
+    """
+    if model.n_clusters is not None:
+        return
+    capped = sum(found >= model.max_clusters for found in n_found)
+    if capped:
+        where = "the set" if len(n_found) == 1 else f"{capped} of {len(n_found)} sets"
+        warnings.warn(f"The estimated number of clusters of {where} reached max_clusters={model.max_clusters}; "
+                      "the data may hold more clusters. Raise max_clusters to let the estimate go higher.",
+                      UserWarning, stacklevel=4)
 
 def draw_seeds(model, rng, n_sets: int) -> list:
     """Per-set ``(eigengap seed or None, spectral seed)``, drawn in the order of the serial loop."""

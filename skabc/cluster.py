@@ -79,7 +79,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         ``gamma`` must be positive and ``n_neighbors`` below the number of
         samples.
     max_clusters : int, default=50
-        Upper bound of the eigengap estimate.
+        Upper bound of the estimate of ``k``; reaching it warns (the set may hold more clusters).
     n_clusters_selection : {'eigengap', 'consensus', 'likelihood', 'rotation'} or 'auto', default='auto'
         How ``k`` is estimated when ``n_clusters`` is None.  ``'eigengap'``: the largest eigengap.
         ``'consensus'``: the median, rounded down, of the largest-eigengap estimates on the affinity

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -70,6 +71,31 @@ def test_max_clusters_caps_the_estimate(tiny_kernel):
     model = ABCClustering(kernel=tiny_kernel, max_clusters=2, random_state=0).fit(X)
     assert model.n_clusters_ <= 2
     assert len(model.eigenvalues_) == 3
+
+
+def test_an_estimate_at_max_clusters_warns_and_is_not_one_cluster():
+    """A graph of more components than max_clusters is cut into max_clusters pieces, with a warning to raise it."""
+    from scipy.linalg import block_diag
+
+    blocks = block_diag(*[np.ones((10, 10))] * 8)
+    with pytest.warns(UserWarning, match="reached max_clusters=5"):
+        capped = ABCClustering(affinity="precomputed", max_clusters=5, random_state=0).fit(blocks)
+    assert capped.n_clusters_ == 5
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*max_clusters")
+        assert ABCClustering(affinity="precomputed", max_clusters=10, random_state=0).fit(blocks).n_clusters_ == 8
+        ABCClustering(affinity="precomputed", n_clusters=8, max_clusters=5, random_state=0).fit(blocks)
+
+
+def test_generic_kernel_on_more_separate_blobs_than_max_clusters():
+    """30 far-apart blobs, max_clusters=20: the 10-NN graph has 30 components; ABCClustering() said 1 cluster."""
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(600, centers=30, cluster_std=0.2, center_box=(-40, 40), random_state=3)
+    with pytest.warns(UserWarning, match="reached max_clusters=20"):
+        model = ABCClustering(max_clusters=20, random_state=0).fit(X)
+    assert model.n_clusters_ == 20
+    assert adjusted_rand_score(y, model.labels_) > 0.2
 
 
 def test_groups_are_clustered_separately(tiny_kernel):

@@ -327,10 +327,10 @@ def test_sparse_zero_degree_rows(monkeypatch, dense_limit):
 
 
 def test_sparse_many_components():
-    """More components than eigenvalues: all zeros, found without solving anything."""
+    """More components than eigenvalues: all zeros, found without solving anything; k is the cap, not 1."""
     blocks = sp.block_diag([np.ones((3, 3)) - np.eye(3)] * 10, format="csr")
     assert np.allclose(laplacian_eigenvalues(blocks, 4), 0.0)
-    assert estimate_n_clusters(blocks, 3)[0] == 1
+    assert estimate_n_clusters(blocks, 3)[0] == 3
 
 
 def test_sparse_amg_agrees_with_arpack():

@@ -72,6 +72,20 @@ def test_estimate_n_clusters_capped(max_clusters):
     assert len(eigenvalues) == max_clusters + 1
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("max_clusters", [2, 4, 7])
+def test_more_components_than_max_clusters_give_max_clusters(sparse, max_clusters):
+    """Eight disconnected blocks: every eigenvalue compared is zero, so k is the cap (equal gaps used to say 1)."""
+    affinity, _ = _block_affinity([6] * 8, noise=0.0, seed=5)
+    affinity = sp.csr_matrix(affinity) if sparse else affinity
+    n_clusters, eigenvalues = estimate_n_clusters(affinity, max_clusters=max_clusters)
+    assert np.all(eigenvalues < spectral.select.ZERO_EIGENVALUE)
+    assert n_clusters == max_clusters
+    assert spectral.eigengap_candidates(eigenvalues, 3) == [max_clusters]
+    # With room for all of them the blocks are counted exactly.
+    assert estimate_n_clusters(affinity, max_clusters=12)[0] == 8
+
+
 def test_estimate_n_clusters_cap_by_n():
     """max_clusters larger than n - 1 is capped at n - 1 and still finds the blocks."""
     affinity, _ = _block_affinity([2, 2, 2], seed=4)

@@ -19,7 +19,8 @@ eigenvalue per component, and a single Lanczos run on the whole graph tends
 to return fewer copies of a repeated eigenvalue than it has.  Per
 component, the spectra are simply merged.  A graph with more components
 than eigenvalues asked for gives all zeros, and the eigengap cannot see past
-them (it then answers 1).
+them (it then answers the most clusters it can: the number of eigenvalues
+minus one).
 """
 
 from __future__ import annotations

@@ -35,9 +35,21 @@ if TYPE_CHECKING:
 LIKELIHOOD_CANDIDATES = 5
 
 
+#: Laplacian eigenvalues below this count as zero: one per connected component of the affinity.
+ZERO_EIGENVALUE = 1e-8
+
+
 def _largest_eigengap(eigenvalues: np.ndarray) -> int:
-    """``k = argmax_i (lambda_{i+1} - lambda_i)`` (1-based) of ascending eigenvalues."""
-    return int(np.argmax(np.diff(eigenvalues)) + 1)
+    """``k = argmax_i (lambda_{i+1} - lambda_i)`` (1-based) of ascending eigenvalues.
+
+    Where every eigenvalue compared is zero, the affinity has at least that many connected components:
+    the largest gap lies beyond them, and the most clusters these eigenvalues can say (their number
+    minus one) is returned, not the ``k = 1`` that an argmax over equal (zero) gaps would give.
+    """
+    values = np.asarray(eigenvalues, dtype=np.float64)
+    if len(values) > 1 and values[-1] < ZERO_EIGENVALUE:
+        return len(values) - 1
+    return int(np.argmax(np.diff(values)) + 1)
 
 
 def estimate_n_clusters(
@@ -201,9 +213,12 @@ def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: int) -> list[int]
         ``k = i`` for the gaps ``lambda_{i+1} - lambda_i`` in decreasing order
         (ties: smaller ``k`` first); the first is the eigengap estimate.
     """
-    gaps = np.diff(np.asarray(eigenvalues, dtype=np.float64))
+    values = np.asarray(eigenvalues, dtype=np.float64)
+    gaps = np.diff(values)
     if gaps.size == 0:
         return [1]
+    if values[-1] < ZERO_EIGENVALUE:
+        return [_largest_eigengap(values)]  # zeros only: every gap is equal, the estimate is the one candidate
     order = np.argsort(-gaps, kind="stable")[: max(1, int(n_candidates))]
     return [int(i) + 1 for i in order]
 
@@ -378,10 +393,6 @@ def select_likelihood(step: SpectralStep, affinity, probabilities, eigen_seed, s
 ROTATION_MAX_CLUSTERS = 20
 
 
-#: Laplacian eigenvalues below this count as zero: one per connected component of the affinity.
-ZERO_EIGENVALUE = 1e-8
-
-
 def select_rotation(step: SpectralStep, affinity, probabilities, eigen_seed, seed) -> Selection:
     """Eigenvector alignment (Zelnik-Manor & Perona 2004), unless the eigengap sees no structure at all.
 
@@ -398,7 +409,7 @@ def select_rotation(step: SpectralStep, affinity, probabilities, eigen_seed, see
     values, vectors = top_eigenvectors(affinity, cap + 1, random_state=eigen_seed, eigen_solver=step.eigen_solver,
                                        eigen_tol=step.eigen_tol)
     if cap < step.max_clusters and values[-1] < ZERO_EIGENVALUE:
-        # A flat run of zeros has no largest gap: the eigengap over these values would say k = 1.
+        # Only zeros: more components than the alignment can score; the eigengap over max_clusters counts them.
         return Selection(*estimate_n_clusters(affinity, step.max_clusters, random_state=eigen_seed,
                                               eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol))
     if _largest_eigengap(values) == 1:
