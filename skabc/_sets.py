@@ -73,7 +73,7 @@ def warn_at_max_clusters(model, n_found: list) -> None:
     A graph of more connected components than ``max_clusters`` can only be cut into ``max_clusters`` pieces by
     merging some of them, and the estimate then says nothing about the real number.
     """
-    if model.n_clusters is not None:
+    if model.n_clusters is not None or model.max_clusters < 2:  # max_clusters=1 asks for one cluster
         return
     capped = sum(found >= model.max_clusters for found in n_found)
     if capped:
