@@ -180,6 +180,20 @@ def test_pipeline_kernel_then_precomputed_spectral_clustering(blob_data):
     assert labels.shape == (60,)
 
 
+def test_a_pretrained_kernel_in_a_pipeline_needs_freezing_and_the_error_says_so():
+    from sklearn.datasets import make_blobs
+
+    from skabc import pretrained
+
+    X, y = make_blobs(90, centers=3, random_state=1)
+    pipe = make_pipeline(pretrained.load("generic"), SpectralClustering(3, affinity="precomputed", random_state=0))
+    with pytest.raises(ValueError, match=r"requires y to be passed.*FrozenEstimator"):
+        pipe.fit_predict(X)
+    frozen = make_pipeline(FrozenEstimator(pretrained.load("generic")),
+                           SpectralClustering(3, affinity="precomputed", random_state=0))
+    assert adjusted_rand_score(y, frozen.fit_predict(X)) > 0.9
+
+
 def _recording_kernel(seen: list):
     """A ContextualKernel class whose every fit (clones' included) appends the groups it received to ``seen``."""
 

@@ -325,7 +325,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         """
         self._validate_params()
         if y is None:
-            raise ValueError("ContextualKernel requires y to be passed, but the target y is None: y holds labels.")
+            raise ValueError("ContextualKernel requires y to be passed, but the target y is None: y holds labels. "
+                             "To use a fitted kernel as it is in a Pipeline, wrap it in sklearn.frozen.FrozenEstimator")
         check_not_masked_or_missing(X)
         X = validate_data(self, X, dtype=self._input_dtype(), ensure_min_samples=2)
         X = to_network_float32(check_magnitude(X), scale_free=network_of(self).canonical_features is not None)
