@@ -82,6 +82,7 @@ def warn_at_max_clusters(model, n_found: list) -> None:
                       "the data may hold more clusters. Raise max_clusters to let the estimate go higher.",
                       UserWarning, stacklevel=4)
 
+
 def draw_seeds(model, rng, n_sets: int) -> list:
     """Per-set ``(eigengap seed or None, spectral seed)``, drawn in the order of the serial loop."""
     if n_sets == 1 and model._follows_sklearn():

@@ -73,13 +73,15 @@ def test_max_clusters_caps_the_estimate(tiny_kernel):
     assert len(model.eigenvalues_) == 3
 
 
-def test_an_estimate_at_max_clusters_warns_and_is_not_one_cluster():
+@pytest.mark.parametrize("selection", ["eigengap", "consensus", "likelihood", "rotation"])
+def test_an_estimate_at_max_clusters_warns_and_is_not_one_cluster(selection):
     """A graph of more components than max_clusters is cut into max_clusters pieces, with a warning to raise it."""
     from scipy.linalg import block_diag
 
     blocks = block_diag(*[np.ones((10, 10))] * 8)
     with pytest.warns(UserWarning, match="reached max_clusters=5"):
-        capped = ABCClustering(affinity="precomputed", max_clusters=5, random_state=0).fit(blocks)
+        capped = ABCClustering(affinity="precomputed", max_clusters=5, n_clusters_selection=selection,
+                               random_state=0).fit(blocks)
     assert capped.n_clusters_ == 5
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*max_clusters")

@@ -408,8 +408,9 @@ def select_rotation(step: SpectralStep, affinity, probabilities, eigen_seed, see
         return Selection(1, None)
     values, vectors = top_eigenvectors(affinity, cap + 1, random_state=eigen_seed, eigen_solver=step.eigen_solver,
                                        eigen_tol=step.eigen_tol)
-    if cap < step.max_clusters and values[-1] < ZERO_EIGENVALUE:
-        # Only zeros: more components than the alignment can score; the eigengap over max_clusters counts them.
+    if values[-1] < ZERO_EIGENVALUE:
+        # Only zeros: more components than the alignment can score; the eigengap over max_clusters counts them
+        # (max_clusters itself if there are more still), not a rotation of an arbitrary basis of their indicators.
         return Selection(*estimate_n_clusters(affinity, step.max_clusters, random_state=eigen_seed,
                                               eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol))
     if _largest_eigengap(values) == 1:
