@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -222,6 +224,18 @@ def test_spectral_labels_single_cluster(n_clusters):
     predicted = spectral_labels(affinity, n_clusters)
     assert predicted.dtype == np.int64
     assert np.array_equal(predicted, np.zeros(10, dtype=np.int64))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("extra", [0, 3])
+def test_spectral_labels_as_many_clusters_as_points_are_singletons_without_a_scipy_warning(sparse, extra):
+    """k >= n: the only partition is one point per cluster (scipy's eigensolver used to warn, k >= N)."""
+    affinity, _ = _block_affinity([4, 4])
+    affinity = sp.csr_matrix(affinity) if sparse else affinity
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        predicted = spectral_labels(affinity, 8 + extra)
+    assert predicted.dtype == np.int64 and np.array_equal(np.sort(predicted), np.arange(8))
 
 
 def test_spectral_labels_single_point():

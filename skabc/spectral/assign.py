@@ -39,7 +39,9 @@ def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
     n = affinity.shape[0]
     if n_clusters <= 1 or n < 2:
         return np.zeros(n, dtype=np.int64)
-    n_clusters = min(n_clusters, n)
+    if n_clusters >= n:
+        # Only singletons make n clusters of n points (no eigensolve: scipy warns at k >= n).
+        return np.arange(n, dtype=np.int64)
     if sp.issparse(affinity) or spectral_params.get("assign_labels") == "njw":
         return _embedding_labels(affinity, n_clusters, **spectral_params)
     model = SpectralClustering(n_clusters=n_clusters, affinity="precomputed", **spectral_params)
