@@ -11,6 +11,7 @@ callbacks that validate on held-out classes or groups and stop the run.
 from __future__ import annotations
 
 import inspect
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,6 +137,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         own, the generic kernel cannot be fine-tuned, or ``d_model`` is not
         divisible by ``n_heads``.
     """
+    warn_if_labels_teach_one_answer(labels, group_codes)
     continuing = kernel.warm_start and hasattr(kernel, "module_")
     init = resolve_init(kernel, continuing)
     own_network = {name: getattr(kernel, name) for name in NETWORK_PARAMS}
@@ -241,6 +243,25 @@ def resolve_fine_tune_alpha(kernel, init: str, validates_on_groups: bool) -> flo
         )
     return alpha
 
+
+
+def warn_if_labels_teach_one_answer(labels: np.ndarray, group_codes) -> None:
+    """Warn where no training set can hold both a same-cluster and a different-cluster pair.
+
+    Training sets are drawn within groups: with one class per group the kernel can only learn that every
+    pair belongs together; with every labelled row of a group its own class, that none does.
+    """
+    labelled = labels >= 0
+    groups = np.zeros(int(labelled.sum()), dtype=np.int64) if group_codes is None else group_codes[labelled]
+    pairs, counts = np.unique(np.column_stack([groups, labels[labelled]]), axis=0, return_counts=True)
+    if len(pairs) == 0:
+        return
+    if not (counts >= 2).any():
+        warnings.warn("No two labelled rows of a group share a class in y: the kernel can only learn that no two "
+                      "points belong together.", UserWarning, stacklevel=4)
+    elif np.bincount(pairs[:, 0] - pairs[:, 0].min()).max() < 2:
+        warnings.warn("y holds one class per group: the kernel can only learn that all points of a set belong "
+                      "together.", UserWarning, stacklevel=4)
 
 
 def _classes_per_group(labels: np.ndarray, group_codes) -> int:
