@@ -244,7 +244,6 @@ def resolve_fine_tune_alpha(kernel, init: str, validates_on_groups: bool) -> flo
     return alpha
 
 
-
 def warn_if_labels_teach_one_answer(labels: np.ndarray, group_codes) -> None:
     """Warn where no training set can hold both a same-cluster and a different-cluster pair.
 
