@@ -160,11 +160,11 @@ def _cluster(args: argparse.Namespace) -> int:
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
     if args.kernel:
         model = ABCClustering(n_clusters=args.n_clusters, kernel=load_saved_kernel(args.kernel),
-                              random_state=args.seed)
+                              max_clusters=args.max_clusters, random_state=args.seed)
     else:
         # A shipped kernel comes with the clustering settings chosen for it (e.g. affinity_power).
         model = ABCClustering.from_pretrained(args.pretrained or "generic", n_clusters=args.n_clusters,
-                                             random_state=args.seed)
+                                             max_clusters=args.max_clusters, random_state=args.seed)
     if groups is None:
         labels = model.fit_predict(X)
         n_clusters = model.n_clusters_
@@ -294,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a kernel saved by `skabc train`, ContextualKernel.save or KernelEnsemble.save")
     source.add_argument("--pretrained", help="a shipped kernel: 'generic' (default), 'omniglot', 'circles', ...")
     cluster.add_argument("--n-clusters", type=_positive_int, default=None, help="default: eigengap estimate")
+    cluster.add_argument("--max-clusters", type=_positive_int, default=50, help="largest estimate (default: 50)")
     cluster.add_argument("--groups", help="cluster each group of rows as its own set")
     cluster.add_argument("--plot", metavar="PNG", help="also save a scatter plot of the clusters")
     cluster.add_argument("--seed", type=int, default=0)

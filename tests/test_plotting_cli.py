@@ -115,6 +115,18 @@ def test_cli_cluster_defaults_to_the_generic_kernel_zero_shot(tmp_path, capsys):
     assert "3 clusters" in capsys.readouterr().out
 
 
+def test_cli_cluster_max_clusters_lets_the_estimate_past_50(tmp_path, capsys):
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(n_samples=1200, centers=60, cluster_std=0.3, center_box=(-30, 30), random_state=1)
+    np.save(tmp_path / "X.npy", X)
+    with pytest.warns(UserWarning, match="reached max_clusters=50"):
+        assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "a.npy")]) == 0
+    assert "50 clusters" in capsys.readouterr().out
+    assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "b.npy"), "--max-clusters", "100"]) == 0
+    assert len(np.unique(np.load(tmp_path / "b.npy"))) > 50
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
