@@ -89,6 +89,16 @@ def test_an_estimate_at_max_clusters_warns_and_is_not_one_cluster(selection):
         ABCClustering(affinity="precomputed", n_clusters=8, max_clusters=5, random_state=0).fit(blocks)
 
 
+def test_the_max_clusters_warning_counts_the_sets_that_reached_it():
+    from scipy.linalg import block_diag
+
+    blocks = block_diag(*[np.ones((10, 10))] * 6)
+    groups = np.repeat([0, 0, 0, 0, 1, 1], 10)  # four components in the first set, two in the second
+    with pytest.warns(UserWarning, match="1 of 2 sets reached max_clusters=3"):
+        model = ABCClustering(affinity="precomputed", max_clusters=3, random_state=0).fit(blocks, groups=groups)
+    assert model.n_clusters_ == 3 + 2
+
+
 def test_generic_kernel_on_more_separate_blobs_than_max_clusters():
     """30 far-apart blobs, max_clusters=20: the 10-NN graph has 30 components; ABCClustering() said 1 cluster."""
     from sklearn.datasets import make_blobs
