@@ -158,13 +158,14 @@ def _cluster(args: argparse.Namespace) -> int:
         _check_output(args.plot, "--plot")
     X = _read_array(args.X, "X", 2)
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
+    bound = {} if args.max_clusters is None else {"max_clusters": args.max_clusters}  # else ABCClustering's
     if args.kernel:
         model = ABCClustering(n_clusters=args.n_clusters, kernel=load_saved_kernel(args.kernel),
-                              max_clusters=args.max_clusters, random_state=args.seed)
+                              random_state=args.seed, **bound)
     else:
         # A shipped kernel comes with the clustering settings chosen for it (e.g. affinity_power).
         model = ABCClustering.from_pretrained(args.pretrained or "generic", n_clusters=args.n_clusters,
-                                             max_clusters=args.max_clusters, random_state=args.seed)
+                                             random_state=args.seed, **bound)
     if groups is None:
         labels = model.fit_predict(X)
         n_clusters = model.n_clusters_
@@ -294,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a kernel saved by `skabc train`, ContextualKernel.save or KernelEnsemble.save")
     source.add_argument("--pretrained", help="a shipped kernel: 'generic' (default), 'omniglot', 'circles', ...")
     cluster.add_argument("--n-clusters", type=_positive_int, default=None, help="default: eigengap estimate")
-    cluster.add_argument("--max-clusters", type=_positive_int, default=50, help="largest estimate (default: 50)")
+    cluster.add_argument("--max-clusters", type=_positive_int, default=None,
+                         help="largest estimate (default: ABCClustering's max_clusters)")
     cluster.add_argument("--groups", help="cluster each group of rows as its own set")
     cluster.add_argument("--plot", metavar="PNG", help="also save a scatter plot of the clusters")
     cluster.add_argument("--seed", type=int, default=0)

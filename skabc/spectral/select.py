@@ -411,6 +411,8 @@ def select_rotation(step: SpectralStep, affinity, probabilities, eigen_seed, see
     if values[-1] < ZERO_EIGENVALUE:
         # Only zeros: more components than the alignment can score; the eigengap over max_clusters counts them
         # (max_clusters itself if there are more still), not a rotation of an arbitrary basis of their indicators.
+        if cap == min(step.max_clusters, affinity.shape[0] - 1):  # these values are that eigengap's window
+            return Selection(_largest_eigengap(values), values)
         return Selection(*estimate_n_clusters(affinity, step.max_clusters, random_state=eigen_seed,
                                               eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol))
     if _largest_eigengap(values) == 1:

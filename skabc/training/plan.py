@@ -250,25 +250,27 @@ def warn_if_labels_teach_one_answer(labels: np.ndarray, group_codes) -> None:
     Training sets are drawn within groups: with one class per group the kernel can only learn that every
     pair belongs together; with every labelled row of a group its own class, that none does.
     """
-    labelled = labels >= 0
-    groups = np.zeros(int(labelled.sum()), dtype=np.int64) if group_codes is None else group_codes[labelled]
-    pairs, counts = np.unique(np.column_stack([groups, labels[labelled]]), axis=0, return_counts=True)
+    pairs, counts = _group_class_pairs(labels, group_codes)
     if len(pairs) == 0:
         return
     if not (counts >= 2).any():
         warnings.warn("No two labelled rows of a group share a class in y: the kernel can only learn that no two "
                       "points belong together.", UserWarning, stacklevel=4)
-    elif np.bincount(pairs[:, 0] - pairs[:, 0].min()).max() < 2:
+    elif _classes_per_group(labels, group_codes) < 2:
         warnings.warn("y holds one class per group: the kernel can only learn that all points of a set belong "
                       "together.", UserWarning, stacklevel=4)
 
 
+def _group_class_pairs(labels: np.ndarray, group_codes) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (group, class) pairs of the labelled rows (one group when there are none), and their rows."""
+    labelled = labels >= 0
+    groups = np.zeros(int(labelled.sum()), dtype=np.int64) if group_codes is None else group_codes[labelled]
+    return np.unique(np.column_stack([groups, labels[labelled]]), axis=0, return_counts=True)
+
+
 def _classes_per_group(labels: np.ndarray, group_codes) -> int:
     """Largest number of distinct labelled classes within one group (all rows when no groups)."""
-    labelled = labels >= 0
-    if group_codes is None:
-        return max(1, len(np.unique(labels[labelled])))
-    pairs = np.unique(np.column_stack([group_codes[labelled], labels[labelled]]), axis=0)
+    pairs, _ = _group_class_pairs(labels, group_codes)
     return max(1, int(np.bincount(pairs[:, 0] - pairs[:, 0].min()).max())) if len(pairs) else 1
 
 
