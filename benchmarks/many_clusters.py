@@ -14,8 +14,10 @@ in a box of half-width ``8 * sqrt(k)``, so that some blobs touch and most stand 
 
 Methods: ``ABCClustering(random_state=0)`` (k unknown, the shipped generic kernel and its arbiter), the same with
 ``max_clusters=100`` (what its warning advises where the estimate reaches 50),
-``ABCClustering(affinity='nearest_neighbors', random_state=0)`` (SpectralClustering's 10-NN graph, k by the
-eigengap), ``ABCClustering(n_clusters=k, random_state=0)``, ``SpectralClustering(n_clusters=k,
+``ABCClustering(affinity='nearest_neighbors', n_clusters_selection='eigengap', random_state=0)``
+(SpectralClustering's 10-NN graph, k by its own eigengap: what ``'auto'`` did for that affinity until
+2026-12-03, when it began to count with the generic kernel, as the first column does),
+``ABCClustering(n_clusters=k, random_state=0)``, ``SpectralClustering(n_clusters=k,
 affinity='nearest_neighbors', random_state=0)`` (given k) and ``HDBSCAN()`` (defaults, no k; its noise counted as
 one more label, not as a cluster).  Prints a markdown table (mean ARI per number of centres, with the mean
 absolute error of the estimated k) and writes the JSON.
@@ -61,7 +63,8 @@ def cluster(method: str, X: np.ndarray, k: int) -> np.ndarray:
     if method == "ABC max_clusters=100 (k unknown)":
         return ABCClustering(max_clusters=100, random_state=0).fit_predict(X)
     if method == "ABC kNN graph (k unknown)":
-        return ABCClustering(affinity="nearest_neighbors", random_state=0).fit_predict(X)
+        return ABCClustering(affinity="nearest_neighbors", n_clusters_selection="eigengap",
+                             random_state=0).fit_predict(X)
     if method == "ABC (k given)":
         return ABCClustering(n_clusters=k, random_state=0).fit_predict(X)
     if method == "Spectral kNN (k given)":

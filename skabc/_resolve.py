@@ -52,11 +52,19 @@ def resolve_settings(model, recommended: dict) -> None:
     )
 
 
+def counts_with_generic(model) -> bool:
+    """Whether ``'auto'`` counts clusters with the generic kernel: a scikit-learn affinity of the rows, ``k`` and
+    its rule left to the model (:mod:`skabc._counting`; a kNN graph's or an RBF's own eigengap overcounts)."""
+    return (not is_learned(model.affinity) and not is_pairwise(model.affinity) and model.n_clusters is None
+            and model.n_clusters_selection == "auto")
+
+
 def resolve_arbiter(model, recommended: str | None) -> str | None:
     """The arbiter a fit uses (its file for ``k`` unknown, or for the given ``n_clusters``).
 
     ``'auto'`` takes the kernel's recommendation: with ``k`` unknown unless a k rule was chosen (the user's
-    choice of partition, which the arbiter would overrule), with ``n_clusters`` given always.
+    choice of partition, which the arbiter would overrule), with ``n_clusters`` given always.  A scikit-learn
+    affinity of the rows, with ``k`` and its rule left to the model, gets ``'generic-count'``.
 
     Raises
     ------
@@ -67,6 +75,8 @@ def resolve_arbiter(model, recommended: str | None) -> str | None:
     if model.arbiter is None:
         return None
     if model.arbiter == "auto":
+        if counts_with_generic(model):
+            return "generic-count"
         if recommended is None or is_pairwise(model.affinity):
             return None
         if model.n_clusters is None:

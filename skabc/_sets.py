@@ -18,6 +18,7 @@ from sklearn.utils import _safe_indexing, check_array, check_random_state
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples
 
+from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import is_pairwise
 from ._subsample import draw_rows, extend_labels, spread_affinity
 from .kernels import as_kernel
@@ -141,6 +142,8 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     if not kernel.returns_sparse(n):
         # The affinity plus the spectral step's Laplacian and working copies (the arbiter's two affinities: more).
         kernel.check_memory(n, n_copies=6 if arbiter else 4)
+    if arbiter in COUNTING_ARBITERS:
+        return count_then_cut(arbiter, step, kernel.affinity(X), X, eig_seed, seed)
     if arbiter is not None:
         return arbiter_for(arbiter, step).cluster(step, kernel.affinity(X), check_array(X, accept_sparse="csr"),
                                                   eig_seed, seed)
@@ -174,8 +177,11 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:
         raise ValueError("this model was fitted without an arbiter (arbiter_ is None): there are no candidates")
     step = model.spectral_step_
     rows = check_array(X, accept_sparse="csr")
-    arbiter = arbiter_for(model.arbiter_, step)
     eig_seed, seed = draw_seeds(model, check_random_state(model.random_state), 1)[0]
-    candidates = arbiter.candidates_of(step, as_kernel(model.kernel_).affinity(X), rows, eig_seed, seed)
+    if model.arbiter_ in COUNTING_ARBITERS:  # the counting kernel's candidates (they give k, not the partition)
+        kernel, step, arbiter = counting_setup(model.arbiter_, step)
+    else:
+        kernel, arbiter = as_kernel(model.kernel_), arbiter_for(model.arbiter_, step)
+    candidates = arbiter.candidates_of(step, kernel.affinity(X), rows, eig_seed, seed)
     kept, scores = arbiter.choose(candidates, rows.shape[1])
     return candidates, scores, kept

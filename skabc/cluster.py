@@ -32,22 +32,18 @@ AFFINITIES = frozenset({"learned"}) | FEATURE_AFFINITIES | PRECOMPUTED_AFFINITIE
 class ABCClustering(ClusterMixin, BaseEstimator):
     """Attention-Based Clustering: a drop-in for :class:`~sklearn.cluster.SpectralClustering`.
 
-    A kernel turns the set ``X`` into an affinity: by default a
-    :class:`ContextualKernel` learned from context, or any affinity
-    :class:`~sklearn.cluster.SpectralClustering` builds (``affinity='rbf'``,
-    ``'nearest_neighbors'``, ``'precomputed'``, ...).  The number of clusters
-    is given or estimated by the eigengap of the normalised Laplacian, for
-    every affinity; spectral clustering of the affinity gives the labels.
-    Unlike SpectralClustering, ``n_clusters`` defaults to ``None``
-    (estimated); see "Coming from SpectralClustering" in the documentation
-    for every other difference.
+    A kernel turns the set ``X`` into an affinity: by default a :class:`ContextualKernel` learned from
+    context, or any affinity :class:`~sklearn.cluster.SpectralClustering` builds (``affinity='rbf'``,
+    ``'nearest_neighbors'``, ``'precomputed'``, ...).  The number of clusters is given or estimated (from
+    Laplacian spectra, by ``n_clusters_selection`` and ``arbiter``), for every affinity; spectral
+    clustering of the affinity gives the labels.  Unlike SpectralClustering, ``n_clusters`` defaults to
+    ``None`` (estimated); see "Coming from SpectralClustering" in the documentation for every other difference.
 
     Parameters
     ----------
     n_clusters : int, default=None
-        Number of clusters.  ``None`` estimates it per set from the
-        eigengaps of ``L = I - D^-1/2 A D^-1/2`` (at most ``max_clusters``),
-        as ``n_clusters_selection`` says.
+        Number of clusters.  ``None`` estimates it per set (at most ``max_clusters``), as
+        ``n_clusters_selection`` and ``arbiter`` say, from spectra of ``L = I - D^-1/2 A D^-1/2``.
     kernel : ContextualKernel, default=None
         The learned kernel (``affinity='learned'`` only).  ``None`` uses the
         shipped generic kernel (``skabc.pretrained.load('generic')``, trained
@@ -105,10 +101,14 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         labels (:mod:`skabc.spectral.arbiter`).  With ``n_clusters=None``: the kernel's affinity and
         the set's 10-NN graph, each with two ``k`` rules (about three more spectral steps); with
         ``n_clusters`` given: both cut into ``n_clusters`` (one more).  ``'generic-knn'``: the same choice
-        of ``k``, the 10-NN graph cut into it.  ``None``: the kernel's affinity only.  ``'auto'``: the kernel's
-        recommendation (``'generic'`` for the generic kernel, or ``'generic-knn'`` for one fine-tuned on held-out
-        classes, :func:`~skabc.training.validation.choose_partition`), with ``k`` unknown only when
-        ``n_clusters_selection`` is ``'auto'`` too; resolved in ``fit`` into ``arbiter_``.
+        of ``k``, the 10-NN graph cut into it.  ``'generic-count'``: ``k`` as ``ABCClustering()`` finds it
+        (the generic kernel and its arbiter, on at most 2,000 of the rows; dense ``X`` only), this model's
+        affinity cut into it (:mod:`skabc._counting`).  ``None``: the kernel's affinity only.  ``'auto'``:
+        the kernel's recommendation (``'generic'`` for the generic kernel, or ``'generic-knn'`` for one
+        fine-tuned on held-out classes, :func:`~skabc.training.validation.choose_partition`), with ``k``
+        unknown only when ``n_clusters_selection`` is ``'auto'`` too; with ``k`` and its rule unset, a
+        scikit-learn affinity of the rows gets ``'generic-count'`` (its own eigengap overcounts); resolved
+        in ``fit`` into ``arbiter_``.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:
@@ -172,8 +172,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     n_clusters_ : int
         Number of clusters found (summed over groups).
     eigenvalues_ : ndarray or list of ndarray
-        Smallest Laplacian eigenvalues used by the eigengap (per group);
-        ``None`` when ``n_clusters`` is given.
+        Smallest Laplacian eigenvalues used by the eigengap (per group; the counting candidate's
+        where the arbiter only counted); ``None`` when ``n_clusters`` is given.
     kernel_ : Kernel
         The fitted kernel that gave the affinity: the learned one, or a
         :class:`~skabc.kernels.pairwise.PairwiseKernel` /
@@ -188,7 +188,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     arbiter_ : str or None
         What ``arbiter`` resolved to.
     candidate_ : str, list of str, or None
-        The candidate partition the arbiter kept (one per group); ``None`` without an arbiter.
+        The candidate partition the arbiter kept (one per group; ``'affinity-at-<candidate>'`` where it
+        only counted); ``None`` without an arbiter.
     max_samples_ : int or None
         What ``max_samples`` resolved to.
     n_features_in_ : int

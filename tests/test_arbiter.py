@@ -296,8 +296,12 @@ def test_arbiter_resolution():
     rule = ABCClustering(n_clusters_selection="consensus", random_state=0).fit(X)
     assert plain.arbiter_ is None and rule.arbiter_ is None and plain.candidate_ is None
     np.testing.assert_array_equal(plain.labels_, rule.labels_)
-    # Pairwise affinities recommend none; naming one for a matrix is refused.
-    assert ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X).arbiter_ is None
+    # scikit-learn's affinities recommend none: k unknown, the generic kernel counts (tests/test_drop_in.py);
+    # given k, SpectralClustering's own step; naming an arbiter for a matrix is refused.
+    assert ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X).arbiter_ == "generic-count"
+    assert ABCClustering(n_clusters=3, affinity="nearest_neighbors", random_state=0).fit(X).arbiter_ is None
+    with pytest.raises(ValueError, match="no file for a given n_clusters"):
+        ABCClustering(n_clusters=3, affinity="nearest_neighbors", arbiter="generic-count").fit(X)
     with pytest.raises(ValueError, match=r"arbiter='generic'.*not rows"):
         ABCClustering(affinity="precomputed", arbiter="generic").fit(_toy_probabilities(X))
 

@@ -215,3 +215,71 @@ def test_learned_affinity_refuses_a_sparse_X_too_large_to_densify():
     X = sp.random(50, 10, density=0.3, format="csr", random_state=0)
     with pytest.raises(AffinityTooLargeError, match=r"sparse X .* dense"):
         ABCClustering(kernel=kernel).fit(X)
+
+
+# ------------------------------------------------------------------ k unknown with a scikit-learn affinity
+@pytest.fixture(scope="module")
+def moons():
+    from sklearn.datasets import make_moons
+
+    return make_moons(n_samples=300, noise=0.05, random_state=0)
+
+
+def test_k_unknown_is_counted_by_the_generic_kernel_and_the_affinity_cut_as_spectral_clustering_would(moons):
+    """A 10-NN graph's own eigengap finds dozens of clusters on two moons; the generic kernel counts two."""
+    X, y = moons
+    own_eigengap = ABCClustering(affinity="nearest_neighbors", n_clusters_selection="eigengap", random_state=0).fit(X)
+    assert own_eigengap.arbiter_ is None and own_eigengap.n_clusters_ > 10  # what 'auto' did before
+    model = ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X)
+    assert model.arbiter_ == "generic-count" and model.n_clusters_selection_ == "eigengap"
+    assert model.n_clusters_ == 2 and model.candidate_.startswith("affinity-at-")
+    theirs = SpectralClustering(n_clusters=2, affinity="nearest_neighbors", random_state=0).fit(X)
+    assert adjusted_rand_score(theirs.labels_, model.labels_) == 1.0
+    assert adjusted_rand_score(y, model.labels_) == 1.0
+    assert (model.affinity_matrix_ != theirs.affinity_matrix_).nnz == 0
+    assert model.labels_.dtype == np.int64 and model.labels_[0] == 0  # ids in order of first appearance
+    assert model.eigenvalues_ is not None
+
+
+@pytest.mark.parametrize("params", [dict(n_clusters_selection="eigengap"), dict(arbiter=None),
+                                    dict(n_clusters_selection="rotation")])
+def test_a_chosen_k_rule_or_no_arbiter_keeps_the_affinitys_own_spectrum(moons, params):
+    X, _ = moons
+    model = ABCClustering(affinity="nearest_neighbors", random_state=0, **params).fit(X)
+    assert model.arbiter_ is None and model.candidate_ is None
+
+
+@pytest.mark.parametrize("affinity", ["precomputed", "precomputed_nearest_neighbors"])
+def test_a_precomputed_matrix_has_no_rows_to_count_with(moons, affinity):
+    X, _ = moons
+    matrix = rbf_kernel(X, gamma=10.0) if affinity == "precomputed" else _distance_graph(X)
+    assert ABCClustering(affinity=affinity, random_state=0).fit(matrix).arbiter_ is None
+
+
+def test_sparse_rows_keep_the_eigengap_and_say_so(blobs):
+    X = np.abs(blobs[0])
+    dense = ABCClustering(affinity="rbf", n_clusters_selection="eigengap", random_state=0).fit(X)
+    model = ABCClustering(affinity="rbf", random_state=0).fit(sp.csr_matrix(X))
+    assert model.arbiter_ == "generic-count" and model.candidate_ is None
+    np.testing.assert_array_equal(model.labels_, dense.labels_)
+
+
+def test_counted_sets_are_reproducible_and_counted_per_group(moons):
+    X, _ = moons
+    groups = np.repeat([0, 1], 150)
+    first = ABCClustering(affinity="nearest_neighbors", random_state=3).fit(X, groups=groups)
+    again = ABCClustering(affinity="nearest_neighbors", random_state=3).fit(X, groups=groups)
+    np.testing.assert_array_equal(first.labels_, again.labels_)
+    assert len(first.candidate_) == 2 and all(c.startswith("affinity-at-") for c in first.candidate_)
+    np.testing.assert_array_equal(first.predict(X, groups=groups), first.labels_)
+
+
+def test_the_candidates_of_a_counting_model_are_the_generic_kernels(moons):
+    from skabc._sets import arbiter_candidates
+
+    X, _ = moons
+    model = ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X)
+    candidates, _, kept = arbiter_candidates(model, X)
+    assert {c.name for c in candidates} >= {"kernel-consensus", "knn-rotation"}
+    assert model.candidate_ == f"affinity-at-{candidates[kept].name}"
+    assert candidates[kept].n_clusters == model.n_clusters_

@@ -66,7 +66,10 @@ MAX_SPECTRUM_SIZE = 51
 #: Folder of the shipped arbiters; name -> file in :data:`ARBITERS`.
 _PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
 #: Arbiter name -> its file for ``k`` unknown, and (:data:`GIVEN_K_ARBITERS`) for a given ``k``.
-ARBITERS = {"generic": "arbiter_generic.json", "generic-knn": "arbiter_generic.json"}
+#: ``'generic-count'`` only counts: the generic kernel's arbiter gives ``k`` for a scikit-learn affinity
+#: (:mod:`skabc._counting`, which cuts the model's own affinity into it).
+ARBITERS = {"generic": "arbiter_generic.json", "generic-knn": "arbiter_generic.json",
+            "generic-count": "arbiter_generic.json"}
 GIVEN_K_ARBITERS = {"generic": "arbiter_generic_given_k.json", "generic-knn": "arbiter_generic_given_k.json"}
 #: Arbiter -> its kNN-partition variant: the same forest chooses, and so its ``k``, but the set's kNN graph is cut
 #: into that many clusters (a kernel fine-tuned on a few classes finds how many new classes a set holds better

@@ -1,0 +1,70 @@
+"""``k`` for scikit-learn's affinities as ``ABCClustering()`` estimates it, the model's own affinity cut into it.
+
+The largest eigengap of a kNN graph or an RBF affinity of manifold-like or
+touching clusters lies far beyond the true ``k``: their Laplacian eigenvalues
+grow smoothly: with it, ``ABCClustering(affinity='nearest_neighbors')`` found 12
+to 50 clusters on scikit-learn's gallery toys of 1 to 3 (``benchmarks/count_k.py``).  The shipped generic
+kernel and its arbiter count those clusters well.  A counting arbiter
+(:data:`COUNTING_ARBITERS`) therefore runs ``ABCClustering()``'s own
+estimate on the rows (at most :data:`~skabc._subsample.MAX_SAMPLES_AUTO` of
+them, drawn as ``ABCClustering()`` draws them) and cuts the model's affinity
+into that many clusters, as :class:`~sklearn.cluster.SpectralClustering`
+would with that ``n_clusters``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import _safe_indexing, check_array
+from sklearn.utils.validation import _num_samples
+
+from ._subsample import MAX_SAMPLES_AUTO, draw_rows
+from .pretrained import load
+from .spectral import SpectralStep, compact
+from .spectral.arbiter import Arbiter, arbiter_for
+
+#: Counting arbiter name -> the shipped kernel whose recommended settings (and arbiter) count the clusters.
+COUNTING_ARBITERS = {"generic-count": "generic"}
+
+
+@cache
+def _counting_kernel(name: str):
+    # Loaded once per process and only read (eval mode): every counting fit shares it.
+    return load(COUNTING_ARBITERS[name])
+
+
+def counting_setup(name: str, step: SpectralStep) -> tuple[object, SpectralStep, Arbiter]:
+    """The kernel that counts, the spectral step it counts with (``step``'s ``max_clusters``), and its arbiter."""
+    kernel = _counting_kernel(name)
+    settings = kernel.recommended_clustering()
+    counting_step = replace(step, n_clusters=None, follows_sklearn=False,
+                            selection=settings.get("n_clusters_selection", step.selection),
+                            affinity_power=float(settings.get("affinity_power", 1.0)),
+                            assign_labels=settings.get("assign_labels", step.assign_labels))
+    return kernel, counting_step, arbiter_for(settings["arbiter"], counting_step)
+
+
+def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed):
+    """One set: ``k`` counted by :func:`counting_setup`'s kernel and arbiter on the rows ``X``, ``affinity`` cut.
+
+    Returns what :meth:`~skabc.spectral.arbiter.Arbiter.cluster` returns: labels (compact ids), the affinity
+    clustered, ``k``, the eigenvalues the counting candidate read, and ``'affinity-at-<candidate>'``.  Sparse
+    rows (the generic kernel reads dense ones) and sets too small for an arbiter keep ``step``'s own rule
+    (candidate ``None``).
+    """
+    n = _num_samples(X)
+    if sp.issparse(X) or n < 3:
+        return (*step.cluster(affinity, eig_seed, seed), None)
+    rows = draw_rows(n, MAX_SAMPLES_AUTO, seed)
+    counted = X if rows is None else _safe_indexing(X, rows)
+    kernel, counting_step, arbiter = counting_setup(name, step)
+    _, _, k, eigenvalues, chosen = arbiter.cluster(counting_step, kernel.affinity(counted),
+                                                   check_array(counted), eig_seed, seed)
+    # Exactly SpectralClustering(n_clusters=k) on the model's affinity, ids renumbered as every k-unknown fit's.
+    labels, affinity, _, _ = replace(step, n_clusters=k, follows_sklearn=True).cluster(affinity, eig_seed, seed)
+    labels = compact(np.asarray(labels))
+    return labels, affinity, len(np.unique(labels)), eigenvalues, f"affinity-at-{chosen}"
