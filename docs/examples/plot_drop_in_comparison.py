@@ -9,8 +9,11 @@ clustered by (columns)
   estimated (no ``k`` given);
 * ``ABCClustering(n_clusters=k)``: the same kernel, given the true ``k``;
 * ``ABCClustering(affinity='nearest_neighbors')``: scikit-learn's kNN graph,
-  no ``k`` given (SpectralClustering cannot do this: the eigengap of the same
-  spectral step estimates it);
+  no ``k`` given (SpectralClustering cannot do this): the clusters are
+  counted as ``ABCClustering()`` counts them (the generic kernel and its
+  arbiter) and the kNN graph is cut into that many;
+* the same with ``n_clusters_selection='eigengap'``: ``k`` read off the kNN
+  graph's own Laplacian spectrum instead;
 * :class:`~sklearn.cluster.SpectralClustering` on that kNN graph, given ``k``
   (``ABCClustering(n_clusters=k, affinity='nearest_neighbors')`` returns the
   very same labels).
@@ -24,10 +27,11 @@ What to read in it: the learned affinity is close to block-diagonal, so the
 eigengap of its Laplacian finds ``k`` on most of these sets.  The plain
 eigengap of a kNN graph does not: on these manifold-like 2-D sets its
 Laplacian eigenvalues grow smoothly, with larger gaps far beyond the true
-``k``, so the third column finds far too many clusters.  ``k`` estimated for
-any affinity runs, and is only as good as the gap in that affinity's
-spectrum.  Given ``k``, the kNN affinity of ``ABCClustering`` is exactly
-SpectralClustering's (fourth column).
+``k``, so the fourth column finds far too many clusters.  That is why a
+scikit-learn affinity with ``k`` unknown is counted with the generic kernel
+by default (third column; ``arbiter_ == 'generic-count'``).  Given ``k``, the
+kNN affinity of ``ABCClustering`` is exactly SpectralClustering's (last
+column).
 """
 
 # %%
@@ -58,20 +62,22 @@ problems = [
 ]
 
 # %%
-# Four clusterers per dataset
+# Five clusterers per dataset
 # ---------------------------
 def clusterers(k):
     return {
         "ABCClustering()\n(k estimated)": ABCClustering(random_state=0),
         "ABCClustering(n_clusters=k)": ABCClustering(n_clusters=k, random_state=0),
-        "ABCClustering(affinity=\n'nearest_neighbors') (k estimated)": ABCClustering(
+        "ABCClustering(affinity=\n'nearest_neighbors') (k counted)": ABCClustering(
             affinity="nearest_neighbors", random_state=0),
+        "... n_clusters_selection=\n'eigengap' (k from its spectrum)": ABCClustering(
+            affinity="nearest_neighbors", n_clusters_selection="eigengap", random_state=0),
         "SpectralClustering(n_clusters=k,\naffinity='nearest_neighbors')": SpectralClustering(
             n_clusters=k, affinity="nearest_neighbors", random_state=0),
     }
 
 
-fig, axes = plt.subplots(len(problems), 4, figsize=(13, 17))
+fig, axes = plt.subplots(len(problems), 5, figsize=(16, 17))
 for row, (name, (X, _), k) in enumerate(problems):
     X = StandardScaler().fit_transform(X)
     for col, (title, model) in enumerate(clusterers(k).items()):
