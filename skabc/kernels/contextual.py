@@ -352,7 +352,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            One set; every row is seen in the context of all the others.
+            One set, each row seen in the context of the others (any ``n_features`` for a canonicalising
+            kernel, e.g. the generic one or one fine-tuned from it; else ``n_features_in_``).
 
         Returns
         -------
@@ -425,9 +426,8 @@ class ContextualKernel(TransformerMixin, Kernel):
     def save(self, path, *, recommended_clustering: dict | None = None) -> None:
         """Write the fitted kernel to one safetensors file (weights + JSON description).
 
-        The write is atomic: an interrupted save never leaves a broken file.
-        Only kernels whose parameters are plain values (no custom module or
-        callable) can be saved this way; pickle works for the others.
+        The write is atomic: an interrupted save never leaves a broken file.  Only kernels whose
+        parameters are plain values (no custom module or callable) can be saved this way; pickle works for the others.
 
         Parameters
         ----------
