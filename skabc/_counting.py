@@ -1,10 +1,11 @@
 """``k`` for scikit-learn's affinities as ``ABCClustering()`` estimates it, the model's own affinity cut into it.
 
 The largest eigengap of a kNN graph or an RBF affinity of manifold-like or
-touching clusters lies far beyond the true ``k``: their Laplacian eigenvalues
-grow smoothly: with it, ``ABCClustering(affinity='nearest_neighbors')`` found 12
-to 50 clusters on scikit-learn's gallery toys of 1 to 3 (``benchmarks/count_k.py``).  The shipped generic
-kernel and its arbiter count those clusters well.  A counting arbiter
+touching clusters lies far beyond the true ``k``, because their Laplacian
+eigenvalues grow smoothly: read that way, ``ABCClustering(affinity='nearest_neighbors')``
+found 12 to 50 clusters on scikit-learn's gallery toys of 1 to 3
+(``benchmarks/count_k.py``).  The shipped generic kernel and its arbiter count
+those clusters well.  A counting arbiter
 (:data:`COUNTING_ARBITERS`) therefore runs ``ABCClustering()``'s own
 estimate on the rows (at most :data:`~skabc._subsample.MAX_SAMPLES_AUTO` of
 them, drawn as ``ABCClustering()`` draws them) and cuts the model's affinity
