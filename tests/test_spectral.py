@@ -449,3 +449,45 @@ def _record_eigvalsh_dtypes(monkeypatch) -> list:
     solved, original = [], eigen.eigvalsh
     monkeypatch.setattr(eigen, "eigvalsh", lambda a, **kw: solved.append(a.dtype) or original(a, **kw))
     return solved
+
+
+# ------------------------------------------------------------- LAPACK's subset driver failing
+def test_rows_repeated_many_times_are_clustered_not_a_lapack_error():
+    """Every point ten times: the kNN graph holds cliques of identical rows, whose degenerate spectrum made
+    LAPACK's subset eigensolver stop with 'Internal Error' (a LinAlgError from fit)."""
+    from sklearn.datasets import make_blobs
+
+    from skabc import ABCClustering
+
+    X, y = make_blobs(600, centers=4, n_features=5, random_state=1)
+    X, y = np.repeat(X[:60], 10, axis=0), np.repeat(y[:60], 10)
+    model = ABCClustering(random_state=0).fit(X)
+    assert model.n_clusters_ == len(np.unique(y)) and adjusted_rand_score(y, model.labels_) == 1.0
+
+
+@pytest.mark.parametrize("vectors", [True, False])
+def test_a_failing_subset_eigensolve_falls_back_to_the_full_one(monkeypatch, vectors):
+    import scipy.linalg
+
+    from skabc.spectral import eigen
+
+    rng = np.random.default_rng(0)
+    M = rng.normal(size=(30, 30))
+    M = M + M.T
+    expected_values, expected_vectors = scipy.linalg.eigh(M)
+
+    def failing(function):
+        def solve(matrix, *args, **kwargs):
+            if "subset_by_index" in kwargs:
+                raise scipy.linalg.LinAlgError("Internal Error.")
+            return function(matrix, *args, **kwargs)
+        return solve
+
+    monkeypatch.setattr(eigen, "eigh", failing(scipy.linalg.eigh))
+    monkeypatch.setattr(eigen, "eigvalsh", failing(scipy.linalg.eigvalsh))
+    values, found = eigen._largest_dense_eigenpairs(M, 4, vectors)
+    np.testing.assert_allclose(values, expected_values[-4:], atol=1e-10)
+    if vectors:
+        np.testing.assert_allclose(np.abs(found.T @ expected_vectors[:, -4:]), np.eye(4), atol=1e-8)
+    else:
+        assert found is None

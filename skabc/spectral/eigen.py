@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import eigh, eigvalsh
+from scipy.linalg import LinAlgError, eigh, eigvalsh
 from scipy.sparse.csgraph import connected_components, reverse_cuthill_mckee
 from scipy.sparse.linalg import ArpackError, eigsh, lobpcg
 from sklearn.utils import check_random_state
@@ -150,7 +150,7 @@ def laplacian_eigenvalues(
         return values
     adjacency = normalized_adjacency(affinity)
     if single_precision and n <= DENSE_EIGEN_LIMIT and n_eigenvalues >= 1:
-        top = eigvalsh(adjacency.astype(np.float32), subset_by_index=[n - n_eigenvalues, n - 1]).astype(np.float64)
+        top = _largest_dense_eigenpairs(adjacency.astype(np.float32), n_eigenvalues, False)[0].astype(np.float64)
     else:
         top, _ = _dense_top_eigenpairs(adjacency, n_eigenvalues, random_state, vectors=False, memory=dense_memory)
     return np.sort(1.0 - top)
@@ -214,9 +214,26 @@ def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: 
         except ArpackError:  # includes ArpackNoConvergence: clustered eigenvalues near 1
             if memory is not None:
                 memory.arpack_failed = True
-    if vectors:
-        return eigh(adjacency, subset_by_index=[n - m, n - 1])
-    return eigvalsh(adjacency, subset_by_index=[n - m, n - 1]), None
+    return _largest_dense_eigenpairs(adjacency, m, vectors)
+
+
+def _largest_dense_eigenpairs(matrix: np.ndarray, m: int, vectors: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Largest ``m`` eigenvalues (ascending) of a dense symmetric matrix, and their eigenvectors if asked.
+
+    LAPACK's subset driver (MRRR) can fail outright ("Internal Error") on highly degenerate spectra, such
+    as the kNN graph of a set whose every point is repeated ``n_neighbors`` times or more (cliques of
+    identical rows); the full divide-and-conquer solve does not, at a few times the cost, so it takes over.
+    """
+    n = matrix.shape[0]
+    try:
+        if vectors:
+            return eigh(matrix, subset_by_index=[n - m, n - 1])
+        return eigvalsh(matrix, subset_by_index=[n - m, n - 1]), None
+    except LinAlgError:
+        if vectors:
+            values, vecs = eigh(matrix, driver="evd")
+            return values[n - m :], vecs[:, n - m :]
+        return eigvalsh(matrix, driver="evd")[n - m :], None
 
 
 def _check_eigen_solver(eigen_solver: str | None) -> str:
@@ -434,11 +451,6 @@ def _single_precision_eigsh(adjacency: sp.csr_matrix, m: int, v0: np.ndarray, nc
 
 def _dense_eigenpairs(adjacency: sp.csr_matrix, m: int, vectors: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """Smallest ``m`` eigenpairs of ``I - adjacency`` by a dense symmetric solver (small components)."""
-    size = adjacency.shape[0]
-    dense = adjacency.toarray()
-    if vectors:
-        top, vecs = eigh(dense, subset_by_index=[size - m, size - 1])
-    else:
-        top, vecs = eigvalsh(dense, subset_by_index=[size - m, size - 1]), None
+    top, vecs = _largest_dense_eigenpairs(adjacency.toarray(), m, vectors)
     ascending = np.argsort(1.0 - top, kind="stable")
     return (1.0 - top)[ascending], (vecs[:, ascending] if vectors else None)
