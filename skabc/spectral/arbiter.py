@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score
-from sklearn.neighbors import kneighbors_graph
 
 from .eigen import laplacian_eigenvalues
 from .forest import TreeEnsemble
+from .knn import knn_graph
 from .mixture import MixtureSource
 from .select import (
     N_CLUSTERS_SELECTORS,
@@ -42,8 +42,6 @@ from .select import (
 )
 from .step import SpectralStep
 
-#: Neighbours of the kNN-graph candidates (SpectralClustering's default ``n_neighbors``).
-KNN_NEIGHBORS = 10
 #: Candidate name -> (affinity source, k rule).  ``'kernel'``: the kernel's affinity at the model's
 #: ``affinity_power``; ``'knn'``: the symmetric kNN connectivity graph of the set's rows as given.
 #: Rule ``'given'``: the step's ``n_clusters`` (candidates of an arbiter for a given ``k``).
@@ -90,16 +88,6 @@ class Candidate:
     n_clusters: int
     eigenvalues: np.ndarray | None
     spectrum: np.ndarray
-
-
-def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS) -> sp.csr_matrix:
-    """``(C + C^T) / 2`` of the directed kNN connectivity ``C`` of the rows (self excluded)."""
-    # Neighbours do not change with the global scale, but squared distances of tiny (subnormal) values underflow.
-    scale = abs(X).max()
-    if np.isfinite(scale) and scale > 0:
-        X = X.multiply(1.0 / scale).tocsr() if sp.issparse(X) else X / scale
-    connectivity = kneighbors_graph(X, n_neighbors=min(n_neighbors, X.shape[0] - 1), include_self=False)
-    return (0.5 * (connectivity + connectivity.T)).tocsr()
 
 
 def default_candidates(given_k: bool) -> tuple[str, ...]:

@@ -1,0 +1,58 @@
+"""The k-nearest-neighbour graph of a set's rows that the arbiter's kNN candidates cut, repeated rows included."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.neighbors import kneighbors_graph
+
+#: Neighbours of the kNN-graph candidates (SpectralClustering's default ``n_neighbors``).
+KNN_NEIGHBORS = 10
+
+
+def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS) -> sp.csr_matrix:
+    """``(C + C^T) / 2`` of the directed kNN connectivity ``C`` of the distinct rows (self excluded).
+
+    Copies of a row share its links and are linked to each other (weight 1).  Without that, a row repeated
+    more than ``n_neighbors`` times (common in tables of discretised or coded columns) has only its own
+    copies as neighbours, and the graph falls apart into one clique per distinct row.  A set without
+    repeated rows gets the plain kNN graph of its rows.
+    """
+    # Neighbours do not change with the global scale, but squared distances of tiny (subnormal) values underflow.
+    scale = abs(X).max()
+    if np.isfinite(scale) and scale > 0:
+        X = X.multiply(1.0 / scale).tocsr() if sp.issparse(X) else X / scale
+    first, inverse = _distinct_rows(X)
+    if len(first) == X.shape[0]:
+        return _symmetric_knn(X, n_neighbors)
+    n, m = X.shape[0], len(first)
+    links = _symmetric_knn(X[first], n_neighbors) if m > 1 else sp.csr_matrix((1, 1))
+    spread = sp.csr_matrix((np.ones(n), (np.arange(n), inverse)), shape=(n, m))
+    graph = (spread @ (links + sp.identity(m, format="csr")) @ spread.T).tocsr()
+    graph = (graph - sp.diags(graph.diagonal())).tocsr()
+    graph.eliminate_zeros()
+    return graph
+
+
+def _symmetric_knn(X, n_neighbors: int) -> sp.csr_matrix:
+    connectivity = kneighbors_graph(X, n_neighbors=min(n_neighbors, X.shape[0] - 1), include_self=False)
+    return (0.5 * (connectivity + connectivity.T)).tocsr()
+
+
+def _distinct_rows(X) -> tuple[np.ndarray, np.ndarray]:
+    """Index of the first copy of each distinct row (in order of appearance), and each row's distinct row."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, copy=True)
+        X.sum_duplicates()  # canonical: sorted column indices, no explicit duplicates
+        X.eliminate_zeros()
+        bounds = zip(X.indptr[:-1], X.indptr[1:], strict=True)
+        keys = [X.indices[a:b].tobytes() + X.data[a:b].tobytes() for a, b in bounds]
+        seen: dict[bytes, int] = {}
+        inverse = np.array([seen.setdefault(key, len(seen)) for key in keys], dtype=np.int64)
+        first = np.unique(inverse, return_index=True)[1]
+        return first, inverse
+    _, first, inverse = np.unique(np.asarray(X), axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # distinct rows numbered in order of appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return first[order], rank[inverse.ravel()]
