@@ -546,3 +546,16 @@ def test_a_table_of_discretised_columns_is_not_cut_into_its_distinct_rows():
     X = np.column_stack([np.digitize(c, np.quantile(c, [1 / 3, 2 / 3])) for c in X.T]).astype(float)
     model = ABCClustering(random_state=0).fit(X)
     assert model.n_clusters_ == 3 and adjusted_rand_score(y, model.labels_) > 0.95
+
+
+def test_a_spread_graph_past_its_size_limit_is_the_plain_knn_graph(monkeypatch):
+    from sklearn.neighbors import kneighbors_graph
+
+    from skabc.spectral import knn
+
+    X = np.repeat(np.random.default_rng(3).normal(size=(6, 2)), 20, axis=0)
+    spread = knn.knn_graph(X)
+    assert spread.nnz > 6 * 19 * 20  # the copies' cliques and the inherited links
+    monkeypatch.setattr(knn, "MAX_SPREAD_ENTRIES", spread.nnz // 2)
+    plain = kneighbors_graph(X / np.abs(X).max(), n_neighbors=10)
+    assert (knn.knn_graph(X) != 0.5 * (plain + plain.T)).nnz == 0

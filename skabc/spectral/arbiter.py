@@ -43,7 +43,7 @@ from .select import (
 from .step import SpectralStep
 
 #: Candidate name -> (affinity source, k rule).  ``'kernel'``: the kernel's affinity at the model's
-#: ``affinity_power``; ``'knn'``: the symmetric kNN connectivity graph of the set's rows as given.
+#: ``affinity_power``; ``'knn'``: the set's symmetric kNN connectivity graph (:func:`~skabc.spectral.knn.knn_graph`).
 #: Rule ``'given'``: the step's ``n_clusters`` (candidates of an arbiter for a given ``k``).
 CANDIDATES = {
     "kernel-consensus": ("kernel", "consensus"),

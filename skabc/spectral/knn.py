@@ -8,6 +8,10 @@ from sklearn.neighbors import kneighbors_graph
 
 #: Neighbours of the kNN-graph candidates (SpectralClustering's default ``n_neighbors``).
 KNN_NEIGHBORS = 10
+#: Most stored entries of a graph of distinct rows spread to their copies (about 300 MB): every pair of linked
+#: rows repeated ``a`` and ``b`` times gives ``a * b`` entries, so a huge set dominated by a few rows keeps the
+#: plain kNN graph instead.  Sets of ``ABCClustering``'s default ``max_samples`` (2,000 rows) stay far below.
+MAX_SPREAD_ENTRIES = 25_000_000
 
 
 def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS) -> sp.csr_matrix:
@@ -16,7 +20,8 @@ def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS) -> sp.csr_matrix:
     Copies of a row share its links and are linked to each other (weight 1).  Without that, a row repeated
     more than ``n_neighbors`` times (common in tables of discretised or coded columns) has only its own
     copies as neighbours, and the graph falls apart into one clique per distinct row.  A set without
-    repeated rows gets the plain kNN graph of its rows.
+    repeated rows gets the plain kNN graph of its rows, and so does one whose spread graph would hold more
+    than :data:`MAX_SPREAD_ENTRIES` entries.
     """
     # Neighbours do not change with the global scale, but squared distances of tiny (subnormal) values underflow.
     scale = abs(X).max()
@@ -26,7 +31,10 @@ def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS) -> sp.csr_matrix:
     if len(first) == X.shape[0]:
         return _symmetric_knn(X, n_neighbors)
     n, m = X.shape[0], len(first)
-    links = _symmetric_knn(X[first], n_neighbors) if m > 1 else sp.csr_matrix((1, 1))
+    links = (_symmetric_knn(X[first], n_neighbors) if m > 1 else sp.csr_matrix((1, 1))).tocoo()
+    copies = np.bincount(inverse, minlength=m).astype(np.float64)
+    if (copies[links.row] * copies[links.col]).sum() + (copies**2).sum() > MAX_SPREAD_ENTRIES:
+        return _symmetric_knn(X, n_neighbors)
     spread = sp.csr_matrix((np.ones(n), (np.arange(n), inverse)), shape=(n, m))
     graph = (spread @ (links + sp.identity(m, format="csr")) @ spread.T).tocsr()
     graph = (graph - sp.diags(graph.diagonal())).tocsr()
