@@ -27,10 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.cluster import KMeans, SpectralClustering
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
@@ -44,12 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DISTINCT_ROWS_GRAPH = knn.knn_graph
 
 
-def plain_knn_graph(X, n_neighbors: int = knn.KNN_NEIGHBORS) -> sp.csr_matrix:
-    """The arbiter's kNN graph before 2026-12-03: the plain symmetric kNN graph of the rows."""
-    scale = abs(X).max()
-    if np.isfinite(scale) and scale > 0:
-        X = X.multiply(1.0 / scale).tocsr() if sp.issparse(X) else X / scale
-    return knn._symmetric_knn(X, n_neighbors)
+#: The arbiter's kNN graph before 2026-12-03: the plain symmetric kNN graph of the rows.
+plain_knn_graph = partial(knn.knn_graph, distinct_rows=False)
 
 
 def make_table(seed: int, all_columns: bool) -> tuple[np.ndarray, np.ndarray, dict]:

@@ -14,19 +14,21 @@ KNN_NEIGHBORS = 10
 MAX_SPREAD_ENTRIES = 25_000_000
 
 
-def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS) -> sp.csr_matrix:
+def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS, distinct_rows: bool = True) -> sp.csr_matrix:
     """``(C + C^T) / 2`` of the directed kNN connectivity ``C`` of the distinct rows (self excluded).
 
     Copies of a row share its links and are linked to each other (weight 1).  Without that, a row repeated
     more than ``n_neighbors`` times (common in tables of discretised or coded columns) has only its own
     copies as neighbours, and the graph falls apart into one clique per distinct row.  A set without
     repeated rows gets the plain kNN graph of its rows, and so does one whose spread graph would hold more
-    than :data:`MAX_SPREAD_ENTRIES` entries.
+    than :data:`MAX_SPREAD_ENTRIES` entries, or any set with ``distinct_rows=False``.
     """
     # Neighbours do not change with the global scale, but squared distances of tiny (subnormal) values underflow.
     scale = abs(X).max()
     if np.isfinite(scale) and scale > 0:
         X = X.multiply(1.0 / scale).tocsr() if sp.issparse(X) else X / scale
+    if not distinct_rows:
+        return _symmetric_knn(X, n_neighbors)
     first, inverse = _distinct_rows(X)
     if len(first) == X.shape[0]:
         return _symmetric_knn(X, n_neighbors)
