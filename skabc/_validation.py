@@ -17,9 +17,13 @@ MAX_ABS_VALUE = 1e15
 # (float32's smallest normal number is about 1.2e-38); such a set is first rescaled by a power of two.
 TINY_SET_SCALE = 2.0**-64
 
+# A scale-free column lying farther than this many of its own spreads from zero would keep fewer than 14 of
+# float32's 24 bits for its spread; it is centred first (in float64).
+FAR_OFFSET_RATIO = 2.0**10
+
 
 def check_magnitude(X: np.ndarray) -> np.ndarray:
-    """Refuse finite values too large for the network's float32 arithmetic."""
+    """Refuse finite values too large for the network's float32 arithmetic (a kernel that is not scale-free)."""
     if X.size:
         largest = float(np.max(np.abs(X)))
         if largest > MAX_ABS_VALUE:
@@ -65,14 +69,24 @@ def to_network_float32(X: np.ndarray, scale_free: bool) -> np.ndarray:
     """Cast a validated float array to float32 for the network.
 
     For a kernel that canonicalises every set (``scale_free``), the result
-    must not depend on the global scale of ``X``; a set so small that float32
-    would flush it to zero is first multiplied by a power of two, which is
-    exact and leaves its canonical coordinates unchanged.  Sets of ordinary
-    magnitude are cast exactly as ``check_array(X, dtype=np.float32)`` would.
+    must depend neither on where ``X`` lies nor on its global scale, and
+    float32 must not erase either: a column lying more than
+    :data:`FAR_OFFSET_RATIO` of its own spreads from zero (timestamps,
+    projected coordinates) is first centred on its midrange, and a set whose
+    largest |value| is below :data:`TINY_SET_SCALE` or above
+    :data:`MAX_ABS_VALUE` is multiplied by a power of two (exact); neither
+    changes its canonical coordinates.  Sets of ordinary magnitude and
+    offset are cast exactly as ``check_array(X, dtype=np.float32)`` would.
     """
     if scale_free and X.size and X.dtype == np.float64:
+        low, high = X.min(axis=0), X.max(axis=0)
+        # Halves first: the midrange and the spread of values near the float64 limit must not overflow.
+        far = np.maximum(np.abs(low), np.abs(high)) > FAR_OFFSET_RATIO * (high / 2 - low / 2) * 2
+        if far.any():
+            X = X.copy()
+            X[:, far] -= low[far] / 2 + high[far] / 2
         largest = float(np.max(np.abs(X)))
-        if 0.0 < largest < TINY_SET_SCALE:
+        if 0.0 < largest < TINY_SET_SCALE or largest > MAX_ABS_VALUE:
             X = np.ldexp(X, -np.frexp(largest)[1])  # largest |value| now in [0.5, 1)
     return X.astype(np.float32, copy=False)
 

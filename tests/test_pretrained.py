@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from numpy.testing import assert_allclose
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
@@ -166,6 +167,19 @@ def test_default_is_invariant_to_translation_and_scale():
     labels = ABCClustering(random_state=0).fit_predict(X)
     moved = ABCClustering(random_state=0).fit_predict(1e3 * X + 17.0)
     assert adjusted_rand_score(labels, moved) == 1.0
+
+
+def test_generic_kernel_keeps_sets_far_from_zero_or_of_any_magnitude():
+    """Float32 erased a set 1e9 from the origin (timestamps, projected coordinates): one cluster, ARI 0."""
+    X, y = make_blobs(n_samples=200, centers=3, cluster_std=0.5, random_state=1)
+    kernel = pretrained.load("generic", device="cpu")
+    affinity = kernel.transform(X)
+    for moved in (X + 1e9, X + np.array([0.0, 1e12]), X * 1e20, X * 1e-200):
+        assert_allclose(kernel.transform(moved), affinity, atol=1e-4)
+    # k unknown with one of scikit-learn's affinities counts with the generic kernel: no float32 refusal either.
+    labels = ABCClustering(affinity="nearest_neighbors", random_state=0).fit_predict(X * 1e20)
+    assert adjusted_rand_score(y, labels) == 1.0
+    assert adjusted_rand_score(y, ABCClustering(random_state=0).fit_predict(X + 1e9)) == 1.0
 
 
 def test_default_finds_one_cluster_in_uniform_noise():

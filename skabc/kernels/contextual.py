@@ -329,7 +329,8 @@ class ContextualKernel(TransformerMixin, Kernel):
                              "To use a fitted kernel as it is in a Pipeline, wrap it in sklearn.frozen.FrozenEstimator")
         check_not_masked_or_missing(X)
         X = validate_data(self, X, dtype=self._input_dtype(), ensure_min_samples=2)
-        X = to_network_float32(check_magnitude(X), scale_free=network_of(self).canonical_features is not None)
+        scale_free = network_of(self).canonical_features is not None  # takes any magnitude: the cast rescales it
+        X = to_network_float32(X if scale_free else check_magnitude(X), scale_free=scale_free)
         group_codes = encode_groups(groups, X.shape[0])
         plan = plan_training(self, X, encode_labels(y, X.shape[0]), group_codes)
         self.net_, n_sets = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(self.set_size),
@@ -377,11 +378,9 @@ class ContextualKernel(TransformerMixin, Kernel):
         """Validate a set for inference; canonical kernels accept any number of features."""
         check_not_masked_or_missing(X)
         scale_free = network_of(self).canonical_features is not None
-        if scale_free:
-            X = check_array(X, dtype=self._input_dtype(), ensure_min_samples=1)
-        else:
-            X = validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1)
-        return to_network_float32(check_magnitude(X), scale_free=scale_free)
+        X = (check_array(X, dtype=self._input_dtype(), ensure_min_samples=1) if scale_free
+             else validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
+        return to_network_float32(X if scale_free else check_magnitude(X), scale_free=scale_free)
 
     def returns_sparse(self, n_samples: int) -> bool:
         """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points."""
