@@ -5,6 +5,13 @@ features in any units.  :func:`canonicalize_set` maps a whole set ``X`` of shape
 ``(n, d)``, for any ``d >= 1``, to a fixed width ``n_components`` by a fixed,
 parameter-free procedure computed *on that set alone*:
 
+(0) tame gross outliers: in every column, a value beyond Tukey's far fences
+    ``q25 - 3 IQR`` and ``q75 + 3 IQR`` is pulled in to
+    ``fence +- IQR * tanh(excess / IQR)``: at most one IQR beyond its fence,
+    monotone, smooth, slope 1 at the fence (``tails='keep'`` leaves it).
+    Without it a few far rows (typos, sensor glitches) carry most of the
+    variance, and steps (a) and (e) squash every other row into a dot; a
+    column of zero IQR is left as it is;
 (a) centre every column and divide it by its standard deviation; a column of
     (near-)zero variance, such as zero padding, becomes exactly 0
     (``scaling='features'``, the default).  With ``scaling='global'`` the
@@ -37,7 +44,7 @@ from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, validate_data
 
 #: RMS radius of every non-constant canonicalised set (step e).
@@ -54,9 +61,13 @@ _FLOAT_DTYPES = (np.float64, np.float32)
 
 #: How step (a) scales the columns: each by its own standard deviation, or all by one factor.
 SCALINGS = ("features", "global")
+#: Step (0): pull values beyond the far fences in (a bounded squash), or keep them.
+TAILS = ("compress", "keep")
+#: Step (0): the fences lie this many interquartile ranges beyond the quartiles (Tukey's "far out").
+FENCE_IQRS = 3.0
 
 
-def canonicalize_set(X, n_components: int = 16, *, scaling: str = "features") -> np.ndarray:
+def canonicalize_set(X, n_components: int = 16, *, scaling: str = "features", tails: str = "compress") -> np.ndarray:
     """Map one set of any width and scale to ``n_components`` canonical coordinates.
 
     The steps, the invariances and the constant are described in the module
@@ -73,6 +84,9 @@ def canonicalize_set(X, n_components: int = 16, *, scaling: str = "features") ->
         Step (a): standardise every column (invariance to per-column units),
         or only centre them and keep their relative scales (for columns in
         one unit, e.g. pixels).
+    tails : {'compress', 'keep'}, default='compress'
+        Step (0): pull values beyond the far fences of their column to
+        within one IQR of the fence, or keep them as they are.
 
     Returns
     -------
@@ -87,7 +101,7 @@ def canonicalize_set(X, n_components: int = 16, *, scaling: str = "features") ->
     ValueError
         If ``X`` is not 2-D, is empty, or holds NaN or infinity, if
         ``n_components`` is not a positive integer, or if ``scaling`` is
-        not one of :data:`SCALINGS`.
+        not one of :data:`SCALINGS`, or ``tails`` not one of :data:`TAILS`.
 
     Examples
     --------
@@ -104,18 +118,49 @@ def canonicalize_set(X, n_components: int = 16, *, scaling: str = "features") ->
         raise ValueError(f"n_components must be a positive integer, got {n_components!r}.")
     if scaling not in SCALINGS:
         raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}.")
+    if tails not in TAILS:
+        raise ValueError(f"tails must be one of {TAILS}, got {tails!r}.")
     X = check_array(X, dtype=_FLOAT_DTYPES, ensure_min_samples=1, ensure_min_features=1, input_name="X")
-    return _canonicalize(X, int(n_components), scaling)
+    return _canonicalize(X, int(n_components), scaling, tails)
 
 
-def _canonicalize(X: np.ndarray, n_components: int, scaling: str = "features") -> np.ndarray:
-    """Steps (a)-(e) on a validated finite 2-D float array."""
+def compress_tails(X: np.ndarray) -> np.ndarray:
+    """Step (0): every value beyond its column's far fences pulled in to ``fence +- IQR * tanh(excess / IQR)``.
+
+    Bounded, so that however far a few rows lie, they cannot carry the set's variance (a logarithm leaves an
+    outlier at 10,000 radii a dozen IQRs out, still most of the variance of a set with 1% of them).
+    Invariant to translating and scaling a column, like the steps after it; a copy only where a value moves.
+    """
+    low_quartile, high_quartile = np.percentile(X, [25, 75], axis=0)
+    spread = high_quartile - low_quartile
+    # A column of zero IQR (mostly one value, e.g. a rare flag) has no scale to call anything far.
+    width = np.where(spread > 0, spread, np.inf)
+    high, low = high_quartile + FENCE_IQRS * width, low_quartile - FENCE_IQRS * width
+    above, below = X > high, X < low
+    if not (above.any() or below.any()):
+        return X
+    X = X.copy()
+    for outside, fence, sign in ((above, high, 1.0), (below, low, -1.0)):
+        rows, cols = np.nonzero(outside)
+        excess = sign * (X[rows, cols] - fence[cols])
+        X[rows, cols] = fence[cols] + sign * width[cols] * np.tanh(excess / width[cols])
+    return X
+
+
+def _canonicalize(X: np.ndarray, n_components: int, scaling: str = "features", tails: str = "compress") -> np.ndarray:
+    """Steps (0)-(e) on a validated finite 2-D float array."""
     n = X.shape[0]
     out = np.zeros((n, n_components), dtype=X.dtype if X.dtype == np.float32 else np.float64)
 
-    # (a) Standardise.  Dividing by the largest |value| first keeps huge values from overflowing and
-    # changes nothing else (the step is invariant to per-column scaling anyway).
+    # (0) Tame gross outliers (on columns divided by their largest |value|, so that the quartiles'
+    # differences cannot overflow; the step is invariant to that scaling); (a) standardise.  Dividing
+    # by the largest |value| first keeps huge values from overflowing and changes nothing else (the
+    # step is invariant to per-column scaling anyway).
     Z = np.asarray(X, dtype=np.float64)
+    if tails == "compress":
+        column_peak = np.max(np.abs(Z), axis=0)
+        column_peak = np.where(column_peak > 0, column_peak, 1.0)
+        Z = compress_tails(Z / column_peak) * column_peak
     peak = np.max(np.abs(Z), axis=0)
     if scaling == "global":  # one factor for every column keeps their relative scales
         peak = np.full_like(peak, peak.max(initial=0.0))
@@ -168,6 +213,9 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     ----------
     n_components : int, default=16
         Width of the output.
+    tails : {'compress', 'keep'}, default='compress'
+        Step (0) of :func:`canonicalize_set`: pull values beyond their
+        column's far fences to within one IQR of the fence, or keep them.
 
     Attributes
     ----------
@@ -190,10 +238,12 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     (30, 8)
     """
 
-    _parameter_constraints: dict = {"n_components": [Interval(Integral, 1, None, closed="left")]}
+    _parameter_constraints: dict = {"n_components": [Interval(Integral, 1, None, closed="left")],
+                                    "tails": [StrOptions(set(TAILS))]}
 
-    def __init__(self, n_components=16):
+    def __init__(self, n_components=16, tails="compress"):
         self.n_components = n_components
+        self.tails = tails
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -229,7 +279,7 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         if not hasattr(self, "n_features_in_"):
             self._validate_params()
         X = validate_data(self, X, dtype=_FLOAT_DTYPES, ensure_min_samples=1, reset=False)
-        return _canonicalize(X, self.n_components)
+        return _canonicalize(X, self.n_components, tails=self.tails)
 
     @property
     def _n_features_out(self) -> int:

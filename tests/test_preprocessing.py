@@ -7,10 +7,17 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
+from scipy.spatial.distance import pdist
 from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 
-from skabc.preprocessing import TARGET_RMS_RADIUS, SetCanonicalizer, canonicalize_set
+from skabc.preprocessing import (
+    FENCE_IQRS,
+    TARGET_RMS_RADIUS,
+    SetCanonicalizer,
+    canonicalize_set,
+    compress_tails,
+)
 
 
 def _skewed_set(n=120, d=6, seed=0):
@@ -202,3 +209,62 @@ def test_global_scaling_keeps_relative_column_scales():
 def test_unknown_scaling_is_refused():
     with pytest.raises(ValueError, match="scaling"):
         canonicalize_set(X0, scaling="columns")
+
+
+def _blobs_with_outlier(distance: float) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(5)
+    X = np.concatenate([rng.normal(size=(100, 2)) * 0.3 + centre for centre in ([0, 0], [3, 0], [0, 3])])
+    outlier = np.array([[distance, -distance / 3]])
+    return np.vstack([X, outlier]), X
+
+
+def test_far_rows_no_longer_squash_the_rest():
+    X, clean = _blobs_with_outlier(1e6)
+    inliers = canonicalize_set(X, 2)[:-1]
+    kept = canonicalize_set(X, 2, tails="keep")[:-1]
+    # Kept as it is, the far row holds the variance: the other 300 rows shrink to a dot.
+    assert np.sqrt(np.mean(np.sum((kept - kept.mean(axis=0)) ** 2, axis=1))) < 1e-3
+    # Squashed to within one IQR of its column's far fence, it leaves them their spread and their shape.
+    assert np.sqrt(np.mean(np.sum((inliers - inliers.mean(axis=0)) ** 2, axis=1))) > 0.5
+    distances = pdist(inliers)
+    assert np.corrcoef(distances, pdist(clean))[0, 1] > 0.99
+
+
+def test_tail_squash_is_bounded_monotone_and_invariant():
+    X, _ = _blobs_with_outlier(1e3)
+    far = np.vstack([X, [[1e5, -1e5 / 3]]])
+    Z = canonicalize_set(far, 2, tails="keep")
+    squashed = canonicalize_set(far, 2)
+    # Order along every column is kept (rows far beyond the fence may tie at its bound); values inside the
+    # fences do not move; nothing ends more than one IQR beyond its fence.
+    step0 = compress_tails(far)
+    for column in range(2):
+        order = np.argsort(far[:, column], kind="stable")
+        assert np.all(np.diff(step0[order, column]) >= 0)
+    q25, q75 = np.percentile(far, [25, 75], axis=0)
+    inside = (far >= q25 - FENCE_IQRS * (q75 - q25)) & (far <= q75 + FENCE_IQRS * (q75 - q25))
+    assert inside[:-2].all() and np.array_equal(step0[inside], far[inside])
+    reach = (FENCE_IQRS + 1) * (q75 - q25)
+    assert np.all(step0 <= q75 + reach) and np.all(step0 >= q25 - reach)
+    assert step0[-1, 0] >= step0[-2, 0] > far[:-2, 0].max()
+    assert not np.allclose(Z, squashed)
+    # Still invariant to translating and scaling columns.
+    assert_allclose(canonicalize_set(far * [7.0, -0.01] + [3.0, 1e4], 2), squashed, atol=1e-8)
+
+
+def test_sets_without_far_values_are_unchanged_by_the_tail_step():
+    gaussian = np.random.default_rng(1).normal(size=(500, 4)) * [1.0, 5.0, 0.1, 2.0]
+    assert np.array_equal(canonicalize_set(gaussian), canonicalize_set(gaussian, tails="keep"))
+    binary = np.column_stack([np.r_[np.zeros(95), np.full(5, 40.0)], np.random.default_rng(0).normal(size=100)])
+    # A column of zero IQR (a rare flag) has no scale to call anything far: left alone.
+    assert np.array_equal(compress_tails(binary)[:, 0], binary[:, 0])
+
+
+def test_unknown_tails_is_refused():
+    with pytest.raises(ValueError, match="tails must be one of"):
+        canonicalize_set(X0, tails="clip")
+    with pytest.raises(InvalidParameterError, match="tails"):
+        SetCanonicalizer(tails="clip").fit(X0)
+    X, _ = _blobs_with_outlier(1e6)
+    kept = canonicalize_set(X, 2, tails="keep")
+    assert_allclose(SetCanonicalizer(n_components=2, tails="keep").fit_transform(X), kept)

@@ -13,6 +13,7 @@ from skabc.datasets import (
     FAMILIES,
     FAMILY_WEIGHTS,
     add_background_noise,
+    add_outliers,
     discretize_columns,
     embed_in_dimensions,
     make_blobs_set,
@@ -275,6 +276,22 @@ def test_add_background_noise():
     assert np.array_equal(X0, X) and np.array_equal(y0, y)
 
 
+def test_add_outliers():
+    X, y = make_blobs_set(198, n_clusters=3, random_state=0)
+    Xo, yo = add_outliers(X, y, fraction=0.01, distance=(50.0, 5000.0), random_state=0)
+    assert Xo.shape == (200, X.shape[1]) and np.array_equal(Xo[:198], X) and np.array_equal(yo[:198], y)
+    assert np.array_equal(yo[198:], [3, 4])
+    radius = np.sqrt(np.mean(np.sum((X - X.mean(axis=0)) ** 2, axis=1)))
+    reach = np.linalg.norm(Xo[198:] - X.mean(axis=0), axis=1) / radius
+    assert np.all(reach >= 50.0 - 1e-9) and np.all(reach <= 5000.0 + 1e-9)
+    assert np.array_equal(add_outliers(X, y, random_state=3)[0], add_outliers(X, y, random_state=3)[0])
+    # At least one outlier for any positive fraction; none for 0.
+    assert len(add_outliers(X[:10], y[:10], fraction=0.001)[0]) == 11
+    assert len(add_outliers(X, y, fraction=0.0)[0]) == 198
+    fixed = add_outliers(X, y, fraction=0.01, distance=100.0, random_state=1)[0][198:]
+    assert_allclose(np.linalg.norm(fixed - X.mean(axis=0), axis=1), 100.0 * radius)
+
+
 def _sets(X, y, groups):
     return [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
 
@@ -454,6 +471,10 @@ def test_family_weights_sum_to_one():
         (lambda: make_chains_set(10, taper=-1.0), "taper must be"),
         (lambda: add_background_noise(np.zeros((3, 2)), [0.5, 1, 2]), "integer labels"),
         (lambda: add_background_noise(np.zeros((3, 2)), [0, 1, 2], fraction=1.0), "fraction must be"),
+        (lambda: add_outliers(np.zeros((3, 2)), [0, 1, 2], fraction=-0.1), "fraction must be"),
+        (lambda: add_outliers(np.zeros((3, 2)), [0, 1, 2], distance=0.0), "distance must be positive"),
+        (lambda: add_outliers(np.zeros((3, 2)), [0, 1, 2], distance=(100.0, 10.0)), "distance must satisfy low"),
+        (lambda: add_outliers(np.full((3, 2), np.nan), [0, 1, 2]), "NaN or infinity"),
         (lambda: embed_in_dimensions(np.zeros(3), 4), "2-D array"),
         (lambda: make_subspace_set(10, n_features=3, subspace_dim=(4, 6)), "subspace_dim must be at most"),
         (lambda: make_subspace_set(10, separation=-1.0), "separation must be a finite number >= 0"),

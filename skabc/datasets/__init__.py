@@ -7,12 +7,13 @@ from .mixtures import make_subspace_set, make_warped_set
 from .omniglot import load_omniglot, load_omniglot_sample
 from .shapes import make_curves_set, make_moons_set, make_rings_set
 from .synthetic import FAMILIES, FAMILY_WEIGHTS, make_clustering_sets
-from .transforms import add_background_noise, discretize_columns, embed_in_dimensions
+from .transforms import add_background_noise, add_outliers, discretize_columns, embed_in_dimensions
 
 __all__ = [
     "FAMILIES",
     "FAMILY_WEIGHTS",
     "add_background_noise",
+    "add_outliers",
     "discretize_columns",
     "embed_in_dimensions",
     "load_omniglot",

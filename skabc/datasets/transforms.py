@@ -1,4 +1,4 @@
-"""Background noise, embedding into more dimensions and discretised columns, applied to any labelled set."""
+"""Background noise, gross outliers, embedding into more dimensions and discretised columns, for any labelled set."""
 
 from __future__ import annotations
 
@@ -50,6 +50,72 @@ def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1, ra
     noise = _background(rng, X, n_noise, margin)
     labels = y.max() + 1 + np.arange(n_noise, dtype=np.int64)
     return np.concatenate([X, noise]), np.concatenate([y.astype(np.int64), labels])
+
+
+def add_outliers(X, y, fraction: float = 0.01, *, distance: float | tuple[float, float] = (10.0, 1e4),
+                 random_state=None):
+    """Append gross outliers, far from the set in random directions, each with its own label.
+
+    Tables hold a few values no cluster explains (a typo, a unit mix-up, a
+    sensor glitch).  Each outlier lies at ``mean + u * r * t``: ``u`` a random
+    unit vector, ``r`` the set's root-mean-square radius about its mean, and
+    ``t`` drawn log-uniformly from ``distance``.  Unlike
+    :func:`add_background_noise`, which fills the set's own bounding box,
+    these land far outside it.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        One set.
+    y : array-like of int of shape (n_samples,)
+        Its cluster labels.
+    fraction : float, default=0.01
+        Share of the *returned* points that are outliers, in ``[0, 1)``; at
+        least one outlier when ``fraction > 0``.
+    distance : float or (float, float), default=(10.0, 1e4)
+        Distance from the mean in RMS radii, or the range it is drawn from
+        (log-uniformly), per outlier; positive.
+    random_state : int, RandomState instance or None, default=None
+        Seed.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples + n_outliers, n_features)
+        ``X`` followed by the outliers.
+    y : ndarray of shape (n_samples + n_outliers,)
+        ``y`` followed by the labels ``max(y)+1, max(y)+2, ...``: every
+        outlier is a singleton cluster.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skabc.datasets import add_outliers
+    >>> X, y = np.random.default_rng(0).normal(size=(99, 2)), np.zeros(99, dtype=int)
+    >>> X_out, y_out = add_outliers(X, y, fraction=0.01, distance=100.0, random_state=0)
+    >>> X_out.shape, int(y_out[-1])
+    ((100, 2), 1)
+    """
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(y)
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}.")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or infinity.")
+    if y.shape != (X.shape[0],) or y.dtype.kind not in "iu":
+        raise ValueError(f"y must be {X.shape[0]} integer labels, got an array of shape {y.shape} and dtype {y.dtype}.")
+    fraction = _check_real("fraction", fraction, 0.0, 1.0, open_max=True)
+    low, high = _check_range("distance", distance, 0.0, positive=True)
+    rng = check_random_state(random_state)
+    n_outliers = max(1, round(fraction * len(X) / (1 - fraction))) if fraction > 0 else 0
+    centre = X.mean(axis=0)
+    radius = np.sqrt(np.mean(np.sum((X - centre) ** 2, axis=1)))
+    directions = rng.normal(size=(n_outliers, X.shape[1]))
+    directions /= np.maximum(np.linalg.norm(directions, axis=1, keepdims=True), np.finfo(float).tiny)
+    reach = np.exp(rng.uniform(np.log(low), np.log(high), size=(n_outliers, 1)))
+    # A constant set has no radius: its outliers lie the given number of units away.
+    outliers = centre + directions * reach * (radius if radius > 0 else 1.0)
+    labels = y.max() + 1 + np.arange(n_outliers, dtype=np.int64)
+    return np.concatenate([X, outliers]), np.concatenate([y.astype(np.int64), labels])
 
 
 def embed_in_dimensions(X, n_features: int, *, noise_std: float = 0.0, random_state=None) -> np.ndarray:
