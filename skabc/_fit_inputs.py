@@ -73,9 +73,12 @@ def densify(X, kernel) -> np.ndarray:
 def warn_if_square(model, X, group_codes) -> None:
     """SpectralClustering's warning: square features may be an affinity matrix meant as 'precomputed'."""
     if group_codes is None and X.shape[0] == X.shape[1] and not is_pairwise(model.affinity):
+        # SpectralClustering's text first, so that filters written for it (by message) catch this one too.
         warnings.warn(
-            f"X is square ({X.shape[0]} x {X.shape[1]}) and affinity={model.affinity!r} reads its rows as "
-            "points with features; to cluster an affinity matrix you computed, set affinity='precomputed'.",
+            "The spectral clustering API has changed. ``fit``now constructs an affinity matrix from data. To use a "
+            f"custom affinity matrix, set ``affinity=precomputed``. (X is square, {X.shape[0]} x {X.shape[1]}, and "
+            f"affinity={model.affinity!r} reads its rows as points with features; to cluster an affinity matrix "
+            "you computed, set affinity='precomputed'.)",
             UserWarning,
             stacklevel=3,
         )

@@ -126,6 +126,11 @@ def test_square_features_warn_that_precomputed_exists():
     X = np.random.default_rng(0).normal(size=(6, 6))
     with pytest.warns(UserWarning, match="affinity='precomputed'"):
         ABCClustering(n_clusters=2, affinity="rbf", random_state=0).fit(X)
+    # Code that silenced SpectralClustering's warning by its message silences this one too.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error")
+        warnings.filterwarnings("ignore", message="The spectral clustering API has changed")
+        ABCClustering(n_clusters=2, affinity="rbf", random_state=0).fit(X)
 
 
 def test_kernel_params_reach_a_callable_and_are_not_mutated(blobs):
@@ -153,6 +158,18 @@ def test_grid_search_over_n_clusters_with_the_generic_kernel_trains_nothing(blob
                           error_score="raise")
     search.fit(X, y)
     assert search.best_params_ == {"n_clusters": 3}
+
+
+def test_cross_validating_a_precomputed_affinity_says_why_it_cannot(blobs):
+    """scikit-learn's CV hands pairwise estimators the test x train block, which is no set's affinity."""
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = blobs
+    A = np.exp(-np.sum((X[:40, None] - X[None, :40]) ** 2, axis=-1) / 4)
+    search = GridSearchCV(ABCClustering(affinity="precomputed", random_state=0), {"n_clusters": [2, 3]},
+                          scoring="adjusted_rand_score", cv=3, error_score="raise")
+    with pytest.raises(ValueError, match="test x train block"):
+        search.fit(A, y[:40])
 
 
 @pytest.mark.parametrize("affinity", ["rbf", "nearest_neighbors"])

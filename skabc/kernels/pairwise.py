@@ -275,8 +275,10 @@ class PrecomputedKernel(Kernel):
         what = "affinity" if self.kind == "precomputed" else "distance"
         if X.ndim != 2 or X.shape[0] != X.shape[1]:
             raise ValueError(
-                f"affinity={self.kind!r} needs a square n x n {what} matrix, got shape {X.shape}; "
-                "to cluster feature rows use another affinity (e.g. 'rbf' or 'nearest_neighbors')."
+                f"affinity={self.kind!r} needs a square n x n {what} matrix of one set, got shape {X.shape}. "
+                "A rectangular block (such as the test x train block scikit-learn's cross-validation passes to "
+                "estimators of precomputed matrices) cannot be clustered; to cluster or cross-validate feature "
+                "rows use another affinity (e.g. 'rbf', 'nearest_neighbors' or a callable)."
             )
         values = X.data if sp.issparse(X) else X
         lowest = float(values.min()) if values.size else 0.0
