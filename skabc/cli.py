@@ -179,10 +179,13 @@ def _cluster(args: argparse.Namespace) -> int:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import numpy as np
 
         from .plotting import plot_clusters
 
-        ax = plot_clusters(X, labels, title=f"ABC: {model.n_clusters_} clusters")
+        # Count the labels written: with --groups, model.n_clusters_ is only the last group's.
+        ax = plot_clusters(X, labels, title=f"ABC: {len(np.unique(labels))} clusters")
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)  # as for -o; _check_output allowed it
         ax.figure.savefig(args.plot, dpi=120)
         plt.close(ax.figure)
         if not args.quiet:

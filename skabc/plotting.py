@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_array
 
 
 def _pyplot():
@@ -13,26 +15,56 @@ def _pyplot():
     return plt
 
 
-def _axes(ax, ncols=1, figsize=None):
+def _axes(ax, ncols=1, figsize=None, what="ax"):
+    """The axes to draw ``ncols`` panels on: a new figure's if ``ax`` is None, else ``ax`` once checked.
+
+    One panel takes a single Axes; several take a sequence (or array) of exactly ``ncols`` Axes,
+    returned flattened.
+    """
     plt = _pyplot()
-    if ax is not None:
+    from matplotlib.axes import Axes
+
+    if ax is None:
+        _, ax = plt.subplots(1, ncols, figsize=figsize or (4 * ncols, 4))
         return ax
-    _, ax = plt.subplots(1, ncols, figsize=figsize or (4 * ncols, 4))
-    return ax
+    if ncols == 1:
+        if not isinstance(ax, Axes):
+            raise TypeError(f"{what} must be a single matplotlib Axes, got {type(ax).__name__}")
+        return ax
+    if isinstance(ax, Axes):
+        raise ValueError(f"{what} must hold {ncols} Axes, one per panel, got a single Axes")
+    axes = np.ravel(np.asarray(ax, dtype=object))
+    if len(axes) != ncols or not all(isinstance(a, Axes) for a in axes):
+        raise ValueError(f"{what} must hold {ncols} Axes, one per panel, got {len(axes)} items")
+    return axes
 
 
 def plot_affinity(affinity, labels=None, ax=None, title="learned affinity"):
     """Heatmap of an affinity, rows sorted by ``labels``; next to the true same-cluster matrix if given.
 
+    ``ax`` is a single Axes, or two (learned, ground truth) when ``labels`` is given.
+
     Returns the axes (two when ``labels`` is given: learned, then ground truth).
+
+    Raises
+    ------
+    ValueError
+        If ``affinity`` is not a square 2-D matrix, ``labels`` does not have one entry per row of it,
+        or ``ax`` does not hold as many Axes as there are panels.
     """
     affinity = np.asarray(affinity.toarray() if hasattr(affinity, "toarray") else affinity)
+    if affinity.ndim != 2 or affinity.shape[0] != affinity.shape[1]:
+        raise ValueError(f"affinity must be a square 2-D matrix, got shape {affinity.shape}")
     if labels is None:
         ax = _axes(ax)
         ax.imshow(affinity, vmin=0, vmax=1, cmap="viridis")
         ax.set_title(title)
         return ax
     labels = np.asarray(labels)
+    # Fancy indexing with fewer labels would silently draw a sub-block of the affinity.
+    if labels.shape != (len(affinity),):
+        raise ValueError(f"labels must have one entry per row of the {len(affinity)}x{len(affinity)} affinity, "
+                         f"got shape {labels.shape}")
     order = np.argsort(labels, kind="stable")
     axes = _axes(ax, ncols=2)
     axes[0].imshow(affinity[np.ix_(order, order)], vmin=0, vmax=1, cmap="viridis")
@@ -60,16 +92,34 @@ def plot_eigengap(eigenvalues, n_clusters=None, ax=None):
 
 
 def plot_clusters(X, labels, ax=None, title=None, s=10):
-    """2-D scatter coloured by cluster; data with more than two features is projected by PCA."""
-    X = np.asarray(X, dtype=float)
+    """2-D scatter coloured by cluster; data with more than two features is projected by PCA.
+
+    ``X`` is a 2-D array or sparse matrix of shape (n_samples, n_features) and ``labels`` holds one
+    label (of any sortable type, e.g. strings) per sample.
+
+    Returns the axes.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not 2-D, is empty or holds NaN or infinity, or ``labels`` does not have one
+        entry per sample.
+    """
+    X = check_array(X, accept_sparse="csr", dtype=float)
+    X = X.toarray() if sp.issparse(X) else X
+    labels = np.asarray(labels)
+    if labels.shape != (len(X),):
+        raise ValueError(f"labels must have one entry per sample of X ({len(X)}), got shape {labels.shape}")
     if X.shape[1] > 2:
         centred = X - X.mean(axis=0)
         _, _, vt = np.linalg.svd(centred, full_matrices=False)
-        X = centred @ vt[:2].T
-    elif X.shape[1] == 1:
+        X = centred @ vt[:2].T  # fewer than 2 columns when n_samples < 2: padded below
+    if X.shape[1] < 2:
         X = np.column_stack([X[:, 0], np.zeros(len(X))])
+    # Integer codes, so labels of any type (e.g. strings) can be mapped to colours.
+    codes = np.unique(labels, return_inverse=True)[1].reshape(-1)
     ax = _axes(ax)
-    ax.scatter(X[:, 0], X[:, 1], c=np.asarray(labels), cmap="tab10", s=s)
+    ax.scatter(X[:, 0], X[:, 1], c=codes, cmap="tab10", s=s)
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_xticks([])
     ax.set_yticks([])
@@ -84,20 +134,22 @@ def plot_candidates(model, X, axes=None, s=10):
     One panel per candidate (:mod:`skabc.spectral.arbiter`), titled with its name, its number of
     clusters and the forest's predicted ARI. ``X`` is clustered as one whole set, seeded as
     ``model.fit(X)`` seeds it (without ``max_samples``' subsample); data with more than two features
-    is projected by PCA, as in :func:`plot_clusters`.
+    is projected by PCA, as in :func:`plot_clusters`. ``axes``, if given, holds one Axes per
+    candidate.
 
     Returns the axes.
 
     Raises
     ------
     ValueError
-        If ``model`` was fitted without an arbiter (``arbiter_`` is None).
+        If ``model`` was fitted without an arbiter (``arbiter_`` is None), or ``axes`` does not hold
+        one Axes per candidate.
     """
     from ._sets import arbiter_candidates
 
     candidates, scores, kept = arbiter_candidates(model, X)
     points = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=float)
-    axes = np.ravel(_axes(axes, ncols=len(candidates)))
+    axes = np.ravel(_axes(axes, ncols=len(candidates), what="axes"))
     for i, (ax, candidate) in enumerate(zip(axes, candidates, strict=True)):
         title = f"{candidate.name}: k = {candidate.n_clusters}\npredicted ARI {scores[i]:.2f}"
         plot_clusters(points, candidate.labels, ax=ax, title=title + (" (kept)" if i == kept else ""), s=s)

@@ -166,3 +166,116 @@ def test_plot_candidates_shows_every_partition_and_marks_the_kept_one(n_clusters
     with pytest.raises(ValueError, match="without an arbiter"):
         plot_candidates(ABCClustering(arbiter=None, random_state=0).fit(X), X)
     plt.close("all")
+
+
+def test_plot_affinity_rejects_labels_of_another_length_and_non_square_matrices():
+    A = np.eye(50)
+    # Labels for 5 of the 50 rows used to draw a 5x5 sub-block without a word.
+    with pytest.raises(ValueError, match="one entry per row of the 50x50 affinity"):
+        plot_affinity(A, labels=np.arange(5))
+    with pytest.raises(ValueError, match="square 2-D"):
+        plot_affinity(np.ones((4, 3)))
+    with pytest.raises(ValueError, match="square 2-D"):
+        plot_affinity(np.ones(4), labels=np.zeros(4))
+    plt.close("all")
+
+
+def test_plot_affinity_needs_two_axes_with_labels():
+    labels = np.array([0, 1, 0])
+    A = np.eye(3)
+    with pytest.raises(ValueError, match="must hold 2 Axes, one per panel, got a single Axes"):
+        plot_affinity(A, labels, ax=plt.subplots()[1])
+    _, axes = plt.subplots(1, 2)
+    drawn = plot_affinity(A, labels, ax=list(axes))
+    assert [a.get_title() for a in drawn] == ["learned affinity", "true same-cluster matrix"]
+    with pytest.raises(TypeError, match="single matplotlib Axes"):
+        plot_affinity(A, ax=axes)
+    plt.close("all")
+
+
+def test_plot_clusters_colours_string_labels_and_takes_sparse_x():
+    import scipy.sparse as sp
+
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    codes = np.array([2, 0, 1, 0, 2, 1])
+    ax = plot_clusters(X, np.array(["a", "b", "c"])[codes])
+    np.testing.assert_array_equal(ax.collections[0].get_array(), codes)
+    dense = plot_clusters(X, codes).collections[0].get_offsets()
+    np.testing.assert_allclose(plot_clusters(sp.csr_matrix(X), codes).collections[0].get_offsets(), dense)
+    plt.close("all")
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
+def test_plot_clusters_draws_a_single_point(d):
+    ax = plot_clusters(np.ones((1, d)), [0])
+    assert ax.collections[0].get_offsets().shape == (1, 2)
+    plt.close("all")
+
+
+@pytest.mark.parametrize(
+    "X, labels, message",
+    [
+        (np.arange(5.0), np.zeros(5), "2D array"),
+        (np.empty((5, 0)), np.zeros(5), "0 feature"),
+        (np.array([[0.0, 1.0, 2.0], [np.nan, 1.0, 0.0]]), np.zeros(2), "NaN"),
+        (np.zeros((5, 2)), np.zeros(4), r"one entry per sample of X \(5\)"),
+    ],
+)
+def test_plot_clusters_rejects_bad_inputs_clearly(X, labels, message):
+    with pytest.raises(ValueError, match=message):
+        plot_clusters(X, labels)
+    plt.close("all")
+
+
+def test_plot_candidates_needs_one_axes_per_candidate():
+    from sklearn.datasets import make_blobs
+
+    from skabc import ABCClustering
+    from skabc.plotting import plot_candidates
+
+    X, _ = make_blobs(n_samples=60, centers=3, cluster_std=0.5, random_state=0)
+    model = ABCClustering(n_clusters=3, random_state=0).fit(X)  # two candidates
+    with pytest.raises(ValueError, match="must hold 2 Axes, one per panel, got a single Axes"):
+        plot_candidates(model, X, axes=plt.subplots()[1])
+    with pytest.raises(ValueError, match="must hold 2 Axes, one per panel, got 3 items"):
+        plot_candidates(model, X, axes=plt.subplots(1, 3)[1])
+    _, axes = plt.subplots(1, 2)
+    assert len(plot_candidates(model, X, axes=axes)) == 2 and axes[0].get_title()
+    plt.close("all")
+
+
+def _blob_groups(tmp_path):
+    from sklearn.datasets import make_blobs
+
+    parts = [make_blobs(n_samples=30, centers=2, cluster_std=0.3, random_state=seed)[0] for seed in range(3)]
+    np.save(tmp_path / "X.npy", np.vstack(parts))
+    np.save(tmp_path / "g.npy", np.repeat(np.arange(3), 30))
+
+
+def test_cli_cluster_plot_makes_missing_folders(tmp_path):
+    _blob_groups(tmp_path)
+    picture = tmp_path / "new" / "dir" / "p.png"
+    argv = ["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.npy"), "--plot", str(picture), "-q"]
+    assert main(argv) == 0
+    assert picture.stat().st_size > 1000
+    plt.close("all")
+
+
+def test_cli_cluster_plot_title_counts_clusters_over_all_groups(tmp_path, monkeypatch):
+    import skabc.plotting
+
+    titles = []
+    original = skabc.plotting.plot_clusters
+
+    def recording(X, labels, **kwargs):
+        titles.append(kwargs.get("title"))
+        return original(X, labels, **kwargs)
+
+    monkeypatch.setattr(skabc.plotting, "plot_clusters", recording)
+    _blob_groups(tmp_path)
+    argv = ["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.npy"), "--groups", str(tmp_path / "g.npy"),
+            "--plot", str(tmp_path / "p.png"), "-q"]
+    assert main(argv) == 0
+    # Not the last group's count: every group adds its own clusters to the labels written.
+    n_written = len(np.unique(np.load(tmp_path / "l.npy")))
+    assert n_written >= 3 and titles == [f"ABC: {n_written} clusters"]
