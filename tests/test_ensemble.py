@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from conftest import TINY, make_blob_sets
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.frozen import FrozenEstimator
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble
+from skabc.kernels import PairwiseKernel
+from skabc.pretrained import load
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +95,62 @@ def test_bad_input(ensemble, blob_sets):
     wide = ContextualKernel(**TINY).fit(np.hstack([X, X]), y, groups=groups)
     with pytest.raises(ValueError, match="different numbers of features"):
         KernelEnsemble.from_fitted([ensemble.kernels_[0], wide])
+
+
+def test_dense_and_sparse_members_give_a_sparse_mean_that_clusters(tiny_kernel, blob_data):
+    """Mixing a dense and a sparse member once returned a numpy.matrix that crashed ABCClustering."""
+    X = blob_data[0][:40]
+    sparse_member = copy.deepcopy(tiny_kernel).set_params(affinity_mode="sparse", n_neighbors=5, n_random_neighbors=2)
+    dense, stored = tiny_kernel.transform(X), sparse_member.transform(X).tocsr()
+    assert type(KernelEnsemble.from_fitted([tiny_kernel, tiny_kernel]).transform(X)) is np.ndarray
+    ensemble = KernelEnsemble.from_fitted([tiny_kernel, sparse_member])
+    A = ensemble.transform(X)
+    assert isinstance(A, sp.csr_matrix) and ensemble.returns_sparse(len(X))
+    # The mean at the pairs the sparse member stores; the dense member adds no pair of its own.
+    rows, cols = stored.nonzero()
+    assert A.nnz == stored.nnz < len(X) ** 2
+    np.testing.assert_allclose(A[rows, cols].A1, (dense[rows, cols] + stored[rows, cols].A1) / 2)
+    assert abs(A - A.T).max() < 1e-12
+    labels = ABCClustering(kernel=ensemble, random_state=0).fit_predict(X)
+    assert labels.shape == (40,)
+
+
+def test_canonicalising_members_take_any_width(tiny_kernel, blob_data):
+    """The generic kernel (and kernels fine-tuned from it) are not compared by width."""
+    X = blob_data[0]
+    rng = np.random.default_rng(0)
+    tuned = ContextualKernel(max_epochs=1, sets_per_epoch=2, batch_size=2, set_size=(10, 20), device="cpu",
+                             random_state=0).fit(rng.normal(size=(40, 4)), rng.integers(0, 3, 40))
+    generic = load("generic", device="cpu")
+    free = KernelEnsemble.from_fitted([generic, tuned])
+    assert not hasattr(free, "n_features_in_")
+    assert free.transform(rng.normal(size=(12, 7))).shape == (12, 12)
+    # The width-bound member sets the ensemble's width, and still refuses another one.
+    bound = KernelEnsemble.from_fitted([generic, tiny_kernel, FrozenEstimator(free)])
+    assert bound.n_features_in_ == 2
+    assert bound.transform(X[:12]).shape == (12, 12)
+    with pytest.raises(ValueError, match="features"):
+        bound.transform(rng.normal(size=(12, 7)))
+    assert KernelEnsemble.from_fitted([load("circles", device="cpu"), generic]).n_features_in_ == 2
+
+
+def test_members_without_transform_are_refused(tiny_kernel, blob_data):
+    X, y, groups = blob_data
+    knn = PairwiseKernel("nearest_neighbors").fit(X)
+    with pytest.raises(TypeError, match=r"member 1 is a PairwiseKernel, which has no transform method"):
+        KernelEnsemble.from_fitted([tiny_kernel, knn])
+    with pytest.raises(ValueError, match="'kernel' parameter"):
+        KernelEnsemble(knn, n_members=2).fit(X, y, groups=groups)
+    flat = KernelEnsemble.from_fitted([tiny_kernel, FrozenEstimator(_NotSaveable(_Rows()))])
+    with pytest.raises(ValueError, match=r"member 1 \(FrozenEstimator\) returned shape \(30, 2\)"):
+        flat.transform(X[:30])
+
+
+class _Rows:
+    """Not an affinity: transform returns the rows themselves."""
+
+    def transform(self, X):
+        return np.asarray(X)
 
 
 def test_cli_clusters_with_a_saved_ensemble(ensemble, blob_sets, tmp_path):

@@ -14,11 +14,13 @@ from numbers import Integral
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import TransformerMixin, clone
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .. import _schema, persistence
+from ..training.plan import network_of
 from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
 from ._contextual_io import check_contextual_part
 from .base import Kernel, as_kernel, check_recommended_clustering
@@ -45,7 +47,9 @@ class KernelEnsemble(TransformerMixin, Kernel):
     kernels_ : list of estimators
         The fitted members.
     n_features_in_ : int
-        Number of features seen during fit.
+        Number of features of the members bound to an input width; absent
+        when every member canonicalises its input (the generic kernel, or one
+        fine-tuned from it) and so takes sets of any width.
 
     Examples
     --------
@@ -104,31 +108,50 @@ class KernelEnsemble(TransformerMixin, Kernel):
         Parameters
         ----------
         kernels : list of fitted estimators
-            Same input width; each ``transform`` returns an ``(n, n)`` affinity.
+            Each ``transform(X)`` returns the ``(n, n)`` affinity of the set
+            ``X`` (a ContextualKernel, a KernelEnsemble, a FrozenEstimator of
+            one, or any such transformer).  The members bound to an input width
+            share it; canonicalising ones (the generic kernel) take any width.
 
         Returns
         -------
         ensemble : KernelEnsemble
             Fitted; its ``kernel`` parameter is an unfitted clone of the first member.
+
+        Raises
+        ------
+        TypeError
+            If a member has no ``transform`` method (e.g. a PairwiseKernel).
+        ValueError
+            If there is no member, or the width-bound members take different widths.
         """
         kernels = list(kernels)
         if not kernels:
             raise ValueError("from_fitted needs at least one fitted kernel")
-        for kernel in kernels:
+        for i, kernel in enumerate(kernels):
+            if not callable(getattr(kernel, "transform", None)):
+                raise TypeError(
+                    f"KernelEnsemble member {i} is a {type(kernel).__name__}, which has no transform method; members "
+                    "must be fitted kernels whose transform(X) returns the (n, n) affinity of the set X (a "
+                    "ContextualKernel, a KernelEnsemble, a FrozenEstimator of one, or any such transformer)")
             check_is_fitted(kernel)
-        widths = {getattr(k, "n_features_in_", None) for k in kernels}
-        if len(widths) != 1:
-            raise ValueError(f"the kernels were fitted on different numbers of features: {sorted(map(str, widths))}")
+        widths = {w for w in map(_bound_width, kernels) if w is not None}
+        if len(widths) > 1:
+            raise ValueError(f"the kernels were fitted on different numbers of features: {sorted(widths)} (only "
+                             "canonicalising kernels, such as the generic one, take sets of any width)")
         ensemble = cls(kernel=clone(kernels[0]), n_members=len(kernels))
         ensemble._set_members(kernels)
         return ensemble
 
     def _set_members(self, members: list) -> None:
         self.kernels_ = members
-        first = members[0]
-        self.n_features_in_ = first.n_features_in_
-        if hasattr(first, "feature_names_in_"):
-            self.feature_names_in_ = first.feature_names_in_
+        for name in ("n_features_in_", "feature_names_in_"):
+            self.__dict__.pop(name, None)  # a refit may leave no width-bound member
+        bound = [k for k in members if _bound_width(k) is not None]
+        if bound:
+            self.n_features_in_ = _bound_width(bound[0])
+            if hasattr(bound[0], "feature_names_in_"):
+                self.feature_names_in_ = bound[0].feature_names_in_
 
     def transform(self, X):
         """Mean of the members' affinities of the set ``X``.
@@ -140,18 +163,37 @@ class KernelEnsemble(TransformerMixin, Kernel):
 
         Returns
         -------
-        affinity : ndarray of shape (n_samples, n_samples), or sparse matrix
-            Dense when every member returns a dense affinity; sparse members
-            (large sets) give the mean over the union of their stored pairs.
+        affinity : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_samples)
+            Dense when every member returns a dense affinity.  Otherwise sparse
+            (as :meth:`returns_sparse` says): the mean over the union of the
+            pairs the sparse members store, each counting a pair it does not
+            store as 0 and each dense member giving its own value.
         """
         check_is_fitted(self, "kernels_")
-        total = None
-        for kernel in self.kernels_:
+        n, n_members = _num_samples(X), len(self.kernels_)
+        dense = sparse = None
+        for i, kernel in enumerate(self.kernels_):
             affinity = kernel.transform(X)
-            total = affinity if total is None else total + affinity
-        if sp.issparse(total):
-            return (total / len(self.kernels_)).tocsr()
-        return total / len(self.kernels_)
+            if getattr(affinity, "shape", None) != (n, n):
+                raise ValueError(f"KernelEnsemble member {i} ({type(kernel).__name__}) returned shape "
+                                 f"{getattr(affinity, 'shape', None)} for a set of {n} points, not its (n, n) affinity")
+            if sp.issparse(affinity):
+                sparse = affinity if sparse is None else sparse + affinity
+            elif dense is None:
+                dense = np.array(affinity, dtype=np.float64)  # our own copy (never a member's array, nor a matrix)
+            else:
+                dense += affinity  # in place: one running sum, as check_memory counts
+        if sparse is None:
+            dense /= n_members
+            return dense
+        # Sparse as soon as one member is (large sets): a dense member counts at the stored pairs only, so the
+        # result stays as sparse as the sparse members (ndarray + sparse would be a dense numpy.matrix).
+        mean = sp.csr_matrix(sparse / n_members)
+        if dense is not None:
+            mean.sum_duplicates()
+            rows = np.repeat(np.arange(n), np.diff(mean.indptr))
+            mean.data += dense[rows, mean.indices] / n_members
+        return mean
 
     def affinity(self, X):
         """The mean affinity of the set ``X``: the same as :meth:`transform`."""
@@ -164,7 +206,7 @@ class KernelEnsemble(TransformerMixin, Kernel):
         return all(as_kernel(k).outputs_probabilities for k in members)
 
     def returns_sparse(self, n_samples: int) -> bool:
-        """Whether ``transform`` of ``n_samples`` points returns a sparse affinity (as the members do)."""
+        """Whether ``transform`` of ``n_samples`` points returns a sparse affinity: when any member does."""
         check_is_fitted(self, "kernels_")
         return any(as_kernel(k).returns_sparse(n_samples) for k in self.kernels_)
 
@@ -250,6 +292,14 @@ class KernelEnsemble(TransformerMixin, Kernel):
         tags.transformer_tags.preserves_dtype = []
         return tags
 
+
+def _bound_width(kernel) -> int | None:
+    """The input width ``kernel`` requires; None when it takes any (canonicalising, as its ``transform`` decides)."""
+    inner = kernel.estimator if isinstance(kernel, FrozenEstimator) else kernel
+    if isinstance(inner, ContextualKernel) and network_of(inner).canonical_features is not None:
+        return None
+    width = getattr(inner, "n_features_in_", None)  # absent on an ensemble of canonicalising kernels
+    return None if width is None else int(width)
 
 
 def _member_prefix(i: int) -> str:
