@@ -222,6 +222,16 @@ def test_max_time_stops_training_without_an_interruption_warning(blobs):
     assert TimeLimit(1.0).max_time == 1.0
 
 
+def test_max_time_says_it_ended_the_run_when_verbose(blobs, capsys):
+    """A run cut inside its first epoch prints no epoch row; the time limit says it stopped it."""
+    X, y = blobs
+    params = dict(**TINY_NET, **FAST, init="scratch", max_epochs=5, sets_per_epoch=8, max_time=1e-9)
+    ContextualKernel(**{**params, "verbose": 1}).fit(X, y)
+    assert "max_time=1e-09 s reached after" in capsys.readouterr().out
+    ContextualKernel(**{**params, "verbose": 0}).fit(X, y)
+    assert capsys.readouterr().out == ""
+
+
 def test_time_limit_does_not_begin_an_epoch_that_cannot_end_in_time(monkeypatch):
     """With validation (best weights restored), an epoch that cannot end by the limit is not begun."""
     from types import SimpleNamespace

@@ -134,7 +134,8 @@ class ContextualKernel(TransformerMixin, Kernel):
     n_iter_no_change : int, default=5
         Patience of early stopping, in epochs.
     max_time : float, 'auto' or None, default='auto'
-        Seconds of training (wall clock) before it stops.  ``'auto'``: with
+        Seconds of training (wall clock) before it stops (the training loop: validation and the choice of
+        clustering settings afterwards come on top).  ``'auto'``: with
         ``max_epochs='auto'``, :data:`~skabc.training.schedule.AUTO_MAX_TIME` (a slow machine ends the
         automatic schedule there), else none; resolved into ``max_time_``.
     batch_size : int or 'auto', default='auto'

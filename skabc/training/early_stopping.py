@@ -229,16 +229,23 @@ class TimeLimit(Callback):
 
     def on_batch_end(self, net, training=False, **kwargs):
         if training and time.monotonic() - self.start_ > self.max_time:
-            self.stopped_ = True
-            raise KeyboardInterrupt
+            self._stop(net, "reached")
 
     def on_epoch_end(self, net, **kwargs):
         # Runs after the validation callback (added before it), so this epoch is already scored and saved.
         now = time.monotonic()
         self.shortest_epoch_ = min(self.shortest_epoch_, now - self.epoch_start_)
         if self.validated_ and now - self.start_ + self.shortest_epoch_ > self.max_time:
-            self.stopped_ = True
-            raise KeyboardInterrupt
+            self._stop(net, "would be passed by another epoch")
+
+    def _stop(self, net, why: str) -> None:
+        self.stopped_ = True
+        if getattr(net, "verbose", 0):
+            # A run cut inside its first epoch prints no epoch row: say what ended it.
+            kept = "the best validated weights are kept" if self.validated_ else "the last weights are kept"
+            print(f"max_time={self.max_time:g} s {why} after {time.monotonic() - self.start_:.1f} s of training "
+                  f"(epoch {len(net.history)}): training stops; {kept}.", flush=True)
+        raise KeyboardInterrupt
 
 
 def planned_stop(net) -> bool:
