@@ -145,8 +145,9 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     if arbiter in COUNTING_ARBITERS:
         return count_then_cut(arbiter, step, kernel.affinity(X), X, eig_seed, seed)
     if arbiter is not None:
-        return arbiter_for(arbiter, step).cluster(step, kernel.affinity(X), check_array(X, accept_sparse="csr"),
-                                                  eig_seed, seed)
+        # Floats as the kernel reads them (numeric strings too, as SpectralClustering takes them).
+        rows = check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32))
+        return arbiter_for(arbiter, step).cluster(step, kernel.affinity(X), rows, eig_seed, seed)
     return (*step.cluster(kernel.affinity(X), eig_seed, seed), None)
 
 

@@ -160,6 +160,14 @@ def test_grid_search_over_n_clusters_with_the_generic_kernel_trains_nothing(blob
     assert search.best_params_ == {"n_clusters": 3}
 
 
+@pytest.mark.parametrize("n_clusters", [None, 3])
+def test_numeric_strings_are_read_as_spectral_clustering_reads_them(blobs, n_clusters):
+    """SpectralClustering converts an array of numeric strings; the learned affinity's arbiter refused it."""
+    X = blobs[0][:60]
+    as_text = ABCClustering(n_clusters=n_clusters, random_state=0).fit_predict(X.astype(str))
+    np.testing.assert_array_equal(as_text, ABCClustering(n_clusters=n_clusters, random_state=0).fit_predict(X))
+
+
 def test_cross_validating_a_precomputed_affinity_says_why_it_cannot(blobs):
     """scikit-learn's CV hands pairwise estimators the test x train block, which is no set's affinity."""
     from sklearn.model_selection import GridSearchCV
