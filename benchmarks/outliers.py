@@ -110,7 +110,7 @@ def score_both(X: np.ndarray, y: np.ndarray, kept: np.ndarray | None = None, sco
     return result
 
 
-def _pool_sets(seed0: int, per_family: int) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
+def pool_sets(seed0: int, per_family: int) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
     sets = []
     for i, family in enumerate(FAMILY_WEIGHTS):
         X, y, groups = make_clustering_sets(per_family, families={family: 1.0}, random_state=seed0 + i)
@@ -120,12 +120,13 @@ def _pool_sets(seed0: int, per_family: int) -> list[tuple[str, int, np.ndarray, 
     return sets
 
 
-def _digit_sets() -> list[tuple[str, int, np.ndarray, np.ndarray]]:
+def digit_sets(seeds=range(9600, 9630)) -> list[tuple[str, int, np.ndarray, np.ndarray]]:
+    """Sets of 200 images of 3-6 random digits, pixels / 16, one per seed."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
     sets = []
-    for seed in range(9600, 9630):
+    for seed in seeds:
         rng = np.random.default_rng(seed)
         classes = rng.choice(10, size=rng.integers(3, 7), replace=False)
         pool = np.flatnonzero(np.isin(digits.target, classes))
@@ -176,10 +177,10 @@ def select() -> dict:
         for kind in TOYS:
             for seed in range(700, 710):
                 run(f"toys {suffix}", kind, seed, *make_toy(kind, 500, seed), contaminated)
-        for family, seed, X, y in _pool_sets(9500, 9):
+        for family, seed, X, y in pool_sets(9500, 9):
             run(f"mixtures {suffix}", family, seed, X, y, contaminated)
         print(suffix, "done", flush=True)
-    for group, seed, X, y in _digit_sets() + _skewed_sets():
+    for group, seed, X, y in digit_sets() + _skewed_sets():
         run("digits" if group == "digits" else "skewed", group, seed, X, y, False)
     if home is not None:
         listed = {(b, n) for b, names in clustbench_data.LISTED.items() for n in names}
