@@ -76,7 +76,8 @@ def to_network_float32(X: np.ndarray, scale_free: bool) -> np.ndarray:
     largest |value| is below :data:`TINY_SET_SCALE` or above
     :data:`MAX_ABS_VALUE` is multiplied by a power of two (exact); neither
     changes its canonical coordinates.  Sets of ordinary magnitude and
-    offset are cast exactly as ``check_array(X, dtype=np.float32)`` would.
+    offset are cast exactly as ``check_array(X, dtype=np.float32)`` would,
+    but for constant columns, which become 0 (canonicalisation drops them).
     """
     if scale_free and X.size and X.dtype == np.float64:
         low, high = X.min(axis=0), X.max(axis=0)
