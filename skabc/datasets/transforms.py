@@ -5,7 +5,20 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._common import _background, _check_int, _check_range, _check_real, _discretize, _embed
+from ._common import _background, _check_int, _check_range, _check_real, _discretize, _embed, _log_uniform
+
+
+def _check_labelled_set(X, y) -> tuple[np.ndarray, np.ndarray]:
+    """One finite, non-empty 2-D set and its integer labels, as arrays."""
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(y)
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}.")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or infinity.")
+    if y.shape != (X.shape[0],) or y.dtype.kind not in "iu":
+        raise ValueError(f"y must be {X.shape[0]} integer labels, got an array of shape {y.shape} and dtype {y.dtype}.")
+    return X, y
 
 
 def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1, random_state=None):
@@ -35,14 +48,7 @@ def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1, ra
         noise point is a singleton cluster, since noise belongs with nothing
         (see the module documentation).
     """
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y)
-    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}.")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X contains NaN or infinity.")
-    if y.shape != (X.shape[0],) or y.dtype.kind not in "iu":
-        raise ValueError(f"y must be {X.shape[0]} integer labels, got an array of shape {y.shape} and dtype {y.dtype}.")
+    X, y = _check_labelled_set(X, y)
     fraction = _check_real("fraction", fraction, 0.0, 1.0, open_max=True)
     margin = _check_real("margin", margin)
     rng = check_random_state(random_state)
@@ -95,14 +101,7 @@ def add_outliers(X, y, fraction: float = 0.01, *, distance: float | tuple[float,
     >>> X_out.shape, int(y_out[-1])
     ((100, 2), 1)
     """
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y)
-    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}.")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X contains NaN or infinity.")
-    if y.shape != (X.shape[0],) or y.dtype.kind not in "iu":
-        raise ValueError(f"y must be {X.shape[0]} integer labels, got an array of shape {y.shape} and dtype {y.dtype}.")
+    X, y = _check_labelled_set(X, y)
     fraction = _check_real("fraction", fraction, 0.0, 1.0, open_max=True)
     low, high = _check_range("distance", distance, 0.0, positive=True)
     rng = check_random_state(random_state)
@@ -111,7 +110,7 @@ def add_outliers(X, y, fraction: float = 0.01, *, distance: float | tuple[float,
     radius = np.sqrt(np.mean(np.sum((X - centre) ** 2, axis=1)))
     directions = rng.normal(size=(n_outliers, X.shape[1]))
     directions /= np.maximum(np.linalg.norm(directions, axis=1, keepdims=True), np.finfo(float).tiny)
-    reach = np.exp(rng.uniform(np.log(low), np.log(high), size=(n_outliers, 1)))
+    reach = _log_uniform(rng, low, high, size=(n_outliers, 1))
     # A constant set has no radius: its outliers lie the given number of units away.
     outliers = centre + directions * reach * (radius if radius > 0 else 1.0)
     labels = y.max() + 1 + np.arange(n_outliers, dtype=np.int64)
