@@ -131,7 +131,7 @@ def compress_tails(X: np.ndarray) -> np.ndarray:
     outlier at 10,000 radii a dozen IQRs out, still most of the variance of a set with 1% of them).
     Invariant to translating and scaling a column, like the steps after it; a copy only where a value moves.
     """
-    low_quartile, high_quartile = np.percentile(X, [25, 75], axis=0)
+    low_quartile, high_quartile = _quartiles(X)
     spread = high_quartile - low_quartile
     # A column of zero IQR (mostly one value, e.g. a rare flag) has no scale to call anything far.
     width = np.where(spread > 0, spread, np.inf)
@@ -147,24 +147,32 @@ def compress_tails(X: np.ndarray) -> np.ndarray:
     return X
 
 
+def _quartiles(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.percentile(X, [25, 75], axis=0)`` (linear interpolation) from one sort: a fraction of its cost."""
+    ordered = np.sort(X, axis=0)
+    quartiles = []
+    for position in (0.25 * (len(X) - 1), 0.75 * (len(X) - 1)):
+        below = int(position)
+        above = min(below + 1, len(X) - 1)
+        quartiles.append(ordered[below] + (ordered[above] - ordered[below]) * (position - below))
+    return quartiles[0], quartiles[1]
+
+
 def _canonicalize(X: np.ndarray, n_components: int, scaling: str = "features", tails: str = "compress") -> np.ndarray:
     """Steps (0)-(e) on a validated finite 2-D float array."""
     n = X.shape[0]
     out = np.zeros((n, n_components), dtype=X.dtype if X.dtype == np.float32 else np.float64)
 
-    # (0) Tame gross outliers (on columns divided by their largest |value|, so that the quartiles'
-    # differences cannot overflow; the step is invariant to that scaling); (a) standardise.  Dividing
-    # by the largest |value| first keeps huge values from overflowing and changes nothing else (the
-    # step is invariant to per-column scaling anyway).
+    # (0) Tame gross outliers, (a) standardise.  Dividing by the largest |value| first keeps huge values
+    # from overflowing (in the quartiles' differences too) and changes nothing else: both steps are
+    # invariant to per-column scaling.  A set with nothing beyond its fences takes the very same path.
     Z = np.asarray(X, dtype=np.float64)
-    if tails == "compress":
-        column_peak = np.max(np.abs(Z), axis=0)
-        column_peak = np.where(column_peak > 0, column_peak, 1.0)
-        Z = compress_tails(Z / column_peak) * column_peak
     peak = np.max(np.abs(Z), axis=0)
     if scaling == "global":  # one factor for every column keeps their relative scales
         peak = np.full_like(peak, peak.max(initial=0.0))
     Z = Z / np.where(peak > 0, peak, 1.0)
+    if tails == "compress":
+        Z = compress_tails(Z)
     Z = Z - Z.mean(axis=0)
     std = np.sqrt(np.mean(Z * Z, axis=0))
     varying = std > _CONSTANT_TOL * np.max(np.abs(Z), axis=0, initial=0.0) + np.finfo(np.float64).tiny
