@@ -164,6 +164,24 @@ on 17 of 220 sets (the per-set oracle 0.757 -> 0.773; toys 0.928 -> 0.960), too 
 forest to find them without losing elsewhere.  The candidate stays in :data:`~skabc.spectral.arbiter.CANDIDATES`
 for arbiter files to name; the shipped file does not.
 
+kNN graph at the kernel's k (design fixed 2026-12-03 before its collection and fit): on the 13 listed sets the
+kernel counts wut/cross's four rays (k 4, ARI 0.44) where the 10-NN graph, which follows them, finds no gap at four
+(rotation k 20, 0.27), and the graph cut into four scores 0.995 (fuzzyx 0.67 -> 0.77, labirynth 0.50 -> 0.57;
+per-set oracle of the 13 0.805 -> 0.860; probe on the benchmark's own sets, nothing fitted).  A sixth candidate
+``knn-at-kernel-consensus`` (a rule naming another candidate borrows its ``k``), every set recollected with six
+candidates (rows in :data:`DIRECTORY`; the five-candidate ones stay in ``.checkpoints/arbiter``).  Fit: ``--fit
+--candidates kernel-consensus kernel-eigengap knn-rotation knn-eigengap knn-at-kernel-consensus --output
+benchmarks/results/arbiter_knn_at_kernel_compare.json``, the shipped model, pools, width and target, the same ship
+rule, and ``zero_shot.py`` may lose no more than 0.01 on any ABC mean.  An earlier throw-away probe of one affinity
+cut at the other's k (record below, 0.688-0.706) read other columns; this is its collected, pre-registered form.
+Record (2,500 + 220 sets, about 31 minutes of wall clock on two cores): **fails, not shipped.**  Union 0.695 -> 0.699
+against the shipped file (+0.005 +- 0.006), +0.067 +- 0.011 against the kernel alone: gaussians 0.469 -> 0.502, wide
+0.693 -> 0.709, clustbench (13) 0.702 -> 0.705, toys 0.922 -> 0.926, but clustbench_rest 0.678 -> 0.653; kept the new
+candidate on 36 of 220 sets; mean |k - k_true| 4.04 -> 4.15.  The headroom it adds is real (per-set oracle of the 13
+listed 0.848 with it and the mixture), the forest's choice is not: picking among candidates stays the bottleneck
+(union 0.699 against an oracle of 0.76).  The candidate stays in :data:`~skabc.spectral.arbiter.CANDIDATES` for
+arbiter files to name; the shipped file does not.
+
 Given k with the chains pool (design fixed 2026-12-02 after the record above, before its collection and fit):
 ``--mode given-k --collect prior --part 1/2`` (the 300 chain sets cut at their true k), then ``--mode given-k
 --fit`` with the defaults (all four pools, 51 eigenvalues, the structure target), the same ship rule against the
@@ -244,10 +262,13 @@ from skabc.spectral.arbiter import (
 )
 
 ROOT = v2.ROOT
-DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "arbiter"
+#: Rows of the six k-unknown candidates (since 2026-12-03, with ``knn-at-kernel-consensus``); the five-candidate
+#: rows of the records before that lived in ``.checkpoints/arbiter``.
+DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "arbiter-rows-v2"
 #: Per mode: the candidates compared (the first is what ABCClustering() did before), the file written, the results.
 MODES = {
-    "unknown-k": (("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-eigengap", "gmm-bic"),
+    "unknown-k": (("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-eigengap", "gmm-bic",
+                   "knn-at-kernel-consensus"),
                   ROOT / "skabc" / "pretrained" / ARBITERS["generic"],
                   ROOT / "benchmarks" / "results" / "arbiter_compare.json"),
     "given-k": (("kernel-given", "knn-given"),

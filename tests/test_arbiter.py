@@ -24,7 +24,8 @@ from skabc.spectral.arbiter import (
     write_arbiter,
 )
 
-#: The spectral candidates for k unknown (the shipped file's); ``gmm-bic`` has tests of its own below.
+#: The spectral candidates for k unknown (the shipped file's four and ``knn-at-kernel-consensus``); ``gmm-bic`` has
+#: tests of its own below.
 UNKNOWN_K = tuple(name for name in default_candidates(False) if CANDIDATES[name][0] != "gmm")
 GIVEN_K = default_candidates(True)
 STEP = SpectralStep(n_clusters=None, max_clusters=20, selection="consensus", affinity_power=4.0, assign_labels="njw")
@@ -87,12 +88,37 @@ def test_each_candidate_is_the_partition_its_own_spectral_step_finds(seed):
 
     X, _ = make_blobs(n_samples=150, centers=4, cluster_std=1.5, random_state=seed)
     P = _toy_probabilities(X)
+    found = {}
     for c in candidate_partitions(STEP, P, X, 0, 0, UNKNOWN_K):
         source, rule = CANDIDATES[c.name]
-        step = replace(STEP, selection=rule, affinity_power=1.0 if source == "knn" else STEP.affinity_power)
+        given = {"selection": "eigengap", "n_clusters": found[rule]} if rule in CANDIDATES else {"selection": rule}
+        step = replace(STEP, **given, affinity_power=1.0 if source == "knn" else STEP.affinity_power)
         labels, _, k, _ = step.cluster(knn_graph(X) if source == "knn" else P, 0, 0)
         np.testing.assert_array_equal(c.labels, labels)
         assert c.n_clusters == k
+        found[c.name] = k
+
+
+def test_a_candidate_may_cut_its_affinity_into_another_candidates_k():
+    """Four long crossing rays: the kNN graph follows each ray but finds no gap in its spectrum at four, a
+    kernel that counts four rays hands its k over, and the graph cut there separates them."""
+    from sklearn.metrics import adjusted_rand_score
+
+    rng = np.random.RandomState(0)
+    t = rng.uniform(0.05, 1.05, size=(4, 150))
+    angles = np.array([0.3, 1.9, 3.4, 4.9])[:, None]
+    X = np.column_stack([(t * np.cos(angles)).ravel(), (t * np.sin(angles)).ravel()])
+    X += rng.normal(scale=0.01, size=X.shape)
+    y = np.repeat(np.arange(4), 150)
+    same = (y[:, None] == y[None]).astype(float)  # a kernel that knows the rays: it counts four
+    probabilities = 0.05 + 0.9 * same
+    names = ("knn-at-kernel-consensus", "knn-rotation", "knn-eigengap")  # the lender need not be a candidate
+    borrowed, *own = candidate_partitions(STEP, probabilities, X, 0, 0, names)
+    assert borrowed.n_clusters == 4 and all(c.n_clusters != 4 for c in own)
+    assert adjusted_rand_score(y, borrowed.labels) > 0.95 > max(adjusted_rand_score(y, c.labels) for c in own)
+    np.testing.assert_array_equal(borrowed.affinity.toarray(), knn_graph(X).toarray())
+    # Its features read the kNN graph's spectrum at the borrowed k.
+    assert len(borrowed.spectrum) >= 5 and np.isfinite(candidate_features([borrowed, *own], 2)).all()
 
 
 def test_forest_matches_scikit_learn_gradient_boosting(tmp_path):
@@ -208,12 +234,12 @@ def test_tree_rows_of_wrong_width_are_refused():
 
 def test_shipped_arbiter_loads_and_scores_every_candidate():
     shipped = load_arbiter("generic")
-    assert shipped.candidates == UNKNOWN_K
+    assert shipped.candidates == ("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-eigengap")
     assert shipped.provenance["recipe"] == "benchmarks/train_arbiter.py"
     X = _blobs()
     candidates = candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0, shipped.candidates)
     best, scores = shipped.choose(candidates, X.shape[1])
-    assert scores.shape == (len(UNKNOWN_K),) and np.isfinite(scores).all() and best == int(np.argmax(scores))
+    assert scores.shape == (4,) and np.isfinite(scores).all() and best == int(np.argmax(scores))
     with pytest.raises(ValueError, match="unknown arbiter"):
         load_arbiter("nope")
 

@@ -44,12 +44,15 @@ from .step import SpectralStep
 
 #: Candidate name -> (affinity source, k rule).  ``'kernel'``: the kernel's affinity at the model's
 #: ``affinity_power``; ``'knn'``: the set's symmetric kNN connectivity graph (:func:`~skabc.spectral.knn.knn_graph`).
-#: Rule ``'given'``: the step's ``n_clusters`` (candidates of an arbiter for a given ``k``).
+#: Rule ``'given'``: the step's ``n_clusters`` (candidates of an arbiter for a given ``k``).  A rule that names
+#: another candidate cuts this affinity into that candidate's ``k``: the kernel often counts the clusters of a
+#: set right where it cuts them wrong (four crossing rays), and the kNN graph cuts them along its links.
 CANDIDATES = {
     "kernel-consensus": ("kernel", "consensus"),
     "kernel-eigengap": ("kernel", "eigengap"),
     "knn-rotation": ("knn", "rotation"),
     "knn-eigengap": ("knn", "eigengap"),
+    "knn-at-kernel-consensus": ("knn", "kernel-consensus"),
     "gmm-bic": ("gmm", "bic"),
     "kernel-given": ("kernel", "given"),
     "knn-given": ("knn", "given"),
@@ -123,7 +126,14 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
             if (source, "consensus") in (CANDIDATES[other] for other in names):
                 sources[source].k_by(rule="consensus", eigen_seed=eigen_seed, seed=seed)
         found = sources[source]
-        k, eigenvalues = found.k_by(rule, eigen_seed, seed)
+        if rule in CANDIDATES:  # another candidate's k, this affinity's partition and spectrum
+            lender, lender_rule = CANDIDATES[rule]
+            if lender not in sources:
+                sources[lender] = _Source(step, lender, probabilities, X, spectrum_size)
+            k, _ = sources[lender].k_by(lender_rule, eigen_seed, seed)
+            eigenvalues = found.read_spectrum(eigen_seed)
+        else:
+            k, eigenvalues = found.k_by(rule, eigen_seed, seed)
         found_by.append((name, found, found.labels_at(k, seed), eigenvalues))
     # Built once every rule has run: each candidate reads its affinity's whole spectrum.
     return [Candidate(name, labels, found.affinity, len(np.unique(labels)), eigenvalues,
@@ -177,6 +187,14 @@ class _Source:
             elif self.spectrum is None:
                 self.spectrum = np.zeros(0)
         return self.found[rule]
+
+    def read_spectrum(self, eigen_seed) -> np.ndarray:
+        """This affinity's spectrum: the longest a rule computed, else ``spectrum_size`` eigenvalues."""
+        if self.spectrum is None or not len(self.spectrum):
+            self.spectrum = laplacian_eigenvalues(self.affinity, min(self.spectrum_size, self.affinity.shape[0]),
+                                                  random_state=eigen_seed, eigen_solver=self.step.eigen_solver,
+                                                  eigen_tol=self.step.eigen_tol)
+        return self.spectrum
 
     def labels_at(self, k: int, seed: int) -> np.ndarray:
         if k not in self.partitions:
