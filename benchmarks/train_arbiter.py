@@ -182,6 +182,19 @@ listed 0.848 with it and the mixture), the forest's choice is not: picking among
 (union 0.699 against an oracle of 0.76).  The candidate stays in :data:`~skabc.spectral.arbiter.CANDIDATES` for
 arbiter files to name; the shipped file does not.
 
+kNN components kept apart (rule fixed 2026-12-03 before its run; no forest refitted): under ``random_state`` 0-5,
+wut/circles and wut/trapped_lovers (more than 2,000 points, so each seed clusters another random subsample) have a
+10-NN graph whose components are exactly their clusters, yet ``ABCClustering()`` scored 0.09-0.18 on 5 of the 6
+seeds of wut/circles (partitions cutting across the rings, or the kNN eigengap's 38 arcs) and 0.41 on 2 of
+trapped_lovers, against 1.0 on the others.  Rule: with two or more components of at
+least 5% of the points (and 10), the forest chooses only among candidates keeping 99% of those points apart,
+falling back to the components themselves.  Run on the 220 validation sets, seeds 0 and 1, both ways (throw-away
+script, one ``ABCClustering`` fit per set, seed and way): **fails, not shipped.**  Union +0.0001 +- 0.0019 (440
+paired runs); clustbench_rest +0.018 (wut/z2 0.44 -> 0.78), wide +0.004, many_clusters -0.012 (clusters of many
+small blobs that the graph links into a few components), every other group unchanged.  It changed nothing on the
+13 listed sets: where the forest errs on wut/circles at seed 1 it keeps the kNN eigengap's 38 arcs, which respect
+the components.
+
 Given k with the chains pool (design fixed 2026-12-02 after the record above, before its collection and fit):
 ``--mode given-k --collect prior --part 1/2`` (the 300 chain sets cut at their true k), then ``--mode given-k
 --fit`` with the defaults (all four pools, 51 eigenvalues, the structure target), the same ship rule against the
