@@ -38,8 +38,9 @@ def is_pairwise(affinity) -> bool:
 
 
 def validate_set(model, X, *, reset: bool, ensure_min_samples: int):
-    """``X`` validated as ``model.affinity`` needs it: float32 for the network, float64 as SpectralClustering."""
-    dtype = np.float32 if is_learned(model.affinity) else np.float64
+    """``X`` validated as ``model.affinity`` needs it: float32 for the network (float64 kept: a canonicalising
+    kernel rescales a set beyond float32's range before its own cast), float64 as SpectralClustering."""
+    dtype = [np.float32, np.float64] if is_learned(model.affinity) else np.float64
     if is_pairwise(model.affinity) and not reset:
         # A new set's affinity is m x m: its width is its size, not the fitted n_features_in_.
         return check_array(X, accept_sparse=SPARSE_FORMATS, dtype=dtype, ensure_min_samples=ensure_min_samples)

@@ -180,6 +180,12 @@ def test_generic_kernel_keeps_sets_far_from_zero_or_of_any_magnitude():
     labels = ABCClustering(affinity="nearest_neighbors", random_state=0).fit_predict(X * 1e20)
     assert adjusted_rand_score(y, labels) == 1.0
     assert adjusted_rand_score(y, ABCClustering(random_state=0).fit_predict(X + 1e9)) == 1.0
+    # Beyond float32's range: ABCClustering validated the set in float32 before the kernel could rescale it.
+    reference = ABCClustering(random_state=0).fit(X)
+    for huge in (X * 1e38, X * 1e300):
+        model = ABCClustering(random_state=0).fit(huge)
+        assert adjusted_rand_score(reference.labels_, model.labels_) == 1.0
+        assert adjusted_rand_score(reference.labels_, model.predict(huge)) == 1.0
 
 
 def test_default_finds_one_cluster_in_uniform_noise():
