@@ -30,6 +30,9 @@ from .spectral.arbiter import Arbiter, arbiter_for
 
 #: Counting arbiter name -> the shipped kernel whose recommended settings (and arbiter) count the clusters.
 COUNTING_ARBITERS = {"generic-count": "generic"}
+#: Widest sparse rows counted through a dense copy of the counted subsample (at most 2,000 x 4,096 float64, 66 MB;
+#: the kernel's principal axes of a wider one would cost more than the clustering); wider ones keep the step's rule.
+MAX_DENSIFIED_FEATURES = 4096
 
 
 @cache
@@ -54,14 +57,17 @@ def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed):
 
     Returns what :meth:`~skabc.spectral.arbiter.Arbiter.cluster` returns: labels (compact ids), the affinity
     clustered, ``k``, the eigenvalues the counting candidate read, and ``'affinity-at-<candidate>'``.  Sparse
-    rows (the generic kernel reads dense ones) and sets too small for an arbiter keep ``step``'s own rule
-    (candidate ``None``).
+    rows are counted through a dense copy of the counted subsample (the same ``k`` as the same rows stored
+    dense); sparse rows wider than :data:`MAX_DENSIFIED_FEATURES` and sets too small for an arbiter keep
+    ``step``'s own rule (candidate ``None``).
     """
     n = _num_samples(X)
-    if sp.issparse(X) or n < 3:
+    if n < 3 or (sp.issparse(X) and X.shape[1] > MAX_DENSIFIED_FEATURES):
         return (*step.cluster(affinity, eig_seed, seed), None)
     rows = draw_rows(n, MAX_SAMPLES_AUTO, seed)
     counted = X if rows is None else _safe_indexing(X, rows)
+    if sp.issparse(counted):
+        counted = counted.toarray()
     kernel, counting_step, arbiter = counting_setup(name, step)
     _, _, k, eigenvalues, chosen = arbiter.cluster(counting_step, kernel.affinity(counted),
                                                    check_array(counted), eig_seed, seed)

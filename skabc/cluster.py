@@ -102,7 +102,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         the set's 10-NN graph, each with two ``k`` rules (about three more spectral steps); with
         ``n_clusters`` given: both cut into ``n_clusters`` (one more).  ``'generic-knn'``: the same choice
         of ``k``, the 10-NN graph cut into it.  ``'generic-count'``: ``k`` as ``ABCClustering()`` finds it
-        (the generic kernel and its arbiter, on at most 2,000 of the rows; dense ``X`` only), this model's
+        (the generic kernel and its arbiter, on at most 2,000 of the rows, sparse ones made dense), this model's
         affinity cut into it (:mod:`skabc._counting`).  ``None``: the kernel's affinity only.  ``'auto'``:
         the kernel's recommendation (``'generic'`` for the generic kernel, or ``'generic-knn'`` for one
         fine-tuned on held-out classes, :func:`~skabc.training.validation.choose_partition`), with ``k``

@@ -281,12 +281,26 @@ def test_a_precomputed_matrix_has_no_rows_to_count_with(moons, affinity):
     assert ABCClustering(affinity=affinity, random_state=0).fit(matrix).arbiter_ is None
 
 
-def test_sparse_rows_keep_the_eigengap_and_say_so(blobs):
+@pytest.mark.parametrize("affinity", ["rbf", "nearest_neighbors"])
+def test_sparse_rows_are_counted_as_the_same_rows_stored_dense(moons, affinity):
+    """Sparse X read its affinity's own eigengap: the same 300 moons found 2 clusters dense, more as CSR."""
+    X = moons[0]
+    dense = ABCClustering(affinity=affinity, random_state=0).fit(X)
+    model = ABCClustering(affinity=affinity, random_state=0).fit(sp.csr_matrix(X))
+    assert model.arbiter_ == "generic-count" and model.candidate_ == dense.candidate_
+    assert model.n_clusters_ == dense.n_clusters_ == 2
+    np.testing.assert_array_equal(model.labels_, dense.labels_)
+
+
+def test_very_wide_sparse_rows_keep_the_eigengap_and_say_so(blobs, monkeypatch):
+    from skabc import _counting
+
+    monkeypatch.setattr(_counting, "MAX_DENSIFIED_FEATURES", 1)  # the blobs' two columns are then too wide
     X = np.abs(blobs[0])
-    dense = ABCClustering(affinity="rbf", n_clusters_selection="eigengap", random_state=0).fit(X)
+    own = ABCClustering(affinity="rbf", n_clusters_selection="eigengap", random_state=0).fit(X)
     model = ABCClustering(affinity="rbf", random_state=0).fit(sp.csr_matrix(X))
     assert model.arbiter_ == "generic-count" and model.candidate_ is None
-    np.testing.assert_array_equal(model.labels_, dense.labels_)
+    np.testing.assert_array_equal(model.labels_, own.labels_)
 
 
 def test_counted_sets_are_reproducible_and_counted_per_group(moons):
