@@ -68,7 +68,7 @@ def densify(X, kernel) -> np.ndarray:
             "width first (e.g. sklearn's TruncatedSVD), or use affinity='nearest_neighbors' or 'rbf', which "
             "take sparse X."
         )
-    return X.toarray()
+    return X.astype(np.float32).toarray()  # the network's dtype: float64 sparse input would double the copy
 
 
 def warn_if_square(model, X, group_codes) -> None:

@@ -242,6 +242,19 @@ def test_learned_affinity_refuses_a_sparse_X_too_large_to_densify():
         ABCClustering(kernel=kernel).fit(X)
 
 
+def test_sparse_float64_rows_reach_the_kernel_as_float32_and_cluster_as_dense(blobs, monkeypatch):
+    """The dense copy of sparse features is the network's float32, as the memory check counts it."""
+    from skabc import _fit_inputs
+
+    seen = []
+    real = _fit_inputs.densify
+    monkeypatch.setattr(_fit_inputs, "densify", lambda X, kernel: seen.append(real(X, kernel)) or seen[-1])
+    X = blobs[0]
+    labels = ABCClustering(random_state=0).fit(sp.csr_matrix(X)).labels_
+    assert seen and seen[0].dtype == np.float32
+    np.testing.assert_array_equal(labels, ABCClustering(random_state=0).fit(X.astype(np.float32)).labels_)
+
+
 # ------------------------------------------------------------------ k unknown with a scikit-learn affinity
 @pytest.fixture(scope="module")
 def moons():
@@ -283,7 +296,7 @@ def test_a_precomputed_matrix_has_no_rows_to_count_with(moons, affinity):
 
 @pytest.mark.parametrize("affinity", ["rbf", "nearest_neighbors"])
 def test_sparse_rows_are_counted_as_the_same_rows_stored_dense(moons, affinity):
-    """Sparse X read its affinity's own eigengap: the same 300 moons found 2 clusters dense, more as CSR."""
+    """Sparse X read its affinity's own eigengap: the same 300 moons gave 2 clusters dense, 27 as CSR (kNN)."""
     X = moons[0]
     dense = ABCClustering(affinity=affinity, random_state=0).fit(X)
     model = ABCClustering(affinity=affinity, random_state=0).fit(sp.csr_matrix(X))
