@@ -56,7 +56,8 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
     names = meta.get("feature_names_in")
     if names:
         model.feature_names_in_ = np.asarray(names, dtype=object)
-    elif hasattr(kernel, "feature_names_in_"):
+    elif "feature_names_in" not in meta and hasattr(kernel, "feature_names_in_"):
+        # Version-1 files did not say; a later file's None means the model saw none (its kernel may have).
         model.feature_names_in_ = kernel.feature_names_in_
     model.labels_ = tensors["labels_"].numpy()
     model.n_clusters_ = meta["n_clusters"]

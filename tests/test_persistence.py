@@ -111,3 +111,21 @@ def test_files_are_tagged_with_their_class(tiny_kernel, tmp_path):
     model.save(tmp_path / "m.safetensors")
     with pytest.raises(ValueError, match=r"(?i)not a kernel"):
         pretrained.load_saved_kernel(tmp_path / "m.safetensors")
+
+
+def test_a_loaded_model_has_feature_names_only_if_the_model_saw_them(blob_data, tmp_path):
+    """A kernel fitted on a DataFrame lent its column names to a model fitted on an ndarray once loaded."""
+    import pandas as pd
+
+    X, y, groups = blob_data
+    frame = pd.DataFrame(X, columns=[f"c{i}" for i in range(X.shape[1])])
+    kernel = ContextualKernel(**TINY).fit(frame, y, groups=groups)
+    model = ABCClustering(kernel=FrozenEstimator(kernel), n_clusters=3, random_state=0).fit(X[:30])
+    assert not hasattr(model, "feature_names_in_")
+    model.save(tmp_path / "model.safetensors")
+    loaded = ABCClustering.load(tmp_path / "model.safetensors", device="cpu")
+    assert not hasattr(loaded, "feature_names_in_")
+    np.testing.assert_array_equal(loaded.predict(X[:30]), model.predict(X[:30]))
+    named = ABCClustering(kernel=FrozenEstimator(kernel), n_clusters=3, random_state=0).fit(frame.iloc[:30])
+    named.save(tmp_path / "named.safetensors")
+    assert list(ABCClustering.load(tmp_path / "named.safetensors", device="cpu").feature_names_in_) == list(frame)
