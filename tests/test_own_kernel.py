@@ -357,6 +357,19 @@ def test_scratch_switch_and_its_conflict_with_init_generic(blobs):
         ContextualKernel(**TINY_NET, **FAST, init="generic", max_epochs=1).fit(X, y)
 
 
+def test_warm_start_of_a_fine_tuned_kernel_refuses_a_changed_network(blobs):
+    """A probe: set_params(d_model=32) then a warm fit kept the generic network silently (d_model 64); and a
+    second warm start of a fine-tuned kernel tried to load its weights into a default network."""
+    X, y = blobs
+    kernel = ContextualKernel(**FAST, max_epochs=1, sets_per_epoch=4, warm_start=True).fit(X, y)
+    assert kernel.init_ == "generic"
+    for _ in range(2):  # continuing with the defaults, as often as wanted
+        kernel.fit(X, y)
+        assert kernel.init_ == "warm_start" and kernel.network_params_["canonical_features"] == 64
+    with pytest.raises(ValueError, match=r"warm_start=True continues the fitted network.*d_model: 64 -> 32"):
+        kernel.set_params(d_model=32).fit(X, y)
+
+
 def test_auto_schedule_with_early_stopping_ends_no_worse_than_it_started(blobs, monkeypatch):
     X, y = blobs
     # The automatic schedule, shortened for a unit test: the same code path with two epochs of one step.

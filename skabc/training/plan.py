@@ -146,8 +146,21 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     # architecture then fails to load the weights, with a clear error).
     start_state = kernel.module_.state_dict() if continuing else None
     recommended = kernel.recommended_clustering() if continuing else {}
-    fine_tuned = continuing and getattr(kernel, "init_", None) == GENERIC
-    network = dict(kernel.network_params_) if fine_tuned else own_network
+    network = own_network
+    if continuing:
+        fitted = getattr(kernel, "network_params_", None)  # absent on a loaded kernel: its own parameters
+        network = dict(fitted or own_network)
+        # A kernel fine-tuned from the generic one (however many warm starts ago) runs the generic network
+        # with its own parameters at their defaults; any other runs its own.  Changed since: refused.
+        from_generic = bool(fitted) and network != own_network and network == _generic_network(kernel.device)
+        expected = default_network_params(kernel) if from_generic else network
+        moved = {k: v for k, v in own_network.items() if v != expected[k]}
+        if moved:
+            raise ValueError(
+                "warm_start=True continues the fitted network and cannot change its parameters "
+                f"({', '.join(f'{k}: {expected[k]!r} -> {v!r}' for k, v in moved.items())}); reset them, or set "
+                "warm_start=False to train a new network."
+            )
     if init == GENERIC:
         changed = {k: v for k, v in own_network.items() if v != default_network_params(kernel)[k]}
         if changed:
@@ -272,6 +285,12 @@ def _classes_per_group(labels: np.ndarray, group_codes) -> int:
     """Largest number of distinct labelled classes within one group (all rows when no groups)."""
     pairs, _ = _group_class_pairs(labels, group_codes)
     return max(1, int(np.bincount(pairs[:, 0] - pairs[:, 0].min()).max())) if len(pairs) else 1
+
+
+def _generic_network(device) -> dict:
+    """The network parameters of the shipped generic kernel."""
+    start = _load_generic(device)
+    return {name: start.get_params()[name] for name in NETWORK_PARAMS}
 
 
 def _load_generic(device):
