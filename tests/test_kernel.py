@@ -241,6 +241,51 @@ def test_checkpoint_of_other_configuration_is_refused(blob_data, tmp_path):
         ContextualKernel(**{**TINY, "d_model": 8, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
 
 
+def test_checkpoint_of_other_data_is_refused(blob_data, tmp_path, capsys):
+    """A probe: the same configuration fitted on other data returned the checkpoint's weights, silently."""
+    X, y, g = blob_data
+    ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+    again = ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path, "verbose": 1}).fit(X, y, groups=g)
+    assert "Resuming from the checkpoint" in capsys.readouterr().out and len(again.net_.history) == 1
+    for other in ((X[::-1], y, g), (X, y[::-1], g), (X, y, g[::-1])):
+        with pytest.raises(ValueError, match="trained on other data"):
+            ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(other[0], other[1], groups=other[2])
+
+
+def test_resumed_fine_tune_mixes_with_the_true_start(tmp_path):
+    """A probe: a fine-tune resumed from its checkpoint mixed with the checkpoint's weights, not the generic
+    start (fine_tune_alpha_ 0.5 reported, the weights of 1.0 returned)."""
+    from skabc.datasets import make_circles_sets
+
+    X, y, _ = make_circles_sets(n_sets=6, set_size=40, random_state=0)
+    params = dict(max_epochs=2, sets_per_epoch=4, batch_size=4, set_size=(20, 40), random_state=0, device="cpu")
+    full = ContextualKernel(**params).fit(X, y)
+    assert full.fine_tune_alpha_ == 0.5 and full.validation_score_ is None
+    first = ContextualKernel(**params, checkpoint_dir=tmp_path)
+    with pytest.warns(RuntimeWarning, match="interrupted after 1 of 2 epochs"):
+        _train_epochs(first, X, y, None, epochs=1)
+    resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y)
+    np.testing.assert_allclose(resumed.transform(X[:40]), full.transform(X[:40]), atol=1e-5)
+    finished = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y)  # nothing left to train
+    np.testing.assert_allclose(finished.transform(X[:40]), full.transform(X[:40]), atol=1e-5)
+
+
+def test_resumed_validated_fine_tune_scores_the_true_start(tmp_path):
+    """With held-out groups, a resumed run scored the checkpoint's weights as its start."""
+    from skabc.datasets import make_circles_sets
+
+    X, y, groups = make_circles_sets(n_sets=10, set_size=40, random_state=0)
+    params = dict(max_epochs=2, sets_per_epoch=4, batch_size=4, set_size=(20, 40), random_state=0, device="cpu",
+                  early_stopping=True, n_iter_no_change=5)
+    full = ContextualKernel(**params).fit(X, y, groups=groups)
+    first = ContextualKernel(**params, checkpoint_dir=tmp_path)
+    with pytest.warns(RuntimeWarning, match="interrupted after 1 of 2 epochs"):
+        _train_epochs(first, X, y, groups, epochs=1)
+    resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=groups)
+    assert resumed.start_validation_score_ == pytest.approx(full.start_validation_score_, abs=1e-9)
+    assert resumed.validation_score_ >= resumed.start_validation_score_
+
+
 # ------------------------------------------------------------------ bad input
 def _X():
     return np.random.default_rng(0).normal(size=(20, 2))

@@ -41,13 +41,19 @@ class StartWeightMix(Callback):
     ----------
     alpha : float
         Share of the trained weights, in ``(0, 1]``.
+    start_state : dict, default=None
+        The weights the fit started from; ``None``: the module's at train begin.  Given, a run resumed from
+        a checkpoint (whose module holds the checkpoint's weights at train begin) mixes with the true start.
     """
 
-    def __init__(self, alpha: float) -> None:
+    def __init__(self, alpha: float, start_state: dict | None = None) -> None:
         self.alpha = alpha
+        self.start_state = start_state
 
     def on_train_begin(self, net, **kwargs):
-        self.start_state_ = _copy_state(net.module_) if self.alpha < 1.0 else None
+        start = self.start_state if self.start_state is not None else net.module_.state_dict()
+        self.start_state_ = ({name: value.detach().clone() for name, value in start.items()}
+                             if self.alpha < 1.0 else None)
 
     def on_train_end(self, net, **kwargs):
         if self.start_state_ is not None:
@@ -58,8 +64,8 @@ class StartWeightMix(Callback):
         return trained if self.start_state_ is None else mix_weights(self.start_state_, trained, self.alpha)
 
     def release(self) -> None:
-        """Drop the copy of the starting weights (once the fit is done: none in pickles)."""
-        self.start_state_ = None
+        """Drop the copies of the starting weights (once the fit is done: none in pickles)."""
+        self.start_state_ = self.start_state = None
 
 
 class ValidationSetsScoring(Callback):
@@ -104,6 +110,10 @@ class ValidationSetsScoring(Callback):
     knn_partition : bool, default=False
         With ``choose_clustering=False``: switch the arbiter of ``settings`` to its kNN-partition variant
         unless the sets reject it (:func:`~skabc.training.validation.choose_partition`).
+    start_state : dict, default=None
+        The weights the fit started from; ``None``: the module's at train begin.  Given, a run resumed from a
+        checkpoint scores, mixes with and falls back to the true start, not the checkpoint's weights (the best
+        epoch before the interruption is not kept: only epochs after the resume compete with the start).
 
     Attributes
     ----------
@@ -126,7 +136,9 @@ class ValidationSetsScoring(Callback):
     """
 
     def __init__(self, sets: list, settings: dict, patience: int | None = 5, name: str = "valid_ari",
-                 choose_clustering: bool = True, alpha: float = 1.0, knn_partition: bool = False) -> None:
+                 choose_clustering: bool = True, alpha: float = 1.0, knn_partition: bool = False,
+                 start_state: dict | None = None) -> None:
+        self.start_state = start_state
         self.sets = sets
         self.settings = settings
         self.patience = patience
@@ -139,10 +151,14 @@ class ValidationSetsScoring(Callback):
         # Epochs are scored by the kernel's own partitions (the weights only change the kernel; an arbiter would
         # cost three more spectral steps a set every epoch); choose_settings tries the arbiter once, at the end.
         self.epoch_settings_ = {name: value for name, value in self.settings.items() if name != "arbiter"}
+        current = _copy_state(net.module_)
+        if self.start_state is not None:  # the true start (a resumed run's module holds the checkpoint)
+            net.module_.load_state_dict(self.start_state)
+        self.best_state_ = self.start_state_ = _copy_state(net.module_)
         self.start_score_ = score_sets(net.module_, self.sets, self.epoch_settings_)
+        net.module_.load_state_dict(current)
         self.best_score_ = self.start_score_
         self.best_epoch_ = 0
-        self.best_state_ = self.start_state_ = _copy_state(net.module_)
         self.stopped_ = False
         self.kept_start_ = False
 
@@ -162,6 +178,7 @@ class ValidationSetsScoring(Callback):
     def on_train_end(self, net, **kwargs):
         # No second copy of the weights in pickles.
         state, start, self.best_state_, self.start_state_ = self.best_state_, self.start_state_, None, None
+        self.start_state = None
         if state is not None and start is not None and self.best_epoch_ > 0 and self.alpha < 1.0:
             state = mix_weights(start, state, self.alpha)
         if state is not None:

@@ -8,6 +8,7 @@ by hand (skorch has no ``random_state``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import pickle
@@ -88,7 +89,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         net.initialize()
         if previous_state is not None:
             _load_warm_start(net, previous_state)
-        done = _checkpointed_epochs(kernel)
+        done = _checkpointed_epochs(kernel, data_digest(X, labels, group_codes))
         # LoadInitState restores the checkpoint at train begin; partial_fit keeps that state and turns
         # Ctrl-C into a clean stop.
         net.partial_fit(dataset, y=None, epochs=max(0, kernel.max_epochs - done))
@@ -182,24 +183,47 @@ def _load_warm_start(net: NeuralNet, state: dict) -> None:
         ) from exc
 
 
-def _checkpointed_epochs(kernel) -> int:
-    """Epochs already saved in ``checkpoint_dir`` (0 if none); refuse a checkpoint of another configuration."""
+def data_digest(X: np.ndarray, labels: np.ndarray, group_codes) -> str:
+    """SHA-256 of the training rows, their labels and groups: a checkpoint resumes on the data it was made of."""
+    digest = hashlib.sha256()
+    for part in (X, labels, np.zeros(0) if group_codes is None else group_codes):
+        part = np.ascontiguousarray(part)
+        digest.update(f"{part.dtype.str}{part.shape}".encode())
+        digest.update(part.tobytes())
+    return digest.hexdigest()
+
+
+def _checkpointed_epochs(kernel, data: str) -> int:
+    """Epochs already saved in ``checkpoint_dir`` (0 if none); refuse a checkpoint of another configuration
+    or of other data (``data``: :func:`data_digest`)."""
     if kernel.checkpoint_dir is None:
         return 0
     directory = Path(kernel.checkpoint_dir)
     directory.mkdir(parents=True, exist_ok=True)
     config_file = directory / _CONFIG_FILE
-    config = json.dumps(describe_params(kernel), sort_keys=True)
+    params = describe_params(kernel)
     history = directory / CHECKPOINT_FILES["f_history"]
     if history.exists():
-        saved = config_file.read_text() if config_file.exists() else None
-        if saved != config:
+        try:
+            saved = json.loads(config_file.read_text()) if config_file.exists() else None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            saved = None
+        saved_data = saved.pop("_data", None) if isinstance(saved, dict) else None
+        if json.dumps(saved, sort_keys=True) != json.dumps(params, sort_keys=True):
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration; "
                 "use another directory or remove it to start afresh."
             )
+        # Checkpoints written before the data were recorded resume as they did.
+        if saved_data is not None and saved_data != data:
+            raise ValueError(
+                f"checkpoint_dir={str(directory)!r} holds a checkpoint of this configuration trained on other data "
+                "(X, y or groups differ); use another directory or remove it to start afresh."
+            )
+        if kernel.verbose:
+            print(f"Resuming from the checkpoint in {str(directory)!r}.")
         return _check_checkpoint_files(directory)
-    config_file.write_text(config)
+    config_file.write_text(json.dumps({**params, "_data": data}, sort_keys=True))
     return 0
 
 

@@ -216,9 +216,9 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         class_split = not on_groups and init == GENERIC
         callbacks.append(("validation", ValidationSetsScoring(sets, recommended, patience=kernel.n_iter_no_change,
                                                               choose_clustering=not class_split, alpha=alpha,
-                                                              knn_partition=class_split)))
+                                                              knn_partition=class_split, start_state=start_state)))
     if held_out is None and alpha < 1.0:
-        callbacks.append(("start_weight_mix", StartWeightMix(alpha)))
+        callbacks.append(("start_weight_mix", StartWeightMix(alpha, start_state)))
     max_time = kernel.max_time
     if max_time == "auto":
         max_time = AUTO_MAX_TIME if schedule is not None else None
