@@ -137,11 +137,14 @@ def _train(args: argparse.Namespace) -> int:
     X = _read_array(args.X, "X", 2)
     y = _read_array(args.y, "y", 1)
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
-    kernel = ContextualKernel(
-        init="scratch", attention=args.attention, compat=args.compat, d_model=args.d_model, n_blocks=args.n_blocks,
-        set_size=tuple(args.set_size), max_epochs=args.epochs, random_state=args.seed,
-        verbose=0 if args.quiet else 1,
-    )
+    # ContextualKernel()'s defaults (a fine-tune of the generic kernel on an automatic schedule) unless a network
+    # option or --scratch asks for a new network; only the options given override the defaults.
+    given = {"attention": args.attention, "compat": args.compat, "d_model": args.d_model, "n_blocks": args.n_blocks,
+             "set_size": None if args.set_size is None else tuple(args.set_size), "max_time": args.max_time,
+             "max_epochs": args.epochs}
+    kernel = ContextualKernel(**{name: value for name, value in given.items() if value is not None},
+                              init="scratch" if args.scratch else "auto", random_state=args.seed,
+                              verbose=0 if args.quiet else 1)
     kernel.fit(X, y, groups=groups)
     kernel.save(args.output)
     if not args.quiet:
@@ -276,12 +279,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("y", help="cluster labels, (n,) .npy or .csv; -1 marks unlabelled rows")
     train.add_argument("-o", "--output", required=True, help="where to save the kernel (.safetensors)")
     train.add_argument("--groups", help="group of every row, (n,): training sets are drawn within groups")
-    train.add_argument("--attention", default="sab", choices=["sab", "isab", "sampled", "opa"])
-    train.add_argument("--compat", default="multiplicative", choices=["multiplicative", "additive"])
-    train.add_argument("--d-model", type=_positive_int, default=64)
-    train.add_argument("--n-blocks", type=int, default=4)
-    train.add_argument("--set-size", type=_positive_int, nargs=2, default=[50, 200], metavar=("MIN", "MAX"))
-    train.add_argument("--epochs", type=_positive_int, default=40)
+    network = "; any network option trains a new network from scratch (default: fine-tune the generic kernel)"
+    train.add_argument("--attention", choices=["sab", "isab", "sampled", "opa"], help="attention backend" + network)
+    train.add_argument("--compat", choices=["multiplicative", "additive"], help="similarity head" + network)
+    train.add_argument("--d-model", type=_positive_int, help="embedding width" + network)
+    train.add_argument("--n-blocks", type=int, help="attention blocks" + network)
+    train.add_argument("--scratch", action="store_true", help="train the default network from scratch")
+    train.add_argument("--set-size", type=_positive_int, nargs=2, metavar=("MIN", "MAX"),
+                       help="training set sizes (default: 50 200)")
+    train.add_argument("--epochs", type=_positive_int,
+                       help="epochs (default: an automatic schedule from the rows and classes, with early stopping)")
+    train.add_argument("--max-time", type=float, help="seconds of training before it stops (default: automatic)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     train.set_defaults(func=_train)
