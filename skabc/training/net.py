@@ -218,7 +218,8 @@ def _checkpointed_epochs(kernel, data: str) -> int:
         if saved_data is not None and saved_data != data:
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of this configuration trained on other data "
-                "(X, y or groups differ); use another directory or remove it to start afresh."
+                "(X, y or groups differ, or the held-out validation rows: with random_state=None every fit draws "
+                "them anew, so pass an int); use another directory or remove it to start afresh."
             )
         if kernel.verbose:
             print(f"Resuming from the checkpoint in {str(directory)!r}.")

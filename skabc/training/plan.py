@@ -141,9 +141,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     continuing = kernel.warm_start and hasattr(kernel, "module_")
     init = resolve_init(kernel, continuing)
     own_network = {name: getattr(kernel, name) for name in NETWORK_PARAMS}
-    # A warm start continues from the fitted weights, with the settings recommended for them; a kernel
-    # fine-tuned from the generic one keeps that network, any other uses its own parameters (a changed
-    # architecture then fails to load the weights, with a clear error).
+    # A warm start continues from the fitted weights and network, with the settings recommended for them.
     start_state = kernel.module_.state_dict() if continuing else None
     recommended = kernel.recommended_clustering() if continuing else {}
     network = own_network
