@@ -161,9 +161,7 @@ class _Source:
             if rule == "given":
                 if step.n_clusters is None:
                     raise ValueError("candidates of rule 'given' need a given n_clusters")
-                spectrum = laplacian_eigenvalues(self.affinity, min(self.spectrum_size, self.affinity.shape[0]),
-                                                 random_state=eigen_seed, eigen_solver=step.eigen_solver,
-                                                 eigen_tol=step.eigen_tol)
+                spectrum = self._solve_spectrum(eigen_seed)
                 # eigenvalues_ stays None with k given, as without an arbiter; the features read the spectrum.
                 self.found["given"] = (int(step.n_clusters), None)
             elif rule == "consensus":
@@ -191,10 +189,13 @@ class _Source:
     def read_spectrum(self, eigen_seed) -> np.ndarray:
         """This affinity's spectrum: the longest a rule computed, else ``spectrum_size`` eigenvalues."""
         if self.spectrum is None or not len(self.spectrum):
-            self.spectrum = laplacian_eigenvalues(self.affinity, min(self.spectrum_size, self.affinity.shape[0]),
-                                                  random_state=eigen_seed, eigen_solver=self.step.eigen_solver,
-                                                  eigen_tol=self.step.eigen_tol)
+            self.spectrum = self._solve_spectrum(eigen_seed)
         return self.spectrum
+
+    def _solve_spectrum(self, eigen_seed) -> np.ndarray:
+        return laplacian_eigenvalues(self.affinity, min(self.spectrum_size, self.affinity.shape[0]),
+                                     random_state=eigen_seed, eigen_solver=self.step.eigen_solver,
+                                     eigen_tol=self.step.eigen_tol)
 
     def labels_at(self, k: int, seed: int) -> np.ndarray:
         if k not in self.partitions:

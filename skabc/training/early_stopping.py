@@ -16,8 +16,12 @@ from skorch.callbacks import Callback
 from .validation import choose_partition, choose_settings, score_sets, settings_label
 
 
+def _clone_state(state: dict) -> dict:
+    return {k: v.detach().clone() for k, v in state.items()}
+
+
 def _copy_state(module) -> dict:
-    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+    return _clone_state(module.state_dict())
 
 
 def mix_weights(start: dict, trained: dict, alpha: float) -> dict:
@@ -52,8 +56,7 @@ class StartWeightMix(Callback):
 
     def on_train_begin(self, net, **kwargs):
         start = self.start_state if self.start_state is not None else net.module_.state_dict()
-        self.start_state_ = ({name: value.detach().clone() for name, value in start.items()}
-                             if self.alpha < 1.0 else None)
+        self.start_state_ = _clone_state(start) if self.alpha < 1.0 else None
 
     def on_train_end(self, net, **kwargs):
         if self.start_state_ is not None:
@@ -151,12 +154,15 @@ class ValidationSetsScoring(Callback):
         # Epochs are scored by the kernel's own partitions (the weights only change the kernel; an arbiter would
         # cost three more spectral steps a set every epoch); choose_settings tries the arbiter once, at the end.
         self.epoch_settings_ = {name: value for name, value in self.settings.items() if name != "arbiter"}
-        current = _copy_state(net.module_)
-        if self.start_state is not None:  # the true start (a resumed run's module holds the checkpoint)
-            net.module_.load_state_dict(self.start_state)
-        self.best_state_ = self.start_state_ = _copy_state(net.module_)
-        self.start_score_ = score_sets(net.module_, self.sets, self.epoch_settings_)
-        net.module_.load_state_dict(current)
+        if self.start_state is None:
+            self.best_state_ = self.start_state_ = _copy_state(net.module_)
+            self.start_score_ = score_sets(net.module_, self.sets, self.epoch_settings_)
+        else:  # the true start, scored in place of the module's (a resumed run's holds the checkpoint)
+            current = _copy_state(net.module_)
+            self.best_state_ = self.start_state_ = _clone_state(self.start_state)
+            net.module_.load_state_dict(self.start_state_)
+            self.start_score_ = score_sets(net.module_, self.sets, self.epoch_settings_)
+            net.module_.load_state_dict(current)
         self.best_score_ = self.start_score_
         self.best_epoch_ = 0
         self.stopped_ = False
