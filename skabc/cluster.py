@@ -10,7 +10,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _fit_inputs, persistence
 from ._clustering_io import check_clustering, describe_clustering, restore_clustering
@@ -295,9 +295,8 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         X : {array-like, sparse matrix} of shape (n_samples, n_features) or (n_samples, n_samples)
             Points to cluster (one set, or one set per group); the affinity
             (``affinity='precomputed'``) or distance
-            (``'precomputed_nearest_neighbors'``) matrix.  The learned
-            affinity densifies sparse ``X`` (refused when the dense copy
-            would not fit in memory).
+            (``'precomputed_nearest_neighbors'``) matrix.  The learned affinity densifies
+            sparse ``X`` (refused when the dense copy would not fit in memory).
         y : array-like of shape (n_samples,), default=None
             Ignored, as by every scikit-learn clusterer, unless ``kernel`` is
             an unfitted kernel (trained on these labels) or a fitted one with
@@ -349,10 +348,13 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "kernel_")
+        n_samples = _num_samples(X_in := self._predict_input(X))
+        return cluster_groups(self, X_in, n_samples, encode_groups(groups, n_samples))[0]
+
+    def _predict_input(self, X):
+        """``X`` validated against what ``fit`` saw (width, feature names), as the kernel takes it."""
         check_not_masked_or_missing(X)
-        checked = validate_set(self, X, reset=False, ensure_min_samples=1)
-        X_in = kernel_input(self, X, checked)
-        return cluster_groups(self, X_in, checked.shape[0], encode_groups(groups, checked.shape[0]))[0]
+        return kernel_input(self, X, validate_set(self, X, reset=False, ensure_min_samples=1))
 
     def fit_predict(self, X, y=None, groups=None):
         """Fit (training the kernel on ``y`` only when ``kernel`` asks for it) and return the labels of ``X``.
@@ -432,13 +434,11 @@ class ABCClustering(ClusterMixin, BaseEstimator):
     def predict_many(self, sets, n_jobs=None):
         """Cluster many independent sets with the fitted kernel, in parallel.
 
-        Each set is clustered exactly as ``predict(set)`` would cluster it
-        alone (labels start at 0 in every set), so the result equals
-        ``[self.predict(s) for s in sets]``.  The sets are dispatched with
-        :class:`joblib.Parallel`; run the call inside
-        ``joblib.parallel_config(backend='dask')`` to spread them over the
-        workers of a :class:`dask.distributed.Client` (the fitted kernel is
-        pickled to the workers).
+        Each set is validated and clustered exactly as ``predict(set)`` would
+        (labels from 0 in every set): the result equals ``[self.predict(s) for s
+        in sets]``.  The sets are dispatched with :class:`joblib.Parallel`; inside
+        ``joblib.parallel_config(backend='dask')`` they spread over the workers of
+        a :class:`dask.distributed.Client` (the fitted kernel is pickled to them).
 
         Parameters
         ----------
@@ -455,7 +455,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             Cluster labels of each set, in the order of ``sets``.
         """
         check_is_fitted(self, "kernel_")
-        sets = list(sets)
+        sets = [self._predict_input(s) for s in sets]
         # The seeds predict(s) would draw, set after set: fixed before dispatch, so
         # scheduling cannot change them (an int random_state gives every set the same seeds).
         seeds = [draw_seeds(self, check_random_state(self.random_state), 1)[0] for _ in sets]

@@ -526,3 +526,18 @@ def test_likelihood_selection_needs_probabilities():
         ABCClustering(kernel=kernel, n_clusters_selection="likelihood").fit(X)
     with pytest.raises(ValueError, match="n_clusters_selection"):
         ABCClustering(kernel=kernel, n_clusters_selection="magic").fit(X)
+
+
+def test_predict_many_validates_every_set_as_predict_does():
+    """A set of another width or with other feature names is refused, not silently clustered."""
+    import pandas as pd
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(120, centers=3, n_features=2, random_state=0)
+    model = ABCClustering(random_state=0).fit(pd.DataFrame(X, columns=["a", "b"]))
+    with pytest.raises(ValueError, match="5 features, but ABCClustering is expecting 2"):
+        model.predict_many([X[:30], np.random.default_rng(0).random((30, 5))])
+    with pytest.raises(ValueError, match="feature names"):
+        model.predict_many([pd.DataFrame(X[:30], columns=["x", "y"])])
+    frame = pd.DataFrame(X[:40], columns=["a", "b"])
+    np.testing.assert_array_equal(model.predict_many([frame])[0], model.predict(frame))
