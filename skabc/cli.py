@@ -86,11 +86,14 @@ def _check_output(path: str, what: str) -> None:
 
 
 def _read_array(path: str, what: str, ndim: int):
-    """Load a .npy (never pickled objects) or .csv file; a non-numeric first line is a header.
+    """Load a .npy (never pickled objects) or comma-separated text file; a non-numeric first line is a header.
 
-    Text is read as UTF-8 with an optional byte-order mark (as spreadsheet programs write it), so a
-    marked first row is still recognised as data.
+    Any name but .npy is read as text (``cluster -o labels.out`` writes text, which ``evaluate`` reads
+    back), as UTF-8 with an optional byte-order mark (as spreadsheet programs write it), so a marked
+    first row is still recognised as data.
     """
+    import warnings
+
     import numpy as np
 
     file = Path(path)
@@ -99,7 +102,7 @@ def _read_array(path: str, what: str, ndim: int):
     try:
         if file.suffix == ".npy":
             data = np.load(file, allow_pickle=False)
-        elif file.suffix in (".csv", ".txt"):
+        else:
             with file.open(encoding="utf-8-sig") as f:
                 first = f.readline()
             try:
@@ -107,11 +110,13 @@ def _read_array(path: str, what: str, ndim: int):
                 skip = 0
             except ValueError:
                 skip = 1
-            data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")
-        else:
-            raise ValueError(f"{what} file {path!r} must be .npy or .csv")
-    except (OSError, ValueError) as exc:
+            with warnings.catch_warnings():  # an empty file is refused below, by name
+                warnings.simplefilter("ignore", UserWarning)
+                data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read {what} from {path!r}: {exc}") from None
+    if data.size == 0:
+        raise ValueError(f"{what} file {path!r} holds no values")
     if ndim == 1:
         data = data.reshape(-1) if data.ndim == 2 and 1 in data.shape else data
     if data.ndim != ndim:
@@ -316,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = sub.add_parser("evaluate", help="compare labels with the truth (ARI, NMI)",
                               description="Print the adjusted Rand index and NMI of labels against true labels.")
-    evaluate.add_argument("labels", help="predicted labels, .npy or .csv")
+    evaluate.add_argument("labels", help="predicted labels, .npy or comma-separated text (what cluster -o wrote)")
     evaluate.add_argument("truth", help="true labels, .npy or .csv")
     evaluate.set_defaults(func=_evaluate)
     return parser

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import matplotlib
 import numpy as np
 import pytest
@@ -156,18 +158,38 @@ def test_cli_cluster_max_clusters_lets_the_estimate_past_50(tmp_path, capsys):
         (["cluster", "{X}", "--pretrained", "nope", "-o", "l.npy"], "unknown pretrained kernel"),
         (["cluster", "{X}", "--kernel", "{bad}", "-o", "l.npy"], "not a safetensors file"),
         (["evaluate", "{X1}", "{X2}"], "entries"),
+        (["evaluate", "{empty}", "{empty}"], "holds no values"),  # scored ARI 1.0 and exit 0 before
+        (["evaluate", "{header}", "{header}"], "holds no values"),
     ],
 )
 def test_cli_bad_files_give_a_message_not_a_traceback(tmp_path, capsys, argv, message):
     (tmp_path / "bad.npy").write_bytes(b"not numpy")
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "header.csv").write_text("label\n")
     np.save(tmp_path / "X.npy", np.zeros((10, 2)))
     np.save(tmp_path / "X1.npy", np.zeros(10))
     np.save(tmp_path / "X2.npy", np.zeros(9))
-    paths = {"bad": tmp_path / "bad.npy", "X": tmp_path / "X.npy", "X1": tmp_path / "X1.npy", "X2": tmp_path / "X2.npy"}
+    paths = {"bad": tmp_path / "bad.npy", "X": tmp_path / "X.npy", "X1": tmp_path / "X1.npy", "X2": tmp_path / "X2.npy",
+             "empty": tmp_path / "empty.csv", "header": tmp_path / "header.csv"}
     argv = [a.format(**paths) for a in argv]
-    assert main(argv) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "input contained no data" must not reach the user either
+        assert main(argv) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_cli_evaluate_reads_the_text_labels_cluster_writes(tmp_path, capsys):
+    """`cluster -o labels.out` writes text for any name but .npy; `evaluate` refused to read it back."""
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(n_samples=90, centers=3, cluster_std=0.4, random_state=0)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "labels.out"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "labels.out"), str(tmp_path / "y.npy")]) == 0
+    assert capsys.readouterr().out.startswith("ARI 1.0000")
 
 
 @pytest.mark.parametrize("n_clusters", [None, 3])
