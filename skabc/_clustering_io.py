@@ -26,6 +26,15 @@ def describe_clustering(model) -> tuple[dict, dict]:
             f"{type(kernel).__name__}; save that kernel with its own save() if it has one, "
             "and the clustering parameters with get_params()"
         )
+    now = _comparable_params(model)
+    at_fit = getattr(model, "_fitted_params", now)
+    changed = [f"{name} ({at_fit.get(name)!r} -> {value!r})" for name, value in now.items()
+               if value != at_fit.get(name)]
+    if changed:
+        raise ValueError(
+            f"{', '.join(changed)} changed with set_params after fit; predict still clusters with the fitted "
+            "settings, so the saved file would not predict as this model does. Refit, or set them back, first."
+        )
     kernel_meta, kernel_tensors = persistence.describe(kernel)
     tensors = {_KERNEL + k: v for k, v in kernel_tensors.items()}
     tensors["labels_"] = torch.as_tensor(np.asarray(model.labels_, dtype=np.int64))
@@ -42,6 +51,17 @@ def describe_clustering(model) -> tuple[dict, dict]:
     return meta, tensors
 
 
+def remember_fitted_params(model) -> None:
+    """Keep the parameters ``fit`` clustered with: a model changed by ``set_params`` since is not saved as it is."""
+    model._fitted_params = _comparable_params(model)
+
+
+def _comparable_params(model) -> dict:
+    # Objects (a RandomState, a callable) compare by their repr, which names the object: the same one or not.
+    return {name: persistence.json_ready(value, repr) for name, value in model.get_params(deep=False).items()
+            if name != "kernel"}
+
+
 def restore_clustering(cls, meta: dict, tensors: dict, device):
     """A fitted ``cls`` (ABCClustering) from :func:`describe_clustering`'s output, or a version-1 file's."""
     if "class" in meta["kernel"]:
@@ -51,6 +71,7 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
     fitted = FrozenEstimator(kernel) if meta.get("kernel_param") == "frozen" else kernel
     param = None if meta.get("kernel_param") == "none" else fitted
     model = cls(kernel=param, **persistence.unlist(meta["params"]))
+    remember_fitted_params(model)
     model.kernel_ = fitted
     model.n_features_in_ = meta["n_features_in"]
     names = meta.get("feature_names_in")

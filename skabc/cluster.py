@@ -13,7 +13,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _fit_inputs, persistence
-from ._clustering_io import check_clustering, describe_clustering, restore_clustering
+from ._clustering_io import check_clustering, describe_clustering, remember_fitted_params, restore_clustering
 from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
 from ._resolve import resolve_settings
 from ._sets import cluster_groups, draw_seeds, map_sets
@@ -319,8 +319,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
         self.kernel_ = resolve_kernel(self, X_in, y, groups)
         self._resolve_auto(as_kernel(self.kernel_).recommended_clustering())
         labels, affinities, n_found, eigenvalues, chosen = cluster_groups(self, X_in, checked.shape[0], group_codes)
-        self.labels_ = labels
-        self.n_clusters_ = int(sum(n_found))
+        self.labels_, self.n_clusters_ = labels, int(sum(n_found))
         if group_codes is None:
             self.affinity_matrix_ = affinities[0]
             self.eigenvalues_ = eigenvalues[0]
@@ -333,6 +332,7 @@ class ABCClustering(ClusterMixin, BaseEstimator):
             self.affinity_matrix_ = blocks[inverse][:, inverse]
             self.eigenvalues_ = eigenvalues
             self.candidate_ = chosen
+        remember_fitted_params(self)
         return self
 
     def predict(self, X, groups=None):

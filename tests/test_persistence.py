@@ -129,3 +129,22 @@ def test_a_loaded_model_has_feature_names_only_if_the_model_saw_them(blob_data, 
     named = ABCClustering(kernel=FrozenEstimator(kernel), n_clusters=3, random_state=0).fit(frame.iloc[:30])
     named.save(tmp_path / "named.safetensors")
     assert list(ABCClustering.load(tmp_path / "named.safetensors", device="cpu").feature_names_in_) == list(frame)
+
+
+def test_a_model_changed_by_set_params_after_fit_is_not_saved_as_if_it_were_fitted(tmp_path):
+    """predict keeps the fitted settings; a file of the new parameters would predict otherwise (a probe found it
+    did: the loaded model clustered into 2 where the model it came from gave 4)."""
+    X, _, _ = make_blob_sets(n_sets=1, set_size=60, random_state=2)
+    model = ABCClustering(random_state=0).fit(X)
+    model.set_params(n_clusters=2)
+    with pytest.raises(ValueError, match=r"n_clusters \(None -> 2\) changed with set_params after fit"):
+        model.save(tmp_path / "changed.safetensors")
+    model.set_params(n_clusters=None)  # set back: saved, and the loaded model predicts as this one
+    model.save(tmp_path / "back.safetensors")
+    loaded = ABCClustering.load(tmp_path / "back.safetensors")
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    loaded.set_params(max_clusters=10)
+    with pytest.raises(ValueError, match="max_clusters"):  # a loaded model remembers what it was fitted with
+        loaded.save(tmp_path / "again.safetensors")
+    seeded = ABCClustering(random_state=np.random.RandomState(0)).fit(X)  # objects as parameters: fit still works
+    assert seeded.n_clusters_ >= 1
