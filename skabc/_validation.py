@@ -160,6 +160,8 @@ def encode_groups(groups, n_samples: int) -> np.ndarray | None:
     if groups is None:
         return None
     check_not_masked_or_missing_labels(groups, "groups")
+    if np.ndim(groups) != 1:
+        raise ValueError(f"groups must be a 1-D array of one group id per row, got shape {np.shape(groups)}")
     groups = column_or_1d(groups)
     if len(groups) != n_samples:
         raise ValueError(f"groups has {len(groups)} entries but X has {n_samples} rows.")

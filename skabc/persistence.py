@@ -169,6 +169,8 @@ def write(path, meta: dict, tensors: dict) -> None:
         **meta,
     }
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"cannot save to {str(path)!r}: it is a directory; give a file name (e.g. model.safetensors)")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)

@@ -148,3 +148,17 @@ def test_a_model_changed_by_set_params_after_fit_is_not_saved_as_if_it_were_fitt
         loaded.save(tmp_path / "again.safetensors")
     seeded = ABCClustering(random_state=np.random.RandomState(0)).fit(X)  # objects as parameters: fit still works
     assert seeded.n_clusters_ >= 1
+
+
+def test_save_refusals_name_the_problem(tmp_path):
+    """A probe: saving onto a folder raised IsADirectoryError naming a hidden temporary file, and a model of
+    affinity='rbf' was told to save its internal PairwiseKernel 'with its own save()', which has none."""
+    X, y, groups = make_blob_sets(n_sets=4, set_size=30, random_state=3)
+    (tmp_path / "folder").mkdir()
+    kernel = ContextualKernel(**TINY).fit(X, y, groups=groups)
+    with pytest.raises(ValueError, match="it is a directory"):
+        kernel.save(tmp_path / "folder")
+    with pytest.raises(TypeError, match="affinity='rbf' learns nothing to store"):
+        ABCClustering(affinity="rbf", n_clusters=2, random_state=0).fit(X).save(tmp_path / "rbf.safetensors")
+    with pytest.raises(ValueError, match=r"groups must be a 1-D array .* shape \(120, 2\)"):
+        ABCClustering(kernel=kernel, random_state=0).fit(X).predict(X, groups=np.column_stack([groups, groups]))
