@@ -257,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="skabc",
         description="Attention-Based Clustering: spectral clustering on a kernel learned from context.",
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"skabc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = sub.add_parser(
         "demo",

@@ -43,6 +43,14 @@ def test_plot_clusters_projects_to_2d(d):
     plt.close("all")
 
 
+def test_cli_version(capsys):
+    from skabc import __version__
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"skabc {__version__}"
+
+
 def test_cli_without_command_prints_help(capsys):
     assert main([]) == 2
     assert "demo" in capsys.readouterr().out
