@@ -19,7 +19,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .pretrained import load
 
     if args.plot:
-        _check_output(args.plot, "--plot")
+        _check_picture(args.plot)
     if args.threads:
         torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -67,6 +67,17 @@ def _figure(kernels, seed, out, ABCClustering, make_circles_sets, np):
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
+
+
+def _check_picture(path: str) -> None:
+    """Refuse a ``--plot`` file that matplotlib cannot write (its format is the file's extension), before any work."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    _check_output(path, "--plot")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if Path(path).suffix.lstrip(".").lower() not in formats:
+        raise ValueError(f"--plot {path!r}: the file name must end in a picture format, one of "
+                         f"{', '.join('.' + f for f in sorted(formats))}")
 
 
 def _check_output(path: str, what: str) -> None:
@@ -163,7 +174,7 @@ def _cluster(args: argparse.Namespace) -> int:
 
     _check_output(args.output, "output")
     if args.plot:
-        _check_output(args.plot, "--plot")
+        _check_picture(args.plot)
     X = _read_array(args.X, "X", 2)
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
     bound = {} if args.max_clusters is None else {"max_clusters": args.max_clusters}  # else ABCClustering's

@@ -330,3 +330,12 @@ def test_cli_cluster_plot_title_counts_clusters_over_all_groups(tmp_path, monkey
     # Not the last group's count: every group adds its own clusters to the labels written.
     n_written = len(np.unique(np.load(tmp_path / "l.npy")))
     assert n_written >= 3 and titles == [f"ABC: {n_written} clusters"]
+
+
+def test_cli_cluster_refuses_a_picture_format_before_writing_the_labels(tmp_path, capsys):
+    """`--plot p.xyz` wrote the labels first and then failed on the picture's format."""
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(40, 2)))
+    argv = ["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "labels.npy"), "--plot", str(tmp_path / "p.xyz")]
+    assert main(argv) == 1
+    assert "must end in a picture format" in capsys.readouterr().err
+    assert not (tmp_path / "labels.npy").exists()
