@@ -21,11 +21,13 @@ def describe_clustering(model) -> tuple[dict, dict]:
     frozen = isinstance(model.kernel_, FrozenEstimator)
     kernel = model.kernel_.estimator if frozen else model.kernel_
     if not persistence.is_saveable(kernel):
-        what = (f"affinity={model.affinity!r} learns nothing to store" if isinstance(model.affinity, str)
-                and model.affinity != "learned" else f"this model's kernel is a {type(kernel).__name__}")
+        what = (f"affinity={model.affinity!r} learns nothing to store; keep the parameters (get_params()) and "
+                "refit" if isinstance(model.affinity, str) and model.affinity != "learned" else
+                f"this model's kernel is a {type(kernel).__name__}; save that kernel with its own save() if it has "
+                "one, and the clustering parameters with get_params()")
         raise TypeError(
-            f"ABCClustering.save stores a learned kernel (a ContextualKernel or a KernelEnsemble), and {what}; "
-            "keep its parameters (get_params()) and refit, or pickle the fitted model"
+            f"ABCClustering.save stores a learned kernel (a ContextualKernel or a KernelEnsemble), and {what}, "
+            "or pickle the fitted model"
         )
     now = _comparable_params(model)
     at_fit = getattr(model, "_fitted_params", now)
