@@ -117,6 +117,40 @@ def test_split_holds_out_whole_groups():
     assert sum(s == {True} for s in per_group) == 2
 
 
+def _held_out_groups(sizes, n_classes=3):
+    """Rows of groups of the given sizes (column 0: the row index), their labels, groups, all held out."""
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    labels = np.concatenate([np.arange(n) % n_classes for n in sizes])
+    X = np.column_stack([np.arange(len(labels)), np.zeros(len(labels))]).astype(np.float32)
+    return X, labels, groups, np.ones(len(labels), dtype=bool)
+
+
+def test_validation_sets_are_whole_held_out_groups_when_there_are_enough():
+    X, labels, groups, held = _held_out_groups([30 + g for g in range(30)] + [1_000])
+    sets = validation.draw_validation_sets(X, labels, groups, held, 24, (10, 20), seed=0)
+    seen, large = set(), []
+    for _, set_labels, raw in sets:
+        rows = raw[:, 0].astype(int)
+        (group,) = np.unique(groups[rows])
+        assert group not in seen
+        seen.add(group)
+        np.testing.assert_array_equal(np.unique(labels[rows], return_inverse=True)[1], set_labels)
+        if group == 30:
+            large = rows
+        else:
+            np.testing.assert_array_equal(np.sort(rows), np.flatnonzero(groups == group))  # whole, not 10-20 rows
+    assert len(sets) == 24
+    assert len(large) in (0, validation.MAX_WHOLE_GROUP_ROWS)  # the group of 1,000, if chosen, subsampled
+    sets = validation.draw_validation_sets(X, labels, groups, groups == 30, 1, (10, 20), seed=0)
+    assert len(sets[0][1]) == validation.MAX_WHOLE_GROUP_ROWS
+
+
+def test_validation_sets_are_drawn_from_few_held_out_groups():
+    X, labels, groups, held = _held_out_groups([60] * 5)
+    sets = validation.draw_validation_sets(X, labels, groups, held, 24, (10, 20), seed=0)
+    assert len(sets) == 24 and all(10 <= len(set_labels) <= 20 for _, set_labels, _ in sets)
+
+
 def test_split_holds_out_whole_classes_and_some_rows_of_the_others():
     labels = np.repeat(np.arange(5), 40)
     held = validation_split(labels, None, 0.2, np.random.default_rng(0))

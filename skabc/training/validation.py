@@ -5,7 +5,7 @@ not seen, often of classes it has not seen.  :func:`validation_split` holds
 out whole groups when there are several (each group is an independent
 problem), else whole classes plus a share of the rows of the others, so the
 validation sets mix unseen classes with seen ones.  :func:`draw_validation_sets`
-draws fixed sets from the held-out rows once, and :func:`score_sets` clusters
+fixes the sets once (whole held-out groups where there are enough), and :func:`score_sets` clusters
 them the way :class:`~skabc.ABCClustering` would (``k`` unknown) and returns
 the mean adjusted Rand index.
 """
@@ -24,6 +24,8 @@ from ..spectral.arbiter import KNN_PARTITION_VARIANTS, arbiter_for
 MIN_VALIDATION_ROWS = 20
 #: Fewest classes a split into held-out classes leaves for training (with fewer, only rows are held out).
 MIN_TRAINING_CLASSES = 3
+#: Largest whole held-out group a validation set holds (a larger one is subsampled): scoring is quadratic in it.
+MAX_WHOLE_GROUP_ROWS = 400
 
 
 def holds_out_groups(labels: np.ndarray, group_codes) -> bool:
@@ -80,7 +82,14 @@ def validation_split(labels: np.ndarray, group_codes, fraction: float, rng: np.r
 
 def draw_validation_sets(X: np.ndarray, labels: np.ndarray, group_codes, held_out: np.ndarray, n_sets: int,
                          set_size: tuple[int, int], seed: int, set_transform=None) -> list:
-    """``n_sets`` fixed sets drawn from the held-out rows (Algorithm 1), inputs already transformed.
+    """``n_sets`` fixed sets of the held-out rows, inputs already transformed.
+
+    Where at least ``n_sets`` whole groups are held out, each set is one of
+    them, chosen at random (at most :data:`MAX_WHOLE_GROUP_ROWS` of its rows):
+    a group is a problem of the kind the user will cluster, and early
+    stopping and the choice of clustering settings should see it whole.
+    Otherwise the sets are drawn from the held-out rows (Algorithm 1, sizes
+    from ``set_size``).
 
     Returns
     -------
@@ -89,14 +98,23 @@ def draw_validation_sets(X: np.ndarray, labels: np.ndarray, group_codes, held_ou
         kNN graph reads) of every set.
     """
     rows_labels = np.where(held_out, labels, -1)
-    sampler = ClusterSetSampler(rows_labels, group_codes, set_size)
     rng = np.random.default_rng([seed, 2])
-    sets = []
-    for _ in range(n_sets):
-        rows, set_labels = sampler.draw(rng)
-        points = X[rows] if set_transform is None else set_transform(X[rows])
-        sets.append((np.asarray(points, dtype=np.float32), set_labels, X[rows]))
-    return sets
+    if group_codes is not None and holds_out_groups(labels, group_codes):
+        groups = np.unique(group_codes[rows_labels >= 0])
+        if len(groups) >= n_sets:
+            chosen = [np.flatnonzero((group_codes == g) & (rows_labels >= 0))
+                      for g in rng.choice(groups, n_sets, replace=False)]
+            drawn = [(np.sort(rng.choice(rows, MAX_WHOLE_GROUP_ROWS, replace=False))
+                      if len(rows) > MAX_WHOLE_GROUP_ROWS else rows) for rows in chosen]
+            return [_validation_set(X, rows, np.unique(labels[rows], return_inverse=True)[1], set_transform)
+                    for rows in drawn]
+    sampler = ClusterSetSampler(rows_labels, group_codes, set_size)
+    return [_validation_set(X, *sampler.draw(rng), set_transform) for _ in range(n_sets)]
+
+
+def _validation_set(X: np.ndarray, rows: np.ndarray, set_labels: np.ndarray, set_transform) -> tuple:
+    points = X[rows] if set_transform is None else set_transform(X[rows])
+    return np.asarray(points, dtype=np.float32), set_labels, X[rows]
 
 
 def set_affinity(module: torch.nn.Module, X: np.ndarray) -> np.ndarray:
