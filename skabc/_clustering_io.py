@@ -61,8 +61,7 @@ def remember_fitted_params(model) -> None:
 
 def _comparable_params(model) -> dict:
     # Objects (a RandomState, a callable) compare by their repr, which names the object: the same one or not.
-    return {name: persistence.json_ready(value, repr) for name, value in model.get_params(deep=False).items()
-            if name != "kernel"}
+    return persistence.plain_params(model, skip=("kernel",), other=repr)
 
 
 def restore_clustering(cls, meta: dict, tensors: dict, device):

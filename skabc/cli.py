@@ -124,7 +124,7 @@ def _read_array(path: str, what: str, ndim: int):
             with warnings.catch_warnings():  # an empty file is refused below, by name
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise ValueError(f"cannot read {what} from {path!r}: {exc}") from None
     if data.size == 0:
         raise ValueError(f"{what} file {path!r} holds no values")

@@ -57,9 +57,9 @@ def json_ready(value, other=_refuse_non_plain):
     return other(value)
 
 
-def plain_params(estimator, skip=()) -> dict:
-    """``get_params(deep=False)`` as JSON, without the names in ``skip``."""
-    return {k: json_ready(v) for k, v in estimator.get_params(deep=False).items() if k not in skip}
+def plain_params(estimator, skip=(), other=_refuse_non_plain) -> dict:
+    """``get_params(deep=False)`` as JSON, without the names in ``skip`` (``other`` as for :func:`json_ready`)."""
+    return {k: json_ready(v, other) for k, v in estimator.get_params(deep=False).items() if k not in skip}
 
 
 def unlist(params: dict) -> dict:

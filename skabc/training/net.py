@@ -89,7 +89,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         net.initialize()
         if previous_state is not None:
             _load_warm_start(net, previous_state)
-        done = _checkpointed_epochs(kernel, data_digest(X, labels, group_codes))
+        done = _checkpointed_epochs(kernel, X, labels, group_codes)
         # LoadInitState restores the checkpoint at train begin; partial_fit keeps that state and turns
         # Ctrl-C into a clean stop.
         net.partial_fit(dataset, y=None, epochs=max(0, kernel.max_epochs - done))
@@ -193,11 +193,12 @@ def data_digest(X: np.ndarray, labels: np.ndarray, group_codes) -> str:
     return digest.hexdigest()
 
 
-def _checkpointed_epochs(kernel, data: str) -> int:
+def _checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> int:
     """Epochs already saved in ``checkpoint_dir`` (0 if none); refuse a checkpoint of another configuration
-    or of other data (``data``: :func:`data_digest`)."""
+    or of other data (:func:`data_digest`, computed only when there is a checkpoint directory)."""
     if kernel.checkpoint_dir is None:
         return 0
+    data = data_digest(X, labels, group_codes)
     directory = Path(kernel.checkpoint_dir)
     directory.mkdir(parents=True, exist_ok=True)
     config_file = directory / _CONFIG_FILE

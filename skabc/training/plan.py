@@ -168,7 +168,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
                 "Leave them at their defaults, or pass init='scratch' to train that network from scratch."
             )
         start = _load_generic(kernel.device)
-        network = {name: start.get_params()[name] for name in NETWORK_PARAMS}
+        network = _network_params(start)
         start_state = start.module_.state_dict()
         recommended = start.recommended_clustering() or _shipped_recommendation()
 
@@ -287,8 +287,11 @@ def _classes_per_group(labels: np.ndarray, group_codes) -> int:
 
 def _generic_network(device) -> dict:
     """The network parameters of the shipped generic kernel."""
-    start = _load_generic(device)
-    return {name: start.get_params()[name] for name in NETWORK_PARAMS}
+    return _network_params(_load_generic(device))
+
+
+def _network_params(kernel) -> dict:
+    return {name: kernel.get_params()[name] for name in NETWORK_PARAMS}
 
 
 def _load_generic(device):

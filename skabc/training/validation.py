@@ -99,7 +99,7 @@ def draw_validation_sets(X: np.ndarray, labels: np.ndarray, group_codes, held_ou
     """
     rows_labels = np.where(held_out, labels, -1)
     rng = np.random.default_rng([seed, 2])
-    if group_codes is not None and holds_out_groups(labels, group_codes):
+    if holds_out_groups(labels, group_codes):
         groups = np.unique(group_codes[rows_labels >= 0])
         if len(groups) >= n_sets:
             chosen = [np.flatnonzero((group_codes == g) & (rows_labels >= 0))
