@@ -101,7 +101,8 @@ def _read_array(path: str, what: str, ndim: int):
 
     Any name but .npy is read as text (``cluster -o labels.out`` writes text, which ``evaluate`` reads
     back), as UTF-8 with an optional byte-order mark (as spreadsheet programs write it), so a marked
-    first row is still recognised as data.
+    first row is still recognised as data.  One-column files (``ndim=1``: classes, groups, labels) may
+    hold names: see :func:`_read_names`.
     """
     import warnings
 
@@ -113,14 +114,12 @@ def _read_array(path: str, what: str, ndim: int):
     try:
         if file.suffix == ".npy":
             data = np.load(file, allow_pickle=False)
+        elif ndim == 1:
+            data = _read_names(file)
         else:
             with file.open(encoding="utf-8-sig") as f:
                 first = f.readline()
-            try:
-                [float(v) for v in first.strip().split(",") if v.strip()]
-                skip = 0
-            except ValueError:
-                skip = 1
+            skip = 0 if _numeric(first.strip().split(",")) else 1
             with warnings.catch_warnings():  # an empty file is refused below, by name
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")
@@ -133,6 +132,40 @@ def _read_array(path: str, what: str, ndim: int):
     if data.ndim != ndim:
         raise ValueError(f"{what} in {path!r} must be {ndim}-D, got shape {data.shape}")
     return data
+
+
+def _numeric(values: list[str]) -> bool:
+    try:
+        [float(v) for v in values if v.strip()]
+    except ValueError:
+        return False
+    return True
+
+
+def _read_names(file: Path):
+    """One value per line (or one comma-separated row): numbers as floats, else the names as strings.
+
+    A first line is a header when it is not a number while the rest are, or, for names, when its value
+    occurs nowhere else in the file (a column title such as ``species``; a class is named more than once).
+    """
+    import numpy as np
+
+    with file.open(encoding="utf-8-sig") as f:
+        lines = [line.strip() for line in f if line.strip()]
+    values = [v.strip() for v in lines[0].split(",")] if len(lines) == 1 else lines
+    if len(values) == 1 and not _numeric(values):  # a title alone: no values
+        values = []
+    if not values:
+        return np.zeros(0)
+    if len(lines) > 1 and any("," in line for line in lines):
+        raise ValueError("a one-column file must hold one value per line")
+    if _numeric(values):
+        return np.array(values, dtype=np.float64)
+    if len(values) > 1 and _numeric(values[1:]):
+        return np.array(values[1:], dtype=np.float64)
+    if len(values) > 1 and values[0] not in values[1:]:
+        values = values[1:]
+    return np.array(values, dtype=str)
 
 
 def _write_labels(labels, path: str) -> None:
@@ -295,9 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a ContextualKernel on labelled points (.npy or .csv) and save it as safetensors.",
     )
     train.add_argument("X", help="points, (n, d) .npy or .csv")
-    train.add_argument("y", help="cluster labels, (n,) .npy or .csv; -1 marks unlabelled rows")
+    train.add_argument("y", help="cluster labels, (n,) .npy or .csv, numbers or names; -1 marks unlabelled rows")
     train.add_argument("-o", "--output", required=True, help="where to save the kernel (.safetensors)")
-    train.add_argument("--groups", help="group of every row, (n,): training sets are drawn within groups")
+    train.add_argument("--groups", help="group of every row, (n,), numbers or names: training sets are drawn "
+                       "within groups")
     network = "; any network option trains a new network from scratch (default: fine-tune the generic kernel)"
     train.add_argument("--attention", choices=["sab", "isab", "sampled", "opa"], help="attention backend" + network)
     train.add_argument("--compat", choices=["multiplicative", "additive"], help="similarity head" + network)
@@ -327,7 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--n-clusters", type=_positive_int, default=None, help="default: eigengap estimate")
     cluster.add_argument("--max-clusters", type=_positive_int, default=None,
                          help="largest estimate (default: ABCClustering's max_clusters)")
-    cluster.add_argument("--groups", help="cluster each group of rows as its own set")
+    cluster.add_argument("--groups", help="group of every row, (n,), numbers or names: each group is clustered as "
+                         "its own set")
     cluster.add_argument("--plot", metavar="PNG", help="also save a scatter plot of the clusters")
     cluster.add_argument("--seed", type=int, default=0)
     cluster.add_argument("-q", "--quiet", action="store_true")
@@ -336,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser("evaluate", help="compare labels with the truth (ARI, NMI)",
                               description="Print the adjusted Rand index and NMI of labels against true labels.")
     evaluate.add_argument("labels", help="predicted labels, .npy or comma-separated text (what cluster -o wrote)")
-    evaluate.add_argument("truth", help="true labels, .npy or .csv")
+    evaluate.add_argument("truth", help="true labels, .npy or .csv, numbers or names")
     evaluate.set_defaults(func=_evaluate)
     return parser
 

@@ -339,3 +339,30 @@ def test_cli_cluster_refuses_a_picture_format_before_writing_the_labels(tmp_path
     assert main(argv) == 1
     assert "must end in a picture format" in capsys.readouterr().err
     assert not (tmp_path / "labels.npy").exists()
+
+
+@pytest.mark.parametrize("header", ["", "species\n"])
+def test_cli_reads_class_and_group_names_from_text_files(tmp_path, capsys, header):
+    """Names in a .csv lost their first value to a header and then failed to parse; as .npy they worked."""
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(n_samples=60, centers=3, cluster_std=0.3, random_state=0)
+    names = np.array(["cat", "dog", "fish"])[y]
+    np.save(tmp_path / "X.npy", X)
+    (tmp_path / "truth.csv").write_text(header + "\n".join(names) + "\n")
+    (tmp_path / "groups.csv").write_text(header + "\n".join(["setA"] * 30 + ["setB"] * 30) + "\n")
+    np.save(tmp_path / "pred.npy", y)
+    assert main(["evaluate", str(tmp_path / "pred.npy"), str(tmp_path / "truth.csv")]) == 0
+    assert capsys.readouterr().out.startswith("ARI 1.0000")
+    argv = ["cluster", str(tmp_path / "X.npy"), "--groups", str(tmp_path / "groups.csv"), "-o",
+            str(tmp_path / "l.npy"), "-q"]
+    assert main(argv) == 0
+    labels = np.load(tmp_path / "l.npy")
+    assert len(labels) == 60 and not set(labels[:30]) & set(labels[30:])  # ids unique across the two groups
+
+
+def test_cli_label_file_with_commas_on_several_lines_is_refused(tmp_path, capsys):
+    (tmp_path / "y.csv").write_text("1,2\n3,4\n")
+    np.save(tmp_path / "p.npy", np.zeros(4))
+    assert main(["evaluate", str(tmp_path / "p.npy"), str(tmp_path / "y.csv")]) == 1
+    assert "one value per line" in capsys.readouterr().err
