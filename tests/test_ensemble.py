@@ -56,6 +56,18 @@ def test_save_load_round_trip(ensemble, blob_sets, tmp_path):
         ContextualKernel.load(path)
 
 
+def test_ensemble_of_frozen_members_saves_and_loads(ensemble, blob_sets, tmp_path):
+    """from_fitted takes FrozenEstimator members; saving them raised 'only ensembles of ContextualKernel'."""
+    X = blob_sets[0][:30]
+    frozen = KernelEnsemble.from_fitted([FrozenEstimator(ensemble.kernels_[0]), ensemble.kernels_[1]])
+    frozen.save(tmp_path / "frozen.safetensors")
+    loaded = KernelEnsemble.load(tmp_path / "frozen.safetensors", device="cpu")
+    assert all(isinstance(k, ContextualKernel) for k in loaded.kernels_)
+    np.testing.assert_array_equal(loaded.transform(X), frozen.transform(X))
+    with pytest.raises(TypeError, match="got a KernelEnsemble"):  # nested ensembles are not a saved format
+        KernelEnsemble.from_fitted([ensemble, ensemble.kernels_[0]]).save(tmp_path / "nested.safetensors")
+
+
 def test_from_fitted_and_clustering_with_an_ensemble(ensemble, blob_sets):
     X = blob_sets[0]
     rebuilt = KernelEnsemble.from_fitted(ensemble.kernels_)

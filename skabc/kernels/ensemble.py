@@ -243,9 +243,12 @@ class KernelEnsemble(TransformerMixin, Kernel):
         """JSON description and tensors for :mod:`skabc.persistence` (members: ContextualKernels)."""
         check_is_fitted(self, "kernels_")
         members, tensors = [], {}
-        for i, kernel in enumerate(self.kernels_):
+        for i, member in enumerate(self.kernels_):
+            # A frozen member is its kernel, fitted: it is saved as such and loads as a ContextualKernel.
+            kernel = member.estimator if isinstance(member, FrozenEstimator) else member
             if not isinstance(kernel, ContextualKernel):
-                raise TypeError(f"only ensembles of ContextualKernel can be saved, got a {type(kernel).__name__}")
+                raise TypeError(f"only ensembles of ContextualKernel (or FrozenEstimator of one) can be saved, "
+                                f"got a {type(kernel).__name__}")
             meta, part = kernel._describe()
             members.append(meta["kernel"])
             tensors.update({_member_prefix(i) + k: v for k, v in persistence.nested(_MEMBER_WEIGHTS, part).items()})
