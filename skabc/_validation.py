@@ -169,3 +169,18 @@ def encode_groups(groups, n_samples: int) -> np.ndarray | None:
     if groups.dtype.kind == "f" and not np.all(np.isfinite(groups)):
         raise ValueError("groups contains NaN or infinity.")
     return np.unique(groups, return_inverse=True)[1].astype(np.int64)
+
+
+class KernelParamsMixin:
+    """``set_params(kernel__...)`` while ``kernel=None``: a clear error, not ``'NoneType' has no set_params``.
+
+    ``None`` stands for a default kernel that ``fit`` builds, so there is no object yet whose parameters could
+    be set; scikit-learn's own message blames ``None``.
+    """
+
+    def set_params(self, **params):
+        nested = sorted(name for name in params if name.startswith("kernel__"))
+        if nested and params.get("kernel", getattr(self, "kernel", None)) is None:
+            raise ValueError(f"cannot set {', '.join(nested)}: kernel is None (its default is built in fit); "
+                             f"give a kernel first, e.g. set_params(kernel=ContextualKernel(), {nested[0]}=...)")
+        return super().set_params(**params)

@@ -17,7 +17,7 @@ from ._clustering_io import check_clustering, describe_clustering, remember_fitt
 from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
 from ._resolve import resolve_settings
 from ._sets import cluster_groups, draw_seeds, map_sets
-from ._validation import check_not_masked_or_missing, encode_groups
+from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
 from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
 from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
@@ -29,7 +29,7 @@ AFFINITIES = frozenset({"learned"}) | FEATURE_AFFINITIES | PRECOMPUTED_AFFINITIE
 
 
 @persistence.persistent
-class ABCClustering(ClusterMixin, BaseEstimator):
+class ABCClustering(KernelParamsMixin, ClusterMixin, BaseEstimator):
     """Attention-Based Clustering: a drop-in for :class:`~sklearn.cluster.SpectralClustering`.
 
     A kernel turns the set ``X`` into an affinity: by default a :class:`ContextualKernel` learned from

@@ -25,7 +25,7 @@ from hypothesis.extra import numpy as hnp
 from sklearn.exceptions import DataConversionWarning
 from sklearn.frozen import FrozenEstimator
 
-from skabc import ABCClustering, ContextualKernel
+from skabc import ABCClustering, ContextualKernel, KernelEnsemble
 
 # Entry points.  "kernel.fit" trains a tiny kernel on (X, y) and transforms X; "kernel.transform" uses the
 # session-scoped fitted kernel; "abc.fit" trains ABCClustering's kernel on (X, y); "abc.fit_unlabelled"
@@ -615,3 +615,13 @@ def test_architecture_changed_after_fit_is_refused_by_transform_and_save(change,
     # Setting it back, or changing an inference-only setting, keeps the kernel usable.
     kernel.set_params(**{name: tiny_kernel.get_params()[name]}, affinity_mode="dense", memory_limit=None)
     np.testing.assert_array_equal(kernel.transform(X30), tiny_kernel.transform(X30))
+
+
+@pytest.mark.parametrize("estimator", [ABCClustering(), KernelEnsemble()], ids=lambda e: type(e).__name__)
+def test_nested_kernel_params_with_no_kernel_name_the_problem(estimator):
+    """kernel=None is a default built in fit: set_params(kernel__x=...) raised 'NoneType' has no set_params."""
+    with pytest.raises(ValueError, match=r"cannot set kernel__d_model: kernel is None"):
+        estimator.set_params(kernel__d_model=32)
+    assert estimator.kernel is None
+    tuned = estimator.set_params(kernel=ContextualKernel(), kernel__d_model=32)  # the way that works
+    assert tuned.kernel.d_model == 32

@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .. import _schema, persistence
+from .._validation import KernelParamsMixin
 from ..training.plan import network_of
 from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
 from ._contextual_io import check_contextual_part
@@ -28,7 +29,7 @@ from .contextual import ContextualKernel
 
 
 @persistence.persistent
-class KernelEnsemble(TransformerMixin, Kernel):
+class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
     """Mean affinity of several kernels trained from different seeds.
 
     Parameters
