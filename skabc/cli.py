@@ -296,6 +296,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seed(text: str) -> int:
+    """A seed as ``random_state`` takes it (numpy's legacy seeding: 0 to 2**32 - 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 4294967295, got {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 4294967295, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="skabc",
@@ -312,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with SpectralClustering given the true number of clusters; print the mean ARI and save a picture.",
     )
     demo.add_argument("--sets", type=_positive_int, default=20, help="fresh test sets per set size (default: 20)")
-    demo.add_argument("--seed", type=int, default=2024, help="seed of the test sets (default: 2024)")
+    demo.add_argument("--seed", type=_seed, default=2024, help="seed of the test sets (default: 2024)")
     demo.add_argument("--plot", default="circles_demo.png", metavar="PNG",
                       help="where to save the picture ('' to skip; default: circles_demo.png)")
     demo.add_argument("--train", action="store_true", help="train a kernel from scratch instead of the shipped one")
@@ -343,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--epochs", type=_positive_int,
                        help="epochs (default: an automatic schedule from the rows and classes, with early stopping)")
     train.add_argument("--max-time", type=float, help="seconds of training before it stops (default: automatic)")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=_seed, default=0, help="random_state of the kernel (default: 0)")
     train.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     train.set_defaults(func=_train)
 
@@ -364,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--groups", help="group of every row, (n,), numbers or names: each group is clustered as "
                          "its own set")
     cluster.add_argument("--plot", metavar="PNG", help="also save a scatter plot of the clusters")
-    cluster.add_argument("--seed", type=int, default=0)
+    cluster.add_argument("--seed", type=_seed, default=0, help="random_state of the clustering (default: 0)")
     cluster.add_argument("-q", "--quiet", action="store_true")
     cluster.set_defaults(func=_cluster)
 

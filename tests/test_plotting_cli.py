@@ -64,6 +64,16 @@ def test_cli_rejects_bad_options(argv, capsys):
     assert "error" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["demo", "train X.npy y.npy -o k.safetensors", "cluster X.npy -o l.npy"])
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_cli_seed_out_of_range_is_an_option_error(command, seed, capsys):
+    """A negative --seed failed after loading, naming ABCClustering's 'random_state' parameter."""
+    with pytest.raises(SystemExit) as info:
+        main([*command.split(), "--seed", seed])
+    assert info.value.code == 2
+    assert f"argument --seed: expected an integer from 0 to 4294967295, got '{seed}'" in capsys.readouterr().err
+
+
 def test_cli_demo_prints_table_and_saves_picture(tmp_path, capsys):
     out = tmp_path / "demo.png"
     assert main(["demo", "--sets", "2", "--plot", str(out), "--threads", "1"]) == 0
