@@ -95,6 +95,13 @@ def check_int(value, where: str, low: int, high: int) -> int:
     return int(value)
 
 
+def check_number(value, where: str) -> float:
+    """A finite JSON number (not a boolean)."""
+    if not _is_number(value) or not np.isfinite(value):
+        raise fail(where, f"expected a finite number, got {describe_value(value)}")
+    return float(value)
+
+
 def check_str(value, where: str, choices=None) -> str:
     if not isinstance(value, str):
         raise fail(where, f"expected a string, got {describe_value(value)}")

@@ -97,6 +97,20 @@ def test_recommended_settings_travel_with_a_saved_kernel(tiny_kernel, tmp_path):
     assert ContextualKernel(**TINY).fit(X, y, groups=g).recommended_clustering() == {}
 
 
+def test_a_loaded_kernel_still_tells_how_its_training_went(blob_data, tmp_path):
+    """save() dropped the fit's record: a loaded kernel said it was trained on 0 sets, with no validation score."""
+    from skabc.kernels._contextual_io import FIT_RECORD
+
+    X, y, g = blob_data
+    kernel = ContextualKernel(**{**TINY, "max_epochs": 2, "early_stopping": True}).fit(X, y, groups=g)
+    assert kernel.validation_score_ is not None and kernel.validation_settings_scores_  # a fit with held-out sets
+    loaded = ContextualKernel.load(_saved(kernel, tmp_path / "k.safetensors"), device="cpu")
+    for name in FIT_RECORD:
+        assert getattr(loaded, name) == getattr(kernel, name), name
+    again = ContextualKernel.load(_saved(loaded, tmp_path / "again.safetensors"), device="cpu")  # and on re-save
+    assert again.n_training_sets_ == kernel.n_training_sets_ > 0 and again.schedule_ == kernel.schedule_
+
+
 def _saved(kernel, path):
     kernel.save(path)
     return path

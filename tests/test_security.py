@@ -131,6 +131,23 @@ def test_forged_kernel_entries_are_refused(entry, value, match, saved, tmp_path)
     refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", meta, saved.kernel_tensors), match)
 
 
+@pytest.mark.parametrize(
+    "entry, value, match",
+    [
+        ("init_", "os.system", r"fit_record\.init_: 'os\.system' is not one of"),
+        ("n_training_sets_", -1, r"fit_record\.n_training_sets_: -1 is out of range"),
+        ("validation_score_", "0.9", r"fit_record\.validation_score_: expected a finite number, got a string"),
+        ("validation_settings_scores_", {"A**1": [1]}, r"validation_settings_scores_\.A\*\*1: expected a finite"),
+        ("schedule_", {"max_epochs": 3}, r"fit_record\.schedule_: missing entries 'sets_per_epoch', 'n_steps'"),
+        ("net_", 1, r"fit_record: unknown entry 'net_'"),
+    ],
+)
+def test_forged_fit_records_are_refused(entry, value, match, saved, tmp_path):
+    meta = copy.deepcopy(saved.kernel_meta)
+    meta["kernel"]["fit_record"] = {**meta["kernel"].get("fit_record", {}), entry: value}
+    refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", meta, saved.kernel_tensors), match)
+
+
 def test_n_features_in_1e10_allocates_nothing(saved, tmp_path):
     """Even an integer that would describe a 640 GB embedder is refused from the description alone."""
     import resource

@@ -11,6 +11,7 @@ from ..nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
 from ..nn.build import build_module, check_architecture_unchanged, record_architecture
 from ..sampling import check_clusters_per_set, check_set_size
 from ..training.plan import NETWORK_PARAMS, network_of
+from ..training.schedule import Schedule
 from .base import check_recommended_clustering
 
 # Prefix of the weights' tensor names in a saved file.
@@ -18,6 +19,13 @@ WEIGHTS = "kernel."
 
 # Parameters save() does not write: machine-specific, or (checkpoint_dir) where later training would write.
 UNSAVED_PARAMS = ("checkpoint_dir", "checkpoint_every", "verbose", "device")
+# Fitted attributes that say how training went, saved so that a loaded kernel still tells: name -> kind.
+FIT_RECORD = {"init_": "str", "fine_tune_alpha_": "number", "batch_size_": "int", "max_time_": "number",
+              "validation_score_": "number", "start_validation_score_": "number", "n_training_sets_": "int",
+              "schedule_": "schedule", "validation_settings_scores_": "scores"}
+SCHEDULE_FIELDS = ("max_epochs", "sets_per_epoch", "n_steps")
+# Most entries of a saved validation_settings_scores_ (a fit compares about a dozen settings).
+MAX_SETTINGS_SCORES = 256
 
 
 def describe_contextual(kernel) -> tuple[dict, dict]:
@@ -33,6 +41,9 @@ def describe_contextual(kernel) -> tuple[dict, dict]:
     if any(getattr(kernel, name) != value for name, value in network.items()):
         # Fine-tuned from the generic kernel: the network is not the one the parameters describe.
         part["network_params"] = {name: persistence.json_ready(value) for name, value in network.items()}
+    record = fit_record(kernel)
+    if record:
+        part["fit_record"] = record
     # Copies: an ensemble may hold one kernel twice, and safetensors refuses tensors that share memory.
     tensors = {WEIGHTS + k: v.detach().cpu().clone() for k, v in kernel.module_.state_dict().items()}
     return {"kernel": part, "recommended_clustering": kernel.recommended_clustering()}, tensors
@@ -55,7 +66,26 @@ def restore_contextual(cls, meta: dict, tensors: dict, device):
     if part.get("feature_names_in"):
         kernel.feature_names_in_ = np.asarray(part["feature_names_in"], dtype=object)
     kernel.recommended_clustering_ = check_recommended_clustering(meta.get("recommended_clustering") or {})
+    for name, value in (part.get("fit_record") or {}).items():
+        setattr(kernel, name, Schedule(**value) if name == "schedule_" and value is not None else value)
     return kernel
+
+
+def fit_record(kernel) -> dict:
+    """:data:`FIT_RECORD` attributes ``kernel`` has, as JSON values (a kernel loaded from an older file has none)."""
+    if not hasattr(kernel, "init_"):  # never fitted here, nor loaded with a record: nothing to tell
+        return {}
+    record = {}
+    for name in FIT_RECORD:
+        value = getattr(kernel, name, None)
+        if name == "schedule_" and value is not None:
+            value = {field: int(getattr(value, field)) for field in SCHEDULE_FIELDS}
+        elif name == "validation_settings_scores_":
+            value = {str(label): float(score) for label, score in (value or {}).items()}
+        elif isinstance(value, np.generic):
+            value = value.item()
+        record[name] = value
+    return record
 
 
 def load_weights(kernel, n_features: int, state_dict: dict, device) -> None:
@@ -90,7 +120,9 @@ def check_contextual_part(cls, part, where: str, n_tensors: int) -> dict:
     bounded before the implied network is laid out on torch's 'meta' device (no memory).
     """
     _schema.check_keys(part, where, required=("params", "n_features_in"),
-                       optional=("feature_names_in", "network_params"))
+                       optional=("feature_names_in", "network_params", "fit_record"))
+    if part.get("fit_record") is not None:
+        _check_fit_record(part["fit_record"], f"{where}.fit_record")
     allowed = [name for name in cls().get_params(deep=False) if name not in UNSAVED_PARAMS]
     params = _schema.check_params(cls, part["params"], f"{where}.params", allowed)
     n_features = _schema.check_int(part["n_features_in"], f"{where}.n_features_in", 1, _schema.MAX_FEATURES)
@@ -106,6 +138,31 @@ def check_contextual_part(cls, part, where: str, n_tensors: int) -> dict:
     except (TypeError, ValueError, RuntimeError, AssertionError, ArithmeticError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise _schema.fail(f"{where}.params", f"this configuration cannot be built ({message})") from None
+
+
+def _check_fit_record(record, where: str) -> None:
+    """Each entry of a saved fit record: a known name holding null or a value of its kind."""
+    _schema.check_keys(record, where, optional=tuple(FIT_RECORD))
+    for name, value in record.items():
+        kind, at = FIT_RECORD[name], f"{where}.{name}"
+        if value is None:
+            continue
+        if kind == "str":
+            _schema.check_str(value, at, choices=("generic", "scratch", "warm_start"))
+        elif kind == "int":
+            _schema.check_int(value, at, 0, _schema.MAX_COUNT)
+        elif kind == "number":
+            _schema.check_number(value, at)
+        elif kind == "schedule":
+            _schema.check_keys(value, at, required=SCHEDULE_FIELDS)
+            for field in SCHEDULE_FIELDS:
+                _schema.check_int(value[field], f"{at}.{field}", 0, _schema.MAX_COUNT)
+        else:
+            _schema.check_object(value, at)
+            if len(value) > MAX_SETTINGS_SCORES:
+                raise _schema.fail(at, f"{len(value)} entries, more than {MAX_SETTINGS_SCORES}")
+            for label, score in value.items():
+                _schema.check_number(score, f"{at}.{label}")
 
 
 def _check_saved_sizes(kernel, where: str, n_tensors: int) -> None:
