@@ -15,6 +15,23 @@ three digits, the few-class case.  ``fine_tune_alpha='auto'``, the
 validation split's rule for few classes and the kNN partition of such fits
 (``arbiter='generic-knn'``, :func:`skabc.training.validation.choose_partition`)
 were chosen on these numbers.
+
+Where the loss is (2026-12-03, HEAD 1980833's fits of these splits, each set's candidates read back): the
+fine-tuned model scores 0.739 over the eight splits, the kNN graph cut at each set's true ``k`` 0.848, at the
+arbiter's ``k`` 0.739: the whole gap is the count.  No single ``k`` rule of the arbiter's candidates beats its
+choice on average (kernel consensus 0.720, kNN rotation 0.727, kNN eigengap 0.712, the median of the four 0.750,
+the smallest 0.717); the best rule differs from split to split (the best of them per split: 0.764).
+
+Silhouette among the candidates' counts (tried 2026-12-03, not shipped; pre-registered before the package ran it):
+cutting the kNN graph at the candidate ``k`` whose partition has the best silhouette of the rows scored 0.775 on
+these splits' sets offline (6 of 8 gain, up to +0.14; -0.057 on one) and 0.768 against 0.716 on the zero-shot sets
+of their five-digit pools, but 0.04-0.06 against 1.00 on noisy circles and moons (silhouette prefers convex
+clusters), so it was proposed only as a third partition of ``choose_partition``, kept where a fit's validation
+sets prefer it by more than one standard error.  Rule: mean gain >= +0.015 over the eight splits, no split losing
+more than 0.06.  Result: the validation sets never preferred it (on a three-digit split they scored 0.968 with the
+kNN cut and 0.968 with the silhouette one: sets of memorised classes show no counting error), so every split
+clustered as before (0.739 -> 0.739): **fails**.  Shipping it without validation would rest on these eight
+splits alone.
 Prints a table and writes ``benchmarks/results/digit_splits.json``.
 """
 
