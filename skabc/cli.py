@@ -143,29 +143,26 @@ def _numeric(values: list[str]) -> bool:
 
 
 def _read_names(file: Path):
-    """One value per line (or one comma-separated row): numbers as floats, else the names as strings.
+    """One value per line (or one comma-separated row of numbers): numbers as floats, else names as strings.
 
     A first line is a header when it is not a number while the rest are, or, for names, when its value
     occurs nowhere else in the file (a column title such as ``species``; a class is named more than once).
+    A file of one line that is not all numbers is a header alone.
     """
     import numpy as np
 
     with file.open(encoding="utf-8-sig") as f:
         lines = [line.strip() for line in f if line.strip()]
-    values = [v.strip() for v in lines[0].split(",")] if len(lines) == 1 else lines
-    if len(values) == 1 and not _numeric(values):  # a title alone: no values
-        values = []
-    if not values:
-        return np.zeros(0)
-    if len(lines) > 1 and any("," in line for line in lines):
+    if len(lines) == 1:
+        values = [v.strip() for v in lines[0].split(",")]
+        return np.array(values, dtype=np.float64) if _numeric(values) else np.zeros(0)
+    if any("," in line for line in lines):
         raise ValueError("a one-column file must hold one value per line")
-    if _numeric(values):
-        return np.array(values, dtype=np.float64)
-    if len(values) > 1 and _numeric(values[1:]):
-        return np.array(values[1:], dtype=np.float64)
-    if len(values) > 1 and values[0] not in values[1:]:
-        values = values[1:]
-    return np.array(values, dtype=str)
+    if _numeric(lines):
+        return np.array(lines, dtype=np.float64)
+    if _numeric(lines[1:]):
+        return np.array(lines[1:], dtype=np.float64)
+    return np.array(lines[1:] if lines[0] not in lines[1:] else lines, dtype=str)
 
 
 def _write_labels(labels, path: str) -> None:

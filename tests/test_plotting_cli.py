@@ -178,17 +178,19 @@ def test_cli_cluster_max_clusters_lets_the_estimate_past_50(tmp_path, capsys):
         (["evaluate", "{X1}", "{X2}"], "entries"),
         (["evaluate", "{empty}", "{empty}"], "holds no values"),  # scored ARI 1.0 and exit 0 before
         (["evaluate", "{header}", "{header}"], "holds no values"),
+        (["evaluate", "{titles}", "{titles}"], "holds no values"),  # one row of titles: a header alone
     ],
 )
 def test_cli_bad_files_give_a_message_not_a_traceback(tmp_path, capsys, argv, message):
     (tmp_path / "bad.npy").write_bytes(b"not numpy")
     (tmp_path / "empty.csv").write_text("")
     (tmp_path / "header.csv").write_text("label\n")
+    (tmp_path / "titles.csv").write_text("label,group\n")
     np.save(tmp_path / "X.npy", np.zeros((10, 2)))
     np.save(tmp_path / "X1.npy", np.zeros(10))
     np.save(tmp_path / "X2.npy", np.zeros(9))
     paths = {"bad": tmp_path / "bad.npy", "X": tmp_path / "X.npy", "X1": tmp_path / "X1.npy", "X2": tmp_path / "X2.npy",
-             "empty": tmp_path / "empty.csv", "header": tmp_path / "header.csv"}
+             "empty": tmp_path / "empty.csv", "header": tmp_path / "header.csv", "titles": tmp_path / "titles.csv"}
     argv = [a.format(**paths) for a in argv]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy's "input contained no data" must not reach the user either
