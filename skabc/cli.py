@@ -135,6 +135,7 @@ def _read_array(path: str, what: str, ndim: int):
 
 
 def _numeric(values: list[str]) -> bool:
+    """Whether every non-blank text value reads as a number."""
     try:
         [float(v) for v in values if v.strip()]
     except ValueError:
