@@ -335,3 +335,15 @@ def test_the_candidates_of_a_counting_model_are_the_generic_kernels(moons):
     assert {c.name for c in candidates} >= {"kernel-consensus", "knn-rotation"}
     assert model.candidate_ == f"affinity-at-{candidates[kept].name}"
     assert candidates[kept].n_clusters == model.n_clusters_
+
+
+def test_njw_labels_of_a_scikit_learn_affinity_are_ours_not_spectral_clusterings(moons):
+    """assign_labels='njw' has no SpectralClustering counterpart: its labels were k-means' int32 ids in any order,
+    where the documented rule is int64 ids in order of first appearance (as every other non-drop-in case)."""
+    X, _ = moons
+    njw = ABCClustering(affinity="rbf", n_clusters=3, assign_labels="njw", random_state=0).fit(X).labels_
+    _, first = np.unique(njw, return_index=True)
+    assert njw.dtype == np.int64 and list(njw[np.sort(first)]) == [0, 1, 2]
+    kmeans = ABCClustering(affinity="rbf", n_clusters=3, random_state=0).fit(X).labels_  # the drop-in keeps SC's
+    np.testing.assert_array_equal(kmeans, SpectralClustering(n_clusters=3, random_state=0).fit(X).labels_)
+    assert kmeans.dtype == SpectralClustering(n_clusters=3, random_state=0).fit(X).labels_.dtype

@@ -91,6 +91,8 @@ def _embedding_labels(
 #: Label assignments: scikit-learn's three, and ``'njw'`` (Ng, Jordan & Weiss 2001: k-means on the
 #: rows of the spectral embedding scaled to unit length).
 ASSIGN_LABELS = ("kmeans", "discretize", "cluster_qr", "njw")
+#: Those of :class:`~sklearn.cluster.SpectralClustering`, whose labels (ids and dtype) a drop-in keeps as they are.
+SKLEARN_ASSIGN_LABELS = ("kmeans", "discretize", "cluster_qr")
 
 
 def _check_assign_labels(assign_labels: str) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .assign import sklearn_spectral_labels, spectral_labels
+from .assign import SKLEARN_ASSIGN_LABELS, sklearn_spectral_labels, spectral_labels
 from .select import N_CLUSTERS_SELECTORS
 
 
@@ -70,7 +70,7 @@ class SpectralStep:
         -------
         labels : ndarray of shape (n,)
             Compact ids from 0, in order of first appearance (SpectralClustering's
-            own labels with ``follows_sklearn`` and ``n_clusters`` given).
+            own labels with ``follows_sklearn``, ``n_clusters`` given and one of its label assignments).
         affinity : ndarray or sparse matrix
             What was clustered: ``probabilities ** affinity_power``.
         n_clusters : int
@@ -85,11 +85,14 @@ class SpectralStep:
         n = affinity.shape[0]
         if self.n_clusters is not None and self.n_clusters > n:
             # Only singletons make that many clusters; say so instead of scipy's k >= N warning.
-            warnings.warn(f"n_clusters={self.n_clusters} is more than the {n} points of the set; every point "
-                          f"becomes its own cluster ({n} clusters).", UserWarning, stacklevel=3)
+            plural = "s" if n != 1 else ""
+            warnings.warn(f"n_clusters={self.n_clusters} is more than the {n} point{plural} of the set; every point "
+                          f"becomes its own cluster ({n} cluster{plural}).", UserWarning, stacklevel=3)
             labels, eigenvalues = np.arange(n), None
         elif self.n_clusters is not None and self.follows_sklearn:
             labels = sklearn_spectral_labels(affinity, self.n_clusters, random_state=seed, **self.embedding_params())
+            if self.assign_labels not in SKLEARN_ASSIGN_LABELS:  # no SpectralClustering labels to match: ours
+                labels = compact(labels)
             return labels, affinity, len(np.unique(labels)), None
         elif self.n_clusters is not None:
             labels, eigenvalues = self.labels_for(affinity, self.n_clusters, seed), None
