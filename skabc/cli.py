@@ -97,7 +97,7 @@ def _check_output(path: str, what: str) -> None:
 
 
 def _read_array(path: str, what: str, ndim: int):
-    """Load a .npy (never pickled objects) or comma-separated text file; a non-numeric first line is a header.
+    """Load a .npy (never pickled objects) or comma-separated text file; a first line of no numbers is a header.
 
     Any name but .npy is read as text (``cluster -o labels.out`` writes text, which ``evaluate`` reads
     back), as UTF-8 with an optional byte-order mark (as spreadsheet programs write it), so a marked
@@ -118,8 +118,13 @@ def _read_array(path: str, what: str, ndim: int):
             data = _read_names(file)
         else:
             with file.open(encoding="utf-8-sig") as f:
-                first = f.readline()
-            skip = 0 if _numeric(first.strip().split(",")) else 1
+                first = f.readline().strip()
+            if "," not in first and any(mark in first for mark in (";", "\t")):
+                raise ValueError("values must be separated by commas (the first line has none, but ';' or tabs)")
+            # A header names columns: no field of it is a number.  A row with one bad field (a typo, 'NA') is
+            # data, and loading it fails by name below instead of the row vanishing as a "header".
+            fields = [v for v in first.split(",") if v.strip()]
+            skip = 1 if fields and not any(_numeric([v]) for v in fields) else 0
             with warnings.catch_warnings():  # an empty file is refused below, by name
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")

@@ -179,6 +179,9 @@ def test_cli_cluster_max_clusters_lets_the_estimate_past_50(tmp_path, capsys):
         (["evaluate", "{empty}", "{empty}"], "holds no values"),  # scored ARI 1.0 and exit 0 before
         (["evaluate", "{header}", "{header}"], "holds no values"),
         (["evaluate", "{titles}", "{titles}"], "holds no values"),  # one row of titles: a header alone
+        # A first row with one bad field was dropped as a "header": n - 1 labels, misaligned, exit status 0.
+        (["cluster", "{na_first}", "-o", "l.npy"], "could not convert string 'NA' to float64 at row 0"),
+        (["cluster", "{semicolons}", "-o", "l.npy"], "values must be separated by commas"),
     ],
 )
 def test_cli_bad_files_give_a_message_not_a_traceback(tmp_path, capsys, argv, message):
@@ -186,11 +189,14 @@ def test_cli_bad_files_give_a_message_not_a_traceback(tmp_path, capsys, argv, me
     (tmp_path / "empty.csv").write_text("")
     (tmp_path / "header.csv").write_text("label\n")
     (tmp_path / "titles.csv").write_text("label,group\n")
+    (tmp_path / "na_first.csv").write_text("1.0,NA\n" + "".join(f"{i},{i}\n" for i in range(9)))
+    (tmp_path / "semicolons.csv").write_text("".join(f"{i};{i}\n" for i in range(10)))
     np.save(tmp_path / "X.npy", np.zeros((10, 2)))
     np.save(tmp_path / "X1.npy", np.zeros(10))
     np.save(tmp_path / "X2.npy", np.zeros(9))
     paths = {"bad": tmp_path / "bad.npy", "X": tmp_path / "X.npy", "X1": tmp_path / "X1.npy", "X2": tmp_path / "X2.npy",
-             "empty": tmp_path / "empty.csv", "header": tmp_path / "header.csv", "titles": tmp_path / "titles.csv"}
+             "empty": tmp_path / "empty.csv", "header": tmp_path / "header.csv", "titles": tmp_path / "titles.csv",
+             "na_first": tmp_path / "na_first.csv", "semicolons": tmp_path / "semicolons.csv"}
     argv = [a.format(**paths) for a in argv]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy's "input contained no data" must not reach the user either
