@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import os
 import sys
+from numbers import Real
 
 import torch
 
@@ -63,12 +65,22 @@ def seeded_torch(seed: int, device: torch.device):
 
 
 def memory_limit_bytes(memory_limit) -> float | None:
-    """A ``memory_limit`` parameter in bytes: ``'auto'`` is half the physical memory, ``None`` no limit."""
+    """A ``memory_limit`` parameter in bytes: ``'auto'`` is half the physical memory, ``None`` no limit.
+
+    Checked here, where it is used: ``set_params`` on a fitted kernel changes it without a new ``fit``.
+
+    Raises
+    ------
+    ValueError
+        If ``memory_limit`` is not ``None``, ``'auto'`` or a positive finite number.
+    """
     if memory_limit is None:
         return None
-    if memory_limit == "auto":
+    if isinstance(memory_limit, str) and memory_limit == "auto":
         try:
             return 0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         except (ValueError, OSError, AttributeError):  # not POSIX: no reliable figure
             return None
+    if isinstance(memory_limit, bool) or not isinstance(memory_limit, Real) or not 0 < memory_limit < math.inf:
+        raise ValueError(f"memory_limit must be a positive number of bytes, 'auto' or None, got {memory_limit!r}")
     return float(memory_limit)

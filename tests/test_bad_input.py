@@ -10,6 +10,7 @@ Models are tiny and fitted once per module/session; the file runs in well under 
 
 from __future__ import annotations
 
+import copy
 import re
 import warnings
 from types import SimpleNamespace
@@ -625,3 +626,13 @@ def test_nested_kernel_params_with_no_kernel_name_the_problem(estimator):
     assert estimator.kernel is None
     tuned = estimator.set_params(kernel=ContextualKernel(), kernel__d_model=32)  # the way that works
     assert tuned.kernel.d_model == 32
+
+
+@pytest.mark.parametrize("limit", [-5, 0, "2GB", float("nan"), True])
+def test_memory_limit_set_after_fit_is_checked_where_it_is_used(tiny_kernel, limit):
+    """set_params on a fitted kernel skips fit's validation: -5 ran into 'over memory_limit=-5 bytes', '2GB' into
+    float()'s own message."""
+    kernel = copy.deepcopy(tiny_kernel).set_params(memory_limit=limit)
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    with pytest.raises(ValueError, match=r"memory_limit must be a positive number of bytes, 'auto' or None, got"):
+        kernel.transform(X)
