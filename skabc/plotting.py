@@ -76,19 +76,53 @@ def plot_affinity(affinity, labels=None, ax=None, title="learned affinity"):
 
 
 def plot_eigengap(eigenvalues, n_clusters=None, ax=None):
-    """Smallest Laplacian eigenvalues, with the eigengap choice ``n_clusters`` marked."""
-    eigenvalues = np.asarray(eigenvalues)
+    """Smallest Laplacian eigenvalues, with the eigengap choice ``n_clusters`` marked.
+
+    ``eigenvalues`` is one spectrum (1-D, ascending), or a list of them, one per set: what
+    ``ABCClustering.eigenvalues_`` holds after a fit with ``groups`` (entries ``None``, sets without a
+    spectrum, are skipped); each spectrum is one line.  ``n_clusters``, the ``k`` to mark (the gap after
+    the ``k``-th eigenvalue), needs a single spectrum.
+
+    Returns the axes.
+
+    Raises
+    ------
+    ValueError
+        If a spectrum is not 1-D, is empty or holds NaN or infinity, if there is no spectrum, or if
+        ``n_clusters`` is given with several spectra or lies outside ``[1, len(eigenvalues)]``.
+    """
+    many = isinstance(eigenvalues, (list, tuple)) and any(e is None or np.ndim(e) != 0 for e in eigenvalues)
+    spectra = [_spectrum(e) for e in (eigenvalues if many else [eigenvalues]) if e is not None]
+    if not spectra:
+        raise ValueError("no spectrum to plot: every entry is None (k was given)")
+    if n_clusters is not None:
+        if len(spectra) > 1:
+            raise ValueError(f"n_clusters marks one spectrum; got {len(spectra)} (one per group): plot them "
+                             "without n_clusters, or one at a time with its own k")
+        if not 1 <= n_clusters <= len(spectra[0]):
+            raise ValueError(f"n_clusters={n_clusters} is outside the spectrum's 1..{len(spectra[0])}")
     ax = _axes(ax)
-    index = np.arange(1, len(eigenvalues) + 1)
-    ax.plot(index, eigenvalues, "o-", color="0.3")
-    if n_clusters is not None and 1 <= n_clusters < len(eigenvalues):
-        ax.axvspan(n_clusters, n_clusters + 1, color="tab:orange", alpha=0.3,
-                   label=f"largest gap: k = {n_clusters}")
+    for i, spectrum in enumerate(spectra):
+        label = f"set {i}" if len(spectra) > 1 else None
+        ax.plot(np.arange(1, len(spectrum) + 1), spectrum, "o-", color=None if many else "0.3", label=label,
+                markersize=3 if many else 6)
+    if n_clusters is not None:
+        ax.axvspan(n_clusters, n_clusters + 1, color="tab:orange", alpha=0.3, label=f"largest gap: k = {n_clusters}")
+    if n_clusters is not None or len(spectra) > 1:
         ax.legend(loc="lower right")
     ax.set_xlabel("i")
     ax.set_ylabel("eigenvalue of the normalised Laplacian")
-    ax.set_title("eigengap spectrum")
+    ax.set_title("eigengap spectrum" + (f"s of {len(spectra)} sets" if len(spectra) > 1 else ""))
     return ax
+
+
+def _spectrum(values) -> np.ndarray:
+    spectrum = np.asarray(values, dtype=float)
+    if spectrum.ndim != 1 or not len(spectrum):
+        raise ValueError(f"a spectrum must be a non-empty 1-D array of eigenvalues, got shape {spectrum.shape}")
+    if not np.all(np.isfinite(spectrum)):
+        raise ValueError("a spectrum holds NaN or infinity")
+    return spectrum
 
 
 def plot_clusters(X, labels, ax=None, title=None, s=10):

@@ -34,6 +34,38 @@ def test_plot_eigengap_marks_the_choice():
     plt.close("all")
 
 
+def test_plot_eigengap_draws_one_spectrum_per_group():
+    """eigenvalues_ after a fit with groups is a list: it was drawn as 51 two-point lines (groups of one size) or
+    failed inside numpy (groups of different sizes)."""
+    from skabc import ABCClustering
+    from skabc.datasets import make_blobs_set
+
+    X, _ = make_blobs_set(200, n_clusters=3, random_state=0)
+    model = ABCClustering(random_state=0).fit(X, groups=np.where(np.arange(200) < 150, 0, 1))
+    ax = plot_eigengap(model.eigenvalues_)
+    assert len(ax.lines) == 2
+    for line, spectrum in zip(ax.lines, model.eigenvalues_, strict=True):
+        np.testing.assert_allclose(line.get_ydata(), spectrum)
+        np.testing.assert_array_equal(line.get_xdata(), np.arange(1, len(spectrum) + 1))
+    with pytest.raises(ValueError, match="n_clusters marks one spectrum; got 2"):
+        plot_eigengap(model.eigenvalues_, n_clusters=3)
+    plt.close("all")
+
+
+@pytest.mark.parametrize(("eigenvalues", "n_clusters", "message"), [
+    (np.zeros((3, 3)), None, r"non-empty 1-D array of eigenvalues, got shape \(3, 3\)"),
+    ([], None, "non-empty 1-D"),
+    ([0.0, np.nan, 1.0], None, "NaN or infinity"),
+    ([0.0, 0.5, 1.0], 0, r"n_clusters=0 is outside the spectrum's 1..3"),
+    ([0.0, 0.5, 1.0], 500, "n_clusters=500 is outside"),
+    ([None, None], None, "no spectrum to plot"),
+])
+def test_plot_eigengap_refuses_what_it_cannot_draw(eigenvalues, n_clusters, message):
+    with pytest.raises(ValueError, match=message):
+        plot_eigengap(eigenvalues, n_clusters=n_clusters)
+    plt.close("all")
+
+
 @pytest.mark.parametrize("d", [1, 2, 5])
 def test_plot_clusters_projects_to_2d(d):
     X = np.random.default_rng(0).normal(size=(30, d))
