@@ -16,7 +16,7 @@ from joblib import effective_n_jobs
 from sklearn import config_context
 from sklearn.utils import _safe_indexing, check_array, check_random_state
 from sklearn.utils.parallel import Parallel, delayed
-from sklearn.utils.validation import _num_samples
+from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import is_pairwise
@@ -171,9 +171,12 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:
 
     Raises
     ------
+    NotFittedError
+        If ``model`` is not fitted.
     ValueError
         If ``model`` was fitted without an arbiter, or ``X`` is too small for one.
     """
+    check_is_fitted(model)
     if getattr(model, "arbiter_", None) is None:
         raise ValueError("this model was fitted without an arbiter (arbiter_ is None): there are no candidates")
     step = model.spectral_step_

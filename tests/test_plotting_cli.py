@@ -328,6 +328,18 @@ def test_plot_clusters_rejects_bad_inputs_clearly(X, labels, message):
     plt.close("all")
 
 
+def test_plot_candidates_of_an_unfitted_model_says_not_fitted():
+    """It said 'this model was fitted without an arbiter' of a model never fitted."""
+    from sklearn.exceptions import NotFittedError
+
+    from skabc import ABCClustering
+    from skabc.plotting import plot_candidates
+
+    with pytest.raises(NotFittedError, match="not fitted yet"):
+        plot_candidates(ABCClustering(), np.random.default_rng(0).normal(size=(20, 2)))
+    plt.close("all")
+
+
 def test_plot_candidates_needs_one_axes_per_candidate():
     from sklearn.datasets import make_blobs
 
