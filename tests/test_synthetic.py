@@ -18,6 +18,7 @@ from skabc.datasets import (
     embed_in_dimensions,
     make_blobs_set,
     make_chains_set,
+    make_circles_sets,
     make_clustering_sets,
     make_curves_set,
     make_moons_set,
@@ -498,3 +499,18 @@ def test_family_weights_sum_to_one():
 def test_bad_parameters_raise(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    (dict(noise=-1.0), "noise must be a finite number >= 0.0"),
+    (dict(noise=float("nan")), "noise must be a finite number"),  # ran as noise=0
+    (dict(center_spread=-1.0), "center_spread must be a finite number >= 0.0"),
+    (dict(radius_std=-1.0), "radius_std must be a finite number >= 0.0"),  # numpy's 'scale < 0'
+    (dict(n_sets=2.5), "n_sets must be an integer >= 1"),  # a raw TypeError
+    (dict(set_size=(50, 10)), "set_size must satisfy low <= high"),
+    (dict(radius_range=(0.4, float("inf"))), "radius_range must be a finite number"),
+])
+def test_make_circles_sets_refuses_bad_parameters_by_name(params, message):
+    """The circles generator checked less than the others: negative or NaN noise ran as noise=0."""
+    with pytest.raises(ValueError, match=message):
+        make_circles_sets(random_state=0, **{"n_sets": 2, "set_size": 30, **params})

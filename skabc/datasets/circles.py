@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
+from ._common import _check_int, _check_range, _check_real
+
 
 def make_circles_sets(
     n_sets: int = 100,
@@ -22,7 +24,8 @@ def make_circles_sets(
     Each drawing ("set") places ``n_circles`` circle centres uniformly in a
     disc of radius ``center_spread``, draws each radius from a normal
     distribution clipped to ``radius_range``, splits the set's points among
-    the circles (every circle gets at least one) and spreads each circle's
+    the circles (every circle gets at least one; a set of fewer points than
+    ``n_circles`` has one circle per point) and spreads each circle's
     points evenly in angle with a random phase.  Which circle a point belongs
     to can only be told from the other points of its set: that is the context.
 
@@ -45,6 +48,12 @@ def make_circles_sets(
     random_state : int, RandomState instance or None
         Seed.
 
+    Raises
+    ------
+    ValueError
+        If a count is not a positive integer (or a ``(low, high)`` pair of them), a spread, standard
+        deviation or ``noise`` is negative or not finite, or ``radius_range`` is not ``0 < min <= max``.
+
     Returns
     -------
     X : ndarray of shape (n_points, 2)
@@ -55,11 +64,14 @@ def make_circles_sets(
         Index of the drawing every point belongs to.
     """
     rng = check_random_state(random_state)
-    low, high = (set_size, set_size) if np.isscalar(set_size) else set_size
-    k_low, k_high = (n_circles, n_circles) if np.isscalar(n_circles) else n_circles
-    if n_sets < 1 or low < 1 or high < low or k_low < 1 or k_high < k_low:
-        raise ValueError("n_sets, set_size and n_circles must be positive, with min <= max.")
-    if radius_range[0] <= 0 or radius_range[1] < radius_range[0]:
+    n_sets = _check_int("n_sets", n_sets)
+    low, high = _check_range("set_size", set_size, 1, integer=True)
+    k_low, k_high = _check_range("n_circles", n_circles, 1, integer=True)
+    center_spread, radius_std = _check_real("center_spread", center_spread), _check_real("radius_std", radius_std)
+    radius_mean, noise = _check_real("radius_mean", radius_mean, -np.inf), _check_real("noise", noise)
+    if (not isinstance(radius_range, (tuple, list)) or len(radius_range) != 2
+            or not all(np.isfinite(_check_real("radius_range", r)) for r in radius_range)
+            or radius_range[0] <= 0 or radius_range[1] < radius_range[0]):
         raise ValueError(f"radius_range must satisfy 0 < min <= max, got {radius_range!r}")
     X, y, groups = [], [], []
     for s in range(n_sets):
