@@ -69,9 +69,8 @@ def make_circles_sets(
     k_low, k_high = _check_range("n_circles", n_circles, 1, integer=True)
     center_spread, radius_std = _check_real("center_spread", center_spread), _check_real("radius_std", radius_std)
     radius_mean, noise = _check_real("radius_mean", radius_mean, -np.inf), _check_real("noise", noise)
-    if (not isinstance(radius_range, (tuple, list)) or len(radius_range) != 2
-            or not all(np.isfinite(_check_real("radius_range", r)) for r in radius_range)
-            or radius_range[0] <= 0 or radius_range[1] < radius_range[0]):
+    bounds = tuple(radius_range) if isinstance(radius_range, (tuple, list, np.ndarray)) else ()
+    if len(bounds) != 2 or not 0 < _check_real("radius_range", bounds[0]) <= _check_real("radius_range", bounds[1]):
         raise ValueError(f"radius_range must satisfy 0 < min <= max, got {radius_range!r}")
     X, y, groups = [], [], []
     for s in range(n_sets):
