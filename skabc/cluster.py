@@ -159,10 +159,9 @@ class ABCClustering(KernelParamsMixin, ClusterMixin, BaseEstimator):
     Attributes
     ----------
     labels_ : ndarray of shape (n_samples,)
-        Cluster labels; with ``groups``, ids are unique across groups.  With
-        a non-learned affinity and ``n_clusters`` given, exactly
-        SpectralClustering's labels (its ids and dtype: int32 from k-means);
-        otherwise int64, numbered in order of first appearance.
+        Cluster labels; with ``groups``, ids are unique across groups.  With a non-learned
+        affinity, ``n_clusters`` given and one of SpectralClustering's ``assign_labels``, exactly
+        its labels (its ids and dtype: int32 from k-means); otherwise int64, numbered in order of first appearance.
     affinity_matrix_ : ndarray of shape (n_samples, n_samples) or sparse matrix
         Affinity given to the spectral step: the kernel's, raised to ``affinity_power``, or the
         kNN graph when the arbiter kept one of its partitions (block-diagonal sparse with ``groups``;
