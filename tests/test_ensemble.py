@@ -183,3 +183,14 @@ def test_cli_clusters_with_a_saved_ensemble(ensemble, blob_sets, tmp_path):
     # Given k = 3 the partition is not a trivial one (this 1-epoch ensemble puts all 30 rows in one cluster
     # when it estimates k itself).
     assert len(np.unique(np.load(tmp_path / "labels_3.npy"))) == 3
+
+
+def test_members_checkpoint_into_folders_of_their_own(blob_sets, tmp_path):
+    """The members shared the kernel's checkpoint_dir: the second found the first's checkpoint (another seed) and
+    refused the fresh folder as 'a checkpoint of a different configuration'."""
+    X, y, groups = blob_sets
+    kernel = ContextualKernel(**TINY, checkpoint_dir=str(tmp_path))
+    ensemble = KernelEnsemble(kernel, n_members=2, random_state=0).fit(X, y, groups=groups)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["member_0", "member_1"]
+    again = KernelEnsemble(kernel, n_members=2, random_state=0).fit(X, y, groups=groups)  # resumes each member
+    np.testing.assert_array_equal(again.transform(X[:30]), ensemble.transform(X[:30]))

@@ -10,6 +10,7 @@ a Pipeline, or any ``affinity='precomputed'`` clusterer takes it as is.
 from __future__ import annotations
 
 from numbers import Integral
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -92,11 +93,14 @@ class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
         base = ContextualKernel() if self.kernel is None else self.kernel
         rng = check_random_state(self.random_state)
         members = []
-        for _ in range(self.n_members):
+        for index in range(self.n_members):
             member = clone(base)
             seed = int(rng.randint(np.iinfo(np.int32).max))
             if "random_state" in member.get_params():
                 member.set_params(random_state=seed)
+            if member.get_params().get("checkpoint_dir") is not None:
+                # One folder per member: members differ by seed, and each resumes only its own run.
+                member.set_params(checkpoint_dir=str(Path(member.checkpoint_dir) / f"member_{index}"))
             # groups only when given: a plain transformer kernel need not take it.
             members.append(member.fit(X, y) if groups is None else member.fit(X, y, groups=groups))
         self._set_members(members)
