@@ -152,7 +152,8 @@ def check_not_masked_or_missing_labels(values, input_name: str) -> None:
 def _is_unlabelled(y: np.ndarray) -> np.ndarray:
     if y.dtype.kind in "iuf":
         return y == UNLABELLED
-    return np.zeros(len(y), dtype=bool)
+    # Labels read as text (a file, an object column): '-1' marks unlabelled rows there too, not a class.
+    return np.array([str(value).strip() in ("-1", "-1.0") for value in y], dtype=bool)
 
 
 def encode_groups(groups, n_samples: int) -> np.ndarray | None:

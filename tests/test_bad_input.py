@@ -636,3 +636,18 @@ def test_memory_limit_set_after_fit_is_checked_where_it_is_used(tiny_kernel, lim
     X = np.random.default_rng(0).normal(size=(30, 2))
     with pytest.raises(ValueError, match=r"memory_limit must be a positive number of bytes, 'auto' or None, got"):
         kernel.transform(X)
+
+
+def test_minus_one_given_as_text_marks_unlabelled_rows():
+    """'-1' among string labels (a text file, an object column) was trained on as a class of its own."""
+    from skabc._validation import encode_labels
+
+    codes = encode_labels(np.array(["b", "a", "-1", "b", " -1"]), 5)
+    assert list(codes[[2, 4]]) == [-1, -1] and len(set(codes[[0, 1, 3]])) == 2 and codes[0] == codes[3] >= 0
+
+
+def test_explicit_early_stopping_that_cannot_run_says_so(blob_data):
+    X, y, _ = blob_data
+    with pytest.warns(UserWarning, match=r"early_stopping=True, but validation_fraction=0.01 .* without validation"):
+        kernel = ContextualKernel(**{**TINY, "early_stopping": True, "validation_fraction": 0.01}).fit(X[:40], y[:40])
+    assert kernel.validation_score_ is None

@@ -175,6 +175,10 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     rng = np.random.default_rng(check_random_state(kernel.random_state).randint(np.iinfo(np.int32).max))
     early_stopping = kernel.early_stopping if kernel.early_stopping != "auto" else kernel.max_epochs == "auto"
     held_out = validation_split(labels, group_codes, kernel.validation_fraction, rng) if early_stopping else None
+    if held_out is None and kernel.early_stopping is True:
+        warnings.warn(f"early_stopping=True, but validation_fraction={kernel.validation_fraction} of these labels "
+                      "leaves no useful held-out split (too few rows either side): training runs without validation",
+                      UserWarning, stacklevel=4)
     train_labels = labels if held_out is None else np.where(held_out, -1, labels)
 
     schedule = None
