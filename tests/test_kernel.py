@@ -266,8 +266,12 @@ def test_resumed_fine_tune_mixes_with_the_true_start(tmp_path):
         _train_epochs(first, X, y, None, epochs=1)
     resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y)
     np.testing.assert_allclose(resumed.transform(X[:40]), full.transform(X[:40]), atol=1e-5)
-    finished = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y)  # nothing left to train
+    with pytest.warns(UserWarning, match=r"holds a finished run of this configuration \(2 of 2 epochs\)"):
+        finished = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y)  # nothing left to train
     np.testing.assert_allclose(finished.transform(X[:40]), full.transform(X[:40]), atol=1e-5)
+    # warm_start on a finished checkpoint trained nothing, silently: the user believed they had fine-tuned.
+    with pytest.warns(UserWarning, match="nothing is trained, the weights come from its checkpoint"):
+        finished.set_params(warm_start=True).fit(X, y)
 
 
 def test_resumed_validated_fine_tune_scores_the_true_start(tmp_path):

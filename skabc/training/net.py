@@ -90,6 +90,12 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         if previous_state is not None:
             _load_warm_start(net, previous_state)
         done = _checkpointed_epochs(kernel, X, labels, group_codes)
+        if done and done >= kernel.max_epochs:
+            # A finished run of this configuration on these data: fit restores it and trains nothing (with
+            # warm_start too, which would otherwise go on training from the current weights).
+            warnings.warn(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
+                          f"({done} of {kernel.max_epochs} epochs): nothing is trained, the weights come from its "
+                          "checkpoint; use another directory or remove it to train again", UserWarning, stacklevel=4)
         # LoadInitState restores the checkpoint at train begin; partial_fit keeps that state and turns
         # Ctrl-C into a clean stop.
         net.partial_fit(dataset, y=None, epochs=max(0, kernel.max_epochs - done))
