@@ -153,7 +153,7 @@ def _is_unlabelled(y: np.ndarray) -> np.ndarray:
     if y.dtype.kind in "iuf":
         return y == UNLABELLED
     # Labels read as text (a file, an object column): '-1' marks unlabelled rows there too, not a class.
-    return np.array([str(value).strip() in ("-1", "-1.0") for value in y], dtype=bool)
+    return np.isin(np.char.strip(y.astype(str)), ("-1", "-1.0"))
 
 
 def encode_groups(groups, n_samples: int) -> np.ndarray | None:
