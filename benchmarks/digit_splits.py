@@ -25,13 +25,13 @@ the smallest 0.717); the best rule differs from split to split (the best of them
 Silhouette among the candidates' counts (tried 2026-12-03, not shipped; pre-registered before the package ran it):
 cutting the kNN graph at the candidate ``k`` whose partition has the best silhouette of the rows scored 0.775 on
 these splits' sets offline (6 of 8 gain, up to +0.14; -0.057 on one) and 0.768 against 0.716 on the zero-shot sets
-of their five-digit pools, but 0.04-0.06 against 1.00 on noisy circles and moons (silhouette prefers convex
-clusters), so it was proposed only as a third partition of ``choose_partition``, kept where a fit's validation
-sets prefer it by more than one standard error.  Rule: mean gain >= +0.015 over the eight splits, no split losing
-more than 0.06.  Result: the validation sets never preferred it (on a three-digit split they scored 0.968 with the
-kNN cut and 0.968 with the silhouette one: sets of memorised classes show no counting error), so every split
-clustered as before (0.739 -> 0.739): **fails**.  Shipping it without validation would rest on these eight
-splits alone.
+of their five-digit pools, but 0.04-0.06 against 1.00 on 7 of 8 noisy circles and moons, 0.579 against 0.922 over 20
+gallery toy sets at seeds 101-104 (silhouette prefers convex clusters), so it was proposed only as a third partition
+of ``choose_partition``, kept where a fit's validation sets prefer it by more than one standard error. Rule: mean
+gain >= +0.015 over the eight splits, no split losing more than 0.06. Result: the validation sets never preferred it
+(on a three-digit split they scored 0.968 with the kNN cut and 0.968 with the silhouette one: sets of memorised
+classes show no counting error), so every split clustered as before (0.739 -> 0.739): **fails**. Shipping it without
+validation would rest on these eight splits alone.
 Prints a table and writes ``benchmarks/results/digit_splits.json``.
 """
 
