@@ -582,6 +582,28 @@ def test_warm_start_continues_from_the_fitted_weights(blob_data):
         kernel.set_params(d_model=32).fit(X, y, groups=groups)
 
 
+def test_warm_start_on_another_width_names_the_columns(blob_data):
+    """torch's load_state_dict error (every tensor, in torch's terms) used to be the whole message."""
+    X, y, groups = blob_data
+    kernel = ContextualKernel(**TINY).fit(X, y, groups=groups)
+    with pytest.raises(ValueError, match=r"X has another number of columns than the kernel was fitted on") as info:
+        kernel.set_params(warm_start=True).fit(np.hstack([X, X]), y, groups=groups)
+    assert "size mismatch" not in str(info.value) and "warm_start=False" in str(info.value)
+
+
+@pytest.mark.parametrize("attention, options, message", [
+    ("sab", {"bogus": 1}, r"unknown option 'bogus' for the attention backend 'sab'; it takes no other options"),
+    ("isab", {"n_inducing": 4}, r"cannot set 'n_inducing': it is the kernel parameter n_inducing"),
+    ("sab", {"dropout": 0.5}, r"cannot set 'dropout': every block receives it"),
+    ("sampled", {"windowsize": 8}, r"unknown option 'windowsize'.*it takes"),
+])
+def test_attention_options_are_checked_before_torch_builds_blocks(blob_data, attention, options, message):
+    """Unknown keys reached the block's constructor and came back as torch-side TypeErrors."""
+    X, y, groups = blob_data
+    with pytest.raises(ValueError, match=message):
+        ContextualKernel(**{**TINY, "attention": attention, "attention_options": options}).fit(X, y, groups=groups)
+
+
 def test_fourier_embedder_trains_saves_and_reloads(tmp_path, blob_data):
     X, y, groups = blob_data
     kernel = ContextualKernel(**{**TINY, "embedder": "fourier"}).fit(X, y, groups=groups)

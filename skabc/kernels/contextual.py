@@ -59,7 +59,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         how they compare: ``docs/backends_results.md``.
     attention_options : dict, default=None
         Extra keyword options for the backend factory (e.g. for a custom
-        callable ``attention``); they override the named options above.
+        callable ``attention``); the named options above are set by their own parameters.
     compat : {'multiplicative', 'additive'}, default='multiplicative'
         Compatibility function of the similarity head.
     n_blocks : int, default=4

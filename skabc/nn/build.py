@@ -3,20 +3,56 @@
 from __future__ import annotations
 
 import copy
+import inspect
 
 import numpy as np
 import torch
 from torch import nn
 
 from ..preprocessing import canonicalize_set
-from .backends import BACKEND_OPTIONS
+from .backends import BACKEND_OPTIONS, resolve_backend
 from .embedders import EMBEDDERS
 from .model import ABCNet
 from .sampled import SampledAttentionBlock
 
+#: Keywords every attention block receives from the network itself, never from ``attention_options``.
+BLOCK_KEYWORDS = ("d_model", "n_heads", "d_ff", "layer_norm", "dropout")
+
+
+def check_attention_options(kernel) -> None:
+    """Refuse ``attention_options`` the backend would not take, before torch reports it as a TypeError.
+
+    A key the network or a named kernel parameter already passes (``dropout``, ``n_inducing`` for
+    ``'isab'``) is refused too: it has one owner, and a saved kernel is only loadable that way.
+    """
+    options = kernel.attention_options
+    if not options:
+        return
+    named = BACKEND_OPTIONS.get(kernel.attention, ()) if isinstance(kernel.attention, str) else ()
+    for key in options:
+        if not isinstance(key, str):
+            raise TypeError(f"attention_options keys must be strings (keyword names), got {key!r}.")
+        if key in named:
+            raise ValueError(f"attention_options cannot set {key!r}: it is the kernel parameter {key}; set it there.")
+        if key in BLOCK_KEYWORDS:
+            raise ValueError(f"attention_options cannot set {key!r}: every block receives it from the network "
+                             f"({', '.join(BLOCK_KEYWORDS)}).")
+    parameters = inspect.signature(resolve_backend(kernel.attention)).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return  # a factory that takes any keyword decides itself
+    unknown = sorted(set(options) - set(parameters))
+    if unknown:
+        accepted = sorted(set(parameters) - set(BLOCK_KEYWORDS) - set(named))
+        name = kernel.attention if isinstance(kernel.attention, str) else getattr(kernel.attention, "__name__", "")
+        raise ValueError(
+            f"attention_options: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            f"for the attention backend {name!r}; it takes {', '.join(map(repr, accepted)) or 'no other options'}."
+        )
+
 
 def build_module(kernel, n_features: int) -> ABCNet:
     """A fresh :class:`ABCNet` for the kernel's architecture parameters and ``n_features`` inputs."""
+    check_attention_options(kernel)
     if kernel.canonical_features is not None:
         n_features = int(kernel.canonical_features)
     embed_features = getattr(kernel, "embed_features", None)

@@ -180,13 +180,21 @@ def check_training_memory(kernel, largest_set: int) -> None:
 
 
 def _load_warm_start(net: NeuralNet, state: dict) -> None:
-    try:
-        net.module_.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
+    # Compare shapes first: torch's own error lists every tensor in its terms, not the user's.
+    current = net.module_.state_dict()
+    reshaped = [name for name in state if name in current and tuple(state[name].shape) != tuple(current[name].shape)]
+    if reshaped or set(state) != set(current):
+        detail = (f"{reshaped[0]} has shape {tuple(state[reshaped[0]].shape)} in the fitted network and "
+                  f"{tuple(current[reshaped[0]].shape)} in the new one" if reshaped else
+                  f"the networks hold different tensors ({len(set(state) ^ set(current))} differ)")
+        hint = (" X has another number of columns than the kernel was fitted on." if reshaped
+                and reshaped[0].startswith("embedder.") else "")
         raise ValueError(
-            "warm_start=True needs the same architecture as the fitted kernel (n_blocks, d_model, "
-            f"n_heads, attention, embedder, canonical_features, input width): {exc}"
-        ) from exc
+            "warm_start=True continues the fitted network, which needs the same architecture and input width "
+            f"(n_blocks, d_model, n_heads, attention, embedder, canonical_features, columns of X): {detail}.{hint} "
+            "Set warm_start=False to train a new network."
+        )
+    net.module_.load_state_dict(state, strict=True)
 
 
 def data_digest(X: np.ndarray, labels: np.ndarray, group_codes) -> str:
