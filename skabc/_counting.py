@@ -52,7 +52,7 @@ def counting_setup(name: str, step: SpectralStep) -> tuple[object, SpectralStep,
     return kernel, counting_step, arbiter_for(settings["arbiter"], counting_step)
 
 
-def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed):
+def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed, cut_random_state: int | None = None):
     """One set: ``k`` counted by :func:`counting_setup`'s kernel and arbiter on the rows ``X``, ``affinity`` cut.
 
     Returns what :meth:`~skabc.spectral.arbiter.Arbiter.cluster` returns: labels (compact ids), the affinity
@@ -71,7 +71,9 @@ def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed):
     kernel, counting_step, arbiter = counting_setup(name, step)
     _, _, k, eigenvalues, chosen = arbiter.cluster(counting_step, kernel.affinity(counted),
                                                    check_array(counted), eig_seed, seed)
-    # Exactly SpectralClustering(n_clusters=k) on the model's affinity, ids renumbered as every k-unknown fit's.
-    labels, affinity, _, _ = replace(step, n_clusters=k, follows_sklearn=True).cluster(affinity, eig_seed, seed)
+    # Exactly SpectralClustering(n_clusters=k) on the model's affinity, ids renumbered as every k-unknown fit's;
+    # given cut_random_state, seeded as SpectralClustering(random_state=cut_random_state) is.
+    cut_seeds = (eig_seed, seed) if cut_random_state is None else (None, cut_random_state)
+    labels, affinity, _, _ = replace(step, n_clusters=k, follows_sklearn=True).cluster(affinity, *cut_seeds)
     labels = compact(np.asarray(labels))
     return labels, affinity, len(np.unique(labels)), eigenvalues, f"affinity-at-{chosen}"

@@ -7,6 +7,7 @@ group after group so they are unique across groups.
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from itertools import pairwise
 
@@ -101,6 +102,9 @@ def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     kernel, max_samples = model.kernel_, model.max_samples_
     # The arbiter travels as its name (each process reads the shipped file once).
     clustering = (model.spectral_step_, getattr(model, "arbiter_", None))
+    if len(sets) == 1 and clustering[1] in COUNTING_ARBITERS and isinstance(model.random_state, numbers.Integral):
+        # The counted k cuts the affinity seeded exactly as SpectralClustering(n_clusters=k) would be.
+        clustering = (*clustering, model.random_state)
     if len(sets) == 1:
         return [_cluster_one(kernel, clustering, sets[0], *seeds[0], max_samples)]
     # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
@@ -115,7 +119,8 @@ def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
 def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples: int | None = None):
     """Cluster one set: the kernel's affinity, then the spectral step (on a subsample past ``max_samples``).
 
-    ``clustering``: the :class:`~skabc.spectral.SpectralStep` and the arbiter's name (or ``None``).
+    ``clustering``: the :class:`~skabc.spectral.SpectralStep`, the arbiter's name (or ``None``) and, for a
+    counting arbiter, optionally the int ``random_state`` its cut is seeded with.
     Returns (labels from 0, affinity, k found, eigenvalues, the candidate the
     arbiter kept or ``None``).  A module-level
     function so joblib can ship it, with the fitted kernel, to worker processes
@@ -137,13 +142,13 @@ def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples:
 
 def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     kernel = as_kernel(kernel)
-    step, arbiter = clustering
+    step, arbiter, *cut_random_state = clustering
     n = _num_samples(X)
     if not kernel.returns_sparse(n):
         # The affinity plus the spectral step's Laplacian and working copies (the arbiter's two affinities: more).
         kernel.check_memory(n, n_copies=6 if arbiter else 4)
     if arbiter in COUNTING_ARBITERS:
-        return count_then_cut(arbiter, step, kernel.affinity(X), X, eig_seed, seed)
+        return count_then_cut(arbiter, step, kernel.affinity(X), X, eig_seed, seed, *cut_random_state)
     if arbiter is not None:
         # Floats as the kernel reads them (numeric strings too, as SpectralClustering takes them).
         rows = check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32))

@@ -279,6 +279,19 @@ def test_k_unknown_is_counted_by_the_generic_kernel_and_the_affinity_cut_as_spec
     assert model.eigenvalues_ is not None
 
 
+@pytest.mark.parametrize("params", [dict(affinity="rbf"), dict(affinity="rbf", n_components=6),
+                                    dict(affinity="nearest_neighbors", assign_labels="discretize")])
+def test_the_counted_cut_is_seeded_as_spectral_clustering_given_that_k(moons, params):
+    """The cut used seeds drawn from random_state: ARI 0.947 against SpectralClustering(n_clusters=k_hat) (rbf, 3)."""
+    X, _ = moons
+    counted = ABCClustering(random_state=3, **params).fit(X)
+    theirs = SpectralClustering(n_clusters=counted.n_clusters_, random_state=3, **params).fit(X)
+    given = ABCClustering(n_clusters=counted.n_clusters_, random_state=3, **params).fit(X)
+    assert counted.arbiter_ == "generic-count"
+    assert adjusted_rand_score(theirs.labels_, counted.labels_) == 1.0
+    assert adjusted_rand_score(given.labels_, counted.labels_) == 1.0
+
+
 @pytest.mark.parametrize("params", [dict(n_clusters_selection="eigengap"), dict(arbiter=None),
                                     dict(n_clusters_selection="rotation")])
 def test_a_chosen_k_rule_or_no_arbiter_keeps_the_affinitys_own_spectrum(moons, params):
