@@ -244,9 +244,10 @@ def test_checkpoint_of_other_configuration_is_refused(blob_data, tmp_path):
 def test_checkpoint_of_other_data_is_refused(blob_data, tmp_path, capsys):
     """A probe: the same configuration fitted on other data returned the checkpoint's weights, silently."""
     X, y, g = blob_data
-    ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
-    again = ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path, "verbose": 1}).fit(X, y, groups=g)
-    assert "Resuming from the checkpoint" in capsys.readouterr().out and len(again.net_.history) == 1
+    first = ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+    with pytest.warns(UserWarning, match="the kernel that run fitted is restored"):
+        again = ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+    np.testing.assert_array_equal(again.transform(X[:30]), first.transform(X[:30]))
     for other in ((X[::-1], y, g), (X, y[::-1], g), (X, y, g[::-1])):
         with pytest.raises(ValueError, match="trained on other data"):
             ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(other[0], other[1], groups=other[2])
@@ -270,7 +271,7 @@ def test_resumed_fine_tune_mixes_with_the_true_start(tmp_path):
         finished = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y)  # nothing left to train
     np.testing.assert_allclose(finished.transform(X[:40]), full.transform(X[:40]), atol=1e-5)
     # warm_start on a finished checkpoint trained nothing, silently: the user believed they had fine-tuned.
-    with pytest.warns(UserWarning, match="nothing is trained, the weights come from its checkpoint"):
+    with pytest.warns(UserWarning, match="nothing is trained, the kernel that run fitted is restored"):
         finished.set_params(warm_start=True).fit(X, y)
 
 
@@ -288,6 +289,28 @@ def test_resumed_validated_fine_tune_scores_the_true_start(tmp_path):
     resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=groups)
     assert resumed.start_validation_score_ == pytest.approx(full.start_validation_score_, abs=1e-9)
     assert resumed.validation_score_ >= resumed.start_validation_score_
+
+
+def test_a_finished_validated_run_refitted_returns_the_kernel_it_fitted(tmp_path):
+    """A probe: fitting again on a finished run's checkpoint re-derived the result from no epochs and returned
+    the starting (generic) weights, where the run had kept a trained, mixed epoch."""
+    from skabc.datasets import make_circles_sets
+    from skabc.pretrained import load
+
+    X, y, groups = make_circles_sets(n_sets=10, set_size=40, random_state=0)
+    params = dict(max_epochs=2, sets_per_epoch=4, batch_size=4, set_size=(20, 40), random_state=0, device="cpu",
+                  early_stopping=True, checkpoint_dir=tmp_path)
+    first = ContextualKernel(**params).fit(X, y, groups=groups)
+    generic = load("generic").set_params(device="cpu").transform(X[:40])
+    assert not np.allclose(first.transform(X[:40]), generic, atol=1e-4)  # the run kept trained weights
+    with pytest.warns(UserWarning, match=r"finished run of this configuration \(2 of 2 epochs\): nothing is trained"):
+        again = ContextualKernel(**params).fit(X, y, groups=groups)
+    np.testing.assert_array_equal(again.transform(X[:40]), first.transform(X[:40]))
+    assert again.recommended_clustering() == first.recommended_clustering()
+    assert again.validation_score_ == first.validation_score_ and again.n_training_sets_ == first.n_training_sets_
+    # A run cut short by max_time is not finished: no kernel is kept, a later fit resumes it.
+    timed = ContextualKernel(**{**params, "checkpoint_dir": tmp_path / "timed", "max_time": 1e-6}).fit(X, y)
+    assert timed.n_training_sets_ < 8 and not (tmp_path / "timed" / "fitted_kernel.safetensors").exists()
 
 
 # ------------------------------------------------------------------ bad input

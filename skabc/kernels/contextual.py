@@ -9,10 +9,9 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from .. import persistence
 from .._validation import check_magnitude, check_not_masked_or_missing, encode_groups, encode_labels, to_network_float32
 from ..inference import check_dense_memory, learned_affinity
-from ..nn.build import apply_inference_options, check_architecture_unchanged, record_architecture, set_transform
-from ..sampling import check_set_size
-from ..training import train
-from ..training.plan import network_of, plan_training
+from ..nn.build import apply_inference_options, check_architecture_unchanged, set_transform
+from ..training.fitting import fit_kernel
+from ..training.plan import network_of
 from ._contextual_constraints import CONTEXTUAL_KERNEL_CONSTRAINTS
 from ._contextual_io import check_contextual, describe_contextual, restore_contextual
 from .base import Kernel, check_recommended_clustering
@@ -157,6 +156,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         every epoch, and a fit that finds a checkpoint of the same
         configuration there resumes from it (drawing the same sets an
         uninterrupted run would), so long trainings survive being stopped.
+        A finished run keeps the kernel it fitted there; a fit on it restores that kernel.
     checkpoint_every : int, default=1
         Save a checkpoint after every this many epochs.
     affinity_mode : {'auto', 'dense', 'sparse'}, default='auto'
@@ -333,14 +333,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         scale_free = network_of(self).canonical_features is not None  # takes any magnitude: the cast rescales it
         X = to_network_float32(X if scale_free else check_magnitude(X), scale_free=scale_free)
         group_codes = encode_groups(groups, X.shape[0])
-        plan = plan_training(self, X, encode_labels(y, X.shape[0]), group_codes)
-        self.net_, n_sets = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(self.set_size),
-                                  plan.start_state, plan.callbacks)
-        self.module_ = self.net_.module_
-        self.module_.eval()
-        record_architecture(self)
-        self.n_training_sets_ = n_sets * sum("train_loss" in row for row in self.net_.history)
-        plan.record(self, self.net_)
+        fit_kernel(self, X, encode_labels(y, X.shape[0]), group_codes)
         return self
 
     def _input_dtype(self):

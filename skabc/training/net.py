@@ -89,13 +89,16 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         net.initialize()
         if previous_state is not None:
             _load_warm_start(net, previous_state)
-        done = _checkpointed_epochs(kernel, X, labels, group_codes)
+        done = checkpointed_epochs(kernel, X, labels, group_codes)
         if done and done >= kernel.max_epochs:
             # A finished run of this configuration on these data: fit restores it and trains nothing (with
             # warm_start too, which would otherwise go on training from the current weights).
+            # Reached only without the kernel that run fitted (skabc.training.result): an earlier version's
+            # checkpoint, or a kernel with a custom callable, which has no safe file.
             warnings.warn(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
-                          f"({done} of {kernel.max_epochs} epochs): nothing is trained, the weights come from its "
-                          "checkpoint; use another directory or remove it to train again", UserWarning, stacklevel=4)
+                          f"({done} of {kernel.max_epochs} epochs) but not the kernel it fitted: nothing is trained, "
+                          "the kernel is re-derived from the last epoch's checkpoint and may differ from the one that "
+                          "run returned; use another directory or remove it to train again", UserWarning, stacklevel=4)
         # LoadInitState restores the checkpoint at train begin; partial_fit keeps that state and turns
         # Ctrl-C into a clean stop.
         net.partial_fit(dataset, y=None, epochs=max(0, kernel.max_epochs - done))
@@ -207,7 +210,7 @@ def data_digest(X: np.ndarray, labels: np.ndarray, group_codes) -> str:
     return digest.hexdigest()
 
 
-def _checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> int:
+def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, announce: bool = True) -> int:
     """Epochs already saved in ``checkpoint_dir`` (0 if none); refuse a checkpoint of another configuration
     or of other data (:func:`data_digest`, computed only when there is a checkpoint directory)."""
     if kernel.checkpoint_dir is None:
@@ -236,7 +239,7 @@ def _checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes)
                 "(X, y or groups differ, or the held-out validation rows: with random_state=None every fit draws "
                 "them anew, so pass an int); use another directory or remove it to start afresh."
             )
-        if kernel.verbose:
+        if kernel.verbose and announce:
             print(f"Resuming from the checkpoint in {str(directory)!r}.")
         return _check_checkpoint_files(directory)
     config_file.write_text(json.dumps({**params, "_data": data}, sort_keys=True))
@@ -304,7 +307,7 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
         f"the kernel keeps the weights with {kept}. "
         + ("Call fit again to resume from checkpoint_dir." if kernel.checkpoint_dir is not None else ""),
         RuntimeWarning,
-        stacklevel=4,
+        stacklevel=5,
     )
 
 

@@ -270,10 +270,10 @@ def warn_if_labels_teach_one_answer(labels: np.ndarray, group_codes) -> None:
         return
     if not (counts >= 2).any():
         warnings.warn("No two labelled rows of a group share a class in y: the kernel can only learn that no two "
-                      "points belong together.", UserWarning, stacklevel=4)
+                      "points belong together.", UserWarning, stacklevel=5)
     elif _classes_per_group(labels, group_codes) < 2:
         warnings.warn("y holds one class per group: the kernel can only learn that all points of a set belong "
-                      "together.", UserWarning, stacklevel=4)
+                      "together.", UserWarning, stacklevel=5)
 
 
 def _group_class_pairs(labels: np.ndarray, group_codes) -> tuple[np.ndarray, np.ndarray]:
