@@ -43,8 +43,10 @@ def resolve_device(device) -> torch.device:
         raise ValueError(f"device must be 'auto' or a torch device such as 'cpu' or 'cuda', got {device!r}") from exc
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was requested but CUDA is not available on this machine")
+    if resolved.type == "meta":  # allocates nothing, so it passes the probe below, then fails at .item()
+        raise ValueError(f"device={device!r} holds no data (torch's shape-only device); use 'auto', 'cpu' or 'cuda'")
     if resolved.type not in ("cpu", "cuda"):
-        # 'mps', 'xpu', 'meta'...: torch only says so at the first allocation, deep inside training.
+        # 'mps', 'xpu'...: torch only says so at the first allocation, deep inside training.
         try:
             torch.empty(1, device=resolved)
         except (RuntimeError, AssertionError) as exc:

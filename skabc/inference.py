@@ -83,8 +83,13 @@ def learned_affinity(
     """
     z, (scale, extra) = encode(module, X, set_transform, with_geometry=True,
                                use_geometry=False if sparse else None)
+    if not bool(torch.isfinite(z).all()):
+        raise _overflow_error()
     if sparse:
-        return topk_affinity(module.head, z, n_neighbors, n_random=n_random_neighbors, point_keys=row_keys(X))
+        affinity = topk_affinity(module.head, z, n_neighbors, n_random=n_random_neighbors, point_keys=row_keys(X))
+        if not np.isfinite(affinity.data.sum()):
+            raise _overflow_error()
+        return affinity
     n = X.shape[0]
     with torch.inference_mode():
         projected = module.head.project(z)
@@ -99,10 +104,18 @@ def learned_affinity(
             # Sigmoid in float64: confident "different cluster" logits stay positive instead of
             # underflowing to 0, so the affinity graph stays connected for the spectral step.
             affinity[start : start + rows] = torch.sigmoid(block[0].double()).cpu().numpy()
+    if not np.isfinite(affinity.sum()):  # one reduction, no n x n mask
+        raise _overflow_error()
     # Blocks are symmetric up to rounding; make it exact.
     affinity += affinity.T
     affinity *= 0.5
     return affinity
+
+
+def _overflow_error() -> ValueError:
+    return ValueError("the kernel's affinity of this set is not finite (NaN or infinity): its weights overflow, as a "
+                      "corrupted or forged model file's, or a training run's that diverged, would; refit or reload "
+                      "the kernel.")
 
 
 def check_dense_memory(n_samples: int, n_copies: float, memory_limit) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import numpy as np
@@ -192,6 +193,52 @@ def test_save_load_round_trip(tiny_kernel, tmp_path):
     loaded = ContextualKernel.load(path, device="cpu")
     np.testing.assert_array_equal(loaded.transform(X), tiny_kernel.transform(X))
     assert loaded.get_params() == {**tiny_kernel.get_params()}
+    # A probe: the network a kernel trained from scratch runs was not reported after loading.
+    assert loaded.network_params_ == tiny_kernel.network_params_
+
+
+def test_device_is_checked_where_it_is_used(tiny_kernel):
+    """A probe: 'meta' passed the device check and failed inside torch; a device set after fit was ignored."""
+    X = np.random.default_rng(0).normal(size=(12, 2))
+    with pytest.raises(ValueError, match="device='meta' holds no data"):
+        ContextualKernel(**{**TINY, "device": "meta"}).fit(X, np.repeat([0, 1], 6))
+    kernel = pickle.loads(pickle.dumps(tiny_kernel))
+    with pytest.raises(ValueError, match=r"device must be 'auto' or a torch device.*got 'tpu9'"):
+        kernel.set_params(device="tpu9").transform(X)
+    np.testing.assert_array_equal(kernel.set_params(device="cpu").transform(X), tiny_kernel.transform(X))
+
+
+@pytest.mark.parametrize("forge, match", [
+    (lambda d: torch.save({"x": torch.zeros(2)}, d / "params.pt"), r"params\.pt.*weights do not fit"),
+    (lambda d: torch.save({k: torch.zeros(3, 3) for k in torch.load(d / "params.pt")}, d / "params.pt"),
+     r"params\.pt.*weights do not fit"),
+    (lambda d: torch.save({"state": {}, "param_groups": []}, d / "optimizer.pt"), r"optimizer\.pt.*optimizer state"),
+    (lambda d: (d / "history.json").write_text("[{}]"), r"history\.json.*epoch 1 of the history"),
+    (lambda d: (d / "history.json").write_text('[{"epoch": 1, "event_cp": false}]'), r"records no saved epoch"),
+])
+def test_forged_checkpoint_files_are_refused_by_name(blob_data, tmp_path, forge, match):
+    """A probe: checkpoint files that unpickle but do not fit the network failed in torch or skorch unnamed."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 2, "checkpoint_dir": tmp_path}
+    ContextualKernel(**params).fit(X, y, groups=g)
+    (tmp_path / "fitted_kernel.safetensors").unlink(missing_ok=True)  # as if interrupted: a fit resumes
+    history = json.loads((tmp_path / "history.json").read_text())
+    (tmp_path / "history.json").write_text(json.dumps(history[:1]))
+    forge(tmp_path)
+    with pytest.raises(ValueError, match=match):
+        ContextualKernel(**params).fit(X, y, groups=g)
+
+
+def test_checkpoint_dir_must_be_a_folder(blob_data, tmp_path, monkeypatch):
+    """A probe: a file gave pathlib's FileExistsError; '' wrote the checkpoint into the working folder."""
+    X, y, g = blob_data
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path / "afile"}).fit(X, y, groups=g)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="checkpoint_dir is an empty path"):
+        ContextualKernel(**{**TINY, "checkpoint_dir": ""}).fit(X, y, groups=g)
+    assert not (tmp_path / "history.json").exists()
 
 
 def test_load_rejects_non_skabc_files(tmp_path):

@@ -140,6 +140,11 @@ def test_forged_kernel_entries_are_refused(entry, value, match, saved, tmp_path)
         ("validation_settings_scores_", {"A**1": [1]}, r"validation_settings_scores_\.A\*\*1: expected a finite"),
         ("schedule_", {"max_epochs": 3}, r"fit_record\.schedule_: missing entries 'sets_per_epoch', 'n_steps'"),
         ("net_", 1, r"fit_record: unknown entry 'net_'"),
+        ("fine_tune_alpha_", 5.0, r"fit_record\.fine_tune_alpha_: 5\.0 is out of range \(0, 1\]"),
+        ("max_time_", -3.0, r"fit_record\.max_time_: -3\.0 is out of range \(0, inf\)"),
+        ("validation_score_", 1e9, r"fit_record\.validation_score_: 1000000000\.0 is out of range \[-1, 1\]"),
+        ("validation_settings_scores_", {"x": 2.0}, r"validation_settings_scores_\.x: 2\.0 is out of range"),
+        ("batch_size_", 0, r"fit_record\.batch_size_: 0 is out of range \[1, inf\)"),
     ],
 )
 def test_forged_fit_records_are_refused(entry, value, match, saved, tmp_path):
@@ -251,12 +256,39 @@ def test_forged_ensemble_members_are_refused(tiny_kernel, tmp_path):
     path = tmp_path / "e.safetensors"
     KernelEnsemble.from_fitted([tiny_kernel, tiny_kernel]).save(path)
     meta, tensors = read_meta(path), load_file(str(path))
-    for members, match in [({}, r"members: expected a list"), ([], r"members: expected a list of 1 to"),
+    for members, match in [({}, r"members: expected a list"), ([], r"members: expected a list of kernels, at least"),
                            ([meta["members"][0]] * 3, r"lacks the weights 'members\.2\.")]:
         refused(KernelEnsemble.load, forge(path, {**meta, "members": members}, tensors), match)
     bad = copy.deepcopy(meta)
     bad["members"][1]["params"]["checkpoint_dir"] = "/tmp/x"
     refused(KernelEnsemble.load, forge(path, bad, tensors), r"members\.1\.params: unknown entry 'checkpoint_dir'")
+
+
+def test_ensemble_members_of_different_widths_are_refused_before_building(tiny_kernel, tmp_path):
+    """A probe: member 1 swapped for a 3-column kernel (each consistent with its tensors) was built, then
+    from_fitted refused it without naming the file."""
+    X, y, g = make_blob_sets(n_sets=20, set_size=30, random_state=1)
+    wide = ContextualKernel(**{**TINY, "init": "scratch"}).fit(np.hstack([X, X[:, :1]]), y, groups=g)
+    path, wide_path = tmp_path / "e.safetensors", tmp_path / "wide.safetensors"
+    KernelEnsemble.from_fitted([tiny_kernel, tiny_kernel]).save(path)
+    wide.save(wide_path)
+    meta, tensors = read_meta(path), load_file(str(path))
+    meta["members"][1] = read_meta(wide_path)["kernel"]
+    tensors = {name: value for name, value in tensors.items() if not name.startswith("members.1.")}
+    tensors.update({"members.1." + name[len("kernel."):]: value for name, value in load_file(str(wide_path)).items()})
+    refused(KernelEnsemble.load, forge(path, meta, tensors), r"members\.1\.n_features_in: 3 features, but member 0")
+
+
+def test_finite_weights_that_overflow_give_a_clear_error_not_nan(saved, tmp_path):
+    """A probe: a tensor set to 3e38 (finite, so the file loads) made transform return an all-NaN affinity."""
+    tensors = dict(saved.kernel_tensors)
+    name = next(iter(sorted(tensors)))
+    tensors[name] = torch.full_like(tensors[name], 3e38)
+    kernel = ContextualKernel.load(forge(tmp_path / "k.safetensors", saved.kernel_meta, tensors), device="cpu")
+    with pytest.raises(ValueError, match="affinity of this set is not finite"):
+        kernel.transform(saved.X[:20])
+    with pytest.raises(ValueError, match="affinity of this set is not finite"):
+        kernel.set_params(affinity_mode="sparse").transform(saved.X[:20])
 
 
 # --------------------------------------------------------------------- fuzz: mutated descriptions of real files

@@ -24,6 +24,10 @@ FIT_RECORD = {"init_": "str", "fine_tune_alpha_": "number", "batch_size_": "int"
               "validation_score_": "number", "start_validation_score_": "number", "n_training_sets_": "int",
               "schedule_": "schedule", "validation_settings_scores_": "scores"}
 SCHEDULE_FIELDS = ("max_epochs", "sets_per_epoch", "n_steps")
+# Ranges of the record's numbers, (low, high, low included): a share of weights, seconds, ARIs.
+FIT_RECORD_RANGES = {"fine_tune_alpha_": (0.0, 1.0, False), "max_time_": (0.0, np.inf, False),
+                     "validation_score_": (-1.0, 1.0, True), "start_validation_score_": (-1.0, 1.0, True),
+                     "validation_settings_scores_": (-1.0, 1.0, True), "batch_size_": (1, np.inf, True)}
 # Most entries of a saved validation_settings_scores_ (a fit compares about a dozen settings).
 MAX_SETTINGS_SCORES = 256
 
@@ -62,6 +66,8 @@ def restore_contextual(cls, meta: dict, tensors: dict, device):
         if unknown:
             raise ValueError(f"the saved network parameters name unknown parameters: {sorted(unknown)}")
         kernel.network_params_ = network
+    else:  # written only where it differs from the parameters (a fine-tune of the generic network)
+        kernel.network_params_ = {name: getattr(kernel, name) for name in NETWORK_PARAMS}
     load_weights(kernel, part["n_features_in"], persistence.nested(WEIGHTS, tensors), device)
     if part.get("feature_names_in"):
         kernel.feature_names_in_ = np.asarray(part["feature_names_in"], dtype=object)
@@ -151,8 +157,9 @@ def _check_fit_record(record, where: str) -> None:
             _schema.check_str(value, at, choices=("generic", "scratch", "warm_start"))
         elif kind == "int":
             _schema.check_int(value, at, 0, _schema.MAX_COUNT)
+            _check_record_range(name, value, at)
         elif kind == "number":
-            _schema.check_number(value, at)
+            _check_record_range(name, _schema.check_number(value, at), at)
         elif kind == "schedule":
             _schema.check_keys(value, at, required=SCHEDULE_FIELDS)
             for field in SCHEDULE_FIELDS:
@@ -162,7 +169,16 @@ def _check_fit_record(record, where: str) -> None:
             if len(value) > MAX_SETTINGS_SCORES:
                 raise _schema.fail(at, f"{len(value)} entries, more than {MAX_SETTINGS_SCORES}")
             for label, score in value.items():
-                _schema.check_number(score, f"{at}.{label}")
+                _check_record_range(name, _schema.check_number(score, f"{at}.{label}"), f"{at}.{label}")
+
+
+def _check_record_range(name: str, value, at: str) -> None:
+    if name not in FIT_RECORD_RANGES:
+        return
+    low, high, low_included = FIT_RECORD_RANGES[name]
+    if not ((low <= value if low_included else low < value) and value <= high):
+        raise _schema.fail(at, f"{value} is out of range {'[' if low_included else '('}{low:g}, {high:g}"
+                               f"{')' if np.isinf(high) else ']'}")
 
 
 def _check_saved_sizes(kernel, where: str, n_tensors: int) -> None:

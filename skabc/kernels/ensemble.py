@@ -271,12 +271,21 @@ class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
         _schema.check_recommended(meta.get("recommended_clustering"), prefix + "recommended_clustering")
         members = meta["members"]
         if not isinstance(members, list) or not 1 <= len(members) <= max(1, len(header)):
-            raise _schema.fail(prefix + "members", f"expected a list of 1 to {max(1, len(header))} kernels "
-                                                   f"(one per group of tensors), got {_schema.describe_value(members)}")
-        expected = {}
+            raise _schema.fail(prefix + "members", f"expected a list of kernels, at least one and at most one per "
+                                                   f"tensor of the file ({len(header)}), got "
+                                                   f"{_schema.describe_value(members)}")
+        expected, widths = {}, {}
         for i, part in enumerate(members):
             own = check_contextual_part(ContextualKernel, part, f"{prefix}members.{i}", len(header))
             expected.update({_member_prefix(i) + k: v for k, v in own.items()})
+            network = {**part["params"], **(part.get("network_params") or {})}
+            if network.get("canonical_features") is None:  # bound to its input width, as from_fitted checks
+                widths.setdefault(part["n_features_in"], i)
+        if len(widths) > 1:
+            (width, first), (other, member) = sorted(widths.items(), key=lambda item: item[1])[:2]
+            raise _schema.fail(f"{prefix}members.{member}.n_features_in",
+                               f"{other} features, but member {first} takes {width}: an ensemble's members take "
+                               "one width")
         _schema.check_tensors(header, expected, where or "tensors")
 
     @classmethod

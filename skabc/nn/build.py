@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._runtime import resolve_device
 from ..preprocessing import canonicalize_set
 from .backends import BACKEND_OPTIONS, resolve_backend
 from .embedders import EMBEDDERS
@@ -136,8 +137,12 @@ def apply_inference_options(kernel, module: nn.Module) -> None:
     """Give the fitted blocks the current inference-only options, so set_params needs no refit.
 
     ``n_attention_samples`` only sets how many window samples the sampled
-    backend averages in eval mode; the weights do not depend on it.
+    backend averages in eval mode; the weights do not depend on it.  ``device``
+    is checked and the module moved there (``set_params(device=...)`` after fit).
     """
+    device = resolve_device(kernel.device)
+    if next(module.parameters()).device != device:
+        module.to(device)
     samples = backend_options(kernel).get("n_attention_samples")
     if samples is None:
         return

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..nn.build import record_architecture
 from ..sampling import check_set_size
-from .net import train
+from .net import check_checkpoint_dir, train
 from .plan import plan_training
 from .result import keep_result, restore_result, run_is_complete
 
@@ -23,9 +23,11 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
         ``-1`` for unlabelled rows.
     group_codes : ndarray of int64 or None
     """
+    check_checkpoint_dir(kernel.checkpoint_dir)
     plan = plan_training(kernel, X, labels, group_codes)
     if restore_result(kernel, plan.spec, X, plan.train_labels, group_codes):
         return
+    keep_result(kernel, complete=False)  # a kernel kept before no longer matches what this run will leave
     kernel.net_, n_sets = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(kernel.set_size),
                                 plan.start_state, plan.callbacks)
     kernel.module_ = kernel.net_.module_

@@ -89,7 +89,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         net.initialize()
         if previous_state is not None:
             _load_warm_start(net, previous_state)
-        done = checkpointed_epochs(kernel, X, labels, group_codes)
+        done = checkpointed_epochs(kernel, X, labels, group_codes, net=net)
         if done and done >= kernel.max_epochs:
             # A finished run of this configuration on these data: fit restores it and trains nothing (with
             # warm_start too, which would otherwise go on training from the current weights).
@@ -210,9 +210,23 @@ def data_digest(X: np.ndarray, labels: np.ndarray, group_codes) -> str:
     return digest.hexdigest()
 
 
-def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, announce: bool = True) -> int:
+def check_checkpoint_dir(checkpoint_dir) -> None:
+    """Refuse a ``checkpoint_dir`` that is an empty path (it would write into the working folder) or a file."""
+    if checkpoint_dir is None:
+        return
+    if not str(checkpoint_dir).strip():
+        raise ValueError("checkpoint_dir is an empty path; give a folder (e.g. 'checkpoints/'), or None to keep no "
+                         "checkpoints.")
+    if Path(checkpoint_dir).exists() and not Path(checkpoint_dir).is_dir():
+        raise ValueError(f"checkpoint_dir={str(checkpoint_dir)!r} is a file, not a folder; give a folder for the "
+                         "checkpoint files.")
+
+
+def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, announce: bool = True,
+                        net: NeuralNet | None = None) -> int:
     """Epochs already saved in ``checkpoint_dir`` (0 if none); refuse a checkpoint of another configuration
-    or of other data (:func:`data_digest`, computed only when there is a checkpoint directory)."""
+    or of other data (:func:`data_digest`, computed only when there is a checkpoint directory), and, given
+    the initialised ``net`` it would be restored into, weights or optimizer state that do not fit it."""
     if kernel.checkpoint_dir is None:
         return 0
     data = data_digest(X, labels, group_codes)
@@ -241,18 +255,19 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
             )
         if kernel.verbose and announce:
             print(f"Resuming from the checkpoint in {str(directory)!r}.")
-        return _check_checkpoint_files(directory)
+        return _check_checkpoint_files(directory, net)
     config_file.write_text(json.dumps({**params, "_data": data}, sort_keys=True))
     return 0
 
 
-def _check_checkpoint_files(directory: Path) -> int:
+def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None) -> int:
     """Read every checkpoint file once before skorch restores them; return the epochs in the history.
 
     skorch's LoadInitState would fail inside ``partial_fit`` with torch's message for a refused pickle
     (which suggests ``weights_only=False``, never an option here) and without naming the file.  The
     ``.pt`` files are read as torch does then, with ``weights_only=True``: tensors and plain containers,
-    never arbitrary objects.
+    never arbitrary objects; given ``net``, they must fit its module and optimizer (torch's own errors
+    for a mismatch name neither the file nor the checkpoint).
     """
     for name in CHECKPOINT_FILES.values():
         file = directory / name
@@ -261,10 +276,11 @@ def _check_checkpoint_files(directory: Path) -> int:
         try:
             if file.suffix == ".json":
                 history = json.loads(file.read_text())
-                if not isinstance(history, list) or not all(isinstance(row, dict) for row in history):
-                    raise ValueError("the history is not a list of epochs")
+                _check_history(history)
             else:
-                torch.load(file, map_location="cpu", weights_only=True)
+                content = torch.load(file, map_location="cpu", weights_only=True)
+                if net is not None:
+                    _check_fits(name, content, net)
         except pickle.UnpicklingError as exc:
             if "GLOBAL" in str(exc):  # torch names the Python global it refused to unpickle
                 raise ValueError(
@@ -283,6 +299,36 @@ def _check_checkpoint_files(directory: Path) -> int:
                 "remove it (or use another checkpoint_dir) to start afresh."
             ) from None
     return len(history)
+
+
+def _check_history(history) -> None:
+    """skorch's epochs as its Checkpoint writes them: numbered from 1, each saying whether it was saved."""
+    if not isinstance(history, list) or not all(isinstance(row, dict) for row in history):
+        raise ValueError("the history is not a list of epochs")
+    for number, row in enumerate(history, start=1):
+        if row.get("epoch") != number or not isinstance(row.get("event_cp"), bool):
+            raise ValueError(f"epoch {number} of the history has no epoch number {number} or checkpoint flag")
+    if history and not any(row["event_cp"] for row in history):
+        raise ValueError("the history records no saved epoch")
+
+
+def _check_fits(name: str, content, net: NeuralNet) -> None:
+    """The weights (``params.pt``) or optimizer state (``optimizer.pt``) fit the net they would be loaded into."""
+    if name == CHECKPOINT_FILES["f_params"]:
+        expected = {key: tuple(value.shape) for key, value in net.module_.state_dict().items()}
+        if not isinstance(content, dict) or not all(isinstance(v, torch.Tensor) for v in content.values()):
+            raise ValueError("the weights are not a mapping of tensor names to tensors")
+        found = {key: tuple(value.shape) for key, value in content.items()}
+        if found != expected:
+            names = sorted(set(found) ^ set(expected)) or sorted(k for k in found if found[k] != expected[k])
+            raise ValueError(f"the weights do not fit this configuration's network ({names[0]!r} differs)")
+        return
+    groups = net.optimizer_.state_dict()["param_groups"]
+    saved = content.get("param_groups") if isinstance(content, dict) else None
+    if (not isinstance(saved, list) or not isinstance(content.get("state"), dict) or len(saved) != len(groups)
+            or any(not isinstance(g, dict) or len(g.get("params", ())) != len(e["params"])
+                   for g, e in zip(saved, groups, strict=True))):
+        raise ValueError("the optimizer state does not fit this configuration's network")
 
 
 def _handle_interruption(kernel, net: NeuralNet) -> None:
