@@ -80,7 +80,9 @@ def normalized_adjacency(affinity):
     inv_sqrt = np.zeros_like(degree, dtype=np.float64)
     positive = degree > np.finfo(np.float64).tiny
     inv_sqrt[positive] = 1.0 / np.sqrt(degree[positive])
-    return affinity * inv_sqrt[:, None] * inv_sqrt[None, :]
+    adjacency = affinity * inv_sqrt[:, None]
+    adjacency *= inv_sqrt[None, :]  # in place: one n x n temporary less (800 MB at 10,000 points)
+    return adjacency
 
 
 class DenseSolveMemory:
