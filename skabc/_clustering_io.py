@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _schema, persistence
 from .kernels import ContextualKernel, as_kernel
 from .kernels.base import CLUSTERING_SETTINGS, Kernel
+from .spectral.arbiter import CANDIDATES
 
 # Prefix of the kernel's tensors in a saved model.
 _KERNEL = "kernel."
@@ -50,6 +51,7 @@ def describe_clustering(model) -> tuple[dict, dict]:
         "n_features_in": int(model.n_features_in_),
         "feature_names_in": [str(f) for f in getattr(model, "feature_names_in_", [])] or None,
         "n_clusters": int(model.n_clusters_),
+        "candidate": model.candidate_,
     }
     return meta, tensors
 
@@ -84,6 +86,7 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
         model.feature_names_in_ = kernel.feature_names_in_
     model.labels_ = tensors["labels_"].numpy()
     model.n_clusters_ = meta["n_clusters"]
+    model.candidate_ = meta.get("candidate")  # files written before it was stored: unknown
     if not _schema.label_values_ok(model.labels_, model.n_clusters_):
         raise _schema.fail("labels_", f"cluster ids must lie in [0, n_clusters={model.n_clusters_}), got "
                                       f"[{model.labels_.min()}, {model.labels_.max()}]")
@@ -98,12 +101,13 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     """Validate a saved model's description and its file's tensors before anything is built (:mod:`skabc._schema`)."""
     prefix = f"{where}." if where else ""
     _schema.check_keys(meta, where or "description", required=("params", "kernel", "n_features_in", "n_clusters"),
-                       optional=("kernel_param", "fitted", "feature_names_in"))
+                       optional=("kernel_param", "fitted", "feature_names_in", "candidate"))
     allowed = [name for name in cls().get_params(deep=False) if name != "kernel"]
     _schema.check_params(cls, meta["params"], prefix + "params", allowed)
     n_features = _schema.check_int(meta["n_features_in"], prefix + "n_features_in", 1, _schema.MAX_FEATURES)
     _schema.check_names(meta.get("feature_names_in"), prefix + "feature_names_in", n_features)
     _schema.check_int(meta["n_clusters"], prefix + "n_clusters", 1, _schema.MAX_COUNT)
+    _check_candidate(meta.get("candidate"), prefix + "candidate")
     if "kernel_param" in meta:
         _schema.check_str(meta["kernel_param"], prefix + "kernel_param", {"none", "frozen", "kernel"})
     fitted = _schema.check_keys(meta.get("fitted", {}), prefix + "fitted",
@@ -120,3 +124,15 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
                                       base=Kernel)
     else:  # version 1: always a ContextualKernel, its weights directly under "kernel."
         ContextualKernel._check_description({"kernel": kernel}, kernel_header, where)
+
+
+def _check_candidate(value, where: str) -> None:
+    """``candidate_`` as fit sets it: null, an arbiter candidate's name (``'affinity-at-<name>'`` for a counting
+    arbiter, ``'knn-at-<name>'`` for a kNN-partition one), or one such entry per group."""
+    names = set(CANDIDATES) | {f"{prefix}-at-{name}" for prefix in ("affinity", "knn") for name in CANDIDATES}
+    entries = value if isinstance(value, list) else [value]
+    if isinstance(value, list) and not 1 <= len(value) <= _schema.MAX_COUNT:
+        raise _schema.fail(where, f"expected one entry per group, got a list of {len(value)}")
+    for entry in entries:
+        if entry is not None:
+            _schema.check_str(entry, where, names)

@@ -9,6 +9,8 @@ the resolved values become fitted attributes and build the frozen
 
 from __future__ import annotations
 
+from numbers import Integral
+
 from ._fit_inputs import is_learned, is_pairwise
 from ._subsample import resolve_max_samples
 from .kernels.base import check_recommended_clustering
@@ -28,11 +30,16 @@ def resolve_settings(model, recommended: dict) -> None:
     ------
     ValueError
         If ``max_samples`` is set for a precomputed affinity or distance
-        matrix, which cannot be subsampled as a set of points.
+        matrix, which cannot be subsampled as a set of points, or is below
+        a given ``n_clusters``.
     """
     if is_pairwise(model.affinity) and model.max_samples not in ("auto", None):
         raise ValueError(f"max_samples={model.max_samples!r} subsamples sets of points; affinity="
                          f"{model.affinity!r} takes the whole matrix. Leave max_samples='auto' (or None).")
+    if (isinstance(model.max_samples, Integral) and model.n_clusters is not None
+            and model.max_samples < model.n_clusters):
+        raise ValueError(f"max_samples={model.max_samples} is below n_clusters={model.n_clusters}: a subsample "
+                         "clustered first holds fewer points than the clusters asked for. Raise max_samples.")
     recommended = {**SPECTRAL_DEFAULTS, **check_recommended_clustering(recommended)}
 
     def resolved(name: str):

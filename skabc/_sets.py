@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from collections.abc import Mapping
 from itertools import pairwise
 
 import numpy as np
@@ -44,7 +45,7 @@ def cluster_groups(model, X, n_samples: int, group_codes):
         # One set: X itself, not a copy (a precomputed affinity stays the user's matrix), and its
         # labels as the spectral step returned them (SpectralClustering's own, for its affinities).
         set_labels, affinity, found, eigenvalues, chosen = map_sets(model, [X], seeds, model.n_jobs)[0]
-        warn_at_max_clusters(model, [found])
+        warn_at_max_clusters(model, [found], [eigenvalues])
         return set_labels, [affinity], [found], [eigenvalues], [chosen]
     rows_of = [np.flatnonzero(group_codes == g) for g in groups]
     if sp.issparse(X):
@@ -65,24 +66,39 @@ def cluster_groups(model, X, n_samples: int, group_codes):
         n_found.append(found)
         spectra.append(eigenvalues)
         choices.append(chosen)
-    warn_at_max_clusters(model, n_found)
+    warn_at_max_clusters(model, n_found, spectra)
     return labels, affinities, n_found, spectra, choices
 
 
-def warn_at_max_clusters(model, n_found: list) -> None:
+def warn_at_max_clusters(model, n_found: list, spectra: list | None = None) -> None:
     """Warn where an estimated ``k`` reached ``max_clusters``: the set may hold more clusters than it was allowed.
 
     A graph of more connected components than ``max_clusters`` can only be cut into ``max_clusters`` pieces by
-    merging some of them, and the estimate then says nothing about the real number.
+    merging some of them, and the estimate then says nothing about the real number.  Such a graph shows as
+    ``max_clusters + 1`` zero Laplacian eigenvalues in the spectrum the ``k`` rule read (``spectra``, one per
+    set), also where the rule settled below the cap (the eigengap of an all-zero spectrum is anywhere).
     """
     if model.n_clusters is not None or model.max_clusters < 2:  # max_clusters=1 asks for one cluster
         return
-    capped = sum(found >= model.max_clusters for found in n_found)
+    spectra = [None] * len(n_found) if spectra is None else spectra
+    capped = sum(found >= model.max_clusters or _more_components_than(values, model.max_clusters)
+                 for found, values in zip(n_found, spectra, strict=True))
     if capped:
         where = "the set" if len(n_found) == 1 else f"{capped} of {len(n_found)} sets"
-        warnings.warn(f"The estimated number of clusters of {where} reached max_clusters={model.max_clusters}; "
-                      "the data may hold more clusters. Raise max_clusters to let the estimate go higher.",
+        warnings.warn(f"The estimated number of clusters of {where} reached max_clusters={model.max_clusters}, or its "
+                      "spectrum shows more separate groups than that; the data may hold more clusters. Raise "
+                      "max_clusters to let the estimate go higher.",
                       UserWarning, stacklevel=4)
+
+
+#: A Laplacian eigenvalue below this is a (near-)separate component: a normalised cut of 1e-4 or less.  Learned
+#: affinities are dense, so their components show as 1e-10 to 1e-7, not as the exact zeros of a kNN graph.
+NEAR_ZERO_EIGENVALUE = 1e-4
+
+
+def _more_components_than(eigenvalues, max_clusters: int) -> bool:
+    values = None if eigenvalues is None else np.asarray(eigenvalues, dtype=np.float64).ravel()
+    return values is not None and values.size > max_clusters and bool(values[max_clusters] < NEAR_ZERO_EIGENVALUE)
 
 
 def draw_seeds(model, rng, n_sets: int) -> list:
@@ -96,6 +112,16 @@ def draw_seeds(model, rng, n_sets: int) -> list:
         eig_seed = None if model.n_clusters is not None else int(rng.randint(2**31 - 1))
         seeds.append((eig_seed, int(rng.randint(np.iinfo(np.int32).max))))
     return seeds
+
+def check_sets(sets):
+    """``predict_many``'s ``sets``: an iterable of sets, not one set (whose rows it would take for sets)."""
+    one_set = (sp.issparse(sets) or isinstance(sets, (str, bytes, Mapping))
+               or (isinstance(sets, np.ndarray) and sets.ndim < 3) or hasattr(sets, "iloc"))
+    if one_set:
+        raise TypeError(f"predict_many takes an iterable of sets (e.g. a list of arrays), got a "
+                        f"{type(sets).__name__}; to cluster one set use predict(X).")
+    return sets
+
 
 def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     """Cluster each set, in order: in this process for one set, else with joblib."""
@@ -130,8 +156,9 @@ def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples:
     if rows is not None:
         subset = _safe_indexing(X, rows)
         labels, affinity, found, eigenvalues, chosen = _cluster_one(kernel, clustering, subset, eig_seed, seed)
-        return (extend_labels(X, rows, labels), spread_affinity(affinity, rows, _num_samples(X)), found, eigenvalues,
-                chosen)
+        # Ids in order of first appearance over the whole set, as for a set clustered whole.
+        return (compact(extend_labels(X, rows, labels)), spread_affinity(affinity, rows, _num_samples(X)), found,
+                eigenvalues, chosen)
     if isinstance(kernel, (PairwiseKernel, PrecomputedKernel)):
         # ABCClustering validated every parameter scikit-learn's functions get here; skip their own
         # validation, as SpectralClustering.fit does (_fit_context), so the drop-in costs no more.

@@ -20,16 +20,33 @@ TINY_SET_SCALE = 2.0**-64
 # A scale-free column lying farther than this many of its own spreads from zero would keep fewer than 14 of
 # float32's 24 bits for its spread; it is centred first (in float64).
 FAR_OFFSET_RATIO = 2.0**10
+#: A column lying more than this many of its spreads from zero keeps fewer than 16 distinct float32 values
+#: across its range (float32 has a 24-bit significand): the network of a kernel that is not scale-free refuses it.
+FLOAT32_OFFSET_RATIO = 2.0**20
 
 
 def check_magnitude(X: np.ndarray) -> np.ndarray:
-    """Refuse finite values too large for the network's float32 arithmetic (a kernel that is not scale-free)."""
+    """Refuse values the network's float32 arithmetic cannot hold (a kernel that is not scale-free).
+
+    Too large, or a column whose spread is lost in float32 next to its offset from zero (values around
+    1e9 that differ by units all become one value, and every row of such a set looks the same).
+    """
     if X.size:
         largest = float(np.max(np.abs(X)))
         if largest > MAX_ABS_VALUE:
             raise ValueError(
                 f"X holds values up to {largest:.3g}, too large for the network's float32 arithmetic "
                 f"(limit {MAX_ABS_VALUE:.0e}); rescale it first, e.g. with sklearn's StandardScaler."
+            )
+        low, high = X.min(axis=0), X.max(axis=0)
+        spread = high.astype(np.float64) - low
+        lost = (spread > 0) & (np.maximum(np.abs(low), np.abs(high)) > FLOAT32_OFFSET_RATIO * spread)
+        if lost.any():
+            column = int(np.flatnonzero(lost)[0])
+            raise ValueError(
+                f"column {column} of X spans {spread[column]:.3g} at {max(abs(low[column]), abs(high[column])):.3g} "
+                "from zero: in the network's float32 arithmetic (about 7 significant digits) its values would "
+                "merge; centre X first, e.g. with sklearn's StandardScaler."
             )
     return X
 

@@ -16,7 +16,7 @@ from . import _fit_inputs, persistence
 from ._clustering_io import check_clustering, describe_clustering, remember_fitted_params, restore_clustering
 from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
 from ._resolve import resolve_settings
-from ._sets import cluster_groups, draw_seeds, map_sets
+from ._sets import check_sets, cluster_groups, draw_seeds, map_sets
 from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
 from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
@@ -454,7 +454,7 @@ class ABCClustering(KernelParamsMixin, ClusterMixin, BaseEstimator):
             Cluster labels of each set, in the order of ``sets``.
         """
         check_is_fitted(self, "kernel_")
-        sets = [self._predict_input(s) for s in sets]
+        sets = [self._predict_input(s) for s in check_sets(sets)]
         # The seeds predict(s) would draw, set after set: fixed before dispatch, so
         # scheduling cannot change them (an int random_state gives every set the same seeds).
         seeds = [draw_seeds(self, check_random_state(self.random_state), 1)[0] for _ in sets]

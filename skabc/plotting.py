@@ -151,7 +151,11 @@ def plot_clusters(X, labels, ax=None, title=None, s=10):
     if X.shape[1] < 2:
         X = np.column_stack([X[:, 0], np.zeros(len(X))])
     # Integer codes, so labels of any type (e.g. strings) can be mapped to colours.
-    codes = np.unique(labels, return_inverse=True)[1].reshape(-1)
+    try:
+        codes = np.unique(labels, return_inverse=True)[1].reshape(-1)
+    except TypeError:  # labels of mixed types (None among ints) cannot be ordered
+        raise TypeError("labels must be of one comparable type (numbers or strings), got "
+                        f"{sorted({type(v).__name__ for v in labels.ravel()})}") from None
     ax = _axes(ax)
     ax.scatter(X[:, 0], X[:, 1], c=codes, cmap="tab10", s=s)
     ax.set_aspect("equal", adjustable="datalim")

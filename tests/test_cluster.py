@@ -541,3 +541,45 @@ def test_predict_many_validates_every_set_as_predict_does():
         model.predict_many([pd.DataFrame(X[:30], columns=["x", "y"])])
     frame = pd.DataFrame(X[:40], columns=["a", "b"])
     np.testing.assert_array_equal(model.predict_many([frame])[0], model.predict(frame))
+
+
+# ------------------------------------------------------------------ probe 34 (learned-kernel workflows)
+@pytest.mark.parametrize("transform, match", [
+    (lambda Z: np.exp(-((Z[:-1, None] - Z[None, :-1]) ** 2).sum(-1)),
+     r"must return the \(60, 60\) affinity.*\(59, 59\)"),
+    (lambda Z: Z, r"must return the \(60, 60\) affinity.*\(60, 2\)"),
+    (lambda Z: Z @ Z.T, r"has negative entries"),
+    (lambda Z: np.full((len(Z), len(Z)), np.nan), r"holds NaN, infinite or non-numeric values"),
+])
+def test_a_custom_kernel_output_is_checked(transform, match):
+    """A probe: an (n-1) x (n-1) output gave n-1 labels silently; others failed inside numpy or scipy."""
+    from sklearn.preprocessing import FunctionTransformer
+
+    X = make_blob_sets(n_sets=1, set_size=60, random_state=3)[0]
+    with pytest.raises(ValueError, match=match):
+        ABCClustering(kernel=FunctionTransformer(transform).fit(X), random_state=0).fit(X)
+
+
+@pytest.mark.parametrize("max_clusters", [2, 5, 7])
+def test_more_separate_groups_than_max_clusters_warn_below_the_cap(max_clusters):
+    """A probe: eight separate blobs with max_clusters 2, 5 or 7 (arbiter=None) gave k 1, 4, 6 without a warning."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(600, centers=[[i * 20, (i % 3) * 20] for i in range(8)], random_state=0)
+    with pytest.warns(UserWarning, match=rf"reached max_clusters={max_clusters}, or its spectrum shows more"):
+        model = ABCClustering(max_clusters=max_clusters, arbiter=None, random_state=0).fit(X)
+    assert model.n_clusters_ <= max_clusters
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ABCClustering(arbiter=None, random_state=0).fit(X).n_clusters_ == 8
+
+
+def test_predict_many_refuses_one_set_by_name():
+    """A probe: predict_many(X) read X's rows as sets and failed with 'Expected 2D array, got 1D array'."""
+    X = make_blob_sets(n_sets=1, set_size=30, random_state=0)[0]
+    model = ABCClustering(random_state=0).fit(X)
+    for one_set in (X, sp.csr_matrix(X), {"a": X}):
+        with pytest.raises(TypeError, match=r"predict_many takes an iterable of sets.*use predict"):
+            model.predict_many(one_set)
+    stacked = np.stack([X, X])  # a 3-D array is a stack of sets
+    assert [list(labels) for labels in model.predict_many(stacked)] == [list(model.predict(X))] * 2

@@ -685,3 +685,13 @@ def test_fourier_embedder_trains_saves_and_reloads(tmp_path, blob_data):
     kernel.save(tmp_path / "fourier.safetensors")
     again = ContextualKernel.load(tmp_path / "fourier.safetensors")
     np.testing.assert_allclose(again.transform(X[:30]), A, atol=1e-6)
+
+
+def test_a_column_whose_spread_float32_would_lose_is_refused(tiny_kernel, blob_data):
+    """A probe: X + 1e9 became one distinct row in float32, and a scratch kernel still returned a partition."""
+    X, y, g = blob_data
+    with pytest.raises(ValueError, match=r"column 0 of X spans .* from zero: .*float32.*centre X first"):
+        ContextualKernel(**TINY).fit(X + 1e9, y, groups=g)
+    with pytest.raises(ValueError, match=r"column 0 of X spans"):
+        tiny_kernel.transform(X[:30] + 1e9)
+    tiny_kernel.transform(X[:30] + 1e3)  # an offset float32 resolves is fine

@@ -176,3 +176,12 @@ def test_save_refusals_name_the_problem(tmp_path):
         ABCClustering(affinity="rbf", n_clusters=2, random_state=0).fit(X).save(tmp_path / "rbf.safetensors")
     with pytest.raises(ValueError, match=r"groups must be a 1-D array .* shape \(120, 2\)"):
         ABCClustering(kernel=kernel, random_state=0).fit(X).predict(X, groups=np.column_stack([groups, groups]))
+
+
+@pytest.mark.parametrize("params, groups", [({}, None), ({"n_clusters": 3}, None), ({}, np.repeat([0, 1], 60))])
+def test_candidate_survives_save_and_load(tmp_path, params, groups):
+    """A probe: a loaded model had no candidate_ (the partition the arbiter kept), a documented attribute."""
+    X = make_blob_sets(n_sets=1, set_size=120, random_state=2)[0]
+    model = ABCClustering(random_state=0, **params).fit(X, groups=groups)
+    model.save(tmp_path / "m.safetensors")
+    assert ABCClustering.load(tmp_path / "m.safetensors").candidate_ == model.candidate_ is not None

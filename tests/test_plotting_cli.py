@@ -428,3 +428,9 @@ def test_cli_label_file_with_commas_on_several_lines_is_refused(tmp_path, capsys
     np.save(tmp_path / "p.npy", np.zeros(4))
     assert main(["evaluate", str(tmp_path / "p.npy"), str(tmp_path / "y.csv")]) == 1
     assert "one value per line" in capsys.readouterr().err
+
+
+def test_plot_clusters_refuses_labels_of_mixed_types():
+    """A probe: None among integer labels failed inside numpy's unique."""
+    with pytest.raises(TypeError, match="labels must be of one comparable type"):
+        plot_clusters(np.random.default_rng(0).random((3, 2)), [0, None, 1])

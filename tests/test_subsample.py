@@ -92,3 +92,19 @@ def test_a_saved_model_keeps_its_max_samples(blobs, tmp_path):
     loaded = ABCClustering.load(tmp_path / "model.safetensors")
     assert loaded.max_samples_ == 250
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def test_max_samples_below_a_given_n_clusters_is_refused():
+    """A probe: max_samples=3 with n_clusters=4 gave 3 clusters and said every point became its own cluster."""
+    X, _ = make_blobs(300, centers=4, random_state=0)
+    with pytest.raises(ValueError, match="max_samples=3 is below n_clusters=4"):
+        ABCClustering(n_clusters=4, max_samples=3, random_state=0).fit(X)
+
+
+def test_labels_of_a_subsampled_set_are_numbered_in_order_of_first_appearance():
+    """A probe: with max_samples the subsample's ids were kept, e.g. [2 3 1 0] in order of first appearance."""
+    X, _ = make_blobs(400, centers=5, random_state=1)
+    labels = ABCClustering(max_samples=60, random_state=0).fit(X).labels_
+    _, first = np.unique(labels, return_index=True)
+    np.testing.assert_array_equal(labels[np.sort(first)], np.arange(len(first)))
+    assert len(first) > 1

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.frozen import FrozenEstimator
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ..spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
 from ..spectral.arbiter import ARBITERS
@@ -110,8 +110,22 @@ class TransformerKernel(Kernel):
         self.transformer = transformer
 
     def affinity(self, X):
-        """``transformer.transform(X)``."""
-        return self.transformer.transform(X)
+        """``transformer.transform(X)``, checked: the finite, non-negative ``(n, n)`` affinity of the rows of ``X``."""
+        affinity = self.transformer.transform(X)
+        if not sp.issparse(affinity):
+            affinity = np.asarray(affinity)
+        n, source = _num_samples(X), type(self.transformer).__name__
+        if affinity.ndim != 2 or affinity.shape != (n, n):
+            raise ValueError(f"the kernel {source}.transform(X) must return the ({n}, {n}) affinity of the {n} rows "
+                             f"of X, got shape {affinity.shape}")
+        values = affinity.data if sp.issparse(affinity) else affinity
+        if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
+            raise ValueError(f"the affinity the kernel {source} returned holds NaN, infinite or non-numeric values")
+        if values.size and values.min() < 0:
+            raise ValueError(f"the affinity the kernel {source} returned has negative entries (down to "
+                             f"{float(values.min()):.3g}); spectral clustering needs non-negative affinities, such "
+                             "as exp(-gamma * d**2) or a kNN connectivity")
+        return affinity
 
     def returns_sparse(self, n_samples: int) -> bool:
         """Unknown before calling ``transform``: the caller treats the result as it comes."""

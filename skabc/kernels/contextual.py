@@ -337,8 +337,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         return self
 
     def _input_dtype(self):
-        # A canonicalising kernel validates in float64: its float32 cast comes after any rescaling.
-        return (np.float64, np.float32) if network_of(self).canonical_features is not None else np.float32
+        # float64 first: a canonicalising kernel rescales before its float32 cast, any other checks what it would lose.
+        return (np.float64, np.float32)
 
     # ------------------------------------------------------------ inference
     def transform(self, X):
@@ -373,7 +373,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         check_not_masked_or_missing(X)
         scale_free = network_of(self).canonical_features is not None
         X = (check_array(X, dtype=self._input_dtype(), ensure_min_samples=1) if scale_free
-             else validate_data(self, X, dtype=np.float32, reset=False, ensure_min_samples=1))
+             else validate_data(self, X, dtype=self._input_dtype(), reset=False, ensure_min_samples=1))
         return to_network_float32(X if scale_free else check_magnitude(X), scale_free=scale_free)
 
     def returns_sparse(self, n_samples: int) -> bool:
