@@ -136,3 +136,90 @@ def _check_candidate(value, where: str) -> None:
     for entry in entries:
         if entry is not None:
             _schema.check_str(entry, where, names)
+
+
+class ClusteringPersistenceMixin:
+    """``save``, ``load`` and ``from_pretrained`` of :class:`~skabc.ABCClustering`, through :mod:`skabc.persistence`."""
+
+    def save(self, path) -> None:
+        """Write the fitted model to one safetensors file (kernel weights, labels, JSON parameters).
+
+        The write is atomic.  The fitted kernel (a :class:`ContextualKernel`
+        or a :class:`KernelEnsemble`, frozen or not), the settings every
+        ``'auto'`` resolved to and ``candidate_`` are stored, so the loaded
+        model predicts exactly as this one.  ``affinity_matrix_`` and
+        ``eigenvalues_`` are not stored (``predict`` recomputes what it needs).
+
+        Parameters
+        ----------
+        path : str or path-like
+            File to write (conventionally ``*.safetensors``).
+        """
+        check_is_fitted(self, "kernel_")
+        persistence.save(self, path)
+
+    @classmethod
+    def load(cls, path, device="auto"):
+        """Load a model written by :meth:`save`, without unpickling anything.
+
+        Parameters
+        ----------
+        path : str or path-like
+        device : str, default='auto'
+            Where the kernel's network runs: ``'auto'`` (CUDA when available, else the CPU), ``'cpu'`` or
+            ``'cuda'``.
+
+        Returns
+        -------
+        model : ABCClustering
+            Fitted; the whole file is validated before anything is built.
+        """
+        return persistence.load(path, device=device, expected=cls)
+
+    @classmethod
+    def from_pretrained(cls, name: str, *, device: str = "auto", **params):
+        """A ready model around the shipped kernel ``name`` (see :func:`skabc.pretrained.load`).
+
+        The kernel is wrapped in :class:`sklearn.frozen.FrozenEstimator`, so
+        ``fit`` / ``fit_predict`` cluster new sets without training (even when
+        given labels) and ``clone`` keeps it fitted.
+
+        Parameters
+        ----------
+        name : str
+            A shipped kernel, e.g. ``'generic'``, ``'circles'`` or ``'omniglot'``.
+        device : str, default='auto'
+            Where the kernel's network runs (as in :meth:`load`).
+        **params
+            ABCClustering parameters; every ``'auto'`` one not given resolves to
+            the settings stored with the kernel (chosen on its validation data).
+
+        Returns
+        -------
+        model : ABCClustering
+            Not fitted; its kernel is.
+
+        Examples
+        --------
+        >>> from skabc import ABCClustering
+        >>> model = ABCClustering.from_pretrained("circles", random_state=0)
+        >>> type(model.kernel).__name__
+        'FrozenEstimator'
+        """
+        from .pretrained import load
+
+        return cls(kernel=FrozenEstimator(load(name, device=device)), **params)
+
+    def _describe(self) -> tuple[dict, dict]:
+        """JSON description and tensors for :mod:`skabc.persistence`."""
+        return describe_clustering(self)
+
+    @classmethod
+    def _restore(cls, meta: dict, tensors: dict, device):
+        """Rebuild a fitted model from :meth:`_describe`'s output (or a version-1 file's)."""
+        return restore_clustering(cls, meta, tensors, device)
+
+    @classmethod
+    def _check_description(cls, meta: dict, header: dict, where: str = "") -> None:
+        """Validate a saved description and its file's tensors before anything is built."""
+        check_clustering(cls, meta, header, where)

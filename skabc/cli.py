@@ -372,7 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--kernel",
                         help="a kernel saved by `skabc train`, ContextualKernel.save or KernelEnsemble.save")
     source.add_argument("--pretrained", help="a shipped kernel: 'generic' (default), 'omniglot', 'circles', ...")
-    cluster.add_argument("--n-clusters", type=_positive_int, default=None, help="default: eigengap estimate")
+    cluster.add_argument("--n-clusters", type=_positive_int, default=None,
+                         help="default: estimated, as ABCClustering() estimates it")
     cluster.add_argument("--max-clusters", type=_positive_int, default=None,
                          help="largest estimate (default: ABCClustering's max_clusters)")
     cluster.add_argument("--groups", help="group of every row, (n,), numbers or names: each group is clustered as "

@@ -7,13 +7,12 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
-from sklearn.frozen import FrozenEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _fit_inputs, persistence
-from ._clustering_io import check_clustering, describe_clustering, remember_fitted_params, restore_clustering
+from ._clustering_io import ClusteringPersistenceMixin, remember_fitted_params
 from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
 from ._resolve import resolve_settings
 from ._sets import check_sets, cluster_groups, draw_seeds, map_sets
@@ -29,7 +28,7 @@ AFFINITIES = frozenset({"learned"}) | FEATURE_AFFINITIES | PRECOMPUTED_AFFINITIE
 
 
 @persistence.persistent
-class ABCClustering(KernelParamsMixin, ClusterMixin, BaseEstimator):
+class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin, BaseEstimator):
     """Attention-Based Clustering: a drop-in for :class:`~sklearn.cluster.SpectralClustering`.
 
     A kernel turns the set ``X`` into an affinity: by default a :class:`ContextualKernel` learned from
@@ -370,61 +369,9 @@ class ABCClustering(KernelParamsMixin, ClusterMixin, BaseEstimator):
         """
         return self.fit(X, y, groups=groups).labels_
 
-    def save(self, path) -> None:
-        """Write the fitted model to one safetensors file (kernel weights, labels, JSON parameters).
-
-        The write is atomic.  The fitted kernel (a :class:`ContextualKernel`
-        or a :class:`KernelEnsemble`, frozen or not) and the settings every
-        ``'auto'`` resolved to are stored, so the loaded model predicts
-        exactly as this one.  ``affinity_matrix_`` and ``eigenvalues_`` are
-        not stored (``predict`` recomputes what it needs).
-        """
-        check_is_fitted(self, "kernel_")
-        persistence.save(self, path)
-
-    @classmethod
-    def load(cls, path, device="auto") -> ABCClustering:
-        """Load a model written by :meth:`save`, without unpickling anything."""
-        return persistence.load(path, device=device, expected=cls)
-
-    @classmethod
-    def from_pretrained(cls, name: str, *, device: str = "auto", **params) -> ABCClustering:
-        """A ready model around the shipped kernel ``name`` (see :func:`skabc.pretrained.load`).
-
-        The kernel is wrapped in :class:`sklearn.frozen.FrozenEstimator`, so
-        ``fit`` / ``fit_predict`` cluster new sets without training (even when
-        given labels) and ``clone`` keeps it fitted.  Every ``'auto'`` setting
-        resolves to the values stored with the kernel (chosen on its
-        validation data); ``params`` override them.
-
-        Examples
-        --------
-        >>> from skabc import ABCClustering
-        >>> model = ABCClustering.from_pretrained("circles", random_state=0)
-        >>> type(model.kernel).__name__
-        'FrozenEstimator'
-        """
-        from .pretrained import load
-
-        return cls(kernel=FrozenEstimator(load(name, device=device)), **params)
-
     def _resolve_auto(self, recommended: dict) -> None:
         """Resolve every ``'auto'`` once, from the kernel's recommendation (:func:`skabc._resolve.resolve_settings`)."""
         resolve_settings(self, recommended)
-
-    def _describe(self) -> tuple[dict, dict]:
-        """JSON description and tensors for :mod:`skabc.persistence`."""
-        return describe_clustering(self)
-
-    @classmethod
-    def _restore(cls, meta: dict, tensors: dict, device) -> ABCClustering:
-        """Rebuild a fitted model from :meth:`_describe`'s output (or a version-1 file's)."""
-        return restore_clustering(cls, meta, tensors, device)
-
-    @classmethod
-    def _check_description(cls, meta: dict, header: dict, where: str = "") -> None:
-        """Validate a saved description and its file's tensors before anything is built."""
-        check_clustering(cls, meta, header, where)
 
     def _follows_sklearn(self) -> bool:
         """Whether the spectral step is SpectralClustering's own: a non-learned affinity with ``n_clusters`` given."""

@@ -42,9 +42,20 @@ def _axes(ax, ncols=1, figsize=None, what="ax"):
 def plot_affinity(affinity, labels=None, ax=None, title="learned affinity"):
     """Heatmap of an affinity, rows sorted by ``labels``; next to the true same-cluster matrix if given.
 
-    ``ax`` is a single Axes, or two (learned, ground truth) when ``labels`` is given.
+    Parameters
+    ----------
+    affinity : array-like or sparse matrix of shape (n_samples, n_samples)
+        Values in [0, 1] (the colour scale), e.g. ``ContextualKernel.transform(X)``.
+    labels : array-like of shape (n_samples,), default=None
+        True clusters: rows and columns are sorted by them, and their same-cluster matrix is drawn beside.
+    ax : matplotlib Axes or array of two, default=None
+        A single Axes, or two (learned, ground truth) when ``labels`` is given; ``None`` makes a figure.
+    title : str, default='learned affinity'
+        Title of the affinity's panel.
 
-    Returns the axes (two when ``labels`` is given: learned, then ground truth).
+    Returns
+    -------
+    axes : Axes, or array of two Axes (learned, then ground truth) when ``labels`` is given.
 
     Raises
     ------
@@ -83,7 +94,18 @@ def plot_eigengap(eigenvalues, n_clusters=None, ax=None):
     spectrum, are skipped); each spectrum is one line.  ``n_clusters``, the ``k`` to mark (the gap after
     the ``k``-th eigenvalue), needs a single spectrum.
 
-    Returns the axes.
+    Parameters
+    ----------
+    eigenvalues : array-like of shape (m,), or list of them
+        One spectrum, or one per set (``None`` entries skipped).
+    n_clusters : int, default=None
+        The ``k`` to mark (one spectrum only).
+    ax : matplotlib Axes, default=None
+        ``None`` makes a figure.
+
+    Returns
+    -------
+    ax : Axes
 
     Raises
     ------
@@ -131,13 +153,28 @@ def plot_clusters(X, labels, ax=None, title=None, s=10):
     ``X`` is a 2-D array or sparse matrix of shape (n_samples, n_features) and ``labels`` holds one
     label (of any sortable type, e.g. strings) per sample.
 
-    Returns the axes.
+    Parameters
+    ----------
+    X : array-like or sparse matrix of shape (n_samples, n_features)
+    labels : array-like of shape (n_samples,)
+    ax : matplotlib Axes, default=None
+        ``None`` makes a figure.
+    title : str, default=None
+        Axes title.
+    s : float, default=10
+        Marker size.
+
+    Returns
+    -------
+    ax : Axes
 
     Raises
     ------
     ValueError
         If ``X`` is not 2-D, is empty or holds NaN or infinity, or ``labels`` does not have one
         entry per sample.
+    TypeError
+        If ``labels`` mixes types that cannot be ordered (``None`` among numbers).
     """
     X = check_array(X, accept_sparse="csr", dtype=float)
     X = X.toarray() if sp.issparse(X) else X
@@ -175,7 +212,20 @@ def plot_candidates(model, X, axes=None, s=10):
     is projected by PCA, as in :func:`plot_clusters`. ``axes``, if given, holds one Axes per
     candidate.
 
-    Returns the axes.
+    Parameters
+    ----------
+    model : ABCClustering
+        Fitted with an arbiter.
+    X : array-like of shape (n_samples, n_features)
+        One set.
+    axes : array of matplotlib Axes, default=None
+        One per candidate; ``None`` makes a figure.
+    s : float, default=10
+        Marker size.
+
+    Returns
+    -------
+    axes : ndarray of Axes
 
     Raises
     ------

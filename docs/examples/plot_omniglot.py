@@ -23,7 +23,7 @@ from skabc.datasets import load_omniglot_sample
 
 sample = load_omniglot_sample()
 rng = np.random.default_rng(0)
-# A set of 60 drawings: 8 characters, a random number of drawings of each.
+# A set of drawings of 8 characters, 4 to 11 drawings of each.
 characters = rng.choice(12, size=8, replace=False)
 rows = np.concatenate([rng.choice(np.flatnonzero(sample.target == c), size=rng.integers(4, 12), replace=False)
                        for c in characters])

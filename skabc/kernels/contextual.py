@@ -78,7 +78,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         scaled to unit RMS radius), in training and at inference alike.  The
         kernel then accepts sets of any number of features and is invariant
         to translation and scaling of the features (the shipped generic
-        kernel uses 16).
+        kernel uses 64, its embedder reading the first 16: ``embed_features=16``).
     embedder : {'mlp', 'fourier', 'conv4'}, nn.Module or callable, default=None
         Row-wise input embedder.  ``None`` or ``'mlp'``: an MLP;
         ``'fourier'``: learnable multi-scale Fourier features, then an MLP
@@ -412,7 +412,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         check_dense_memory(n_samples, n_copies, self.memory_limit)
 
     def fit_transform(self, X, y=None, groups=None):
-        """Fit on ``(X, y, groups)``, then return the affinity of ``X`` as one set."""
+        """Fit on ``(X, y, groups)`` (``y`` is required, as by :meth:`fit`), then return ``X``'s affinity as one set."""
         return self.fit(X, y, groups=groups).transform(X)
 
     # ---------------------------------------------------------- persistence
@@ -437,7 +437,14 @@ class ContextualKernel(TransformerMixin, Kernel):
 
     @classmethod
     def load(cls, path, device="auto") -> ContextualKernel:
-        """Load a kernel written by :meth:`save`, without unpickling anything."""
+        """Load a kernel written by :meth:`save`, without unpickling anything.
+
+        Parameters
+        ----------
+        path : str or path-like
+        device : {'auto', 'cpu', 'cuda'} or a torch device string, default='auto'
+            ``'auto'``: CUDA when available, else the CPU.
+        """
         return persistence.load(path, device=device, expected=cls)
 
     def _describe(self) -> tuple[dict, dict]:

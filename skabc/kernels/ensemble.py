@@ -81,8 +81,9 @@ class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Cluster labels (as for :meth:`ContextualKernel.fit`).
+        y : array-like of shape (n_samples,), default=None
+            Cluster labels (as for :meth:`ContextualKernel.fit`); required, ``None`` is refused (the default
+            only keeps scikit-learn's ``fit(X, y=None)`` signature).
         groups : array-like of shape (n_samples,), default=None
 
         Returns
@@ -241,7 +242,14 @@ class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
 
     @classmethod
     def load(cls, path, device="auto") -> KernelEnsemble:
-        """Load an ensemble written by :meth:`save`, without unpickling anything."""
+        """Load an ensemble written by :meth:`save`, without unpickling anything.
+
+        Parameters
+        ----------
+        path : str or path-like
+        device : {'auto', 'cpu', 'cuda'} or a torch device string, default='auto'
+            ``'auto'``: CUDA when available, else the CPU.
+        """
         return persistence.load(path, device=device, expected=cls)
 
     def _describe(self) -> tuple[dict, dict]:

@@ -325,5 +325,7 @@ def _check_symmetric(A, scale: float) -> None:
     if largest > 1e-10 + SYMMETRY_RTOL * scale:
         raise ValueError(
             f"affinity='precomputed' needs a symmetric affinity matrix, but X[i, j] and X[j, i] differ by up to "
-            f"{largest:.3g} (largest entry {scale:.3g}); symmetrise it first, e.g. 0.5 * (X + X.T)."
+            f"{largest:.3g} (largest entry {scale:.3g}); symmetrise it first, e.g. 0.5 * (X + X.T). (Under "
+            "cross-validation, X is the test x train block of folds of equal size, which no affinity can be: "
+            "cross-validate feature rows with another affinity.)"
         )
