@@ -113,6 +113,7 @@ def draw_seeds(model, rng, n_sets: int) -> list:
         seeds.append((eig_seed, int(rng.randint(np.iinfo(np.int32).max))))
     return seeds
 
+
 def check_sets(sets):
     """``predict_many``'s ``sets``: an iterable of sets, not one set (whose rows it would take for sets)."""
     one_set = (sp.issparse(sets) or isinstance(sets, (str, bytes, Mapping))

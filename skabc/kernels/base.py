@@ -119,7 +119,7 @@ class TransformerKernel(Kernel):
             raise ValueError(f"the kernel {source}.transform(X) must return the ({n}, {n}) affinity of the {n} rows "
                              f"of X, got shape {affinity.shape}")
         values = affinity.data if sp.issparse(affinity) else affinity
-        if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
+        if values.dtype.kind not in "biuf" or not np.isfinite(values).all():  # booleans: a 0/1 adjacency
             raise ValueError(f"the affinity the kernel {source} returned holds NaN, infinite or non-numeric values")
         if values.size and values.min() < 0:
             raise ValueError(f"the affinity the kernel {source} returned has negative entries (down to "
