@@ -360,3 +360,14 @@ def test_njw_labels_of_a_scikit_learn_affinity_are_ours_not_spectral_clusterings
     kmeans = ABCClustering(affinity="rbf", n_clusters=3, random_state=0).fit(X).labels_  # the drop-in keeps SC's
     np.testing.assert_array_equal(kmeans, SpectralClustering(n_clusters=3, random_state=0).fit(X).labels_)
     assert kmeans.dtype == SpectralClustering(n_clusters=3, random_state=0).fit(X).labels_.dtype
+
+
+@pytest.mark.parametrize("affinity", ["additive_chi2", "linear", "cosine"])
+def test_negative_row_sums_are_refused_naming_the_affinity(affinity):
+    """A probe: scikit-learn's 'Input contains NaN' from deep in spectral_embedding was the message."""
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    X = np.abs(X) if affinity == "additive_chi2" else X  # chi2 kernels take non-negative rows
+    with pytest.raises(ValueError, match=rf"affinity='{affinity}' gives negative affinities"):
+        ABCClustering(affinity=affinity, n_clusters=2, random_state=0).fit(X)
+    with pytest.raises(ValueError):  # SpectralClustering fails on the same X too
+        SpectralClustering(affinity=affinity, n_clusters=2, random_state=0).fit(X)

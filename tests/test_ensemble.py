@@ -194,3 +194,19 @@ def test_members_checkpoint_into_folders_of_their_own(blob_sets, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["member_0", "member_1"]
     again = KernelEnsemble(kernel, n_members=2, random_state=0).fit(X, y, groups=groups)  # resumes each member
     np.testing.assert_array_equal(again.transform(X[:30]), ensemble.transform(X[:30]))
+
+
+def test_transform_counts_the_running_sum_against_memory_limit():
+    """A probe: check_memory refused the size, transform (two dense copies) went over memory_limit anyway."""
+    from skabc.exceptions import AffinityTooLargeError
+    from skabc.pretrained import load
+
+    limit = 1.5 * 8 * 100**2  # one dense 100 x 100 copy fits, two do not
+    members = [load("generic").set_params(memory_limit=limit, device="cpu") for _ in range(2)]
+    ensemble = KernelEnsemble.from_fitted(members)
+    X = np.random.default_rng(0).normal(size=(100, 2))
+    with pytest.raises(AffinityTooLargeError):
+        ensemble.check_memory(100)
+    with pytest.raises(AffinityTooLargeError):
+        ensemble.transform(X)
+    assert members[0].transform(X).shape == (100, 100)

@@ -695,3 +695,13 @@ def test_a_column_whose_spread_float32_would_lose_is_refused(tiny_kernel, blob_d
     with pytest.raises(ValueError, match=r"column 0 of X spans"):
         tiny_kernel.transform(X[:30] + 1e9)
     tiny_kernel.transform(X[:30] + 1e3)  # an offset float32 resolves is fine
+
+
+@pytest.mark.parametrize("params, match", [({"affinity_mode": "Sparse"}, "affinity_mode"),
+                                           ({"n_attention_samples": 0}, "n_attention_samples"),
+                                           ({"n_random_neighbors": -1}, "n_random_neighbors")])
+def test_inference_options_set_after_fit_are_validated_by_transform(tiny_kernel, params, match):
+    """A probe: a misspelt affinity_mode gave the dense affinity, n_attention_samples=0 a NaN 'overflow'."""
+    kernel = pickle.loads(pickle.dumps(tiny_kernel))
+    with pytest.raises(ValueError, match=match):
+        kernel.set_params(**params).transform(np.random.default_rng(0).normal(size=(12, 2)))

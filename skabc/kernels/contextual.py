@@ -358,10 +358,10 @@ class ContextualKernel(TransformerMixin, Kernel):
             ``n_random_neighbors`` random ones).
         """
         check_is_fitted(self, "module_")
+        self._validate_params()  # inference options set after fit (affinity_mode, n_attention_samples...) too
         check_architecture_unchanged(self, "transform")
         X = self._validate_set(X)
-        sparse = self.returns_sparse(X.shape[0])
-        if not sparse:
+        if not (sparse := self.returns_sparse(X.shape[0])):
             self.check_memory(X.shape[0])
         network = network_of(self)
         apply_inference_options(network, self.module_)

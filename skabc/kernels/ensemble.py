@@ -177,6 +177,9 @@ class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
         """
         check_is_fitted(self, "kernels_")
         n, n_members = _num_samples(X), len(self.kernels_)
+        for kernel in map(as_kernel, self.kernels_):  # a dense member's matrix and the running sum: two copies
+            if not kernel.returns_sparse(n):
+                kernel.check_memory(n, n_copies=2)
         dense = sparse = None
         for i, kernel in enumerate(self.kernels_):
             affinity = kernel.transform(X)

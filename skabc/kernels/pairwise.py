@@ -163,7 +163,15 @@ class PairwiseKernel(Kernel):
         params = dict(self.kernel_params or {})
         if not callable(self.metric):
             params.update(gamma=self.gamma, degree=self.degree, coef0=self.coef0)
-        return pairwise_kernels(X, metric=self.metric, filter_params=True, **params)
+        affinity = pairwise_kernels(X, metric=self.metric, filter_params=True, **params)
+        # Where a row sums below zero the normalised Laplacian takes a square root of a negative degree: scikit-learn
+        # fails there with "Input contains NaN", naming neither the metric nor the cause.
+        if (affinity.sum(axis=1) < 0).any():
+            name = self.metric if isinstance(self.metric, str) else getattr(self.metric, "__name__", "callable")
+            raise ValueError(f"affinity={name!r} gives negative affinities on this X (down to {affinity.min():.3g}), "
+                             "so some rows sum below zero and the normalised Laplacian is undefined; spectral "
+                             "clustering needs non-negative affinities (e.g. 'rbf' or 'nearest_neighbors').")
+        return affinity
 
     def returns_sparse(self, n_samples: int) -> bool:
         """True for the kNN graph, False for the dense pairwise kernels."""
