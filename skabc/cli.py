@@ -110,9 +110,9 @@ def _read_array(path: str, what: str, ndim: int):
 
     file = Path(path)
     if not file.is_file():
-        raise ValueError(f"{what} file {path!r} does not exist")
+        raise ValueError(f"{what} file {path!r} {'is a folder' if file.is_dir() else 'does not exist'}")
     try:
-        if file.suffix == ".npy":
+        if file.suffix.lower() == ".npy":
             data = np.load(file, allow_pickle=False)
         elif ndim == 1:
             data = _read_names(file)
@@ -128,8 +128,8 @@ def _read_array(path: str, what: str, ndim: int):
             with warnings.catch_warnings():  # an empty file is refused below, by name
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-        raise ValueError(f"cannot read {what} from {path!r}: {exc}") from None
+    except (OSError, ValueError, EOFError) as exc:  # UnicodeDecodeError is a ValueError; EOF: an empty .npy
+        raise ValueError(f"cannot read {what} from {path!r}: {exc or 'the file is empty'}") from None
     if data.size == 0:
         raise ValueError(f"{what} file {path!r} holds no values")
     if ndim == 1:
@@ -161,14 +161,24 @@ def _read_names(file: Path):
         lines = [line.strip() for line in f if line.strip()]
     if len(lines) == 1:
         values = [v.strip() for v in lines[0].split(",")]
-        return np.array(values, dtype=np.float64) if _numeric(values) else np.zeros(0)
+        return _numbers(values) if _numeric(values) else np.zeros(0)
     if any("," in line for line in lines):
         raise ValueError("a one-column file must hold one value per line")
     if _numeric(lines):
-        return np.array(lines, dtype=np.float64)
+        return _numbers(lines)
     if _numeric(lines[1:]):
-        return np.array(lines[1:], dtype=np.float64)
+        return _numbers(lines[1:])
     return np.array(lines[1:] if lines[0] not in lines[1:] else lines, dtype=str)
+
+
+def _numbers(values: list[str]):
+    """Numbers read as int64 where every one is an integer (ids above 2**53 stay distinct), else float64."""
+    import numpy as np
+
+    try:
+        return np.array([int(v) for v in values], dtype=np.int64)
+    except (ValueError, OverflowError):
+        return np.array(values, dtype=np.float64)
 
 
 def _write_labels(labels, path: str) -> None:

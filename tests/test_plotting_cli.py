@@ -434,3 +434,8 @@ def test_plot_clusters_refuses_labels_of_mixed_types():
     """A probe: None among integer labels failed inside numpy's unique."""
     with pytest.raises(TypeError, match="labels must be of one comparable type"):
         plot_clusters(np.random.default_rng(0).random((3, 2)), [0, None, 1])
+
+
+def test_cli_demo_runs_at_the_largest_seed_it_accepts(capsys):
+    """A probe: --seed 4294966996 printed the table header, then failed (the sets' seeds ran past 2**32 - 1)."""
+    assert main(["demo", "--sets", "1", "--plot", "", "--seed", "4294967295", "--threads", "1", "-q"]) == 0

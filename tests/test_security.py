@@ -563,3 +563,19 @@ def test_cli_errors_print_no_traceback_in_a_real_process(cli_files, tmp_path):
     )
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0 and "is a directory" in result.stderr, result.stderr
+
+
+def test_cli_empty_npy_file_gives_one_line(cli_files, tmp_path, capsys):
+    """A probe: an empty .npy file ended in an 18-line traceback (EOFError)."""
+    (tmp_path / "empty.npy").write_bytes(b"")
+    code, err = run_cli(["cluster", tmp_path / "empty.npy", "-o", tmp_path / "l.npy"], capsys)
+    assert_one_line_error(code, err, "cannot read X from")
+
+
+def test_cli_integer_labels_beyond_float_precision_stay_distinct(tmp_path, capsys):
+    """A probe: ids 2**53 and 2**53 + 1 in a text file were read as one float: ARI 0 for a perfect prediction."""
+    truth = np.array([2**53, 2**53 + 1] * 10)
+    (tmp_path / "truth.csv").write_text("\n".join(str(v) for v in truth) + "\n")
+    np.save(tmp_path / "pred.npy", np.array([0, 1] * 10))
+    assert main(["evaluate", str(tmp_path / "pred.npy"), str(tmp_path / "truth.csv")]) == 0
+    assert "ARI 1.0000" in capsys.readouterr().out

@@ -514,3 +514,46 @@ def test_make_circles_sets_refuses_bad_parameters_by_name(params, message):
     """The circles generator checked less than the others: negative or NaN noise ran as noise=0."""
     with pytest.raises(ValueError, match=message):
         make_circles_sets(random_state=0, **{"n_sets": 2, "set_size": 30, **params})
+
+
+# ------------------------------------------------------------------ probe 34 (generators)
+def test_mixed_sets_of_one_cluster_keep_every_point():
+    """A probe: 'mixed' with max_clusters=1 dropped the points meant for blobs (sets of 45-75 of 100)."""
+    X, _, g = make_clustering_sets(n_sets=20, set_size=100, families="mixed", max_clusters=1, n_features=2,
+                                   random_state=0)
+    assert X.shape == (2000, 2) and np.all(np.bincount(g) == 100)
+
+
+@pytest.mark.parametrize("dtype, top", [(np.uint8, 255), (np.int8, 127)])
+def test_noise_labels_do_not_wrap_in_small_integer_types(dtype, top):
+    """A probe: uint8 labels ending at 255 gave noise labels 0, 1, ... that joined real clusters."""
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    y = np.array([0] * 5 + [top] * 5, dtype=dtype)
+    for add in (partial(add_background_noise, fraction=0.5), partial(add_outliers, fraction=0.2)):
+        _, labels = add(X, y, random_state=0)
+        assert labels.dtype == np.int64 and list(labels[10:]) == list(range(top + 1, top + 1 + len(labels) - 10))
+
+
+def test_tail_df_too_small_for_float64_is_refused():
+    """A probe: tail_df=0.01 put points at infinity (chi-square draws underflow to 0)."""
+    with pytest.raises(ValueError, match=r"tail_df=0\.01 is below 0\.1"):
+        make_blobs_set(200, 3, tail_df=0.01, random_state=0)
+    assert np.isfinite(make_blobs_set(200, 3, tail_df=0.1, random_state=0)[0]).all()
+
+
+def test_families_given_as_a_set_draw_the_same_sets_in_every_process():
+    """A probe: a set of names has no order (string hashes vary per process), so the same seed drew other sets."""
+    names = ["blobs", "moons", "rings", "uniform"]
+    as_set = make_clustering_sets(n_sets=4, set_size=50, families=set(reversed(names)), random_state=0)
+    as_list = make_clustering_sets(n_sets=4, set_size=50, families=sorted(names), random_state=0)
+    for a, b in zip(as_set, as_list, strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(TypeError, match="families must be a family name, a sequence of names or a mapping"):
+        make_clustering_sets(n_sets=1, families=5, random_state=0)
+
+
+def test_weights_near_the_float64_limit_split_as_their_ratios_say():
+    """A probe: weights [1e308, 1e308, 1] overflowed their sum and gave counts [1, 1, 18]."""
+    _, y = make_blobs_set(20, 3, weights=[1e308, 1e308, 1], random_state=0)
+    counts = np.bincount(y)
+    assert counts[2] == 1 and abs(int(counts[0]) - int(counts[1])) <= 6

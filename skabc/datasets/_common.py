@@ -74,6 +74,8 @@ def _size_weights(rng, k: int, imbalance: float) -> np.ndarray:
 def _split_counts(rng, n: int, weights: np.ndarray) -> np.ndarray:
     """``len(weights)`` counts >= 1 summing to ``n``, the rest spread in proportion to the weights."""
     k = len(weights)
+    if not np.isfinite(weights.sum()):  # finite weights near 1e308 overflow their sum: rescale (only then)
+        weights = weights / weights.max()
     return rng.multinomial(n - k, weights / weights.sum()) + 1
 
 

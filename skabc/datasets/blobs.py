@@ -19,6 +19,9 @@ from ._common import (
     _split_noise,
 )
 
+#: Fewest degrees of freedom of Student-t blobs: below about 0.03 some chi-square draws underflow to 0.
+MIN_TAIL_DF = 0.1
+
 
 def _place_centers(rng, radius: np.ndarray, d: int, min_separation: float, box=None, spacing: float = 1.0):
     """Centres with ``||c_i - c_j|| >= min_separation * (radius_i + radius_j)``.
@@ -133,7 +136,7 @@ def make_blobs_set(
         Degrees of freedom of Student-t blobs: every point's offset from its
         centre is scaled by ``sqrt(tail_df / chi2)``, giving heavy tails
         (outlying points that still belong to their cluster), heavier for
-        smaller values.  ``None``: Gaussian blobs.
+        smaller values; at least ``MIN_TAIL_DF`` (0.1).  ``None``: Gaussian blobs.
     noise_fraction : float, default=0.0
         Share of the ``n_samples`` points that is uniform background noise,
         each noise point with its own label (see the module documentation).
@@ -164,6 +167,9 @@ def make_blobs_set(
     spacing = _check_positive("spacing", spacing)
     if tail_df is not None:
         tail_df = _check_positive("tail_df", tail_df)
+        if tail_df < MIN_TAIL_DF:
+            raise ValueError(f"tail_df={tail_df!r} is below {MIN_TAIL_DF}: the chi-square draws of so few degrees of "
+                             "freedom underflow to 0 and put points at infinity.")
     noise_fraction = _check_noise_fraction(noise_fraction)
     if weights is not None:
         weights = np.asarray(weights, dtype=float)

@@ -66,8 +66,14 @@ def _check_families(families) -> tuple[list[str], np.ndarray]:
         families = FAMILY_WEIGHTS
     elif isinstance(families, str):
         families = {families: 1.0}
+    elif isinstance(families, (set, frozenset)):  # no order of its own: sorted, so a seed gives the same sets
+        families = dict.fromkeys(sorted(families), 1.0)
     elif not isinstance(families, Mapping):
-        families = dict.fromkeys(families, 1.0)
+        try:
+            families = dict.fromkeys(families, 1.0)
+        except TypeError:
+            raise TypeError(f"families must be a family name, a sequence of names or a mapping of names to "
+                            f"weights, got {families!r}.") from None
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown or not families:
         raise ValueError(f"families must name some of {sorted(FAMILIES)}, got {families!r}.")
@@ -75,6 +81,8 @@ def _check_families(families) -> tuple[list[str], np.ndarray]:
     weights = np.array([_check_real(f"families[{name!r}]", families[name]) for name in names])
     if weights.sum() <= 0:
         raise ValueError(f"families needs a positive weight, got {families!r}.")
+    if not np.isfinite(weights.sum()):  # finite weights near 1e308 overflow their sum: rescale (only then)
+        weights = weights / weights.max()
     return names, weights / weights.sum()
 
 
@@ -138,8 +146,12 @@ def _one_set(rng, family: str, n: int, d: int, max_clusters: int, noise_fraction
         y = np.zeros(n_struct, dtype=np.int64)
     elif family == "mixed":
         n_curved = min(n_struct, max(1, round(n_struct * rng.uniform(0.4, 0.8))))
-        X, y = _planar(rng, rng.choice(["rings", "moons", "curves"]), n_curved, 1, min(3, max(1, limit - 1)))
-        room = min(limit - (int(y.max()) + 1), n_struct - n_curved)
+        shape = rng.choice(["rings", "moons", "curves"])
+        X, y = _planar(rng, shape, n_curved, 1, min(3, max(1, limit - 1)))
+        if limit - (int(y.max()) + 1) < 1 and n_curved < n_struct:
+            # No cluster left for blobs (max_clusters=1): the curved part takes every point of the set.
+            X, y = _planar(rng, shape, n_struct, 1, 1)
+        room = min(limit - (int(y.max()) + 1), n_struct - len(y))
         k_blobs = _draw_k(rng, 1, 6, room) if room >= 1 else 0
         if k_blobs:
             extent = float((X.max(axis=0) - X.min(axis=0)).max())

@@ -54,7 +54,7 @@ def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1, ra
     rng = check_random_state(random_state)
     n_noise = round(fraction * len(X) / (1 - fraction))
     noise = _background(rng, X, n_noise, margin)
-    labels = y.max() + 1 + np.arange(n_noise, dtype=np.int64)
+    labels = int(y.max()) + 1 + np.arange(n_noise, dtype=np.int64)  # int: a uint8 max of 255 would wrap
     return np.concatenate([X, noise]), np.concatenate([y.astype(np.int64), labels])
 
 
@@ -113,7 +113,7 @@ def add_outliers(X, y, fraction: float = 0.01, *, distance: float | tuple[float,
     reach = _log_uniform(rng, low, high, size=(n_outliers, 1))
     # A constant set has no radius: its outliers lie the given number of units away.
     outliers = centre + directions * reach * (radius if radius > 0 else 1.0)
-    labels = y.max() + 1 + np.arange(n_outliers, dtype=np.int64)
+    labels = int(y.max()) + 1 + np.arange(n_outliers, dtype=np.int64)  # int: a uint8 max of 255 would wrap
     return np.concatenate([X, outliers]), np.concatenate([y.astype(np.int64), labels])
 
 
