@@ -705,3 +705,23 @@ def test_inference_options_set_after_fit_are_validated_by_transform(tiny_kernel,
     kernel = pickle.loads(pickle.dumps(tiny_kernel))
     with pytest.raises(ValueError, match=match):
         kernel.set_params(**params).transform(np.random.default_rng(0).normal(size=(12, 2)))
+
+
+def test_a_run_stopped_inside_its_first_epoch_says_so(blob_data, monkeypatch):
+    """max_time inside the first epoch ended the fit silently (n_training_sets_ 0); Ctrl-C there warned of a best
+    training loss of 'inf'."""
+    import skorch
+
+    X, y, g = blob_data
+    with pytest.warns(UserWarning, match=r"max_time=1e-06 s ended training inside its first epoch"):
+        timed = ContextualKernel(**{**TINY, "max_epochs": 3, "max_time": 1e-6}).fit(X, y, groups=g)
+    assert timed.n_training_sets_ == 0
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(skorch.NeuralNet, "train_step", interrupted)
+    with pytest.warns(RuntimeWarning, match="interrupted after 0 of 3 epochs.*reached when it stopped, inside the "
+                                            "first epoch") as record:
+        ContextualKernel(**{**TINY, "max_epochs": 3}).fit(X, y, groups=g)
+    assert not any("inf" in str(w.message) for w in record)

@@ -31,7 +31,7 @@ from ..nn.loss import SameClusterBCELoss
 from ..persistence import json_ready
 from ..sampling import ClusterSetSampler, SampledSetsDataset, check_clusters_per_set, collate_sets
 from .callbacks import EveryNthEpoch, KeepBestWeights, RedrawEachEpoch, WarmupCosine
-from .early_stopping import planned_stop
+from .early_stopping import TimeLimit, planned_stop
 
 #: Largest training set for which the allocator is tuned (:func:`skabc._runtime.tune_allocator`).  Larger,
 #: variable sets make buffers of many sizes that, kept on the heap, fragment it: batches of 8 sets of
@@ -339,11 +339,19 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
         best_state = mixer.mix(best_state)
     if mixer is not None:
         mixer.release()
+    limits = [cb.max_time for _, cb in net.callbacks_ if isinstance(cb, TimeLimit) and cb.stopped_]
+    if finished == 0 and limits:  # only max_time can end a run before its first epoch ends
+        warnings.warn(f"max_time={float(limits[0]):g} s ended training inside its first epoch: the kernel took only "
+                      "part of one epoch's steps (n_training_sets_ counts finished epochs: 0). Raise max_time, or "
+                      "lower sets_per_epoch, to train it.", UserWarning, stacklevel=5)
+        return
     if finished >= kernel.max_epochs or planned_stop(net):
         return
     validation = dict(net.callbacks_).get("validation")
     if validation is not None:  # its on_train_end already restored the best validated weights
         kept = f"the best validation score so far ({validation.best_score_:.4f} ARI)"
+    elif not finished:  # no epoch's loss to compare ('inf' said nothing)
+        kept = "the weights reached when it stopped, inside the first epoch"
     else:
         kept = f"the best training loss so far ({keeper.best_loss_:.4f})"
         if best_state is not None:
