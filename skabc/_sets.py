@@ -7,16 +7,17 @@ group after group so they are unique across groups.
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from collections.abc import Mapping
 from itertools import pairwise
+from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
 from joblib import effective_n_jobs
 from sklearn import config_context
 from sklearn.utils import _safe_indexing, check_array, check_random_state
+from sklearn.utils._param_validation import Interval, validate_parameter_constraints
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
@@ -114,6 +115,16 @@ def draw_seeds(model, rng, n_sets: int) -> list:
     return seeds
 
 
+#: joblib's n_jobs: None, a positive count, or -1, -2, ... (all workers, all but one...); 0 means nothing.
+N_JOBS_CONSTRAINT = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"), None]
+
+
+def check_n_jobs(n_jobs):
+    """``predict_many``'s ``n_jobs`` checked as the constructor's is (joblib's own errors name neither)."""
+    validate_parameter_constraints({"n_jobs": N_JOBS_CONSTRAINT}, {"n_jobs": n_jobs}, caller_name="predict_many")
+    return n_jobs
+
+
 def check_sets(sets):
     """``predict_many``'s ``sets``: an iterable of sets, not one set (whose rows it would take for sets)."""
     one_set = (sp.issparse(sets) or isinstance(sets, (str, bytes, Mapping))
@@ -129,8 +140,9 @@ def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     kernel, max_samples = model.kernel_, model.max_samples_
     # The arbiter travels as its name (each process reads the shipped file once).
     clustering = (model.spectral_step_, getattr(model, "arbiter_", None))
-    if len(sets) == 1 and clustering[1] in COUNTING_ARBITERS and isinstance(model.random_state, numbers.Integral):
-        # The counted k cuts the affinity seeded exactly as SpectralClustering(n_clusters=k) would be.
+    if clustering[1] in COUNTING_ARBITERS and isinstance(model.random_state, Integral):
+        # The counted k cuts the affinity seeded exactly as SpectralClustering(n_clusters=k) would be: every
+        # set alike, so predict_many(sets)[i] stays predict(sets[i]).
         clustering = (*clustering, model.random_state)
     if len(sets) == 1:
         return [_cluster_one(kernel, clustering, sets[0], *seeds[0], max_samples)]

@@ -41,9 +41,19 @@ def draw_rows(n_samples: int, max_samples: int | None, seed) -> np.ndarray | Non
     return np.sort(rng.choice(n_samples, max_samples, replace=False))
 
 
+#: Largest |value| outside which extend_labels first rescales the set by a power of two (exactly).
+EXACT_SCALE_RANGE = (1e-100, 1e100)
+
+
 def extend_labels(X, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Labels of every point of ``X``: ``labels`` at ``rows``, the vote of the nearest of them elsewhere."""
     X = check_array(X, accept_sparse="csr", dtype=np.float64)
+    largest = float(abs(X).max()) if X.shape[0] and X.shape[1] else 0.0
+    if 0.0 < largest < EXACT_SCALE_RANGE[0] or largest > EXACT_SCALE_RANGE[1]:
+        # Variances of values near 1e-200 underflow (and near 1e160 overflow) in the standardisation; a power
+        # of two rescales exactly, so the vote is the same as for the set at an ordinary scale.
+        factor = float(np.ldexp(1.0, -int(np.frexp(largest)[1])))
+        X = X.multiply(factor).tocsr() if sp.issparse(X) else X * factor
     scaled = StandardScaler(with_mean=not sp.issparse(X)).fit_transform(X)
     others = np.setdiff1d(np.arange(X.shape[0]), rows, assume_unique=True)
     vote = KNeighborsClassifier(n_neighbors=min(EXTEND_NEIGHBORS, len(rows)), weights="distance")

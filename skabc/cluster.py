@@ -15,7 +15,7 @@ from . import _fit_inputs, persistence
 from ._clustering_io import ClusteringPersistenceMixin, remember_fitted_params
 from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
 from ._resolve import resolve_settings
-from ._sets import check_sets, cluster_groups, draw_seeds, map_sets
+from ._sets import N_JOBS_CONSTRAINT, check_n_jobs, check_sets, cluster_groups, draw_seeds, map_sets
 from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
 from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
@@ -233,7 +233,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "eigen_tol": [Interval(Real, 0.0, None, closed="left"), StrOptions({"auto"})],
         "assign_labels": [StrOptions(set(ASSIGN_LABELS) | {"auto"})],
-        "n_jobs": [Integral, None],
+        "n_jobs": N_JOBS_CONSTRAINT,
         "max_samples": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"}), None],
         "verbose": ["verbose"],
     }
@@ -405,7 +405,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         # The seeds predict(s) would draw, set after set: fixed before dispatch, so
         # scheduling cannot change them (an int random_state gives every set the same seeds).
         seeds = [draw_seeds(self, check_random_state(self.random_state), 1)[0] for _ in sets]
-        results = map_sets(self, sets, seeds, n_jobs)
+        results = map_sets(self, sets, seeds, check_n_jobs(n_jobs))
         return [labels for labels, *_ in results]
 
     def __sklearn_tags__(self):

@@ -583,3 +583,14 @@ def test_predict_many_refuses_one_set_by_name():
             model.predict_many(one_set)
     stacked = np.stack([X, X])  # a 3-D array is a stack of sets
     assert [list(labels) for labels in model.predict_many(stacked)] == [list(model.predict(X))] * 2
+
+
+def test_n_jobs_zero_or_not_an_int_is_refused_by_name():
+    """A probe: n_jobs=0 was accepted (or failed in joblib with groups); predict_many took '2' and 2.5 to joblib."""
+    X = make_blob_sets(n_sets=1, set_size=30, random_state=0)[0]
+    with pytest.raises(ValueError, match="'n_jobs' parameter of ABCClustering"):
+        ABCClustering(n_jobs=0).fit(X)
+    model = ABCClustering(random_state=0).fit(X)
+    for bad in (0, "2", 2.5):
+        with pytest.raises(ValueError, match="'n_jobs' parameter of predict_many"):
+            model.predict_many([X, X], n_jobs=bad)

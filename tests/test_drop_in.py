@@ -371,3 +371,13 @@ def test_negative_row_sums_are_refused_naming_the_affinity(affinity):
         ABCClustering(affinity=affinity, n_clusters=2, random_state=0).fit(X)
     with pytest.raises(ValueError):  # SpectralClustering fails on the same X too
         SpectralClustering(affinity=affinity, n_clusters=2, random_state=0).fit(X)
+
+
+def test_predict_many_of_a_counting_model_equals_predict_set_by_set():
+    """The counted cut was seeded with random_state for one set only: predict_many([S0, S1])[0] != predict(S0)."""
+    from sklearn.datasets import make_blobs
+
+    sets = [make_blobs(120, centers=4, cluster_std=2.5, random_state=s)[0] for s in range(2)]
+    model = ABCClustering(arbiter="generic-count", random_state=0).fit(sets[0])
+    for labels, X in zip(model.predict_many(sets), sets, strict=True):
+        np.testing.assert_array_equal(labels, model.predict(X))
