@@ -152,7 +152,13 @@ def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
     tasks = (delayed(_cluster_chunk)(kernel, clustering, sets[a:b], seeds[a:b], max_samples)
              for a, b in pairwise(bounds))
-    return [result for chunk in Parallel(n_jobs=n_jobs)(tasks) for result in chunk]
+    chunks = Parallel(n_jobs=n_jobs)(tasks)
+    # Warnings raised in a worker process never reach the caller's filters: each chunk records its own, and they
+    # are raised again here, so catch_warnings and simplefilter('error') see the same with any n_jobs or backend.
+    for _, caught in chunks:
+        for category, message in caught:
+            warnings.warn(message, category, stacklevel=4)
+    return [result for chunk, _ in chunks for result in chunk]
 
 
 def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples: int | None = None):
@@ -196,9 +202,12 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     return (*step.cluster(kernel.affinity(X), eig_seed, seed), None)
 
 
-def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_samples: int | None) -> list:
-    """``_cluster_one`` over a chunk of sets, in order (one joblib task)."""
-    return [_cluster_one(kernel, clustering, X, *seed, max_samples) for X, seed in zip(sets, seeds, strict=True)]
+def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_samples: int | None) -> tuple:
+    """``_cluster_one`` over a chunk of sets, in order (one joblib task), and the warnings they raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # the caller's filters decide when map_sets raises them again
+        results = [_cluster_one(kernel, clustering, X, *seed, max_samples) for X, seed in zip(sets, seeds, strict=True)]
+    return results, [(w.category, str(w.message)) for w in caught]
 
 
 def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:

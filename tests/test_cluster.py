@@ -594,3 +594,17 @@ def test_n_jobs_zero_or_not_an_int_is_refused_by_name():
     for bad in (0, "2", 2.5):
         with pytest.raises(ValueError, match="'n_jobs' parameter of predict_many"):
             model.predict_many([X, X], n_jobs=bad)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_warnings_of_sets_clustered_in_workers_reach_the_caller(n_jobs):
+    """A probe: with n_jobs=2 a set's warning stayed in the worker process; catch_warnings saw it with 1 job only."""
+    from sklearn.datasets import make_blobs
+
+    X = make_blobs(12, centers=2, random_state=0)[0]
+    groups = np.r_[np.zeros(10), 1, 1]
+    model = ABCClustering(n_clusters=3, random_state=0, n_jobs=n_jobs)
+    with pytest.warns(UserWarning, match="n_clusters=3 is more than the 2 points of the set"):
+        model.fit(X, groups=groups)
+    with pytest.warns(UserWarning, match="n_clusters=3 is more than the 2 points of the set"):
+        model.predict_many([X[:10], X[10:]], n_jobs=n_jobs)
