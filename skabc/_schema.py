@@ -17,7 +17,6 @@ loader, a torch error, a huge allocation, or a kernel silently configured by the
 
 from __future__ import annotations
 
-import inspect
 import json
 from numbers import Integral, Real
 
@@ -166,18 +165,6 @@ def check_params(cls, params, where: str, allowed) -> dict:
 
 # Parameters whose saved value may be a container: sizes as [min, max], backend options as an object.
 _CONTAINER_PARAMS = ("set_size", "clusters_per_set", "attention_options")
-
-
-def check_backend_options(options, factory, where: str, passed=()) -> None:
-    """``attention_options`` from a file: keyword options the backend's constructor takes, plain values."""
-    if options is None:
-        return
-    check_plain_mapping(options, where)
-    accepted = set(inspect.signature(factory).parameters) - set(passed)
-    unknown = sorted(set(options) - accepted)
-    if unknown:
-        raise fail(where, f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-                          f"for the {getattr(factory, '__name__', 'attention')} backend")
 
 
 def check_recommended(settings, where: str) -> None:

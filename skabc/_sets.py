@@ -17,13 +17,14 @@ import scipy.sparse as sp
 from joblib import effective_n_jobs
 from sklearn import config_context
 from sklearn.utils import _safe_indexing, check_array, check_random_state
-from sklearn.utils._param_validation import Interval, validate_parameter_constraints
+from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import is_pairwise
 from ._subsample import draw_rows, extend_labels, spread_affinity
+from ._validation import N_JOBS_CONSTRAINT
 from .kernels import as_kernel
 from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
 from .spectral import compact
@@ -113,10 +114,6 @@ def draw_seeds(model, rng, n_sets: int) -> list:
         eig_seed = None if model.n_clusters is not None else int(rng.randint(2**31 - 1))
         seeds.append((eig_seed, int(rng.randint(np.iinfo(np.int32).max))))
     return seeds
-
-
-#: joblib's n_jobs: None, a positive count, or -1, -2, ... (all workers, all but one...); 0 means nothing.
-N_JOBS_CONSTRAINT = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"), None]
 
 
 def check_n_jobs(n_jobs):

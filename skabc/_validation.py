@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import sys
+from numbers import Integral
 
 import numpy as np
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_consistent_length, column_or_1d
 
 UNLABELLED = -1
 
 # Beyond this magnitude float32 activations (squared in layer norms) overflow to inf/NaN.
+#: joblib's n_jobs: None, a positive count, or -1, -2, ... (all workers, all but one...); 0 means nothing.
+N_JOBS_CONSTRAINT = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"), None]
 MAX_ABS_VALUE = 1e15
 
 # A scale-free set whose largest |value| is below this would lose its values in the float32 cast

@@ -15,8 +15,8 @@ from . import _fit_inputs, persistence
 from ._clustering_io import ClusteringPersistenceMixin, remember_fitted_params
 from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
 from ._resolve import resolve_settings
-from ._sets import N_JOBS_CONSTRAINT, check_n_jobs, check_sets, cluster_groups, draw_seeds, map_sets
-from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
+from ._sets import check_n_jobs, check_sets, cluster_groups, draw_seeds, map_sets
+from ._validation import N_JOBS_CONSTRAINT, KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
 from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
 from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS

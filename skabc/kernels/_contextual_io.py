@@ -7,8 +7,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _schema, persistence
 from .._runtime import resolve_device
-from ..nn.backends import ATTENTION_BACKENDS, BACKEND_OPTIONS
-from ..nn.build import build_module, check_architecture_unchanged, record_architecture
+from ..nn.build import build_module, check_architecture_unchanged, check_attention_options, record_architecture
 from ..sampling import check_clusters_per_set, check_set_size
 from ..training.plan import NETWORK_PARAMS, network_of
 from ..training.schedule import Schedule
@@ -196,6 +195,9 @@ def _check_saved_sizes(kernel, where: str, n_tensors: int) -> None:
             check(getattr(kernel, name))
         except ValueError as exc:
             raise _schema.fail(f"{where}.{name}", str(exc)) from None
-    passed = ("d_model", "n_heads", "d_ff", "layer_norm", "dropout", *BACKEND_OPTIONS.get(kernel.attention, ()))
-    _schema.check_backend_options(kernel.attention_options, ATTENTION_BACKENDS[kernel.attention],
-                                  f"{where}.attention_options", passed=passed)
+    if kernel.attention_options is not None:
+        _schema.check_plain_mapping(kernel.attention_options, f"{where}.attention_options")
+    try:  # the rule training applies (nn.build owns it), reported as an entry of the file
+        check_attention_options(kernel)
+    except (ValueError, TypeError) as exc:
+        raise _schema.fail(f"{where}.attention_options", str(exc)) from None

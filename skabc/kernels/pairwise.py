@@ -21,6 +21,7 @@ from sklearn.neighbors import NearestNeighbors, kneighbors_graph
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, validate_data
 
+from .._validation import N_JOBS_CONSTRAINT
 from ..exceptions import AffinityTooLargeError
 from .base import Kernel
 
@@ -113,7 +114,7 @@ class PairwiseKernel(Kernel):
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],
-        "n_jobs": [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"), None],
+        "n_jobs": N_JOBS_CONSTRAINT,
     }
 
     def __init__(self, metric="rbf", *, gamma=1.0, n_neighbors=10, degree=3, coef0=1, kernel_params=None,
@@ -235,7 +236,7 @@ class PrecomputedKernel(Kernel):
     _parameter_constraints: dict = {
         "kind": [StrOptions(set(PRECOMPUTED_AFFINITIES))],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
-        "n_jobs": [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"), None],
+        "n_jobs": N_JOBS_CONSTRAINT,
     }
 
     def __init__(self, kind="precomputed", *, n_neighbors=10, n_jobs=None):

@@ -185,13 +185,14 @@ def check_training_memory(kernel, largest_set: int) -> None:
 def _load_warm_start(net: NeuralNet, state: dict) -> None:
     # Compare shapes first: torch's own error lists every tensor in its terms, not the user's.
     current = net.module_.state_dict()
-    reshaped = [name for name in state if name in current and tuple(state[name].shape) != tuple(current[name].shape)]
-    if reshaped or set(state) != set(current):
-        detail = (f"{reshaped[0]} has shape {tuple(state[reshaped[0]].shape)} in the fitted network and "
-                  f"{tuple(current[reshaped[0]].shape)} in the new one" if reshaped else
+    name = _first_mismatch(state, current)
+    if name is not None:
+        reshaped = name in state and name in current
+        detail = (f"{name} has shape {tuple(state[name].shape)} in the fitted network and "
+                  f"{tuple(current[name].shape)} in the new one" if reshaped else
                   f"the networks hold different tensors ({len(set(state) ^ set(current))} differ)")
-        hint = (" X has another number of columns than the kernel was fitted on." if reshaped
-                and reshaped[0].startswith("embedder.") else "")
+        hint = " X has another number of columns than the kernel was fitted on." if (
+            reshaped and name.startswith("embedder.")) else ""
         raise ValueError(
             "warm_start=True continues the fitted network, which needs the same architecture and input width "
             f"(n_blocks, d_model, n_heads, attention, embedder, canonical_features, columns of X): {detail}.{hint} "
@@ -208,6 +209,13 @@ def data_digest(X: np.ndarray, labels: np.ndarray, group_codes) -> str:
         digest.update(f"{part.dtype.str}{part.shape}".encode())
         digest.update(part.tobytes())
     return digest.hexdigest()
+
+
+def _first_mismatch(saved: dict, current: dict) -> str | None:
+    """The first tensor name of two state dicts that only one holds, else whose shapes differ; ``None`` if they fit."""
+    names = (sorted(set(saved) ^ set(current))
+             or sorted(k for k in saved if tuple(saved[k].shape) != tuple(current[k].shape)))
+    return names[0] if names else None
 
 
 def check_checkpoint_dir(checkpoint_dir) -> None:
@@ -315,13 +323,11 @@ def _check_history(history) -> None:
 def _check_fits(name: str, content, net: NeuralNet) -> None:
     """The weights (``params.pt``) or optimizer state (``optimizer.pt``) fit the net they would be loaded into."""
     if name == CHECKPOINT_FILES["f_params"]:
-        expected = {key: tuple(value.shape) for key, value in net.module_.state_dict().items()}
         if not isinstance(content, dict) or not all(isinstance(v, torch.Tensor) for v in content.values()):
             raise ValueError("the weights are not a mapping of tensor names to tensors")
-        found = {key: tuple(value.shape) for key, value in content.items()}
-        if found != expected:
-            names = sorted(set(found) ^ set(expected)) or sorted(k for k in found if found[k] != expected[k])
-            raise ValueError(f"the weights do not fit this configuration's network ({names[0]!r} differs)")
+        name = _first_mismatch(content, net.module_.state_dict())
+        if name is not None:
+            raise ValueError(f"the weights do not fit this configuration's network ({name!r} differs)")
         return
     groups = net.optimizer_.state_dict()["param_groups"]
     saved = content.get("param_groups") if isinstance(content, dict) else None
