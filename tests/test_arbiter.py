@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
 
 from skabc import ABCClustering
 from skabc.spectral import SpectralStep
@@ -362,6 +363,24 @@ def test_given_k_forest_can_prefer_the_knn_graph(tmp_path, monkeypatch, fresh_ar
     np.testing.assert_array_equal(model.affinity_matrix_.toarray(), knn_graph(X).toarray())
     # Each mode reads its own file: k unknown is untouched by this one.
     assert ABCClustering(random_state=0).fit(X).candidate_ in UNKNOWN_K
+
+
+def test_a_knn_graph_of_exactly_k_components_wins_at_a_given_k(tmp_path, monkeypatch, fresh_arbiters):
+    # A forest that always prefers the kernel's cut keeps it, except where the kNN graph has k components.
+    onehot = n_feature_columns(len(GIVEN_K)) - len(GIVEN_K) + GIVEN_K.index("kernel-given")
+    path = _forest_file(tmp_path, [_stump(onehot, 0.5, 0.0, 1.0)], candidates=GIVEN_K)
+    monkeypatch.setitem(GIVEN_K_ARBITERS, "generic", str(path))
+    X = _blobs(150)  # three far blobs: a kNN graph of three components
+    assert ABCClustering(n_clusters=3, random_state=0).fit(X).candidate_ == "knn-given"
+    assert ABCClustering(n_clusters=2, random_state=0).fit(X).candidate_ == "kernel-given"
+    assert ABCClustering(n_clusters=4, random_state=0).fit(X).candidate_ == "kernel-given"
+
+
+def test_a_small_far_cluster_is_kept_at_a_given_k():
+    # The kernel cut 980 rows of one blob in two and lumped 20 far rows with one side (ARI 0.08).
+    X, y = make_blobs([980, 20], centers=[[0, 0], [20, 20]], random_state=0)
+    model = ABCClustering(n_clusters=2, random_state=0).fit(X)
+    assert adjusted_rand_score(y, model.labels_) == 1.0 and model.candidate_ == "knn-given"
 
 
 def test_arbiter_modes_are_not_mixed(tmp_path, fresh_arbiters):
