@@ -71,6 +71,39 @@ def test_pair_features_are_scale_free_but_for_the_distance():
     torch.testing.assert_close(points, scaled_points, atol=1e-4, rtol=1e-4)
 
 
+def test_pair_features_are_permutation_equivariant_where_distances_tie():
+    # An integer grid and repeated rows: many neighbours as near as the k-th; row order must not pick among them.
+    grid = np.stack(np.meshgrid(np.arange(8), np.arange(6)), -1).reshape(-1, 2).astype(np.float32)
+    X = np.concatenate([grid, grid[:5], grid[:5]])
+    perm = np.random.default_rng(0).permutation(len(X))
+    pairs, points = pair_features(torch.as_tensor(X)[None])
+    permuted, permuted_points = pair_features(torch.as_tensor(X[perm])[None])
+    index = torch.as_tensor(perm)
+    torch.testing.assert_close(permuted[0], pairs[0][:, index][:, :, index])
+    torch.testing.assert_close(permuted_points[0], points[0][index])
+    # Copies of one row are interchangeable: their rows of every map are equal.
+    offset = len(BANDWIDTHS) + 1
+    maps = pairs[0, offset:-1]
+    torch.testing.assert_close(maps[:, 0, 1:48], maps[:, 48, 1:48])
+    # Ties included: each point has at least as many neighbours as the size asks, the grid's inner points more.
+    directed_10 = pairs[0, offset + KNN_SIZES.index(10)]
+    assert bool((directed_10.sum(1) >= 10).all()) and int(directed_10.sum(1).max()) > 10
+    shared = pairs[0, offset + len(KNN_SIZES) + 1]
+    assert float(shared.max()) <= 1.0 and torch.equal(shared, shared.T)
+
+
+def test_identical_rows_get_one_affinity():
+    from skabc import pretrained
+
+    kernel = pretrained.load("generic")  # a network with local geometry
+    A = kernel.transform(np.ones((40, 3)))
+    off = A[~np.eye(40, dtype=bool)]
+    assert off.max() - off.min() < 1e-5
+    rows = np.round(np.random.default_rng(0).normal(size=(120, 2)) * 2)  # rounded: ties and copies
+    perm = np.random.default_rng(1).permutation(120)
+    np.testing.assert_allclose(kernel.transform(rows[perm]), kernel.transform(rows)[np.ix_(perm, perm)], atol=1e-4)
+
+
 def test_geometry_model_starts_as_the_model_without_it_and_its_maps_matter():
     torch.manual_seed(0)
     X = torch.randn(2, 30, 6)

@@ -95,12 +95,18 @@ def pair_features(X: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[to
     torch.log1p(u, out=pairs[:, len(BANDWIDTHS)])
     graph_maps = []
     middle = KNN_SIZES[len(KNN_SIZES) // 2]
+    not_self = real_pair & ~eye
     for size in KNN_SIZES:
-        directed = _knn_adjacency(near_idx, rank_ok, size, n)
+        listed = _knn_adjacency(near_idx, rank_ok, size, n)
+        # Neighbours are those as near as the size-th, ties included: the top-k list breaks ties by row index,
+        # which made the features (and the partition) of integer grids or repeated rows depend on row order.
+        directed = (search <= scale_at(size)[:, :, None]) & not_self
+        ties = not torch.equal(directed, listed)
         graph_maps.append(directed | directed.transpose(1, 2))
         if size == middle:
             mutual = directed & directed.transpose(1, 2)
-            shared = _shared_neighbours(near_idx, rank_ok, size, n, directed)
+            shared = (_shared_by_product(directed, size) if ties
+                      else _shared_neighbours(near_idx, rank_ok, size, n, directed))
     for channel, feature in enumerate([*graph_maps, mutual, shared, dist], start=len(BANDWIDTHS) + 1):
         pairs[:, channel].copy_(feature)
     if not bool(real_pair.all()):
@@ -143,6 +149,16 @@ def _shared_neighbours(
     # Add, not assign: the missing neighbours all point at column 0 with a 0 (distinct real ones never collide).
     shared.scatter_add_(2, lists.clamp(min=0), common)
     return torch.maximum(shared, shared.transpose(1, 2))
+
+
+def _shared_by_product(directed: torch.Tensor, size: int) -> torch.Tensor:
+    """:func:`_shared_neighbours` of tie-including neighbourhoods (a set may then have more than ``size``).
+
+    One ``n x n x n`` product, so only for sets with ties at a neighbourhood's edge; capped at 1.
+    """
+    adjacency = directed.float()
+    common = torch.bmm(adjacency, adjacency.transpose(1, 2)) / size
+    return common.clamp_(max=1.0) * (directed | directed.transpose(1, 2))
 
 
 def _masked_median(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
