@@ -237,6 +237,11 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         "max_samples": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"}), None],
         "verbose": ["verbose"],
     }
+    # Not requested by default: with metadata routing on, a group-aware CV's ``groups`` go to its splitter only, as
+    # they do for SpectralClustering (whose fit takes none); ``set_fit_request(groups=True)`` sends them to fit.
+    __metadata_request__fit = {"groups": False}
+    __metadata_request__predict = {"groups": False}
+    __metadata_request__fit_predict = {"groups": False}
 
     def __init__(
         self,

@@ -12,8 +12,9 @@ from conftest import TINY, make_blob_sets
 from sklearn import config_context
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.cluster import SpectralClustering
+from sklearn.datasets import make_blobs
 from sklearn.frozen import FrozenEstimator
-from sklearn.metrics import adjusted_rand_score
+from sklearn.metrics import adjusted_rand_score, silhouette_score
 from sklearn.model_selection import GridSearchCV, GroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -254,6 +255,27 @@ def test_grid_search_with_group_kfold_and_routing(blob_data):
     assert search.best_params_["kernel__compat"] in ("multiplicative", "additive")
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
     assert isinstance(search.best_estimator_.kernel_, ContextualKernel)
+
+
+def test_spectral_clustering_code_with_routing_and_group_cv_runs_unchanged():
+    # SpectralClustering's fit takes no groups, so routing never asks for them; ABCClustering's fit does, and
+    # must not refuse a group-aware CV's groups unless the user requests them (set_fit_request(groups=True)).
+    X, _ = make_blobs(90, centers=3, random_state=0)
+    groups = np.repeat([0, 1, 2], 30)
+
+    def silhouette(estimator, X, y=None):
+        return silhouette_score(X, estimator.fit_predict(X))
+
+    scores = {}
+    with config_context(enable_metadata_routing=True):
+        for cls in (SpectralClustering, ABCClustering):
+            search = GridSearchCV(cls(affinity="rbf", random_state=0), {"n_clusters": [2, 3, 4]},
+                                  cv=GroupKFold(3), scoring=silhouette).fit(X, groups=groups)
+            scores[cls] = search.cv_results_["mean_test_score"]
+        # Requested, the groups reach fit (and ask for a kernel that uses them, as without routing).
+        requested = ABCClustering(affinity="rbf", n_clusters=3).set_fit_request(groups=True)
+        assert requested.get_metadata_routing().fit.requests["groups"] is True
+    np.testing.assert_allclose(scores[ABCClustering], scores[SpectralClustering])
 
 
 @pytest.mark.parametrize(
