@@ -10,6 +10,8 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_consistent_length, column_or_1d
 
+from .preprocessing import CONSTANT_TOLERANCE
+
 UNLABELLED = -1
 
 # Beyond this magnitude float32 activations (squared in layer norms) overflow to inf/NaN.
@@ -103,10 +105,6 @@ def to_network_float32(X: np.ndarray, scale_free: bool) -> np.ndarray:
     if scale_free and X.size and X.dtype == np.float64:
         low, high = X.min(axis=0), X.max(axis=0)
         # Halves first: the midrange and the spread of values near the float64 limit must not overflow.
-        far = np.maximum(np.abs(low), np.abs(high)) > FAR_OFFSET_RATIO * (high / 2 - low / 2) * 2
-        if far.any():
-            X = X.copy()
-            X[:, far] -= low[far] / 2 + high[far] / 2
         largest = float(np.max(np.abs(X)))
         if 0.0 < largest < TINY_SET_SCALE or largest > MAX_ABS_VALUE:
             X = np.ldexp(X, -np.frexp(largest)[1])  # largest |value| now in [0.5, 1)

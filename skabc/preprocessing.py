@@ -50,10 +50,12 @@ from sklearn.utils.validation import check_array, validate_data
 #: RMS radius of every non-constant canonicalised set (step e).
 TARGET_RMS_RADIUS = 1.0
 
-# (a) A column whose standard deviation is at most this fraction of its largest |value| is constant.
-_CONSTANT_TOL = 1e-12
+#: (a) A column whose spread is at most this fraction of its largest |value| (before centring) is constant.
+CONSTANT_TOLERANCE = 1e-12
 # (b) Principal directions with a singular value at most this fraction of the largest are dropped.
 _RANK_TOL = 1e-9
+# (b) Singular values closer than this fraction of the largest are tied (their axes are not determined).
+_TIE_TOL = 1e-10
 # (c) |skewness| at most this counts as symmetric, and so does |max + min| <= this * (max - min).
 _SYMMETRY_TOL = 1e-6
 
@@ -173,32 +175,69 @@ def _canonicalize(X: np.ndarray, n_components: int, scaling: str = "features", t
     Z = Z / np.where(peak > 0, peak, 1.0)
     if tails == "compress":
         Z = compress_tails(Z)
+    # Constant means a spread of at most round-off of the column's own values: measured after centring, the
+    # spread would be compared with itself, and 0.3 against 0.1 + 0.2 became a column of -1 and +1.
+    magnitude = np.max(np.abs(Z), axis=0, initial=0.0)
     Z = Z - Z.mean(axis=0)
     std = np.sqrt(np.mean(Z * Z, axis=0))
-    varying = std > _CONSTANT_TOL * np.max(np.abs(Z), axis=0, initial=0.0) + np.finfo(np.float64).tiny
+    varying = std > CONSTANT_TOLERANCE * magnitude + np.finfo(np.float64).tiny
     if not varying.any():
         return out
     Z = Z[:, varying] / (std[varying] if scaling == "features" else 1.0)
 
     # (b) Principal axes, by decreasing variance; drop directions of (numerically) zero variance.
-    U, s, _ = np.linalg.svd(Z, full_matrices=False)
+    U, s, Vt = np.linalg.svd(Z, full_matrices=False)
     rank = int(np.count_nonzero(s > _RANK_TOL * s[0]))
     k = min(rank, n_components)
     P = U[:, :k] * s[:k]
+    axes = Vt[:k].T
+    for start, stop in _tied_blocks(s[:k]):
+        # Equal variances leave the axes within their span to rounding, i.e. to the row order: take the
+        # span's own basis nearest the columns instead (two integer grids side by side, standardised).
+        axes[:, start:stop] = _column_basis(axes[:, start:stop])
+        P[:, start:stop] = Z @ axes[:, start:stop]
 
-    # (c) Orientation: positive skewness, else farthest point on the positive side, else as is.
+    # (c) Orientation: positive skewness, else farthest point on the positive side, else the axis's largest
+    # component positive (not the SVD's sign, which may follow the row order).
     m2 = np.sum(P * P, axis=0)
     m3 = np.sum(P * P * P, axis=0)
     skewed = np.abs(m3) * np.sqrt(n) > _SYMMETRY_TOL * m2**1.5
     high, low = P.max(axis=0), P.min(axis=0)
     lopsided = np.abs(high + low) > _SYMMETRY_TOL * (high - low)
-    sign = np.where(skewed, np.sign(m3), np.where(lopsided, np.sign(high + low), 1.0))
+    largest = axes[np.argmax(np.abs(axes), axis=0), np.arange(k)]
+    sign = np.where(skewed, np.sign(m3), np.where(lopsided, np.sign(high + low), np.sign(largest)))
     P = P * sign
 
     # (d) + (e) Keep the first n_components axes (zero padding stays in `out`), unit RMS radius.
     rms = np.sqrt(np.sum(m2[:k]) / n)
     out[:, :k] = P * (TARGET_RMS_RADIUS / rms)
     return out
+
+
+def _tied_blocks(singular_values: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, stop)`` of every run of two or more singular values equal to within :data:`_TIE_TOL`."""
+    blocks, start = [], 0
+    for i in range(1, len(singular_values) + 1):
+        if i == len(singular_values) or singular_values[i - 1] - singular_values[i] > _TIE_TOL * singular_values[0]:
+            if i - start > 1:
+                blocks.append((start, i))
+            start = i
+    return blocks
+
+
+def _column_basis(axes: np.ndarray) -> np.ndarray:
+    """An orthonormal basis of the span of ``axes`` (orthonormal columns) fixed by the span alone: the
+    projections of the coordinate axes onto it, in column order, made orthonormal (Gram-Schmidt)."""
+    projector = axes @ axes.T
+    basis = []
+    for column in projector.T:
+        v = column - sum((b @ column) * b for b in basis) if basis else column.copy()
+        norm = np.linalg.norm(v)
+        if norm > 1e-6:
+            basis.append(v / norm)
+            if len(basis) == axes.shape[1]:
+                break
+    return np.column_stack(basis)
 
 
 class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):

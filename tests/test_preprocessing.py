@@ -268,3 +268,32 @@ def test_unknown_tails_is_refused():
     X, _ = _blobs_with_outlier(1e6)
     kept = canonicalize_set(X, 2, tails="keep")
     assert_allclose(SetCanonicalizer(n_components=2, tails="keep").fit_transform(X), kept)
+
+
+def test_a_column_of_round_off_only_is_constant():
+    # 0.3 and 0.1 + 0.2 differ in the last bit: no feature, in float64 as in the kernel's float32 path.
+    from skabc import pretrained
+
+    X = np.random.default_rng(0).normal(size=(120, 2))
+    fuzz = np.where(np.random.default_rng(1).random(120) < 0.5, 0.1 + 0.2, 0.3)
+    constant, fuzzy = np.c_[X, np.full(120, 0.3)], np.c_[X, fuzz]
+    assert_allclose(canonicalize_set(fuzzy, 4), canonicalize_set(constant, 4))
+    kernel = pretrained.load("generic")
+    assert_allclose(kernel.transform(fuzzy), kernel.transform(constant), atol=1e-6)
+    # A small spread that float64 resolves is still a feature.
+    assert np.abs(canonicalize_set(np.c_[X[:, :1], 1e6 + 1e-4 * X[:, 1]], 2)[:, 1]).max() > 0.1
+
+
+def test_tied_principal_variances_do_not_follow_the_row_order():
+    """A probe: two integer grids side by side have equal variances once standardised; the SVD then picked
+    the axes by rounding, i.e. by row order, and the kernel clustered the grids one way or another."""
+    grid = np.stack(np.meshgrid(np.arange(15), np.arange(15)), -1).reshape(-1, 2).astype(float)
+    X = np.r_[grid, grid + np.array([25.0, 0.0])]
+    Z = canonicalize_set(X, 4)
+    for seed in range(3):
+        perm = np.random.default_rng(seed).permutation(len(X))
+        assert_allclose(canonicalize_set(X[perm], 4), Z[perm], atol=1e-9)
+    # The span's basis nearest the columns: here the standardised columns themselves.
+    standardised = (X - X.mean(0)) / X.std(0)
+    assert_allclose(np.abs(Z[:, :2]), np.abs(standardised) / np.sqrt(np.mean(np.sum(standardised**2, 1))),
+                    atol=1e-9)
