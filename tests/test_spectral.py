@@ -491,3 +491,36 @@ def test_a_failing_subset_eigensolve_falls_back_to_the_full_one(monkeypatch, vec
         np.testing.assert_allclose(np.abs(found.T @ expected_vectors[:, -4:]), np.eye(4), atol=1e-8)
     else:
         assert found is None
+
+
+def test_knn_graph_keeps_every_tie_so_row_order_does_not_matter():
+    from sklearn.neighbors import kneighbors_graph
+
+    from skabc.spectral.knn import knn_graph
+
+    grid = np.stack(np.meshgrid(np.arange(9), np.arange(7)), -1).reshape(-1, 2).astype(float)
+    perm = np.random.default_rng(0).permutation(len(grid))
+    G = knn_graph(grid).toarray()
+    np.testing.assert_array_equal(knn_graph(grid[perm]).toarray(), G[np.ix_(perm, perm)])
+    # Ten links of each row (the grid's ties chosen by content), and symmetric.
+    assert (np.count_nonzero(G, axis=1) >= 10).all() and np.array_equal(G, G.T)
+    assert set(np.unique(G)) <= {0.0, 0.5, 1.0}
+    # Without ties, scikit-learn's kNN connectivity, symmetrised.
+    X = np.random.default_rng(1).normal(size=(300, 4))
+    C = kneighbors_graph(X, 10, include_self=False)
+    np.testing.assert_array_equal(knn_graph(X).toarray(), (0.5 * (C + C.T)).toarray())
+
+
+def test_abc_clustering_of_rounded_data_does_not_depend_on_row_order():
+    """A probe: rounded blobs (ties, repeated rows) were partitioned differently after a row permutation."""
+    from sklearn.datasets import make_blobs
+
+    from skabc import ABCClustering
+
+    X = np.round(make_blobs(300, centers=4, random_state=0, cluster_std=1.5)[0])
+    perm = np.random.default_rng(0).permutation(len(X))
+    for params in ({}, {"n_clusters": 4}):
+        labels = ABCClustering(random_state=0, **params).fit(X).labels_
+        permuted = ABCClustering(random_state=0, **params).fit(X[perm]).labels_
+        assert adjusted_rand_score(labels[perm], permuted) == 1.0
+

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.neighbors import kneighbors_graph
+from sklearn.neighbors import NearestNeighbors, kneighbors_graph
 
 #: Neighbours of the kNN-graph candidates (SpectralClustering's default ``n_neighbors``).
 KNN_NEIGHBORS = 10
@@ -12,6 +12,10 @@ KNN_NEIGHBORS = 10
 #: rows repeated ``a`` and ``b`` times gives ``a * b`` entries, so a huge set dominated by a few rows keeps the
 #: plain kNN graph instead.  Sets of ``ABCClustering``'s default ``max_samples`` (2,000 rows) stay far below.
 MAX_SPREAD_ENTRIES = 25_000_000
+#: Distances within this relative gap of a row's k-th are ties (rounding separates equal distances by a few ulps).
+TIE_TOLERANCE = 1e-9
+#: Most neighbours fetched per row to find the end of its ties (rows of coded columns can have thousands).
+MAX_TIE_CANDIDATES = 256
 
 
 def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS, distinct_rows: bool = True) -> sp.csr_matrix:
@@ -31,9 +35,9 @@ def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS, distinct_rows: bool = True) -
         return _symmetric_knn(X, n_neighbors)
     first, inverse = _distinct_rows(X)
     if len(first) == X.shape[0]:
-        return _symmetric_knn(X, n_neighbors)
+        return _symmetric_knn(X, n_neighbors, content_ties=True)
     n, m = X.shape[0], len(first)
-    links = (_symmetric_knn(X[first], n_neighbors) if m > 1 else sp.csr_matrix((1, 1))).tocoo()
+    links = (_symmetric_knn(X[first], n_neighbors, content_ties=True) if m > 1 else sp.csr_matrix((1, 1))).tocoo()
     copies = np.bincount(inverse, minlength=m).astype(np.float64)
     if (copies[links.row] * copies[links.col]).sum() + (copies**2).sum() > MAX_SPREAD_ENTRIES:
         return _symmetric_knn(X, n_neighbors)
@@ -44,9 +48,56 @@ def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS, distinct_rows: bool = True) -
     return graph
 
 
-def _symmetric_knn(X, n_neighbors: int) -> sp.csr_matrix:
-    connectivity = kneighbors_graph(X, n_neighbors=min(n_neighbors, X.shape[0] - 1), include_self=False)
+def _symmetric_knn(X, n_neighbors: int, content_ties: bool = False) -> sp.csr_matrix:
+    """``(C + C^T) / 2`` of the directed kNN connectivity ``C`` (self excluded).
+
+    With ``content_ties`` (rows all distinct), a row's neighbours equally near as its k-th are chosen by their
+    content, not their index: scikit-learn takes them in row order, so an integer grid or rounded data got
+    another graph, and partition, for every permutation of its rows.  Without ties it is the same graph.
+    """
+    k = min(n_neighbors, X.shape[0] - 1)
+    if not content_ties:
+        connectivity = kneighbors_graph(X, n_neighbors=k, include_self=False)
+        return (0.5 * (connectivity + connectivity.T)).tocsr()
+    n = X.shape[0]
+    fetched = min(2 * k, n - 1)
+    search = NearestNeighbors(n_neighbors=fetched).fit(X)
+    while True:
+        distance, index = search.kneighbors()  # the row itself excluded, ascending
+        kth = distance[:, k - 1:k]
+        high = kth * (1.0 + TIE_TOLERANCE)
+        if fetched >= min(n - 1, MAX_TIE_CANDIDATES) or not (distance[:, -1:] <= high).any():
+            break  # every tie fetched (or as many as a set may cost)
+        fetched = min(2 * fetched, n - 1, MAX_TIE_CANDIDATES)
+        search.set_params(n_neighbors=fetched)
+    # Nearer than the k-th's ties: always in; the ties: by content rank until k are linked.
+    tied = (distance >= kth * (1.0 - TIE_TOLERANCE)) & (distance <= high)
+    if (tied.sum(axis=1) <= k - (distance < kth * (1.0 - TIE_TOLERANCE)).sum(axis=1)).all():
+        order = np.broadcast_to(np.arange(k), (n, k))  # no row has more ties than places: nothing to choose
+    else:
+        key = np.where(tied, _content_rank(X)[index], -1)  # -1: nearer than the ties, first
+        key[distance > high] = n  # beyond them: never
+        order = np.argsort(key, axis=1, kind="stable")[:, :k]
+    rows = np.repeat(np.arange(n), k)
+    connectivity = sp.csr_matrix((np.ones(n * k), (rows, np.take_along_axis(index, order, 1).ravel())),
+                                 shape=(n, n))
     return (0.5 * (connectivity + connectivity.T)).tocsr()
+
+
+def _content_rank(X) -> np.ndarray:
+    """Each (distinct) row's place in an order of the rows fixed by their values alone."""
+    if sp.issparse(X):  # the order of the rows' stored entries as bytes: any order will do that content fixes
+        X = sp.csr_matrix(X, copy=True)
+        X.sum_duplicates()
+        X.eliminate_zeros()
+        bounds = zip(X.indptr[:-1], X.indptr[1:], strict=True)
+        keys = [X.indices[a:b].tobytes() + X.data[a:b].tobytes() for a, b in bounds]
+        order = np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+    else:
+        order = np.lexsort(np.asarray(X).T[::-1])
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank
 
 
 def _distinct_rows(X) -> tuple[np.ndarray, np.ndarray]:
