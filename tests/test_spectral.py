@@ -524,3 +524,15 @@ def test_abc_clustering_of_rounded_data_does_not_depend_on_row_order():
         permuted = ABCClustering(random_state=0, **params).fit(X[perm]).labels_
         assert adjusted_rand_score(labels[perm], permuted) == 1.0
 
+
+def test_njw_reads_the_values_of_a_one_column_embedding():
+    """A probe: n_components=1 with 'njw' made every row +1 or -1, so k = 3 gave two clusters."""
+    from sklearn.datasets import make_blobs
+
+    from skabc import ABCClustering
+
+    X, _ = make_blobs(60, centers=[[0, 0], [6, 0], [12, 0]], cluster_std=0.5, random_state=0)
+    params = dict(n_clusters=3, n_components=1, arbiter=None, random_state=0)
+    njw = ABCClustering(assign_labels="njw", **params).fit(X).labels_
+    assert len(np.unique(njw)) == 3  # as k-means on the one column
+    np.testing.assert_array_equal(njw, ABCClustering(assign_labels="kmeans", **params).fit(X).labels_)

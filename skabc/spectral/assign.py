@@ -170,9 +170,10 @@ def _assign_raw(vectors: np.ndarray, n_clusters: int, assign_labels: str, random
     if verbose:
         print(f"Computing label assignment using {assign_labels}")
     if assign_labels in ("kmeans", "njw"):
-        if assign_labels == "njw":
+        if assign_labels == "njw" and vectors.shape[1] > 1:
             # Unit rows: a point's direction in the embedding says which cluster it leans to, its
             # length mostly how well it is connected; many small clusters separate better this way.
+            # One column has two directions only (n_components=1): there k-means reads the values.
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
         _, labels, _ = k_means(vectors, n_clusters, random_state=random_state, n_init=n_init, verbose=verbose)
