@@ -643,3 +643,53 @@ def test_labels_with_both_kinds_of_pair_do_not_warn():
         warnings.filterwarnings("error", message=".*(one class per group|No two labelled rows)")
         ContextualKernel(d_model=16, n_heads=2, n_blocks=1, set_size=(10, 20), sets_per_epoch=8, batch_size=8,
                          max_epochs=1, random_state=0, device="cpu").fit(X, y, groups=np.arange(60) % 2)
+
+
+@pytest.mark.parametrize("limit", ["early_stopping", "max_time"])
+def test_the_epoch_that_ends_the_run_is_printed(blobs, capsys, monkeypatch, limit):
+    """skorch prints an epoch's row after every callback: a stop raised before it left that epoch out of the log."""
+    import re
+
+    X, y = blobs
+    groups = np.repeat(np.arange(6), 40)
+    params = dict(**TINY_NET, **FAST, init="scratch", max_epochs=30, verbose=1)
+    if limit == "early_stopping":
+        monkeypatch.setattr(early_stopping, "score_sets", lambda *args: 0.5)  # never better than the start
+        kernel = ContextualKernel(**params, early_stopping=True, n_iter_no_change=2).fit(X, y, groups=groups)
+        message = "early stopping: no better valid_ari in 2 epochs"
+    else:
+        clock = iter(np.arange(0.0, 1e6, 1.0))  # every reading one second later: a few epochs fit in 60 s
+        monkeypatch.setattr(early_stopping.time, "monotonic", lambda: float(next(clock)))
+        kernel = ContextualKernel(**params, early_stopping=True, n_iter_no_change=30, max_time=60).fit(
+            X, y, groups=groups)
+        message = "max_time=60 s would be passed by another epoch"
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if re.match(r"^\s+\d+\s", line)]
+    assert 0 < len(kernel.net_.history) < 30 and len(rows) == len(kernel.net_.history)
+    assert message in out and out.rstrip().splitlines()[-1].startswith(message.split(":")[0][:10])
+
+
+def test_validation_scores_are_the_result_and_the_start_as_each_clusters(blobs, monkeypatch):
+    """A probe: validation_score_ was the best epoch's score, unmixed and without the arbiter, and the start's
+    without the arbiter too, so a fine-tune that gained 0.003 as it clusters reported +0.045."""
+    from skabc.training.validation import settings_label
+
+    X, y = blobs
+    monkeypatch.setattr(plan, "training_schedule",
+                        lambda n, k, b, cap, size: Schedule(max_epochs=3, sets_per_epoch=8, n_steps=6))
+    # Every epoch scores better (so the result is a mix, not the start); the final scores are real.
+    real, epoch_scores = early_stopping.score_sets, iter([0.0, 0.1, 0.2, 0.3])
+    monkeypatch.setattr(early_stopping, "score_sets", lambda module, sets, settings: (
+        real(module, sets, settings) if settings.get("arbiter") else next(epoch_scores)))
+    kernel = ContextualKernel(**FAST).set_params(set_size=(10, 30)).fit(X, y)  # classes held out: alpha 0.5
+    scores = kernel.validation_settings_scores_
+    assert kernel.fine_tune_alpha_ == 0.5 and kernel.validation_score_ is not None
+    (start_label,) = [label for label in scores if label.startswith("start weights, ")]  # the weights changed
+    assert "arbiter generic" in start_label and kernel.start_validation_score_ == scores[start_label]
+    # The result: the start where it clustered better, else the mix with the recommended settings.
+    result = (scores[start_label] if dict(kernel.net_.callbacks_)["validation"].kept_start_
+              else scores[settings_label(kernel.recommended_clustering())])
+    assert kernel.validation_score_ == result
+    assert [row["valid_ari"] for row in kernel.net_.history] == [0.1, 0.2, 0.3]
+    assert kernel.validation_score_ != 0.3  # the mix as it clusters, not the best epoch's own score
+    assert kernel.validation_score_ >= kernel.start_validation_score_

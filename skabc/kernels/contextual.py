@@ -206,9 +206,9 @@ class ContextualKernel(TransformerMixin, Kernel):
     max_time_ : float or None
         The resolved ``max_time``.
     validation_score_, start_validation_score_ : float or None
-        Held-out mean ARI of the kept and of the starting weights (with the starting clustering settings).
+        Held-out mean ARI of the result and of the start as each clusters (own settings, arbiter included).
     validation_settings_scores_ : dict
-        Held-out mean ARI of the kept weights per setting (the best, if ahead by over one SE, is
+        Held-out mean ARI of the trained weights per setting (the best, if ahead by over one SE, is
         :meth:`recommended_clustering`), and of the start's (``'start weights, ...'``).
 
     Examples

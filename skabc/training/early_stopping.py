@@ -136,6 +136,10 @@ class ValidationSetsScoring(Callback):
     settings_scores_ : dict
         Mean validation ARI of every compared setting (with ``choose_clustering=False``: only the two
         partitions of ``knn_partition``) and, where the weights changed, of the start as it clusters alone.
+    final_score_, final_start_score_ : float or None
+        Once training ends: the score of the result as it clusters (its weights, mixed where ``alpha < 1``,
+        with ``best_settings_``), and of the starting weights with ``settings`` (an arbiter included, where
+        the epochs' scores leave it out).  ``None`` without sets (and the start's without a start).
     """
 
     def __init__(self, sets: list, settings: dict, patience: int | None = 5, name: str = "valid_ari",
@@ -179,7 +183,8 @@ class ValidationSetsScoring(Callback):
             self.best_state_ = _copy_state(net.module_)
         elif self.patience is not None and epoch - self.best_epoch_ >= self.patience:
             self.stopped_ = True
-            raise KeyboardInterrupt
+            _stop_after_epoch(net, f"early stopping: no better {self.name} in {self.patience} epochs; the weights of "
+                                   f"epoch {self.best_epoch_} ({self.best_score_:.4f}) are kept")
 
     def on_train_end(self, net, **kwargs):
         # No second copy of the weights in pickles.
@@ -190,6 +195,7 @@ class ValidationSetsScoring(Callback):
         if state is not None:
             net.module_.load_state_dict(state)
         self.best_settings_, self.settings_scores_ = dict(self.settings), {}
+        self.final_score_ = self.final_start_score_ = None
         if not self.sets:
             return
         if self.choose_clustering:
@@ -197,18 +203,27 @@ class ValidationSetsScoring(Callback):
         elif self.knn_partition:
             self.best_settings_, self.settings_scores_ = choose_partition(net.module_, self.sets, self.settings)
         if start is None or (self.best_epoch_ == 0 and (self.knn_partition or self.best_settings_ == self.settings)):
-            return  # the start's weights, clustered as they are or as choose_partition found better
-        label = settings_label(self.best_settings_)
-        if label not in self.settings_scores_:  # settings kept as they are: the result's own score
-            self.settings_scores_[label] = score_sets(net.module_, self.sets, self.best_settings_)
-        kept = self.settings_scores_[label]
+            # The start's weights, clustered as they are or as choose_partition found better.
+            self.final_score_ = self._score(net.module_, self.best_settings_)
+            self.final_start_score_ = self._score(net.module_, self.settings) if start is not None else None
+            return
+        kept = self._score(net.module_, self.best_settings_)
         start_label = "start weights, " + settings_label(self.settings)
         self.settings_scores_[start_label] = score_sets(_with_state(net.module_, start), self.sets, self.settings)
-        if self.settings_scores_[start_label] > kept:
+        self.final_start_score_ = self.final_score_ = self.settings_scores_[start_label]
+        if self.final_start_score_ > kept:
             self.kept_start_, self.best_settings_ = True, dict(self.settings)
             self.best_score_, self.best_epoch_ = self.start_score_, 0
         else:
             net.module_.load_state_dict(state)  # set with the start at train begin
+            self.final_score_ = kept
+
+    def _score(self, module, settings: dict) -> float:
+        """The sets' score of ``module`` clustered with ``settings``, from ``settings_scores_`` where it is."""
+        label = settings_label(settings)
+        if label not in self.settings_scores_:
+            self.settings_scores_[label] = score_sets(module, self.sets, settings)
+        return self.settings_scores_[label]
 
 
 def _with_state(module, state: dict):
@@ -259,16 +274,32 @@ class TimeLimit(Callback):
         now = time.monotonic()
         self.shortest_epoch_ = min(self.shortest_epoch_, now - self.epoch_start_)
         if self.validated_ and now - self.start_ + self.shortest_epoch_ > self.max_time:
-            self._stop(net, "would be passed by another epoch")
+            self._stop(net, "would be passed by another epoch", after_epoch=True)
 
-    def _stop(self, net, why: str) -> None:
+    def _stop(self, net, why: str, after_epoch: bool = False) -> None:
         self.stopped_ = True
+        kept = "the best validated weights are kept" if self.validated_ else "the last weights are kept"
+        message = (f"max_time={self.max_time:g} s {why} after {time.monotonic() - self.start_:.1f} s of training "
+                   f"(epoch {len(getattr(net, 'history', ()))}): training stops; {kept}")
+        if after_epoch:
+            _stop_after_epoch(net, message)
         if getattr(net, "verbose", 0):
-            # A run cut inside its first epoch prints no epoch row: say what ended it.
-            kept = "the best validated weights are kept" if self.validated_ else "the last weights are kept"
-            print(f"max_time={self.max_time:g} s {why} after {time.monotonic() - self.start_:.1f} s of training "
-                  f"(epoch {len(net.history)}): training stops; {kept}.", flush=True)
+            print(message + ".", flush=True)  # a run cut inside an epoch prints no row for it: say what ended it
         raise KeyboardInterrupt
+
+
+def _stop_after_epoch(net, message: str) -> None:
+    """End the run after a finished epoch, printing its row of the log first (and why the run ends).
+
+    skorch prints an epoch's row last of all its callbacks' ``on_epoch_end``: raising before it would leave
+    the epoch that ends the run out of the log.
+    """
+    if getattr(net, "verbose", 0):
+        printer = dict(net.callbacks_).get("print_log")
+        if printer is not None:
+            printer.on_epoch_end(net)
+        print(message + ".", flush=True)
+    raise KeyboardInterrupt
 
 
 def planned_stop(net) -> bool:

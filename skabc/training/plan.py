@@ -79,8 +79,9 @@ class TrainingPlan:
         kernel.batch_size_ = self.batch_size
         kernel.max_time_ = self.max_time
         validation = dict(net.callbacks_).get("validation")
-        kernel.validation_score_ = None if validation is None else validation.best_score_
-        kernel.start_validation_score_ = None if validation is None else validation.start_score_
+        # The result and the start as each clusters (arbiter and mixed weights included), not the epochs' scores.
+        kernel.validation_score_ = getattr(validation, "final_score_", None)
+        kernel.start_validation_score_ = getattr(validation, "final_start_score_", None)
         # Settings chosen on the held-out sets for the weights kept, where there were held-out sets.
         kernel.recommended_clustering_ = dict(getattr(validation, "best_settings_", self.recommended_clustering))
         kernel.validation_settings_scores_ = dict(getattr(validation, "settings_scores_", {}))
