@@ -8,7 +8,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_consistent_length, column_or_1d
+from sklearn.utils.validation import column_or_1d
 
 from .preprocessing import CONSTANT_TOLERANCE
 
@@ -105,6 +105,15 @@ def to_network_float32(X: np.ndarray, scale_free: bool) -> np.ndarray:
     if scale_free and X.size and X.dtype == np.float64:
         low, high = X.min(axis=0), X.max(axis=0)
         # Halves first: the midrange and the spread of values near the float64 limit must not overflow.
+        magnitude, spread = np.maximum(np.abs(low), np.abs(high)), (high / 2 - low / 2) * 2
+        far = magnitude > FAR_OFFSET_RATIO * spread
+        # A spread within round-off of the values (0.3 against 0.1 + 0.2) is a constant column: centred, its
+        # round-off would be all there is to standardise.
+        constant = spread <= CONSTANT_TOLERANCE * magnitude
+        if far.any():
+            X = X.copy()
+            X[:, far] -= low[far] / 2 + high[far] / 2
+            X[:, constant] = 0.0
         largest = float(np.max(np.abs(X)))
         if 0.0 < largest < TINY_SET_SCALE or largest > MAX_ABS_VALUE:
             X = np.ldexp(X, -np.frexp(largest)[1])  # largest |value| now in [0.5, 1)
@@ -143,8 +152,11 @@ def encode_labels(y, n_samples: int) -> np.ndarray:
     """Cluster labels as codes ``0..C-1``, with ``-1`` (unlabelled) kept as ``-1``."""
     check_not_masked_or_missing_labels(y, "y")
     y = column_or_1d(y, warn=True)
-    check_consistent_length(np.empty(n_samples), y)
+    if len(y) != n_samples:
+        raise ValueError(f"y has {len(y)} entries but X has {n_samples} rows.")
     _check_label_values(y, "y", "use -1 to mark unlabelled rows.")
+    if y.dtype == object and len(y) and all(isinstance(v, Integral) for v in y):
+        y = y.astype(np.int64)  # integers in an object column (pandas): scikit-learn calls their type unknown
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError("y contains NaN or infinity; use -1 to mark unlabelled rows.")
     kind = type_of_target(y, input_name="y", raise_unknown=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -377,7 +378,7 @@ def _y():
         (np.zeros(20), _y(), None, ValueError, "2D array"),
         (np.zeros((20, 2, 2)), _y(), None, ValueError, "dim"),
         (np.zeros((1, 2)), [0], None, ValueError, "minimum of 2"),
-        (_X(), _y()[:5], None, ValueError, "inconsistent numbers of samples"),
+        (_X(), _y()[:5], None, ValueError, "y has 5 entries but X has 20 rows"),
         (_X(), _y(), np.zeros(5), ValueError, "groups has 5 entries"),
         (_X(), np.linspace(0, 1, 20), None, ValueError, "continuous"),
         (_X(), np.full(20, -1), None, ValueError, "no group holds at least 2 labelled rows"),
@@ -388,6 +389,20 @@ def _y():
 def test_bad_input_raises_clear_errors(X, y, groups, error, match):
     with pytest.raises(error, match=match):
         ContextualKernel(**TINY).fit(X, y, groups=groups)
+
+
+def test_integer_labels_in_an_object_column_are_labels():
+    """A probe: integers in an object array (a pandas column) were refused as "Unknown label type"."""
+    X, y = _X(), _y()
+    as_object = ContextualKernel(**TINY).fit(X, y.astype(object)).transform(X)
+    np.testing.assert_array_equal(as_object, ContextualKernel(**TINY).fit(X, y).transform(X))
+
+
+def test_one_labelled_row_gets_one_error_and_no_contradicting_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="no group holds at least 2 labelled rows"):
+            ContextualKernel(**TINY).fit(_X(), np.r_[0, np.full(19, -1)])
 
 
 @pytest.mark.parametrize(

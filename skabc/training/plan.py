@@ -267,8 +267,9 @@ def warn_if_labels_teach_one_answer(labels: np.ndarray, group_codes) -> None:
     pair belongs together; with every labelled row of a group its own class, that none does.
     """
     pairs, counts = _group_class_pairs(labels, group_codes)
-    if len(pairs) == 0:
-        return
+    rows_per_group = np.bincount(pairs[:, 0] - pairs[:, 0].min(), weights=counts) if len(pairs) else counts
+    if len(pairs) == 0 or rows_per_group.max() < 2:
+        return  # no set can be drawn at all: the sampler says so
     if not (counts >= 2).any():
         warnings.warn("No two labelled rows of a group share a class in y: the kernel can only learn that no two "
                       "points belong together.", UserWarning, stacklevel=5)
