@@ -289,6 +289,20 @@ def test_checkpoint_of_other_configuration_is_refused(blob_data, tmp_path):
         ContextualKernel(**{**TINY, "d_model": 8, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
 
 
+@pytest.mark.parametrize("damage", ["truncate", "empty", "binary", "list", "delete"])
+def test_a_damaged_checkpoint_configuration_is_named(blob_data, tmp_path, damage):
+    """A probe: a damaged config.json was reported as "a checkpoint of a different configuration"."""
+    X, y, g = blob_data
+    ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+    config = tmp_path / "config.json"
+    text = config.read_text()
+    {"truncate": lambda: config.write_text(text[: len(text) // 2]), "empty": lambda: config.write_text(""),
+     "binary": lambda: config.write_bytes(b"\xff\xfe\x00"), "list": lambda: config.write_text("[1, 2]"),
+     "delete": config.unlink}[damage]()
+    with pytest.raises(ValueError, match=r"cannot resume from '.*config\.json'.*not the configuration file"):
+        ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+
+
 def test_checkpoint_of_other_data_is_refused(blob_data, tmp_path, capsys):
     """A probe: the same configuration fitted on other data returned the checkpoint's weights, silently."""
     X, y, g = blob_data

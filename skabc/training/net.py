@@ -245,10 +245,15 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
     history = directory / CHECKPOINT_FILES["f_history"]
     if history.exists():
         try:
-            saved = json.loads(config_file.read_text()) if config_file.exists() else None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            saved = None
-        saved_data = saved.pop("_data", None) if isinstance(saved, dict) else None
+            saved = json.loads(config_file.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"cannot resume from {str(config_file)!r}: it is missing or not the configuration file "
+                             f"skabc wrote ({error}); use another checkpoint_dir or remove this one to start "
+                             "afresh.") from None
+        if not isinstance(saved, dict):
+            raise ValueError(f"cannot resume from {str(config_file)!r}: it is not the configuration file skabc "
+                             "wrote; use another checkpoint_dir or remove this one to start afresh.")
+        saved_data = saved.pop("_data", None)
         if json.dumps(saved, sort_keys=True) != json.dumps(params, sort_keys=True):
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration; "
