@@ -118,8 +118,22 @@ def _overflow_error() -> ValueError:
                       "the kernel.")
 
 
-def check_dense_memory(n_samples: int, n_copies: float, memory_limit) -> None:
-    """Refuse a set whose ``n_copies`` dense ``n x n`` float64 results would exceed ``memory_limit``.
+#: Peak working memory of a dense learned affinity beyond its float64 result, in bytes per pair: with the local
+#: geometry's pair maps (up to :data:`GEOMETRY_MAX_SAMPLES` points) and without.  Measured on the shipped generic
+#: kernel (72 and 18 bytes per pair in all, result included, at 1,500-4,500 points; one thread).
+WORKING_BYTES_PER_PAIR = {True: 64.0, False: 10.0}
+
+
+def working_bytes(kernel, n_samples: int) -> float:
+    """:data:`WORKING_BYTES_PER_PAIR` of a dense affinity of ``n_samples`` points under ``kernel``'s network."""
+    module = getattr(kernel, "module_", None)  # None before fit
+    geometry = bool(getattr(module, "local_geometry", False)) and n_samples <= GEOMETRY_MAX_SAMPLES
+    return WORKING_BYTES_PER_PAIR[geometry]
+
+
+def check_dense_memory(n_samples: int, n_copies: float, memory_limit, working_bytes_per_pair: float = 0.0) -> None:
+    """Refuse a set whose ``n_copies`` dense ``n x n`` float64 results, plus ``working_bytes_per_pair`` bytes
+    of working memory per pair, would exceed ``memory_limit``.
 
     Raises
     ------
@@ -127,11 +141,12 @@ def check_dense_memory(n_samples: int, n_copies: float, memory_limit) -> None:
         Naming the size needed, the limit, and what to do instead.
     """
     limit = memory_limit_bytes(memory_limit)
-    needed = n_copies * 8.0 * float(n_samples) ** 2
+    needed = (n_copies * 8.0 + working_bytes_per_pair) * float(n_samples) ** 2
     if limit is not None and needed > limit:
         raise AffinityTooLargeError(
             f"a set of {n_samples} points needs about {format_bytes(needed)} for its dense "
-            f"{n_samples} x {n_samples} affinity, over memory_limit={format_bytes(limit)}. "
+            f"{n_samples} x {n_samples} affinity{' and its computation' if working_bytes_per_pair else ''}, "
+            f"over memory_limit={format_bytes(limit)}. "
             "Use affinity_mode='sparse' (each point's n_neighbors strongest pairs), cluster smaller "
             "sets (e.g. pass groups to split it), or raise memory_limit if the machine has the memory."
         )

@@ -557,9 +557,12 @@ def test_scale_free_fit_on_subnormal_values_learns_from_them(X30):
 
 @pytest.mark.parametrize(
     "limit, n, message",
-    [(1000, 30, r"needs about 7.0 KiB for its dense 30 x 30 affinity, over memory_limit=1000 bytes"),
-     (3 * 2**20, 800, r"needs about 4.9 MiB for its dense 800 x 800 affinity, over memory_limit=3.0 MiB"),
-     (2**30, 20_000, r"needs about 3.0 GiB for its dense 20000 x 20000 affinity, over memory_limit=1.0 GiB")],
+    [(1000, 30, r"needs about 15.8 KiB for its dense 30 x 30 affinity and its computation, over "
+                r"memory_limit=1000 bytes"),
+     (3 * 2**20, 800, r"needs about 11.0 MiB for its dense 800 x 800 affinity and its computation, over "
+                      r"memory_limit=3.0 MiB"),
+     (2**30, 20_000, r"needs about 6.7 GiB for its dense 20000 x 20000 affinity and its computation, over "
+                     r"memory_limit=1.0 GiB")],
 )
 def test_memory_limit_messages_use_a_readable_unit(limit, n, message, tiny_kernel):
     """Never 'needs 0.0 GiB, over 0.0 GiB': small sizes are given in MiB, KiB or bytes."""

@@ -395,7 +395,11 @@ def test_save_load_round_trip(name, request, tmp_path):
 
 
 def test_memory_limit_applies_to_clustering(tiny_kernel):
-    kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(memory_limit=4 * 8 * 50**2)
+    from skabc.inference import working_bytes
+
+    # Four dense copies for the clustering, and the network's working memory.
+    kernel = pickle.loads(pickle.dumps(tiny_kernel))
+    kernel.set_params(memory_limit=(4 * 8 + working_bytes(kernel, 50)) * 50**2)
     ABCClustering(kernel=kernel, random_state=0).fit(np.random.default_rng(0).normal(size=(50, 2)))
     with pytest.raises(MemoryError, match="groups"):
         ABCClustering(kernel=kernel, random_state=0).fit(np.random.default_rng(0).normal(size=(51, 2)))

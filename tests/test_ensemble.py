@@ -199,9 +199,11 @@ def test_members_checkpoint_into_folders_of_their_own(blob_sets, tmp_path):
 def test_transform_counts_the_running_sum_against_memory_limit():
     """A probe: check_memory refused the size, transform (two dense copies) went over memory_limit anyway."""
     from skabc.exceptions import AffinityTooLargeError
+    from skabc.inference import working_bytes
     from skabc.pretrained import load
 
-    limit = 1.5 * 8 * 100**2  # one dense 100 x 100 copy fits, two do not
+    generic = load("generic")
+    limit = (1.5 * 8 + working_bytes(generic, 100)) * 100**2  # one dense 100 x 100 copy fits, two do not
     members = [load("generic").set_params(memory_limit=limit, device="cpu") for _ in range(2)]
     ensemble = KernelEnsemble.from_fitted(members)
     X = np.random.default_rng(0).normal(size=(100, 2))
@@ -210,3 +212,4 @@ def test_transform_counts_the_running_sum_against_memory_limit():
     with pytest.raises(AffinityTooLargeError):
         ensemble.transform(X)
     assert members[0].transform(X).shape == (100, 100)
+

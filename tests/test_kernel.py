@@ -494,7 +494,9 @@ def test_memory_limit_refuses_huge_dense_affinity(tiny_kernel):
 
     small = clone(tiny_kernel)
     small.__dict__.update({k: v for k, v in tiny_kernel.__dict__.items() if k.endswith("_")})
-    small.set_params(memory_limit=8 * 100**2)
+    from skabc.inference import working_bytes
+
+    small.set_params(memory_limit=(8 + working_bytes(small, 100)) * 100**2)
     assert small.transform(np.zeros((100, 2))).shape == (100, 100)
     with pytest.raises(AffinityTooLargeError, match="memory_limit") as info:
         small.transform(np.zeros((101, 2)))

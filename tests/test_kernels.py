@@ -12,6 +12,7 @@ from sklearn.frozen import FrozenEstimator
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble
 from skabc.exceptions import AffinityTooLargeError
+from skabc.inference import WORKING_BYTES_PER_PAIR
 from skabc.kernels import Kernel, TransformerKernel, as_kernel
 
 
@@ -39,7 +40,7 @@ def test_learned_kernels_follow_the_protocol(tiny_kernel):
     assert sparse.returns_sparse(12)
     assert KernelEnsemble.from_fitted([tiny_kernel, sparse]).returns_sparse(12)
     # The ensemble holds one more dense copy (the running sum) than its members.
-    limited = ContextualKernel(memory_limit=2 * 8 * 100**2)
+    limited = ContextualKernel(memory_limit=(2 * 8 + WORKING_BYTES_PER_PAIR[False]) * 100**2)  # unfitted
     limited.check_memory(100, n_copies=2)
     with pytest.raises(AffinityTooLargeError):
         limited.check_memory(100, n_copies=3)
@@ -87,3 +88,15 @@ def test_shipped_kernels_are_read_once_and_handed_out_as_copies():
     third = pretrained.load("generic", device="cpu")
     for a, b in zip(second.module_.parameters(), third.module_.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+
+def test_the_memory_check_counts_the_networks_working_memory():
+    """A probe: memory_limit counted the float64 result only; a 2,000-point generic affinity took ten times it."""
+    from skabc.pretrained import load
+
+    generic = load("generic")
+    generic.set_params(memory_limit=(8 + WORKING_BYTES_PER_PAIR[True]) * 2000**2)
+    generic.check_memory(2000)
+    with pytest.raises(AffinityTooLargeError, match="and its computation"):
+        generic.set_params(memory_limit=(8 + WORKING_BYTES_PER_PAIR[False]) * 2000**2).check_memory(2000)

@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import persistence
 from .._validation import check_magnitude, check_not_masked_or_missing, encode_groups, encode_labels, to_network_float32
-from ..inference import check_dense_memory, learned_affinity
+from ..inference import check_dense_memory, learned_affinity, working_bytes
 from ..nn.build import apply_inference_options, check_architecture_unchanged, set_transform
 from ..training.fitting import fit_kernel
 from ..training.plan import network_of
@@ -395,7 +395,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         return dict(getattr(self, "recommended_clustering_", {}))
 
     def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
-        """Refuse a set whose dense ``n x n`` float64 results would exceed ``memory_limit``.
+        """Refuse a set whose dense ``n x n`` float64 results (and the network's work) exceed ``memory_limit``.
 
         Parameters
         ----------
@@ -409,7 +409,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         AffinityTooLargeError
             A ``MemoryError`` (and ``ValueError``) naming the size needed, the limit, and what to do instead.
         """
-        check_dense_memory(n_samples, n_copies, self.memory_limit)
+        check_dense_memory(n_samples, n_copies, self.memory_limit, working_bytes(self, n_samples))
 
     def fit_transform(self, X, y=None, groups=None):
         """Fit on ``(X, y, groups)`` (``y`` is required, as by :meth:`fit`), then return ``X``'s affinity as one set."""
