@@ -102,7 +102,11 @@ def resolve_kernel(model, X, y, groups):
 
         return load("generic")  # zero-shot: y is ignored, as by any clusterer
     try:
-        check_is_fitted(model.kernel)
+        if hasattr(model.kernel, "fit"):
+            check_is_fitted(model.kernel)
+        # A Kernel with no fit of its own (only affinity(X)) is ready unless it says otherwise.
+        elif not getattr(model.kernel, "__sklearn_is_fitted__", lambda: True)():
+            raise NotFittedError(f"{type(model.kernel).__name__} is not fitted")
         fitted = True
     except NotFittedError:
         fitted = False

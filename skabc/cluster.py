@@ -158,7 +158,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
     Attributes
     ----------
     labels_ : ndarray of shape (n_samples,)
-        Cluster labels; with ``groups``, ids are unique across groups.  With a non-learned
+        Cluster labels; with ``groups``, ids are unique across groups (the groups' in the order of their
+        sorted group ids, each numbered as below).  With a non-learned
         affinity, ``n_clusters`` given and one of SpectralClustering's ``assign_labels``, exactly
         its labels (its ids and dtype: int32 from k-means); otherwise int64, numbered in order of first appearance.
     affinity_matrix_ : ndarray of shape (n_samples, n_samples) or sparse matrix
@@ -216,7 +217,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
 
     _parameter_constraints: dict = {
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
-        "kernel": [HasMethods(["fit", "transform"]), None],
+        "kernel": [HasMethods(["fit", "transform"]), HasMethods(["affinity"]), None],
         "affinity": [callable, StrOptions(set(AFFINITIES))],
         "gamma": [Interval(Real, 0, None, closed="neither")],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],

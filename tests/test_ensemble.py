@@ -213,3 +213,13 @@ def test_transform_counts_the_running_sum_against_memory_limit():
         ensemble.transform(X)
     assert members[0].transform(X).shape == (100, 100)
 
+
+def test_an_ensemble_recommends_the_settings_its_members_agree_on():
+    """A probe: an ensemble of generic members recommended {} and clustered with the generic defaults (ARI 0)."""
+    from skabc.pretrained import load
+
+    generic = load("generic")
+    assert KernelEnsemble.from_fitted([generic, load("generic")]).recommended_clustering() == \
+        generic.recommended_clustering()
+    tiny = ContextualKernel(**TINY).fit(*make_blob_sets(n_sets=4, set_size=20, random_state=0)[:2])
+    assert KernelEnsemble.from_fitted([generic, tiny]).recommended_clustering() == {}  # they disagree

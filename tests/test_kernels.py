@@ -90,6 +90,30 @@ def test_shipped_kernels_are_read_once_and_handed_out_as_copies():
         assert torch.equal(a, b)
 
 
+def test_a_kernel_with_only_affinity_is_taken_as_is():
+    """A probe: the architecture page says ABCClustering(kernel=...) takes a Kernel implementing affinity(X); the
+    parameter check asked for fit and transform, refusing it and skabc's own PairwiseKernel."""
+    from sklearn.cluster import SpectralClustering
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics import adjusted_rand_score
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from skabc.kernels import PairwiseKernel
+
+    class MyRBF(Kernel):
+        def __init__(self, gamma=0.5):
+            self.gamma = gamma
+
+        def affinity(self, X):
+            return rbf_kernel(X, gamma=self.gamma)
+
+    X, _ = make_blobs(60, centers=3, random_state=0)
+    reference = SpectralClustering(3, affinity="precomputed", random_state=0).fit_predict(rbf_kernel(X, gamma=0.5))
+    for kernel in (MyRBF(), PairwiseKernel("rbf", gamma=0.5)):
+        model = ABCClustering(kernel=kernel, n_clusters=3, arbiter=None, random_state=0).fit(X)
+        assert model.kernel_ is kernel and adjusted_rand_score(reference, model.labels_) == 1.0
+        np.testing.assert_allclose(model.affinity_matrix_, rbf_kernel(X, gamma=0.5))
+
 
 def test_the_memory_check_counts_the_networks_working_memory():
     """A probe: memory_limit counted the float64 result only; a 2,000-point generic affinity took ten times it."""

@@ -230,8 +230,16 @@ class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
             as_kernel(kernel).check_memory(n_samples, n_copies=n_copies + 1)
 
     def recommended_clustering(self) -> dict:
-        """ABCClustering settings saved with this ensemble (chosen on its validation data); ``{}`` if none."""
-        return dict(getattr(self, "recommended_clustering_", {}))
+        """ABCClustering settings saved with this ensemble, else those every member recommends; ``{}`` if none.
+
+        Members fine-tuned from the generic kernel recommend its clustering (power, ``'njw'``, consensus, the
+        arbiter): a mean of their affinities is clustered the same way, not with the generic defaults.  Where
+        the members disagree the defaults apply, unless settings are saved with the ensemble.
+        """
+        if hasattr(self, "recommended_clustering_"):
+            return dict(self.recommended_clustering_)
+        members = [as_kernel(k).recommended_clustering() for k in getattr(self, "kernels_", ())]
+        return dict(members[0]) if members and all(m == members[0] for m in members) else {}
 
     def save(self, path, *, recommended_clustering: dict | None = None) -> None:
         """Write every member to one safetensors file (weights + JSON description); atomic.
