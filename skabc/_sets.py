@@ -232,11 +232,13 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:
         raise ValueError("this model was fitted without an arbiter (arbiter_ is None): there are no candidates")
     step = model.spectral_step_
     rows = check_array(X, accept_sparse="csr")
+    if sp.issparse(rows):
+        rows = rows.toarray()  # the network reads dense rows, as fit gives them to it
     eig_seed, seed = draw_seeds(model, check_random_state(model.random_state), 1)[0]
     if model.arbiter_ in COUNTING_ARBITERS:  # the counting kernel's candidates (they give k, not the partition)
         kernel, step, arbiter = counting_setup(model.arbiter_, step)
     else:
         kernel, arbiter = as_kernel(model.kernel_), arbiter_for(model.arbiter_, step)
-    candidates = arbiter.candidates_of(step, kernel.affinity(X), rows, eig_seed, seed)
+    candidates = arbiter.candidates_of(step, kernel.affinity(rows), rows, eig_seed, seed)
     kept, scores = arbiter.choose(candidates, rows.shape[1])
     return candidates, scores, kept

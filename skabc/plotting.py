@@ -129,7 +129,8 @@ def plot_eigengap(eigenvalues, n_clusters=None, ax=None):
         ax.plot(np.arange(1, len(spectrum) + 1), spectrum, "o-", color=None if many else "0.3", label=label,
                 markersize=3 if many else 6)
     if n_clusters is not None:
-        ax.axvspan(n_clusters, n_clusters + 1, color="tab:orange", alpha=0.3, label=f"largest gap: k = {n_clusters}")
+        # "chosen", not "largest gap": a consensus or an arbiter may choose another k than this spectrum's gap.
+        ax.axvspan(n_clusters, n_clusters + 1, color="tab:orange", alpha=0.3, label=f"chosen k = {n_clusters}")
     if n_clusters is not None or len(spectra) > 1:
         ax.legend(loc="lower right")
     ax.set_xlabel("i")
@@ -194,13 +195,26 @@ def plot_clusters(X, labels, ax=None, title=None, s=10):
         raise TypeError("labels must be of one comparable type (numbers or strings), got "
                         f"{sorted({type(v).__name__ for v in labels.ravel()})}") from None
     ax = _axes(ax)
-    ax.scatter(X[:, 0], X[:, 1], c=codes, cmap="tab10", s=s)
+    ax.scatter(X[:, 0], X[:, 1], c=_colours(codes), s=s)
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_xticks([])
     ax.set_yticks([])
     if title:
         ax.set_title(title)
     return ax
+
+
+def _colours(codes: np.ndarray) -> np.ndarray:
+    """One colour per cluster code, all distinct: tab10 up to 10 clusters, tab20 up to 20, evenly spaced hues
+    beyond (a colour map's ``c=codes`` repeats its colours past its size)."""
+    import matplotlib
+
+    n = int(codes.max()) + 1 if len(codes) else 1
+    if n <= 20:
+        table = matplotlib.colormaps["tab10" if n <= 10 else "tab20"].colors
+    else:
+        table = matplotlib.colormaps["hsv"](np.arange(n) / n)
+    return np.asarray(table)[codes]
 
 
 def plot_candidates(model, X, axes=None, s=10):

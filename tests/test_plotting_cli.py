@@ -300,7 +300,10 @@ def test_plot_clusters_colours_string_labels_and_takes_sparse_x():
     X = np.random.default_rng(0).normal(size=(6, 2))
     codes = np.array([2, 0, 1, 0, 2, 1])
     ax = plot_clusters(X, np.array(["a", "b", "c"])[codes])
-    np.testing.assert_array_equal(ax.collections[0].get_array(), codes)
+    # String labels coloured as their sorted codes are: the same colours as the integer codes get.
+    np.testing.assert_array_equal(ax.collections[0].get_facecolors(),
+                                  plot_clusters(X, codes).collections[0].get_facecolors())
+    assert len({tuple(c) for c in ax.collections[0].get_facecolors()}) == 3
     dense = plot_clusters(X, codes).collections[0].get_offsets()
     np.testing.assert_allclose(plot_clusters(sp.csr_matrix(X), codes).collections[0].get_offsets(), dense)
     plt.close("all")
@@ -439,3 +442,35 @@ def test_plot_clusters_refuses_labels_of_mixed_types():
 def test_cli_demo_runs_at_the_largest_seed_it_accepts(capsys):
     """A probe: --seed 4294966996 printed the table header, then failed (the sets' seeds ran past 2**32 - 1)."""
     assert main(["demo", "--sets", "1", "--plot", "", "--seed", "4294967295", "--threads", "1", "-q"]) == 0
+
+
+def test_plot_clusters_gives_every_cluster_its_own_colour():
+    """A probe: tab10 coloured cluster 10 as cluster 0 (and 11 as 1...), silently."""
+    X = np.random.default_rng(0).normal(size=(120, 2))
+    for k in (3, 12, 25):
+        ax = plot_clusters(X, np.arange(120) % k)
+        colours = ax.collections[0].get_facecolors()
+        assert len({tuple(np.round(c, 6)) for c in colours}) == k
+        plt.close(ax.figure)
+
+
+def test_plot_eigengap_marks_the_chosen_k_not_a_largest_gap():
+    ax = plot_eigengap(np.array([0.0, 0.001, 0.08, 0.16, 0.46]), n_clusters=3)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["chosen k = 3"]
+    plt.close(ax.figure)
+
+
+def test_plot_candidates_takes_the_sparse_x_that_fit_takes():
+    import scipy.sparse as sp
+    from sklearn.datasets import make_blobs
+
+    from skabc import ABCClustering
+    from skabc.plotting import plot_candidates
+
+    X, _ = make_blobs(100, centers=3, random_state=0)
+    sparse = sp.csr_matrix(np.abs(X))
+    model = ABCClustering(random_state=0).fit(sparse)
+    axes = plot_candidates(model, sparse)
+    dense = plot_candidates(model, sparse.toarray())
+    assert [a.get_title() for a in axes] == [a.get_title() for a in dense]
+    plt.close("all")
