@@ -25,6 +25,7 @@ from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import is_pairwise
 from ._subsample import draw_rows, extend_labels, spread_affinity
 from ._validation import N_JOBS_CONSTRAINT
+from .exceptions import AffinityTooLargeError
 from .kernels import as_kernel
 from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
 from .spectral import compact
@@ -171,7 +172,11 @@ def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples:
     rows = draw_rows(_num_samples(X), max_samples, seed)
     if rows is not None:
         subset = _safe_indexing(X, rows)
-        labels, affinity, found, eigenvalues, chosen = _cluster_one(kernel, clustering, subset, eig_seed, seed)
+        try:
+            labels, affinity, found, eigenvalues, chosen = _cluster_one(kernel, clustering, subset, eig_seed, seed)
+        except AffinityTooLargeError as error:  # the set is the subsample: its size is the user's max_samples
+            raise AffinityTooLargeError(f"{error} This set of {_num_samples(X)} rows was clustered on a subsample "
+                                        f"of max_samples={max_samples} rows: a lower max_samples needs less.") from None
         # Ids in order of first appearance over the whole set, as for a set clustered whole.
         return (compact(extend_labels(X, rows, labels)), spread_affinity(affinity, rows, _num_samples(X)), found,
                 eigenvalues, chosen)

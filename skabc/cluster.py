@@ -334,7 +334,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
             inverse[order] = np.arange(len(order))
             blocks = sp.block_diag([sp.csr_matrix(a) for a in affinities], format="csr")
             self.affinity_matrix_ = blocks[inverse][:, inverse]
-            self.eigenvalues_ = eigenvalues
+            self.eigenvalues_ = None if self.n_clusters is not None else eigenvalues  # as for one set
             self.candidate_ = chosen
         remember_fitted_params(self)
         return self

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_array
@@ -76,7 +78,11 @@ def plot_affinity(affinity, labels=None, ax=None, title="learned affinity"):
     if labels.shape != (len(affinity),):
         raise ValueError(f"labels must have one entry per row of the {len(affinity)}x{len(affinity)} affinity, "
                          f"got shape {labels.shape}")
-    order = np.argsort(labels, kind="stable")
+    try:
+        order = np.argsort(labels, kind="stable")
+    except TypeError:  # labels of mixed types (None among ints) cannot be ordered
+        raise TypeError("labels must be of one comparable type (numbers or strings), got "
+                        f"{sorted({type(v).__name__ for v in labels.ravel()})}") from None
     axes = _axes(ax, ncols=2)
     axes[0].imshow(affinity[np.ix_(order, order)], vmin=0, vmax=1, cmap="viridis")
     axes[0].set_title(title)
@@ -121,6 +127,8 @@ def plot_eigengap(eigenvalues, n_clusters=None, ax=None):
         if len(spectra) > 1:
             raise ValueError(f"n_clusters marks one spectrum; got {len(spectra)} (one per group): plot them "
                              "without n_clusters, or one at a time with its own k")
+        if isinstance(n_clusters, bool) or not isinstance(n_clusters, numbers.Integral):
+            raise TypeError(f"n_clusters must be an integer, got {n_clusters!r}")
         if not 1 <= n_clusters <= len(spectra[0]):
             raise ValueError(f"n_clusters={n_clusters} is outside the spectrum's 1..{len(spectra[0])}")
     ax = _axes(ax)

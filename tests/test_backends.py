@@ -411,3 +411,12 @@ def test_large_set_is_subquadratic(name, options):
     assert out.shape == x.shape
     assert torch.isfinite(out).all()
     assert elapsed < 3.0
+
+
+@pytest.mark.parametrize("seed", ["3", 2**63, -1, True, 1.5])
+def test_a_sampled_seed_that_is_not_a_small_integer_is_refused(seed):
+    """A probe: attention_options={'seed': '3'} failed inside torch ("invalid data type 'str'")."""
+    from skabc.nn.sampled import SampledAttentionBlock
+
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*62\)"):
+        SampledAttentionBlock(8, 2, 16, seed=seed)

@@ -634,3 +634,10 @@ def test_warnings_of_sets_clustered_in_workers_reach_the_caller(n_jobs):
         model.fit(X, groups=groups)
     with pytest.warns(UserWarning, match="n_clusters=3 is more than the 2 points of the set"):
         model.predict_many([X[:10], X[10:]], n_jobs=n_jobs)
+
+
+def test_eigenvalues_are_none_with_a_given_k_and_groups_too(tiny_kernel):
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    model = ABCClustering(kernel=tiny_kernel, n_clusters=2, random_state=0).fit(X, groups=np.repeat([0, 1], 20))
+    assert model.eigenvalues_ is None
+    assert len(ABCClustering(kernel=tiny_kernel, random_state=0).fit(X, groups=np.repeat([0, 1], 20)).eigenvalues_) == 2

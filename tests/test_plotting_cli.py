@@ -474,3 +474,13 @@ def test_plot_candidates_takes_the_sparse_x_that_fit_takes():
     dense = plot_candidates(model, sparse.toarray())
     assert [a.get_title() for a in axes] == [a.get_title() for a in dense]
     plt.close("all")
+
+
+def test_plot_helpers_refuse_unusable_arguments_clearly():
+    with pytest.raises(TypeError, match="n_clusters must be an integer"):
+        plot_eigengap(np.array([0.0, 0.1, 0.5]), n_clusters=2.5)
+    with pytest.raises(TypeError, match="n_clusters must be an integer"):
+        plot_eigengap(np.array([0.0, 0.1, 0.5]), n_clusters=True)
+    with pytest.raises(TypeError, match="one comparable type"):
+        plot_affinity(np.eye(3), labels=np.array([1, None, 2], dtype=object))
+    plt.close("all")

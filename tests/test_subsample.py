@@ -117,3 +117,14 @@ def test_labels_past_max_samples_do_not_depend_on_the_scale(scale):
     X, _ = make_blobs(2500, centers=3, random_state=0)
     expected = ABCClustering(random_state=0).fit_predict(X)
     np.testing.assert_array_equal(ABCClustering(random_state=0).fit_predict(X * scale), expected)
+
+
+def test_a_subsample_over_the_memory_limit_says_max_samples_sets_its_size():
+    """A probe: the error named 'a set of 2000 points' for a 3,000-row X, and not max_samples, the direct fix."""
+    from skabc.exceptions import AffinityTooLargeError
+    from skabc.pretrained import load
+
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    kernel = load("generic").set_params(memory_limit=1e4, affinity_mode="dense")
+    with pytest.raises(AffinityTooLargeError, match=r"300 rows was clustered on a subsample of max_samples=200 rows"):
+        ABCClustering(kernel=kernel, max_samples=200, random_state=0).fit(X)

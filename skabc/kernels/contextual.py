@@ -44,8 +44,8 @@ class ContextualKernel(TransformerMixin, Kernel):
     n_inducing : int, default=16
         ``attention='isab'``: number of learned inducing points.
     window_size : int, default=128
-        ``attention='sampled'``: points per random window.  A set of at most
-        this many points is one window, i.e. dense attention.
+        ``attention='sampled'``: points per random window.  A set of at most this many points is one
+        window: dense attention with ``window_attention='dense'``, one random cycle with ``'hamiltonian'``.
     n_attention_samples : int, default=4
         ``attention='sampled'``: window samples averaged at inference (more samples, less variance,
         proportionally more time; sets that fit in one dense window are computed once).  Inference-only:

@@ -11,6 +11,7 @@ form a random Hamiltonian cycle through the set, so one block costs ``O(n)``
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -149,6 +150,9 @@ class SampledAttentionBlock(nn.Module):
         self.window_size = window_size
         self.n_attention_samples = n_attention_samples
         self.window_attention = window_attention
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+                                 or not 0 <= seed < 2**62):
+            raise ValueError(f"seed must be an integer in [0, 2**62), got {seed!r}")  # eval_seed + k stays in int64
         if seed is None:
             # Drawn on the CPU (the same draw as before), so the block can also be laid out on the 'meta'
             # device, where the loader checks a saved file's shapes without allocating.
