@@ -621,6 +621,18 @@ def test_architecture_changed_after_fit_is_refused_by_transform_and_save(change,
     np.testing.assert_array_equal(kernel.transform(X30), tiny_kernel.transform(X30))
 
 
+def test_a_parameter_the_fitted_backend_does_not_use_may_change_after_fit(X30, tiny_kernel, tmp_path):
+    """A probe: n_inducing set on a fitted 'sab' kernel (whose weights do not depend on it) blocked transform."""
+    import copy
+
+    assert tiny_kernel.attention == "sab"
+    kernel = copy.deepcopy(tiny_kernel).set_params(n_inducing=3, window_size=7, window_attention="dense")
+    np.testing.assert_array_equal(kernel.transform(X30), tiny_kernel.transform(X30))
+    kernel.save(tmp_path / "k.safetensors")
+    with pytest.raises(ValueError, match=r"attention=.* was set after fit"):
+        kernel.set_params(attention="isab").transform(X30)
+
+
 @pytest.mark.parametrize("estimator", [ABCClustering(), KernelEnsemble()], ids=lambda e: type(e).__name__)
 def test_nested_kernel_params_with_no_kernel_name_the_problem(estimator):
     """kernel=None is a default built in fit: set_params(kernel__x=...) raised 'NoneType' has no set_params."""

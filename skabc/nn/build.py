@@ -104,7 +104,10 @@ ARCHITECTURE_PARAMS = ("attention", "n_inducing", "window_size", "window_attenti
 
 def record_architecture(kernel) -> None:
     """Remember, on a kernel that just became fitted, the parameter values its module was built with."""
-    kernel._fitted_architecture_ = {name: getattr(kernel, name) for name in ARCHITECTURE_PARAMS}
+    # A backend's own parameter matters only to that backend: n_inducing changed on a 'sab' kernel changes nothing.
+    unused = ({name for names in BACKEND_OPTIONS.values() for name in names}
+              - set(BACKEND_OPTIONS[kernel.attention]) if isinstance(kernel.attention, str) else set())
+    kernel._fitted_architecture_ = {name: getattr(kernel, name) for name in ARCHITECTURE_PARAMS if name not in unused}
 
 
 def check_architecture_unchanged(kernel, action: str) -> None:
