@@ -323,8 +323,7 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         Z : ndarray of shape (n_samples, n_components)
             ``float32`` for ``float32`` input, ``float64`` otherwise.
         """
-        if not hasattr(self, "n_features_in_"):
-            self._validate_params()
+        self._validate_params()  # set_params after fit too: a misspelt tails would silently keep the tails
         X = validate_data(self, X, dtype=_FLOAT_DTYPES, ensure_min_samples=1, reset=False)
         return _canonicalize(X, self.n_components, tails=self.tails)
 

@@ -124,3 +124,12 @@ def test_the_memory_check_counts_the_networks_working_memory():
     generic.check_memory(2000)
     with pytest.raises(AffinityTooLargeError, match="and its computation"):
         generic.set_params(memory_limit=(8 + WORKING_BYTES_PER_PAIR[False]) * 2000**2).check_memory(2000)
+
+
+def test_stateless_kernels_say_they_need_no_fit():
+    from sklearn.utils import get_tags
+
+    from skabc.kernels import PairwiseKernel, PrecomputedKernel
+
+    for kernel in (PairwiseKernel("rbf"), PrecomputedKernel()):
+        assert get_tags(kernel).requires_fit is False

@@ -297,3 +297,11 @@ def test_tied_principal_variances_do_not_follow_the_row_order():
     standardised = (X - X.mean(0)) / X.std(0)
     assert_allclose(np.abs(Z[:, :2]), np.abs(standardised) / np.sqrt(np.mean(np.sum(standardised**2, 1))),
                     atol=1e-9)
+
+
+def test_transform_checks_parameters_set_after_fit():
+    """A probe: a fitted SetCanonicalizer took tails='bogus' (as 'keep') and n_components=0 silently."""
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    for params in ({"tails": "bogus"}, {"n_components": 0}):
+        with pytest.raises(InvalidParameterError):
+            SetCanonicalizer().fit(X).set_params(**params).transform(X)

@@ -200,6 +200,7 @@ class PairwiseKernel(Kernel):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        tags.requires_fit = False  # ready without fit, as __sklearn_is_fitted__ says
         tags.input_tags.sparse = True
         return tags
 
@@ -313,6 +314,7 @@ class PrecomputedKernel(Kernel):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        tags.requires_fit = False  # ready without fit, as __sklearn_is_fitted__ says
         tags.input_tags.sparse = True
         tags.input_tags.pairwise = True
         return tags
