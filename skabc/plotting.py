@@ -78,11 +78,7 @@ def plot_affinity(affinity, labels=None, ax=None, title="learned affinity"):
     if labels.shape != (len(affinity),):
         raise ValueError(f"labels must have one entry per row of the {len(affinity)}x{len(affinity)} affinity, "
                          f"got shape {labels.shape}")
-    try:
-        order = np.argsort(labels, kind="stable")
-    except TypeError:  # labels of mixed types (None among ints) cannot be ordered
-        raise TypeError("labels must be of one comparable type (numbers or strings), got "
-                        f"{sorted({type(v).__name__ for v in labels.ravel()})}") from None
+    order = np.argsort(_sortable_codes(labels), kind="stable")
     axes = _axes(ax, ncols=2)
     axes[0].imshow(affinity[np.ix_(order, order)], vmin=0, vmax=1, cmap="viridis")
     axes[0].set_title(title)
@@ -196,12 +192,7 @@ def plot_clusters(X, labels, ax=None, title=None, s=10):
         X = centred @ vt[:2].T  # fewer than 2 columns when n_samples < 2: padded below
     if X.shape[1] < 2:
         X = np.column_stack([X[:, 0], np.zeros(len(X))])
-    # Integer codes, so labels of any type (e.g. strings) can be mapped to colours.
-    try:
-        codes = np.unique(labels, return_inverse=True)[1].reshape(-1)
-    except TypeError:  # labels of mixed types (None among ints) cannot be ordered
-        raise TypeError("labels must be of one comparable type (numbers or strings), got "
-                        f"{sorted({type(v).__name__ for v in labels.ravel()})}") from None
+    codes = _sortable_codes(labels)  # so labels of any type (e.g. strings) can be mapped to colours
     ax = _axes(ax)
     ax.scatter(X[:, 0], X[:, 1], c=_colours(codes), s=s)
     ax.set_aspect("equal", adjustable="datalim")
@@ -210,6 +201,15 @@ def plot_clusters(X, labels, ax=None, title=None, s=10):
     if title:
         ax.set_title(title)
     return ax
+
+
+def _sortable_codes(labels: np.ndarray) -> np.ndarray:
+    """Integer codes of ``labels`` in their sorted order; a clear TypeError for labels that cannot be ordered."""
+    try:
+        return np.unique(labels, return_inverse=True)[1].reshape(-1)
+    except TypeError:  # labels of mixed types (None among ints)
+        raise TypeError("labels must be of one comparable type (numbers or strings), got "
+                        f"{sorted({type(v).__name__ for v in labels.ravel()})}") from None
 
 
 def _colours(codes: np.ndarray) -> np.ndarray:

@@ -87,11 +87,7 @@ def _symmetric_knn(X, n_neighbors: int, content_ties: bool = False) -> sp.csr_ma
 def _content_rank(X) -> np.ndarray:
     """Each (distinct) row's place in an order of the rows fixed by their values alone."""
     if sp.issparse(X):  # the order of the rows' stored entries as bytes: any order will do that content fixes
-        X = sp.csr_matrix(X, copy=True)
-        X.sum_duplicates()
-        X.eliminate_zeros()
-        bounds = zip(X.indptr[:-1], X.indptr[1:], strict=True)
-        keys = [X.indices[a:b].tobytes() + X.data[a:b].tobytes() for a, b in bounds]
+        keys = _sparse_row_keys(X)
         order = np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
     else:
         order = np.lexsort(np.asarray(X).T[::-1])
@@ -103,11 +99,7 @@ def _content_rank(X) -> np.ndarray:
 def _distinct_rows(X) -> tuple[np.ndarray, np.ndarray]:
     """Index of the first copy of each distinct row (in order of appearance), and each row's distinct row."""
     if sp.issparse(X):
-        X = sp.csr_matrix(X, copy=True)
-        X.sum_duplicates()  # canonical: sorted column indices, no explicit duplicates
-        X.eliminate_zeros()
-        bounds = zip(X.indptr[:-1], X.indptr[1:], strict=True)
-        keys = [X.indices[a:b].tobytes() + X.data[a:b].tobytes() for a, b in bounds]
+        keys = _sparse_row_keys(X)
         seen: dict[bytes, int] = {}
         inverse = np.array([seen.setdefault(key, len(seen)) for key in keys], dtype=np.int64)
         first = np.unique(inverse, return_index=True)[1]
@@ -117,3 +109,12 @@ def _distinct_rows(X) -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     return first[order], rank[inverse.ravel()]
+
+
+def _sparse_row_keys(X) -> list[bytes]:
+    """One bytes key per row of a sparse matrix, equal exactly for equal rows (its stored entries, canonical)."""
+    X = sp.csr_matrix(X, copy=True)
+    X.sum_duplicates()  # canonical: sorted column indices, no explicit duplicates
+    X.eliminate_zeros()
+    bounds = zip(X.indptr[:-1], X.indptr[1:], strict=True)
+    return [X.indices[a:b].tobytes() + X.data[a:b].tobytes() for a, b in bounds]
