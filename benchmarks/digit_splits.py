@@ -32,6 +32,15 @@ gain >= +0.015 over the eight splits, no split losing more than 0.06. Result: th
 (on a three-digit split they scored 0.968 with the kNN cut and 0.968 with the silhouette one: sets of memorised
 classes show no counting error), so every split clustered as before (0.739 -> 0.739): **fails**. Shipping it without
 validation would rest on these eight splits alone.
+Counting by the model's own BCE (tried 2026-12-04 on 47da995's fits of these splits, not shipped; pre-registered
+before any number was read): the fine-tuned kernel is trained to give P(same class), so a partition the model agrees
+with should have a low mean pair BCE under its P.  Four rules against the shipped predict (0.732 over the eight
+splits; the kNN graph at the true ``k`` 0.852): the arbiter's candidate of least BCE 0.697, the shipped partition with
+clusters merged while their mean P between exceeds 0.5 0.728, the kNN graph cut at the ``k`` in 1..12 of least BCE
+0.721, the kernel's affinity cut likewise 0.662.  Rule: mean gain >= +0.015, no split losing more than 0.06: all
+**fail** (the best, the merge, -0.004; least-BCE kNN cuts -0.011 with -0.146 on one split).  The loss is a count
+shrunk to the middle: sets of 2 digits get 3 to 6 clusters (38 of 76), sets of 4-5 digits too few (40 of 98), and
+on unseen classes the model's P is no better calibrated than its spectrum.
 Prints a table and writes ``benchmarks/results/digit_splits.json``.
 """
 
