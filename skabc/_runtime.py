@@ -12,25 +12,68 @@ from numbers import Real
 import torch
 
 _MALLOC_TUNED = False
+#: glibc's mallopt parameters and their documented defaults (128 KiB each).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_GLIBC_DEFAULT_THRESHOLD = 128 * 1024
+#: Threshold while tuned: large tensor buffers stay on the heap between steps.
+_TUNED_THRESHOLD = 1 << 30
+
+
+def _tunable_libc():
+    """glibc, where its allocator may be tuned (Linux, no ``SKABC_NO_MALLOPT``), else ``None``."""
+    if not sys.platform.startswith("linux") or os.environ.get("SKABC_NO_MALLOPT"):
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        _ = (libc.mallopt, libc.malloc_trim)  # both must exist (musl has no malloc_trim)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def _set_thresholds(libc, value: int) -> None:
+    libc.mallopt(_M_MMAP_THRESHOLD, value)
+    libc.mallopt(_M_TRIM_THRESHOLD, value)
 
 
 def tune_allocator() -> None:
-    """Keep glibc from returning large tensor buffers to the OS after every step.
+    """Keep glibc from returning large tensor buffers to the OS, for the rest of the process.
 
     Training allocates and frees the same large buffers each step; glibc's
     default mmap threshold unmaps them every time (measured 1.3-2.4x slower
-    conv and additive-head steps on CPU).  Raising the mmap and trim
-    thresholds once per process fixes that.  Opt out with ``SKABC_NO_MALLOPT=1``.
+    conv and additive-head steps on CPU).  For research scripts that own their
+    process; the package itself tunes only while it trains
+    (:func:`tuned_allocator`).  Opt out with ``SKABC_NO_MALLOPT=1``.
     """
     global _MALLOC_TUNED
-    if _MALLOC_TUNED or not sys.platform.startswith("linux") or os.environ.get("SKABC_NO_MALLOPT"):
+    libc = _tunable_libc()
+    if _MALLOC_TUNED or libc is None:
         return
     _MALLOC_TUNED = True
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        libc.mallopt(m_mmap_threshold, 1 << 30)
-        libc.mallopt(m_trim_threshold, 1 << 30)
+    _set_thresholds(libc, _TUNED_THRESHOLD)
+
+
+@contextlib.contextmanager
+def tuned_allocator(enabled: bool = True):
+    """:func:`tune_allocator`'s thresholds inside the block only.
+
+    On leaving, glibc's default thresholds are set again and the heap is
+    trimmed, so a fit does not change how the caller's process allocates
+    afterwards (freed arrays go back to the OS as before).  glibc keeps one
+    trace: its dynamic mmap threshold, off once any ``mallopt`` set it.
+    Nothing happens when ``enabled`` is false, the process was tuned for good,
+    or glibc is not there.
+    """
+    libc = _tunable_libc() if enabled and not _MALLOC_TUNED else None
+    if libc is None:
+        yield
+        return
+    _set_thresholds(libc, _TUNED_THRESHOLD)
+    try:
+        yield
+    finally:
+        _set_thresholds(libc, _GLIBC_DEFAULT_THRESHOLD)
+        libc.malloc_trim(0)
 
 
 def resolve_device(device) -> torch.device:
@@ -59,10 +102,25 @@ def resolve_device(device) -> torch.device:
 
 @contextlib.contextmanager
 def seeded_torch(seed: int, device: torch.device):
-    """Seed torch inside a forked RNG state, leaving the caller's global RNG untouched."""
-    devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
+    """Seed torch's CPU generator, and ``device``'s where it is a GPU, inside a forked RNG state.
+
+    Only the generators forked are seeded (``torch.manual_seed`` would seed every GPU, which the fork does not
+    restore), so the caller's global RNG states are all untouched afterwards.
+    """
+    cuda_index = (device.index if device.index is not None else torch.cuda.current_device()) \
+        if device.type == "cuda" else None
+    with torch.random.fork_rng(devices=[] if cuda_index is None else [cuda_index]):
+        torch.default_generator.manual_seed(seed)
+        if cuda_index is not None:
+            with torch.cuda.device(cuda_index):
+                torch.cuda.manual_seed(seed)
+        yield
+
+
+@contextlib.contextmanager
+def untouched_torch_rng():
+    """Leave torch's CPU random stream as it was: building a module draws its default initial weights."""
+    with torch.random.fork_rng(devices=[]):
         yield
 
 

@@ -7,6 +7,7 @@ group after group so they are unique across groups.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping
 from itertools import pairwise
@@ -148,11 +149,11 @@ def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
     n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
     bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
-    tasks = (delayed(_cluster_chunk)(kernel, clustering, sets[a:b], seeds[a:b], max_samples)
+    tasks = (delayed(_cluster_chunk)(kernel, clustering, sets[a:b], seeds[a:b], max_samples, os.getpid())
              for a, b in pairwise(bounds))
     chunks = Parallel(n_jobs=n_jobs)(tasks)
-    # Warnings raised in a worker process never reach the caller's filters: each chunk records its own, and they
-    # are raised again here, so catch_warnings and simplefilter('error') see the same with any n_jobs or backend.
+    # Warnings raised in a worker process never reach the caller's filters: each chunk there records its own, and
+    # they are raised again here, so catch_warnings and simplefilter('error') see the same with any n_jobs or backend.
     for _, caught in chunks:
         for category, message in caught:
             warnings.warn(message, category, stacklevel=4)
@@ -204,11 +205,22 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     return (*step.cluster(kernel.affinity(X), eig_seed, seed), None)
 
 
-def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_samples: int | None) -> tuple:
-    """``_cluster_one`` over a chunk of sets, in order (one joblib task), and the warnings they raised."""
+def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_samples: int | None,
+                   caller_pid: int) -> tuple:
+    """``_cluster_one`` over a chunk of sets, in order (one joblib task), and the warnings they raised.
+
+    In another process the warnings are recorded for the caller; in the caller's (one job, or joblib's
+    threading backend) they are raised as they come, into the caller's own filters: recording them there
+    would swap the process-global filters under threads running in parallel.
+    """
+    def run() -> list:
+        return [_cluster_one(kernel, clustering, X, *seed, max_samples) for X, seed in zip(sets, seeds, strict=True)]
+
+    if os.getpid() == caller_pid:
+        return run(), []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # the caller's filters decide when map_sets raises them again
-        results = [_cluster_one(kernel, clustering, X, *seed, max_samples) for X, seed in zip(sets, seeds, strict=True)]
+        results = run()
     return results, [(w.category, str(w.message)) for w in caught]
 
 

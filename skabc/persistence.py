@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -176,11 +177,21 @@ def write(path, meta: dict, tensors: dict) -> None:
     os.close(fd)
     try:
         save_file(tensors, tmp, metadata={"skabc": json.dumps(meta)})
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a saved model is an ordinary readable file
+        os.chmod(tmp, _file_mode(path))  # mkstemp creates 0600: the mode open() would give, or the replaced file's
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _file_mode(path: Path) -> int:
+    """The permissions of ``path`` if it exists, else those a plain ``open(path, 'w')`` gives (0666 less the umask)."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0)  # the only way to read it; set back at once
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def read_description(path) -> dict:

@@ -591,11 +591,12 @@ def test_allocator_is_tuned_only_for_small_training_sets(blobs, monkeypatch, lar
     import skabc.training.net as net
 
     calls = []
-    monkeypatch.setattr(net, "tune_allocator", lambda: calls.append(True))
+    real = net.tuned_allocator
+    monkeypatch.setattr(net, "tuned_allocator", lambda enabled: calls.append(enabled) or real(enabled))
     X, y = blobs
     ContextualKernel(**TINY_NET, **{**FAST, "set_size": (2, largest)}, init="scratch", max_epochs=1,
                      sets_per_epoch=4).fit(X, y)
-    assert bool(calls) is tuned
+    assert calls == [tuned]
 
 
 def test_auto_batch_size_is_small_only_where_the_budget_ends_the_run(blobs, monkeypatch):

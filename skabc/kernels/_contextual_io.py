@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _schema, persistence
-from .._runtime import resolve_device
+from .._runtime import resolve_device, untouched_torch_rng
 from ..nn.build import build_module, check_architecture_unchanged, check_attention_options, record_architecture
 from ..sampling import check_clusters_per_set, check_set_size
 from ..training.plan import NETWORK_PARAMS, network_of
@@ -96,7 +96,8 @@ def fit_record(kernel) -> dict:
 def load_weights(kernel, n_features: int, state_dict: dict, device) -> None:
     """Make ``kernel`` fitted from weights: it then holds just the module (no training net or optimizer)."""
     device = resolve_device(device)
-    module = build_module(network_of(kernel), n_features)
+    with untouched_torch_rng():  # every weight is overwritten: the draws would only move the caller's stream
+        module = build_module(network_of(kernel), n_features)
     try:
         module.load_state_dict(state_dict, strict=True)
     except RuntimeError as exc:

@@ -84,7 +84,7 @@ def build_module(kernel, n_features: int) -> ABCNet:
         embed_features=embed_features,
         context_gate=bool(getattr(kernel, "context_gate", False)),
     )
-    if embedder is not None:
+    if embedder is not None and not isinstance(kernel.embedder, str):  # a named embedder maps to d_model
         with torch.no_grad():
             out = module.embedder(torch.zeros(2, embed_width))
         if out.shape != (2, kernel.d_model):

@@ -120,11 +120,15 @@ class FourierEmbedder(nn.Module):
     def __init__(self, n_features: int, d_model: int, n_frequencies: int = 64,
                  frequency_range: tuple[float, float] = (0.5, 32.0)) -> None:
         super().__init__()
-        directions = torch.randn(n_frequencies, n_features)
-        directions = directions / directions.norm(dim=1, keepdim=True).clamp(min=1e-12)
-        low, high = math.log(frequency_range[0]), math.log(frequency_range[1])
-        lengths = torch.exp(low + (high - low) * torch.rand(n_frequencies, 1))
-        self.frequencies = nn.Parameter(directions * lengths)
+        frequencies = torch.empty(n_frequencies, n_features)
+        if not frequencies.is_meta:
+            # On 'meta' (a saved model's shapes checked before loading) nothing is drawn: torch's meta normal_
+            # is written in Python and imports its symbolic-shape machinery (sympy, dynamo), about a second.
+            directions = torch.randn(n_frequencies, n_features)
+            directions = directions / directions.norm(dim=1, keepdim=True).clamp(min=1e-12)
+            low, high = math.log(frequency_range[0]), math.log(frequency_range[1])
+            frequencies = directions * torch.exp(low + (high - low) * torch.rand(n_frequencies, 1))
+        self.frequencies = nn.Parameter(frequencies)
         self.mlp = MLPEmbedder(2 * n_frequencies + n_features, d_model, hidden=[2 * d_model])
 
     def forward(self, x):

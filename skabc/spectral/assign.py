@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import scipy.sparse as sp
 from sklearn.cluster import SpectralClustering, k_means
 from sklearn.utils import check_random_state
 
+from .._quiet_warnings import ignoring_warnings
 from .eigen import _check_eigen_solver, _smallest_eigenpairs
+
+#: scikit-learn's warning of an affinity in several components (see :func:`spectral_labels`).
+_NOT_CONNECTED = {"message": "Graph is not fully connected", "category": UserWarning}
 
 
 def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
@@ -45,10 +47,9 @@ def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
     if sp.issparse(affinity) or spectral_params.get("assign_labels") == "njw":
         return _embedding_labels(affinity, n_clusters, **spectral_params)
     model = SpectralClustering(n_clusters=n_clusters, affinity="precomputed", **spectral_params)
-    with warnings.catch_warnings():
-        # A learned affinity may split into components (confident "different cluster" pairs);
-        # those components are clusters, which the embedding represents correctly.
-        warnings.filterwarnings("ignore", message="Graph is not fully connected", category=UserWarning)
+    # A learned affinity may split into components (confident "different cluster" pairs);
+    # those components are clusters, which the embedding represents correctly.
+    with ignoring_warnings(_NOT_CONNECTED):
         return model.fit(affinity).labels_.astype(np.int64)
 
 
@@ -81,8 +82,7 @@ def _embedding_labels(
     else:
         from sklearn.manifold import spectral_embedding
 
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Graph is not fully connected", category=UserWarning)
+        with ignoring_warnings(_NOT_CONNECTED):
             vectors = spectral_embedding(affinity, n_components=n_components, eigen_solver=eigen_solver,
                                          random_state=random_state, eigen_tol=eigen_tol, drop_first=False)
     return _assign(vectors, n_clusters, assign_labels, random_state, n_init, verbose)

@@ -35,6 +35,8 @@ from scipy.sparse.linalg import ArpackError, eigsh, lobpcg
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_symmetric
 
+from .._quiet_warnings import ignoring_warnings
+
 # Up to this size the eigengap uses LAPACK's dense eigvalsh (2,000 points: about 1 s).
 # Learned affinities often have dozens of eigenvalues close to 1, where ARPACK converges slowly: on
 # load_digits (1,797 points) it took 28-180 s per set, against ~1 s dense.
@@ -414,10 +416,9 @@ def _component_eigenpairs(
     start = rng.standard_normal((size, m + 1))
     start[:, 0] = sqrt_degree
     tol = _LOBPCG_TOL if eigen_tol == "auto" else float(eigen_tol)
-    with warnings.catch_warnings():
-        # Convergence is checked below, on the residuals of the pairs actually returned.
-        warnings.filterwarnings("ignore", message=".*not reaching the requested tolerance", category=UserWarning)
-        warnings.filterwarnings("ignore", message=".*(Exited|Failed) ", category=UserWarning)
+    # Convergence is checked below, on the residuals of the pairs actually returned.
+    with ignoring_warnings({"message": ".*not reaching the requested tolerance", "category": UserWarning},
+                           {"message": ".*(Exited|Failed) ", "category": UserWarning}):
         values, vecs = lobpcg(
             laplacian, start, M=preconditioner, tol=tol, largest=False, maxiter=_LOBPCG_MAXITER[solver]
         )

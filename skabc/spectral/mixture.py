@@ -16,13 +16,13 @@ columns, diagonal beyond.  ``k`` grows from 1 until BIC has not improved for
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import scipy.sparse as sp
 from sklearn.decomposition import PCA, TruncatedSVD
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
+
+from .._quiet_warnings import ignoring_warnings
 
 #: Largest ``k`` the BIC search tries (each mixture fit costs more than a spectral cut).
 MAX_MIXTURE_CLUSTERS = 20
@@ -99,8 +99,7 @@ def bic_mixture_partition(X, max_clusters: int, random_state: int) -> np.ndarray
 
 
 def _fit(Z: np.ndarray, k: int, covariance: str, random_state: int) -> GaussianMixture:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)  # a mixture that has not converged still has a BIC
+    with ignoring_warnings({"category": ConvergenceWarning}):  # a mixture that has not converged still has a BIC
         return GaussianMixture(k, covariance_type=covariance, reg_covar=REG_COVAR,
                                random_state=random_state).fit(Z)
 

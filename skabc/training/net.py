@@ -23,7 +23,7 @@ from skorch import NeuralNet
 from skorch.callbacks import Checkpoint, GradientNormClipping, LoadInitState, ProgressBar
 from torch import nn
 
-from .._runtime import memory_limit_bytes, resolve_device, seeded_torch, tune_allocator
+from .._runtime import memory_limit_bytes, resolve_device, seeded_torch, tuned_allocator
 from .._validation import format_bytes
 from ..exceptions import AffinityTooLargeError
 from ..nn.build import build_module, set_transform
@@ -33,8 +33,8 @@ from ..sampling import ClusterSetSampler, SampledSetsDataset, check_clusters_per
 from .callbacks import EveryNthEpoch, KeepBestWeights, RedrawEachEpoch, WarmupCosine
 from .early_stopping import TimeLimit, planned_stop
 
-#: Largest training set for which the allocator is tuned (:func:`skabc._runtime.tune_allocator`).  Larger,
-#: variable sets make buffers of many sizes that, kept on the heap, fragment it: batches of 8 sets of
+#: Largest training set for which the allocator is tuned while training (:func:`skabc._runtime.tuned_allocator`).
+#: Larger, variable sets make buffers of many sizes that, kept on the heap, fragment it: batches of 8 sets of
 #: 400-1,200 points with local geometry took the process to 7.4 GB in 40 steps (22.8 GB, killed, in a
 #: long run) against 2.0 GB at glibc's defaults, which cost 1.65x the time per step there.
 ALLOCATOR_MAX_SET_SIZE = 500
@@ -75,8 +75,6 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     check_training_memory(kernel, set_size[1])
     sampler = ClusterSetSampler(labels, group_codes, set_size, check_clusters_per_set(kernel.clusters_per_set))
     device = resolve_device(kernel.device)
-    if set_size[1] <= ALLOCATOR_MAX_SET_SIZE:
-        tune_allocator()
 
     n_labelled = int((labels >= 0).sum())
     n_sets = n_sets_per_epoch(kernel, n_labelled, set_size)
@@ -84,7 +82,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     seed = int(check_random_state(kernel.random_state).randint(np.iinfo(np.int32).max))
     dataset = SampledSetsDataset(X, sampler, n_sets, kernel.batch_size, seed, set_transform=set_transform(kernel))
 
-    with seeded_torch(seed, device):
+    with seeded_torch(seed, device), tuned_allocator(set_size[1] <= ALLOCATOR_MAX_SET_SIZE):
         net = make_net(kernel, build_module(kernel, X.shape[1]), device, steps, callbacks)
         net.initialize()
         if previous_state is not None:

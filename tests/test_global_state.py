@@ -1,0 +1,120 @@
+"""An estimator leaves the caller's process as it found it: allocator, random streams, warnings filters, umask."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from conftest import TINY
+from joblib import parallel_config
+
+from skabc import ABCClustering, ContextualKernel, pretrained
+from skabc.datasets import make_circles_sets
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_a_fit_leaves_the_process_allocator_as_it_found_it():
+    """Training tunes glibc to keep freed buffers; afterwards a freed array goes back to the OS as before."""
+    script = textwrap.dedent("""
+        import os, numpy as np
+        from skabc import ContextualKernel
+        from skabc.datasets import make_blobs_set
+        X, y = make_blobs_set(60, n_clusters=3, random_state=0)
+        ContextualKernel(d_model=16, n_blocks=1, n_heads=2, init="scratch", max_epochs=1, set_size=(10, 40),
+                         sets_per_epoch=4, random_state=0).fit(X, y)
+        def rss():
+            return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        before = rss()
+        a = np.ones(64 * 2**20 // 8)
+        del a
+        print(rss() - before)
+    """)
+    env = {name: value for name, value in os.environ.items() if name != "SKABC_NO_MALLOPT"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    # Kept on the heap under the training thresholds: 64 MiB more; returned at glibc's: about nothing.
+    assert int(out.stdout.split()[-1]) < 16 * 2**20
+
+
+def test_loading_a_kernel_leaves_torchs_random_stream(tmp_path):
+    """Building the module to load weights into draws default initial weights: not from the caller's stream."""
+    path = tmp_path / "kernel.safetensors"
+    pretrained.load("circles").save(path)
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    ContextualKernel.load(path)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_training_on_the_cpu_seeds_no_gpu(blob_data, monkeypatch):
+    """``torch.manual_seed`` would seed every GPU, which the forked RNG state does not restore."""
+    seeded = []
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda seed: seeded.append(seed))
+    monkeypatch.setattr(torch.cuda, "manual_seed", lambda seed: seeded.append(seed))
+    X, y, groups = blob_data
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    seeded.clear()  # the caller's own seeding calls them: only what the fit does counts
+    ContextualKernel(**TINY).fit(X, y, groups=groups)
+    assert seeded == []
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_clustering_in_threads_leaves_the_callers_warnings_filters():
+    """``catch_warnings`` blocks overlapping in joblib's threads restored each other's saved filters."""
+    X, _, groups = make_circles_sets(n_sets=16, set_size=40, random_state=0)
+    expected = ABCClustering(affinity="rbf", random_state=0).fit(X, groups=groups).labels_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the caller's own filter
+        before = _filters()
+        for _ in range(6):  # overlaps are a race: several tries
+            with parallel_config(backend="threading"):
+                labels = ABCClustering(affinity="rbf", random_state=0, n_jobs=2).fit(X, groups=groups).labels_
+            assert _filters() == before
+            np.testing.assert_array_equal(labels, expected)
+
+
+def _filters() -> list:
+    """The warnings filters, patterns as text (a library imported late may add one again, compiled)."""
+    return [tuple(getattr(part, "pattern", part) for part in entry) for entry in warnings.filters]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+def test_a_saved_model_has_the_permissions_open_would_give(tmp_path):
+    """A private umask keeps a new file private; an existing file keeps its own mode when saved over."""
+    kernel = pretrained.load("circles")
+    old = os.umask(0o077)
+    try:
+        kernel.save(tmp_path / "private.safetensors")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "private.safetensors").stat().st_mode & 0o777 == 0o600
+    shared = tmp_path / "shared.safetensors"
+    kernel.save(shared)
+    shared.chmod(0o640)
+    kernel.save(shared)
+    assert shared.stat().st_mode & 0o777 == 0o640
+
+
+def test_checking_a_saved_model_runs_no_torch_machinery_it_does_not_need():
+    """Shapes are checked on torch's 'meta' device, where drawing or multiplying imports sympy and dynamo
+    (about 800 modules and a second; dynamo sets an environment variable)."""
+    script = textwrap.dedent("""
+        import os, sys
+        import skabc
+        from skabc import pretrained
+        before, environment = set(sys.modules), dict(os.environ)
+        for name in ("generic", "circles", "omniglot"):
+            pretrained.load(name)
+        print(sorted(m for m in set(sys.modules) - before if m.split(".")[0] == "sympy" or "_dynamo" in m)[:3])
+        print(sorted(set(os.environ) ^ set(environment)))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "[]"]
