@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from itertools import pairwise
 from numbers import Integral
 
@@ -128,7 +128,7 @@ def check_sets(sets):
     """``predict_many``'s ``sets``: an iterable of sets, not one set (whose rows it would take for sets)."""
     one_set = (sp.issparse(sets) or isinstance(sets, (str, bytes, Mapping))
                or (isinstance(sets, np.ndarray) and sets.ndim < 3) or hasattr(sets, "iloc"))
-    if one_set:
+    if one_set or not isinstance(sets, Iterable):
         raise TypeError(f"predict_many takes an iterable of sets (e.g. a list of arrays), got a "
                         f"{type(sets).__name__}; to cluster one set use predict(X).")
     return sets

@@ -13,10 +13,11 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _fit_inputs, persistence
 from ._clustering_io import ClusteringPersistenceMixin, remember_fitted_params
+from ._constraints import IntRange
 from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
 from ._resolve import resolve_settings
 from ._sets import check_n_jobs, check_sets, cluster_groups, draw_seeds, map_sets
-from ._validation import N_JOBS_CONSTRAINT, KernelParamsMixin, check_not_masked_or_missing, encode_groups
+from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
 from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
 from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
@@ -216,26 +217,27 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
     """
 
     _parameter_constraints: dict = {
-        "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
+        "n_clusters": [IntRange(1, None, closed="left"), None],
         "kernel": [HasMethods(["fit", "transform"]), HasMethods(["affinity"]), None],
         "affinity": [callable, StrOptions(set(AFFINITIES))],
         "gamma": [Interval(Real, 0, None, closed="neither")],
-        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "n_neighbors": [IntRange(1, None, closed="left")],
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],
-        "max_clusters": [Interval(Integral, 1, None, closed="left")],
+        "max_clusters": [IntRange(1, None, closed="left")],
         "n_clusters_selection": [StrOptions(set(N_CLUSTERS_SELECTORS) | {"auto"})],
         "arbiter": [StrOptions(set(ARBITERS) | {"auto"}), None],
         "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
-        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "n_components": [IntRange(1, None, closed="left"), None],
         "random_state": ["random_state"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "eigen_tol": [Interval(Real, 0.0, None, closed="left"), StrOptions({"auto"})],
         "assign_labels": [StrOptions(set(ASSIGN_LABELS) | {"auto"})],
-        "n_jobs": N_JOBS_CONSTRAINT,
-        "max_samples": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"}), None],
+        # Any int, as SpectralClustering takes it: 0 is refused (by joblib) only where jobs run.
+        "n_jobs": [Integral, None],
+        "max_samples": [IntRange(2, None, closed="left"), StrOptions({"auto"}), None],
         "verbose": ["verbose"],
     }
     # Not requested by default: with metadata routing on, a group-aware CV's ``groups`` go to its splitter only, as

@@ -62,8 +62,10 @@ def plot_affinity(affinity, labels=None, ax=None, title="learned affinity"):
     Raises
     ------
     ValueError
-        If ``affinity`` is not a square 2-D matrix, ``labels`` does not have one entry per row of it,
-        or ``ax`` does not hold as many Axes as there are panels.
+        If ``affinity`` is not a square 2-D matrix, ``labels`` does not have one entry per row of it or
+        holds NaN, or ``ax`` does not hold as many Axes as there are panels.
+    TypeError
+        If ``labels`` are complex or mix types that cannot be ordered.
     """
     affinity = np.asarray(affinity.toarray() if hasattr(affinity, "toarray") else affinity)
     if affinity.ndim != 2 or affinity.shape[0] != affinity.shape[1]:
@@ -73,7 +75,7 @@ def plot_affinity(affinity, labels=None, ax=None, title="learned affinity"):
         ax.imshow(affinity, vmin=0, vmax=1, cmap="viridis")
         ax.set_title(title)
         return ax
-    labels = np.asarray(labels)
+    labels = _checked_labels(labels)
     # Fancy indexing with fewer labels would silently draw a sub-block of the affinity.
     if labels.shape != (len(affinity),):
         raise ValueError(f"labels must have one entry per row of the {len(affinity)}x{len(affinity)} affinity, "
@@ -112,8 +114,10 @@ def plot_eigengap(eigenvalues, n_clusters=None, ax=None):
     Raises
     ------
     ValueError
-        If a spectrum is not 1-D, is empty or holds NaN or infinity, if there is no spectrum, or if
-        ``n_clusters`` is given with several spectra or lies outside ``[1, len(eigenvalues)]``.
+        If a spectrum is not 1-D, is empty, is not numbers or holds NaN or infinity, if there is no
+        spectrum, or if ``n_clusters`` is given with several spectra or lies outside ``[1, len(eigenvalues)]``.
+    TypeError
+        If a spectrum is complex.
     """
     many = isinstance(eigenvalues, (list, tuple)) and any(e is None or np.ndim(e) != 0 for e in eigenvalues)
     spectra = [_spectrum(e) for e in (eigenvalues if many else [eigenvalues]) if e is not None]
@@ -144,7 +148,12 @@ def plot_eigengap(eigenvalues, n_clusters=None, ax=None):
 
 
 def _spectrum(values) -> np.ndarray:
-    spectrum = np.asarray(values, dtype=float)
+    if np.iscomplexobj(values) or (isinstance(values, (list, tuple)) and any(isinstance(v, complex) for v in values)):
+        raise TypeError("eigenvalues must be real numbers (a symmetric Laplacian has no complex ones)")
+    try:
+        spectrum = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"eigenvalues must be numbers, got {values!r}") from None
     if spectrum.ndim != 1 or not len(spectrum):
         raise ValueError(f"a spectrum must be a non-empty 1-D array of eigenvalues, got shape {spectrum.shape}")
     if not np.all(np.isfinite(spectrum)):
@@ -177,13 +186,13 @@ def plot_clusters(X, labels, ax=None, title=None, s=10):
     ------
     ValueError
         If ``X`` is not 2-D, is empty or holds NaN or infinity, or ``labels`` does not have one
-        entry per sample.
+        entry per sample or holds NaN.
     TypeError
-        If ``labels`` mixes types that cannot be ordered (``None`` among numbers).
+        If ``labels`` are complex or mix types that cannot be ordered (``None`` among numbers).
     """
-    X = check_array(X, accept_sparse="csr", dtype=float)
+    X = check_array(X, accept_sparse="csr", dtype=float, input_name="X")
     X = X.toarray() if sp.issparse(X) else X
-    labels = np.asarray(labels)
+    labels = _checked_labels(labels)
     if labels.shape != (len(X),):
         raise ValueError(f"labels must have one entry per sample of X ({len(X)}), got shape {labels.shape}")
     if X.shape[1] > 2:
@@ -201,6 +210,16 @@ def plot_clusters(X, labels, ax=None, title=None, s=10):
     if title:
         ax.set_title(title)
     return ax
+
+
+def _checked_labels(labels) -> np.ndarray:
+    """``labels`` as an array; complex or missing (NaN) labels name no cluster: refused, not drawn as one."""
+    labels = np.asarray(labels)
+    if np.iscomplexobj(labels):
+        raise TypeError("labels must be numbers or strings, not complex")
+    if labels.dtype.kind == "f" and np.isnan(labels).any():
+        raise ValueError("labels hold NaN: give every sample a cluster label")
+    return labels
 
 
 def _sortable_codes(labels: np.ndarray) -> np.ndarray:

@@ -44,8 +44,10 @@ from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, validate_data
+
+from ._constraints import IntRange
 
 #: RMS radius of every non-constant canonicalised set (step e).
 TARGET_RMS_RADIUS = 1.0
@@ -285,7 +287,7 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     (30, 8)
     """
 
-    _parameter_constraints: dict = {"n_components": [Interval(Integral, 1, None, closed="left")],
+    _parameter_constraints: dict = {"n_components": [IntRange(1, None, closed="left")],
                                     "tails": [StrOptions(set(TAILS))]}
 
     def __init__(self, n_components=16, tails="compress"):

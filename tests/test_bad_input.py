@@ -27,6 +27,8 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.frozen import FrozenEstimator
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble
+from skabc.exceptions import AffinityTooLargeError
+from skabc.preprocessing import SetCanonicalizer
 
 # Entry points.  "kernel.fit" trains a tiny kernel on (X, y) and transforms X; "kernel.transform" uses the
 # session-scoped fitted kernel; "abc.fit" trains ABCClustering's kernel on (X, y); "abc.fit_unlabelled"
@@ -667,3 +669,46 @@ def test_explicit_early_stopping_that_cannot_run_says_so(blob_data):
     with pytest.warns(UserWarning, match=r"early_stopping=True, but validation_fraction=0.01 .* without validation"):
         kernel = ContextualKernel(**{**TINY, "early_stopping": True, "validation_fraction": 0.01}).fit(X[:40], y[:40])
     assert kernel.validation_score_ is None
+
+
+@pytest.mark.parametrize(("make", "name"), [
+    (lambda: ABCClustering(affinity="rbf", n_clusters=True), "n_clusters"),
+    (lambda: ABCClustering(affinity="rbf", n_clusters=2, n_components=True), "n_components"),
+    (lambda: ABCClustering(affinity="nearest_neighbors", n_clusters=2, n_neighbors=True), "n_neighbors"),
+    (lambda: ABCClustering(max_clusters=True), "max_clusters"),
+    (lambda: SetCanonicalizer(n_components=True), "n_components"),
+    (lambda: ContextualKernel(**{**TINY, "d_model": True}), "d_model"),
+])
+def test_a_flag_is_not_a_count(make, name):
+    """bool is an Integral: True was taken as 1 or failed in scipy / numpy without naming the parameter."""
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    with pytest.raises(ValueError, match=f"'{name}' parameter .* Got True"):
+        make().fit(X, np.repeat([0, 1, 2], 10))
+
+
+def test_counts_scikit_learn_takes_as_flags_still_run():
+    """SpectralClustering(n_init=True, n_jobs=True) runs (scikit-learn's plain Interval): so does the drop-in."""
+    from sklearn.cluster import SpectralClustering
+
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    params = dict(affinity="rbf", n_clusters=2, n_init=True, n_jobs=True, random_state=0)
+    np.testing.assert_array_equal(ABCClustering(**params).fit_predict(X), SpectralClustering(**params).fit_predict(X))
+
+
+@pytest.mark.parametrize(("params", "error", "match"), [
+    ({"lr": 1e300}, ValueError, "'lr' parameter"),
+    ({"weight_decay": 1e300}, ValueError, "'weight_decay' parameter"),
+    ({"canonical_features": 10**12}, AffinityTooLargeError, "canonical_features"),
+    ({"d_model": 10**6}, AffinityTooLargeError, "d_model"),
+])
+def test_an_impossible_network_is_refused_before_torch_meets_it(params, error, match):
+    """float32 overflow in the optimizer, or weights allocated by torch until it fails: named first."""
+    X, y, _ = make_blob_sets(n_sets=4)
+    with pytest.raises(error, match=match):
+        ContextualKernel(**{**TINY, "init": "scratch", **params}).fit(X, y)
+
+
+def test_predict_many_names_what_it_takes(tiny_kernel):
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(np.random.default_rng(0).normal(size=(20, 2)))
+    with pytest.raises(TypeError, match="predict_many takes an iterable of sets"):
+        model.predict_many(None)

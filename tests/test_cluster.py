@@ -611,11 +611,23 @@ def test_predict_many_refuses_one_set_by_name():
     assert [list(labels) for labels in model.predict_many(stacked)] == [list(model.predict(X))] * 2
 
 
-def test_n_jobs_zero_or_not_an_int_is_refused_by_name():
-    """A probe: n_jobs=0 was accepted (or failed in joblib with groups); predict_many took '2' and 2.5 to joblib."""
+def test_n_jobs_zero_as_spectral_clustering_takes_it_and_not_an_int_is_refused_by_name():
+    """SpectralClustering takes any int n_jobs and joblib refuses 0 only where jobs run (its kNN search): the
+    drop-in does the same (groups clustered in parallel are such jobs); predict_many, ours alone, took '2' and 2.5
+    to joblib."""
+    from sklearn.cluster import SpectralClustering
+
     X = make_blob_sets(n_sets=1, set_size=30, random_state=0)[0]
+    params = dict(affinity="rbf", n_clusters=2, n_jobs=0, random_state=0)
+    np.testing.assert_array_equal(ABCClustering(**params).fit_predict(X), SpectralClustering(**params).fit_predict(X))
+    ABCClustering(n_jobs=0, random_state=0).fit(X)
+    for model in (SpectralClustering(affinity="nearest_neighbors", n_clusters=2, n_jobs=0),
+                  ABCClustering(affinity="nearest_neighbors", n_clusters=2, n_jobs=0),
+                  ABCClustering(affinity="rbf", n_jobs=0)):
+        with pytest.raises(ValueError, match="n_jobs == 0"):
+            model.fit(X, **({"groups": np.repeat([0, 1], 15)} if model.affinity == "rbf" else {}))
     with pytest.raises(ValueError, match="'n_jobs' parameter of ABCClustering"):
-        ABCClustering(n_jobs=0).fit(X)
+        ABCClustering(n_jobs=1.5).fit(X)
     model = ABCClustering(random_state=0).fit(X)
     for bad in (0, "2", 2.5):
         with pytest.raises(ValueError, match="'n_jobs' parameter of predict_many"):

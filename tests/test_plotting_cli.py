@@ -484,3 +484,20 @@ def test_plot_helpers_refuse_unusable_arguments_clearly():
     with pytest.raises(TypeError, match="one comparable type"):
         plot_affinity(np.eye(3), labels=np.array([1, None, 2], dtype=object))
     plt.close("all")
+
+
+def test_plots_refuse_labels_and_eigenvalues_that_name_nothing():
+    X = np.random.default_rng(0).normal(size=(5, 2))
+    with pytest.raises(ValueError, match="labels hold NaN"):
+        plot_clusters(X, [np.nan] * 5)
+    with pytest.raises(TypeError, match="not complex"):
+        plot_clusters(X, np.ones(5) * 1j)
+    with pytest.raises(ValueError, match="labels hold NaN"):
+        plot_affinity(np.eye(5), [0, 1, np.nan, 1, 0])
+    with pytest.raises(TypeError, match="eigenvalues must be real"):
+        plot_eigengap([0.0, 0.1 + 1j])
+    with pytest.raises(ValueError, match="eigenvalues must be numbers"):
+        plot_eigengap("nonsense")
+    with pytest.raises(ValueError, match="X"):
+        plot_clusters(np.full((5, 2), np.nan), np.zeros(5))
+    plt.close("all")

@@ -557,3 +557,26 @@ def test_weights_near_the_float64_limit_split_as_their_ratios_say():
     _, y = make_blobs_set(20, 3, weights=[1e308, 1e308, 1], random_state=0)
     counts = np.bincount(y)
     assert counts[2] == 1 and abs(int(counts[0]) - int(counts[1])) <= 6
+
+
+@pytest.mark.parametrize("generator", [make_blobs_set, make_curves_set, make_moons_set, make_rings_set,
+                                       make_subspace_set, make_warped_set])
+@pytest.mark.parametrize("imbalance", [1e3, 1e12])
+def test_any_finite_imbalance_draws_sizes(generator, imbalance):
+    """exp(imbalance * z) overflowed to inf, and inf / inf gave numpy's 'pvals contains NaNs'."""
+    X, y = generator(60, imbalance=imbalance, random_state=0)
+    assert len(X) == 60
+    sizes = np.bincount(y)
+    assert sizes.min() >= 1 and sizes.max() >= 60 - 2 * len(sizes)  # one cluster takes nearly all
+
+
+def test_generator_arguments_of_the_wrong_kind_are_named():
+    with pytest.raises(TypeError, match="kinds must be"):
+        make_curves_set(kinds=0)
+    with pytest.raises(ValueError, match="weights must be 3 positive finite numbers"):
+        make_blobs_set(30, n_clusters=3, weights="nonsense")
+    with pytest.raises(ValueError, match="dtype must be a floating-point type"):
+        make_clustering_sets(n_sets=2, dtype="nonsense")
+    with pytest.raises(ValueError, match="dtype must be a floating-point type"):
+        make_clustering_sets(n_sets=2, dtype=np.float32(0.5))  # a value, not a type
+    assert make_clustering_sets(n_sets=2, dtype=np.float32, random_state=0)[0][0].dtype == np.float32

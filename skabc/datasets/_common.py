@@ -66,9 +66,16 @@ def _log_uniform(rng, low: float, high: float, size=None):
     return np.exp(rng.uniform(np.log(low), np.log(high), size))
 
 
+#: Largest log weight whose exp (with ``k`` of them summed) stays finite in float64.
+_LARGEST_LOG = 700.0
+
+
 def _size_weights(rng, k: int, imbalance: float) -> np.ndarray:
     """Log-normal cluster-size weights; ``imbalance=0`` gives equal expected sizes."""
-    return np.exp(imbalance * rng.standard_normal(k))
+    logs = imbalance * rng.standard_normal(k)
+    if logs.max() > _LARGEST_LOG:  # exp would overflow to inf (and inf / inf to NaN): scale (only then)
+        logs = logs - logs.max()
+    return np.exp(logs)
 
 
 def _split_counts(rng, n: int, weights: np.ndarray) -> np.ndarray:

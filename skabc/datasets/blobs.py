@@ -172,7 +172,11 @@ def make_blobs_set(
                              "freedom underflow to 0 and put points at infinity.")
     noise_fraction = _check_noise_fraction(noise_fraction)
     if weights is not None:
-        weights = np.asarray(weights, dtype=float)
+        try:
+            weights = np.asarray(weights, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"weights must be {n_clusters} positive finite numbers, one per cluster, "
+                             f"got {weights!r}.") from None
         if weights.shape != (n_clusters,) or not np.all(np.isfinite(weights)) or np.any(weights <= 0):
             raise ValueError(f"weights must be {n_clusters} positive finite numbers, one per cluster, got {weights!r}.")
     n_structure, n_noise = _split_noise(n_samples, noise_fraction, n_clusters, "n_clusters")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 from sklearn.utils import check_random_state
 
@@ -317,6 +319,8 @@ def make_curves_set(
     n_samples = _check_int("n_samples", n_samples)
     n_curves = _check_int("n_curves", n_curves)
     n_features = _check_int("n_features", n_features, 2)
+    if not isinstance(kinds, str) and not isinstance(kinds, Iterable):
+        raise TypeError(f"kinds must be a curve kind or a sequence of {CURVE_KINDS}, got {kinds!r}.")
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
     if not kinds or any(kind not in CURVE_KINDS for kind in kinds):
         raise ValueError(f"kinds must be a non-empty sequence of {CURVE_KINDS}, got {kinds!r}.")

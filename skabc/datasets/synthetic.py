@@ -303,7 +303,12 @@ def make_clustering_sets(
     frac_low, frac_high = _check_range("noise_fraction", noise_fraction, 0.0)
     if frac_high >= 1:
         raise ValueError(f"noise_fraction must be below 1, got {noise_fraction!r}.")
-    dtype = np.dtype(dtype)
+    if not isinstance(dtype, (type, np.dtype, str)):  # np.dtype(0.5) is float64: a value is no type
+        raise ValueError(f"dtype must be a floating-point type (e.g. np.float32), got {dtype!r}.")
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype must be a floating-point type (e.g. np.float32), got {dtype!r}.") from None
     if dtype.kind != "f":
         raise ValueError(f"dtype must be a floating-point type, got {dtype}.")
     names, weights = _check_families(families)

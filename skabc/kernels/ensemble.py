@@ -9,7 +9,6 @@ a Pipeline, or any ``affinity='precomputed'`` clusterer takes it as is.
 
 from __future__ import annotations
 
-from numbers import Integral
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +16,11 @@ import scipy.sparse as sp
 from sklearn.base import TransformerMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, Interval
+from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .. import _schema, persistence
+from .._constraints import IntRange
 from .._validation import KernelParamsMixin
 from ..training.plan import network_of
 from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
@@ -66,7 +66,7 @@ class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
 
     _parameter_constraints: dict = {
         "kernel": [HasMethods(["fit", "transform"]), None],
-        "n_members": [Interval(Integral, 1, None, closed="left")],
+        "n_members": [IntRange(1, None, closed="left")],
         "random_state": ["random_state"],
     }
 

@@ -21,7 +21,7 @@ from sklearn.neighbors import NearestNeighbors, kneighbors_graph
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, validate_data
 
-from .._validation import N_JOBS_CONSTRAINT
+from .._constraints import IntRange
 from ..exceptions import AffinityTooLargeError
 from .base import Kernel
 
@@ -110,11 +110,11 @@ class PairwiseKernel(Kernel):
     _parameter_constraints: dict = {
         "metric": [callable, StrOptions(set(FEATURE_AFFINITIES))],
         "gamma": [Interval(Real, 0, None, closed="neither")],
-        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "n_neighbors": [IntRange(1, None, closed="left")],
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],
-        "n_jobs": N_JOBS_CONSTRAINT,
+        "n_jobs": [Integral, None],  # as SpectralClustering: joblib refuses 0 only where the kNN search runs
     }
 
     def __init__(self, metric="rbf", *, gamma=1.0, n_neighbors=10, degree=3, coef0=1, kernel_params=None,
@@ -236,8 +236,8 @@ class PrecomputedKernel(Kernel):
 
     _parameter_constraints: dict = {
         "kind": [StrOptions(set(PRECOMPUTED_AFFINITIES))],
-        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
-        "n_jobs": N_JOBS_CONSTRAINT,
+        "n_neighbors": [IntRange(1, None, closed="left")],
+        "n_jobs": [Integral, None],  # as SpectralClustering: joblib refuses 0 only where the kNN search runs
     }
 
     def __init__(self, kind="precomputed", *, n_neighbors=10, n_jobs=None):

@@ -24,6 +24,7 @@ from skorch.callbacks import Checkpoint, GradientNormClipping, LoadInitState, Pr
 from torch import nn
 
 from .._runtime import memory_limit_bytes, resolve_device, seeded_torch, tuned_allocator
+from .._schema import expected_tensors
 from .._validation import format_bytes
 from ..exceptions import AffinityTooLargeError
 from ..nn.build import build_module, set_transform
@@ -72,7 +73,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     n_sets : int
         Training sets drawn per epoch.
     """
-    check_training_memory(kernel, set_size[1])
+    check_training_memory(kernel, set_size[1], X.shape[1])
     sampler = ClusterSetSampler(labels, group_codes, set_size, check_clusters_per_set(kernel.clusters_per_set))
     device = resolve_device(kernel.device)
 
@@ -162,12 +163,14 @@ def n_sets_per_epoch(kernel, n_labelled: int, set_size: tuple[int, int]) -> int:
     return int(np.clip(covering, 8 * kernel.batch_size, 64 * kernel.batch_size))
 
 
-def check_training_memory(kernel, largest_set: int) -> None:
-    """Refuse a training configuration whose per-step pair tensors would not fit.
+def check_training_memory(kernel, largest_set: int, n_features: int | None = None) -> None:
+    """Refuse a training configuration whose network or per-step pair tensors would not fit.
 
     Each step keeps, per set and block, attention scores for every head and
     the ``n x n`` logits, targets and loss for backpropagation (float32);
-    dense attention makes that quadratic in ``set_size``.
+    dense attention makes that quadratic in ``set_size``.  Given ``n_features``, the network itself is
+    sized too, on torch's 'meta' device (nothing allocated): its weights, their gradients and AdamW's two
+    moments, float32 each.  A user's own embedder is left out of that (it is built by the user's code).
     """
     limit = memory_limit_bytes(kernel.memory_limit)
     pair_tensors = kernel.n_blocks * (kernel.n_heads + 1) + 4
@@ -178,6 +181,15 @@ def check_training_memory(kernel, largest_set: int) -> None:
             f"{format_bytes(needed)} per step, over memory_limit={format_bytes(limit)}; "
             "lower set_size or batch_size (the kernel applies to larger sets than it was trained on)."
         )
+    named_embedder = kernel.embedder is None or isinstance(kernel.embedder, str)
+    if limit is not None and n_features is not None and named_embedder:
+        shapes = expected_tensors(lambda: build_module(kernel, n_features)).values()
+        weights = 16.0 * sum(math.prod(shape) for _, shape in shapes)
+        if weights > limit:
+            raise AffinityTooLargeError(
+                f"the network of d_model={kernel.d_model}, n_blocks={kernel.n_blocks} on "
+                f"{kernel.canonical_features or n_features} input features needs about {format_bytes(weights)} "
+                f"to train, over memory_limit={format_bytes(limit)}; lower d_model or canonical_features.")
 
 
 def _load_warm_start(net: NeuralNet, state: dict) -> None:

@@ -1,0 +1,22 @@
+"""Parameter constraints shared by the estimators, beyond scikit-learn's own."""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+from sklearn.utils._param_validation import Interval
+
+
+class IntRange(Interval):
+    """scikit-learn's ``Interval(Integral, left, right, closed=...)`` that refuses ``True`` and ``False``.
+
+    ``bool`` is an ``Integral``, so a flag passed where a count is meant would otherwise be taken as 1 or 0, or
+    fail deep inside numpy, scipy or torch.  Parameters that scikit-learn's own estimators take as counts
+    (``n_init``, ``n_jobs``) keep the plain ``Interval``, so code written for them runs unchanged.
+    """
+
+    def __init__(self, left, right, *, closed: str) -> None:
+        super().__init__(Integral, left, right, closed=closed)
+
+    def is_satisfied_by(self, val) -> bool:
+        return not isinstance(val, bool) and super().is_satisfied_by(val)
