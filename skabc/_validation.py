@@ -211,6 +211,22 @@ class KernelParamsMixin:
     """
 
     def set_params(self, **params):
+        """Set the parameters of this estimator, as scikit-learn's ``set_params``.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters; ``kernel__<name>`` sets a parameter of ``kernel`` (which must not be ``None``).
+
+        Returns
+        -------
+        self : estimator instance
+
+        Raises
+        ------
+        ValueError
+            If a ``kernel__`` parameter is set while ``kernel`` is ``None``.
+        """
         nested = sorted(name for name in params if name.startswith("kernel__"))
         if nested and params.get("kernel", getattr(self, "kernel", None)) is None:
             raise ValueError(f"cannot set {', '.join(nested)}: kernel is None (its default is built in fit); "

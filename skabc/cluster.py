@@ -44,8 +44,10 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
     n_clusters : int, default=None
         Number of clusters.  ``None`` estimates it per set (at most ``max_clusters``), as
         ``n_clusters_selection`` and ``arbiter`` say, from spectra of ``L = I - D^-1/2 A D^-1/2``.
-    kernel : ContextualKernel, default=None
-        The learned kernel (``affinity='learned'`` only).  ``None`` uses the
+    kernel : ContextualKernel, Kernel or transformer, default=None
+        The learned kernel (``affinity='learned'`` only): a
+        :class:`~skabc.kernels.ContextualKernel`, any :class:`~skabc.kernels.Kernel`, or a transformer whose
+        ``transform`` returns the set's affinity.  ``None`` uses the
         shipped generic kernel (``skabc.pretrained.load('generic')``, trained
         on synthetic clustering problems; any number of features), which
         clusters ``X`` zero-shot.  ``y`` trains a kernel only when you ask
@@ -192,6 +194,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         only counted); ``None`` without an arbiter.
     max_samples_ : int or None
         What ``max_samples`` resolved to.
+    spectral_step_ : SpectralStep
+        The frozen spectral settings every set is clustered with (:class:`~skabc.spectral.SpectralStep`).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)

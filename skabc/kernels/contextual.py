@@ -111,7 +111,8 @@ class ContextualKernel(TransformerMixin, Kernel):
     fine_tune_alpha : float in (0, 1] or 'auto', default='auto'
         Share of the fine-tuned weights in the result, ``start + alpha *
         (trained - start)`` (WiSE-FT; below 1 only with ``init='generic'``).
-        ``'auto'``: 1.0 when the fit validates on held-out groups, else 0.5.
+        ``'auto'``: 0.5 for a fit that starts from the generic kernel and
+        validates on held-out classes (no held-out groups), else 1.0.
     set_size : int or (int, int), default=(50, 200)
         Size of each training set, or the range it is drawn from.
     clusters_per_set : int or (int, int), default=None
@@ -152,8 +153,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         instead of a fresh initialisation; the optimizer and learning-rate
         schedule start afresh.  The architecture parameters must not change.
     checkpoint_dir : str or path, default=None
-        If set, weights, optimizer state and history are saved there after
-        every epoch, and a fit that finds a checkpoint of the same
+        If set, weights, optimizer state and history are saved there every
+        ``checkpoint_every`` epochs, and a fit that finds a checkpoint of the same
         configuration there resumes from it (drawing the same sets an
         uninterrupted run would), so long trainings survive being stopped.
         A finished run keeps the kernel it fitted there; a fit on it restores that kernel.
@@ -181,7 +182,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         :class:`ABCClustering` may build; a larger set is refused with a
         clear error before anything is allocated.  ``'auto'``: half of the
         physical memory; ``None``: no check.
-    device : str, default='auto'
+    device : str, torch.device or None, default='auto'
         Torch device; ``'auto'`` uses CUDA when available, else the CPU.
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, set sampling and batch order.
@@ -190,10 +191,8 @@ class ContextualKernel(TransformerMixin, Kernel):
 
     Attributes
     ----------
-    net_ : skorch.NeuralNet
-        The trained network wrapper; ``net_.module_`` is the :class:`ABCNet`.
-    module_ : ABCNet
-        The trained torch module.
+    net_, module_ : skorch.NeuralNet, ABCNet
+        The trained network wrapper and its torch module (``net_.module_``).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of str
@@ -207,9 +206,9 @@ class ContextualKernel(TransformerMixin, Kernel):
         The resolved ``max_time``.
     validation_score_, start_validation_score_ : float or None
         Held-out mean ARI of the result and of the start as each clusters (own settings, arbiter included).
-    validation_settings_scores_ : dict
-        Held-out mean ARI of the trained weights per setting (the best, if ahead by over one SE, is
-        :meth:`recommended_clustering`), and of the start's (``'start weights, ...'``).
+    validation_settings_scores_, recommended_clustering_ : dict, dict
+        Held-out mean ARI of the trained weights per setting, and of the start's (``'start weights, ...'``);
+        the ABCClustering settings :meth:`recommended_clustering` returns (the best, if ahead by over one SE).
 
     Examples
     --------

@@ -52,6 +52,8 @@ class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
         Number of features of the members bound to an input width; absent
         when every member canonicalises its input (the generic kernel, or one
         fine-tuned from it) and so takes sets of any width.
+    feature_names_in_ : ndarray of str
+        Feature names seen during fit, when X has them.
 
     Examples
     --------

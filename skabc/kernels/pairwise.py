@@ -95,6 +95,10 @@ class PairwiseKernel(Kernel):
     ----------
     outputs_probabilities : bool
         Always False: these affinities are not same-cluster probabilities.
+    n_features_in_ : int
+        Number of features seen during ``fit`` (``affinity`` itself reads a set of any width).
+    feature_names_in_ : ndarray of str
+        Feature names seen during ``fit``, when X has them.
 
     Examples
     --------
@@ -224,6 +228,11 @@ class PrecomputedKernel(Kernel):
         Neighbours per point (``'precomputed_nearest_neighbors'`` only).
     n_jobs : int, default=None
         Parallel jobs of the neighbour search.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+        Width of the matrix seen during ``fit`` (``affinity`` itself reads a set of any size).
 
     Examples
     --------
