@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
 
@@ -45,8 +47,9 @@ def describe_clustering(model) -> tuple[dict, dict]:
     meta = {
         "params": persistence.plain_params(model, skip=("kernel",)),
         "kernel": kernel_meta,
-        # How `kernel` was given: None (the generic kernel), frozen, or a kernel to train.
-        "kernel_param": "none" if model.kernel is None else ("frozen" if frozen else "kernel"),
+        # How `kernel` was given: None (the generic kernel), frozen, a fitted kernel used as it is (or fine-tuned
+        # with warm_start), or an unfitted one that fit trained on y (a refit of the loaded model trains again).
+        "kernel_param": _kernel_param(model, frozen),
         "fitted": {name + "_": getattr(model, name + "_") for name in CLUSTERING_SETTINGS},
         "n_features_in": int(model.n_features_in_),
         "feature_names_in": [str(f) for f in getattr(model, "feature_names_in_", [])] or None,
@@ -56,14 +59,27 @@ def describe_clustering(model) -> tuple[dict, dict]:
     return meta, tensors
 
 
+def _kernel_param(model, frozen: bool) -> str:
+    if model.kernel is None:
+        return "none"
+    if frozen:
+        return "frozen"
+    try:
+        check_is_fitted(model.kernel)
+    except NotFittedError:
+        return "trained"
+    return "kernel"
+
+
 def remember_fitted_params(model) -> None:
     """Keep the parameters ``fit`` clustered with: a model changed by ``set_params`` since is not saved as it is."""
     model._fitted_params = _comparable_params(model)
 
 
 def _comparable_params(model) -> dict:
-    # Objects (a RandomState, a callable) compare by their repr, which names the object: the same one or not.
-    return persistence.plain_params(model, skip=("kernel",), other=repr)
+    # Objects (a RandomState, a callable, the kernel) compare by their repr, which names the object or its
+    # parameters.  verbose and n_jobs do not change the labels: they may change.
+    return persistence.plain_params(model, skip=("verbose", "n_jobs"), other=repr)
 
 
 def restore_clustering(cls, meta: dict, tensors: dict, device):
@@ -73,7 +89,7 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
     else:  # version 1: always a ContextualKernel, its weights directly under "kernel."
         kernel = ContextualKernel._restore({"kernel": meta["kernel"]}, tensors, device)
     fitted = FrozenEstimator(kernel) if meta.get("kernel_param") == "frozen" else kernel
-    param = None if meta.get("kernel_param") == "none" else fitted
+    param = {"none": None, "trained": clone(kernel)}.get(meta.get("kernel_param"), fitted)
     model = cls(kernel=param, **persistence.unlist(meta["params"]))
     remember_fitted_params(model)
     model.kernel_ = fitted
@@ -109,7 +125,7 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     _schema.check_int(meta["n_clusters"], prefix + "n_clusters", 1, _schema.MAX_COUNT)
     _check_candidate(meta.get("candidate"), prefix + "candidate")
     if "kernel_param" in meta:
-        _schema.check_str(meta["kernel_param"], prefix + "kernel_param", {"none", "frozen", "kernel"})
+        _schema.check_str(meta["kernel_param"], prefix + "kernel_param", {"none", "frozen", "kernel", "trained"})
     fitted = _schema.check_keys(meta.get("fitted", {}), prefix + "fitted",
                                 optional=[name + "_" for name in CLUSTERING_SETTINGS])
     _schema.check_recommended({name[:-1]: value for name, value in fitted.items()}, prefix + "fitted")

@@ -124,6 +124,21 @@ def untouched_torch_rng():
         yield
 
 
+@contextlib.contextmanager
+def float32_default():
+    """torch's default dtype float32 inside the block (as a decorator too), the caller's again after it.
+
+    The network is float32 (its sets, its saved weights); a caller's ``torch.set_default_dtype(torch.float64)``
+    would otherwise make the tensors it creates on the way float64 and mix the two.
+    """
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
 def memory_limit_bytes(memory_limit) -> float | None:
     """A ``memory_limit`` parameter in bytes: ``'auto'`` is half the physical memory, ``None`` no limit.
 

@@ -18,6 +18,7 @@ loader, a torch error, a huge allocation, or a kernel silently configured by the
 from __future__ import annotations
 
 import json
+import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -150,7 +151,12 @@ def check_params(cls, params, where: str, allowed) -> dict:
             raise fail(f"{where}.{name}", f"expected a scalar, got {describe_value(params[name])}")
         if isinstance(value, tuple) and not all(_is_number(v) for v in value):
             raise fail(f"{where}.{name}", "expected a list of numbers")
-        if isinstance(value, (Real, Integral)) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
+        if isinstance(value, dict):
+            check_plain_mapping(value, f"{where}.{name}")
+        if isinstance(value, Real) and not isinstance(value, bool) and not math.isfinite(value):
+            raise fail(f"{where}.{name}", f"expected a finite number, got {value}")
+        if (isinstance(value, Integral) and not isinstance(value, bool) and abs(value) > MAX_COUNT
+                and name not in _NOT_COUNTS):
             raise fail(f"{where}.{name}", f"{value} is out of range (at most {MAX_COUNT} in absolute value)")
     constraints = {k: v for k, v in cls._parameter_constraints.items() if k in values}
     for name, value in values.items():  # scikit-learn's Interval takes True for 1: a file must not
@@ -163,8 +169,12 @@ def check_params(cls, params, where: str, allowed) -> dict:
     return values
 
 
-# Parameters whose saved value may be a container: sizes as [min, max], backend options as an object.
-_CONTAINER_PARAMS = ("set_size", "clusters_per_set", "attention_options")
+# Parameters whose saved value may be a container: sizes as [min, max], backend options and a pairwise
+# affinity's keywords as objects.
+_CONTAINER_PARAMS = ("set_size", "clusters_per_set", "attention_options", "kernel_params")
+# Integers that are not counts, so MAX_COUNT does not bound them: a seed (numpy takes up to 2**32 - 1) and a
+# number of bytes.  (Their constraints still apply.)
+_NOT_COUNTS = ("random_state", "memory_limit")
 
 
 def check_recommended(settings, where: str) -> None:

@@ -7,7 +7,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from ._runtime import memory_limit_bytes
+from ._runtime import float32_default, memory_limit_bytes
 from ._validation import format_bytes
 from .exceptions import AffinityTooLargeError
 from .sparse_affinity import row_keys, topk_affinity
@@ -49,6 +49,7 @@ def encode(module: nn.Module, X: np.ndarray, set_transform=None, with_geometry: 
     return z, terms
 
 
+@float32_default()
 def learned_affinity(
     module: nn.Module,
     X: np.ndarray,

@@ -58,6 +58,11 @@ def json_ready(value, other=_refuse_non_plain):
     return other(value)
 
 
+def _a(name: str) -> str:
+    """``name`` with its indefinite article ("an ABCClustering", "a ContextualKernel")."""
+    return f"{'an' if name[:1] in 'AEIOU' else 'a'} {name}"
+
+
 def plain_params(estimator, skip=(), other=_refuse_non_plain) -> dict:
     """``get_params(deep=False)`` as JSON, without the names in ``skip`` (``other`` as for :func:`json_ready`)."""
     return {k: json_ready(v, other) for k, v in estimator.get_params(deep=False).items() if k not in skip}
@@ -76,7 +81,8 @@ def is_saveable(obj) -> bool:
 def describe(obj) -> tuple[dict, dict]:
     """``obj``'s JSON description (tagged with its class) and tensors."""
     if not is_saveable(obj):
-        raise TypeError(f"a {type(obj).__name__} cannot be saved in skabc's safe format")
+        raise TypeError(f"{_a(type(obj).__name__)} cannot be saved in skabc's safe format: it saves skabc's own "
+                        f"classes ({', '.join(sorted(_REGISTRY))}), not subclasses of them; pickle it instead")
     meta, tensors = obj._describe()
     return {"class": type(obj).__name__, **meta}, tensors
 
@@ -146,7 +152,7 @@ def load(path, device="auto", expected: type | None = None):
     except _schema.DescriptionError as exc:
         raise _schema.DescriptionError(f"{name!r}: {exc}") from None
     if expected is not None and not issubclass(cls, expected):
-        raise ValueError(f"{name!r} holds a {cls.__name__}, not a {expected.__name__}")
+        raise ValueError(f"{name!r} holds {_a(cls.__name__)}, not {_a(expected.__name__)}")
     try:
         header = _schema.tensor_header(path)
         check_description(meta, header, top_level=True)

@@ -390,7 +390,7 @@ def test_save_load_round_trip(name, request, tmp_path):
     np.testing.assert_array_equal(fresh.affinity_matrix_, reference.affinity_matrix_)
     np.testing.assert_array_equal(fresh.labels_, reference.labels_)
     if name == "user kernel":
-        with pytest.raises(ValueError, match="holds a ABCClustering"):
+        with pytest.raises(ValueError, match="holds an ABCClustering"):
             ContextualKernel.load(path)
 
 

@@ -118,3 +118,24 @@ def test_checking_a_saved_model_runs_no_torch_machinery_it_does_not_need():
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "[]"]
+
+
+def test_a_float64_default_dtype_changes_nothing(blob_data, tmp_path):
+    """The network is float32: a caller's torch.set_default_dtype(torch.float64) made the generic kernel's
+    file 'not loadable' (its shapes were checked as float64) and training mix float and double."""
+    X, y, groups = blob_data
+    kernel = ContextualKernel(**TINY).fit(X, y, groups=groups)
+    expected = kernel.transform(X[:30]), ABCClustering(random_state=0).fit_predict(X[:60])
+    kernel.save(tmp_path / "kernel.safetensors")
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        again = ContextualKernel(**TINY).fit(X, y, groups=groups).transform(X[:30])
+        loaded = ContextualKernel.load(tmp_path / "kernel.safetensors").transform(X[:30])
+        labels = ABCClustering(random_state=0).fit_predict(X[:60])
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(previous)
+    np.testing.assert_array_equal(again, expected[0])
+    np.testing.assert_array_equal(loaded, expected[0])
+    np.testing.assert_array_equal(labels, expected[1])

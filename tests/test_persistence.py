@@ -185,3 +185,50 @@ def test_candidate_survives_save_and_load(tmp_path, params, groups):
     model = ABCClustering(random_state=0, **params).fit(X, groups=groups)
     model.save(tmp_path / "m.safetensors")
     assert ABCClustering.load(tmp_path / "m.safetensors").candidate_ == model.candidate_ is not None
+
+
+def test_what_save_writes_load_reads(tiny_kernel, tmp_path):
+    """A probe: a seed numpy takes (2**32 - 1), a memory_limit over 2 GiB, a long max_time, a large gamma and
+    kernel_params={} were saved, then refused by load as 'out of range' or 'expected a scalar'."""
+    X, y, groups = make_blob_sets(n_sets=4, set_size=30, random_state=3)
+    kernel = ContextualKernel(**{**TINY, "random_state": 2**32 - 1, "memory_limit": 8 * 2**30, "max_time": 1e10})
+    kernel.fit(X, y, groups=groups).save(tmp_path / "kernel.safetensors")
+    loaded = ContextualKernel.load(tmp_path / "kernel.safetensors")
+    assert loaded.get_params() == {**kernel.get_params(), "device": "auto"}  # the device is load's own
+    model = ABCClustering(kernel=tiny_kernel, gamma=5e9, kernel_params={"foo": 1}, random_state=2**32 - 1).fit(X)
+    model.save(tmp_path / "model.safetensors")
+    again = ABCClustering.load(tmp_path / "model.safetensors")
+    assert again.get_params(deep=False)["kernel_params"] == {"foo": 1} and again.gamma == 5e9
+    np.testing.assert_array_equal(again.predict(X), model.predict(X))
+
+
+def test_a_loaded_model_trains_again_on_y_as_the_model_it_came_from(blob_data, tmp_path):
+    """A probe: the kernel that fit trained was the loaded model's kernel parameter, fitted, so a refit
+    with y trained nothing (the original trains a clone of its unfitted kernel again)."""
+    X, y, groups = blob_data
+    model = ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).fit(X, y, groups=groups)
+    model.save(tmp_path / "trained.safetensors")
+    loaded = ABCClustering.load(tmp_path / "trained.safetensors")
+    params = {**model.kernel.get_params(), "device": "auto"}  # the device is not saved (load takes its own)
+    assert loaded.kernel.get_params() == params and not hasattr(loaded.kernel, "module_")
+    X2, y2 = X[::-1].copy(), y[::-1].copy()
+    refit, expected = loaded.fit(X2, y2).kernel_, model.fit(X2, y2).kernel_
+    np.testing.assert_allclose(refit.transform(X[:30]), expected.transform(X[:30]), atol=1e-6)
+
+
+def test_settings_that_do_not_change_labels_may_change_before_save_and_the_kernel_may_not(tiny_kernel, tmp_path):
+    X = make_blob_sets(n_sets=1, set_size=40, random_state=0)[0]
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X)
+    model.set_params(verbose=1, n_jobs=2).save(tmp_path / "quiet.safetensors")  # labels unchanged: saved
+    model.set_params(kernel=ContextualKernel(**{**TINY, "d_model": 8}))
+    with pytest.raises(ValueError, match=r"kernel .* changed with set_params after fit"):
+        model.save(tmp_path / "swapped.safetensors")
+
+
+def test_a_subclass_is_refused_at_save_with_the_reason(tiny_kernel, tmp_path):
+    class MyModel(ABCClustering):
+        pass
+
+    X = make_blob_sets(n_sets=1, set_size=40, random_state=0)[0]
+    with pytest.raises(TypeError, match="not subclasses of them; pickle it instead"):
+        MyModel(kernel=tiny_kernel, random_state=0).fit(X).save(tmp_path / "mine.safetensors")

@@ -200,7 +200,7 @@ def test_missing_renamed_or_extra_tensors_are_refused(saved, tmp_path):
     [
         ("KernelEnsemble", "load_saved_kernel", r"description: missing entries 'params', 'members'"),
         ("ABCClustering", "ABCClustering.load", r"description: missing entries 'params', 'n_features_in'"),
-        ("ABCClustering", "load_saved_kernel", r"holds a ABCClustering, not a Kernel"),
+        ("ABCClustering", "load_saved_kernel", r"holds an ABCClustering, not a Kernel"),
         ("KernelEnsemble", "ContextualKernel.load", r"holds a KernelEnsemble, not a ContextualKernel"),
         ("Popen", "load_saved_kernel", r"class: 'Popen' is not a class this version of skabc can load"),
         (["ContextualKernel"], "load_saved_kernel", r"class: \['ContextualKernel'\] is not a class"),

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._runtime import resolve_device
+from .._runtime import float32_default, resolve_device
 from ..preprocessing import canonicalize_set
 from .backends import BACKEND_OPTIONS, resolve_backend
 from .embedders import EMBEDDERS
@@ -52,7 +52,16 @@ def check_attention_options(kernel) -> None:
 
 
 def build_module(kernel, n_features: int) -> ABCNet:
-    """A fresh :class:`ABCNet` for the kernel's architecture parameters and ``n_features`` inputs."""
+    """A fresh :class:`ABCNet` for the kernel's architecture parameters and ``n_features`` inputs.
+
+    Its parameters are float32 whatever torch's default dtype (``torch.set_default_dtype`` in the caller's
+    process): the network reads float32 sets, and saved weights are float32.
+    """
+    with float32_default():
+        return _build_module(kernel, n_features)
+
+
+def _build_module(kernel, n_features: int) -> ABCNet:
     check_attention_options(kernel)
     if kernel.canonical_features is not None:
         n_features = int(kernel.canonical_features)

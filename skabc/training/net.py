@@ -23,7 +23,7 @@ from skorch import NeuralNet
 from skorch.callbacks import Checkpoint, GradientNormClipping, LoadInitState, ProgressBar
 from torch import nn
 
-from .._runtime import memory_limit_bytes, resolve_device, seeded_torch, tuned_allocator
+from .._runtime import float32_default, memory_limit_bytes, resolve_device, seeded_torch, tuned_allocator
 from .._schema import expected_tensors
 from .._validation import format_bytes
 from ..exceptions import AffinityTooLargeError
@@ -83,7 +83,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     seed = int(check_random_state(kernel.random_state).randint(np.iinfo(np.int32).max))
     dataset = SampledSetsDataset(X, sampler, n_sets, kernel.batch_size, seed, set_transform=set_transform(kernel))
 
-    with seeded_torch(seed, device), tuned_allocator(set_size[1] <= ALLOCATOR_MAX_SET_SIZE):
+    with seeded_torch(seed, device), tuned_allocator(set_size[1] <= ALLOCATOR_MAX_SET_SIZE), float32_default():
         net = make_net(kernel, build_module(kernel, X.shape[1]), device, steps, callbacks)
         net.initialize()
         if previous_state is not None:
