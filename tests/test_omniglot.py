@@ -119,6 +119,12 @@ def test_conv4_embedder_shapes_and_errors():
     torch.testing.assert_close(embedder(rows.reshape(5, 1, 28, 28)), out)
     with pytest.raises(ValueError, match="perfect square"):
         Conv4Embedder(100 + 1, 32)
+    Conv4Embedder(16 * 16, 32)(torch.rand(2, 256))  # the smallest side its four poolings leave a pixel of
+    # 8 x 8 (scikit-learn's digits) failed in torch's max pooling, "Output size is too small", at fit.
+    X = np.random.default_rng(0).random((60, 64)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"at least 16 x 16 pixels .* these are 8 x 8"):
+        ContextualKernel(embedder="conv4", d_model=16, n_blocks=1, n_heads=2, init="scratch", max_epochs=1,
+                         set_size=(10, 40), sets_per_epoch=4).fit(X, np.repeat([0, 1, 2], 20))
 
 
 def test_kernel_with_conv4_embedder_trains_saves_and_is_equivariant(tmp_path):

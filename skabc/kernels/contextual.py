@@ -85,7 +85,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         (:class:`skabc.nn.FourierEmbedder`; learns locality much faster on
         low-dimensional geometric data);
         ``'conv4'``: the paper's four-block CNN for square single-channel
-        images given as rows of ``side * side`` pixels, followed by an MLP
+        images given as rows of ``side * side`` pixels (side 16 or more), then an MLP
         (:class:`skabc.nn.Conv4Embedder`).  A module is deep-copied at fit; a
         callable is called as ``embedder(n_features, d_model)``.  It must map
         ``(m, n_features)`` to ``(m, d_model)``.

@@ -58,6 +58,10 @@ def conv4_backbone(in_channels: int = 1, width: int = 64) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+#: Smallest image side the conv4 backbone's four 2x2 poolings leave a pixel of.
+_CONV4_MIN_SIDE = 16
+
+
 class Conv4Embedder(nn.Module):
     """Image embedder: conv4 backbone, then an MLP to ``d_model``.
 
@@ -68,7 +72,7 @@ class Conv4Embedder(nn.Module):
     Parameters
     ----------
     n_features : int
-        Pixels per image; must be a perfect square (784 for 28 x 28).
+        Pixels per image; a perfect square of a side of 16 or more (784 for 28 x 28).
     d_model : int
         Output width.
     width : int, default=64
@@ -82,6 +86,11 @@ class Conv4Embedder(nn.Module):
             raise ValueError(
                 f"the conv4 embedder takes square images given as rows of side*side pixels; "
                 f"{n_features} features is not a perfect square."
+            )
+        if side < _CONV4_MIN_SIDE:  # each of the four blocks halves the side: nothing would be left to pool
+            raise ValueError(
+                f"the conv4 embedder needs images of at least {_CONV4_MIN_SIDE} x {_CONV4_MIN_SIDE} pixels (its four "
+                f"blocks halve the side each); these are {side} x {side}: use embedder='mlp' (or None) for them."
             )
         self.side = side
         self.backbone = conv4_backbone(1, width)
