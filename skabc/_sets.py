@@ -44,7 +44,7 @@ def cluster_groups(model, X, n_samples: int, group_codes):
     if group_codes is None:
         group_codes = np.zeros(n_samples, dtype=np.int64)
     groups = np.unique(group_codes)
-    seeds = draw_seeds(model, check_random_state(model.random_state), len(groups))
+    seeds = set_seeds(model, len(groups))
     if len(groups) == 1:
         # One set: X itself, not a copy (a precomputed affinity stays the user's matrix), and its
         # labels as the spectral step returned them (SpectralClustering's own, for its affinities).
@@ -103,6 +103,16 @@ NEAR_ZERO_EIGENVALUE = 1e-4
 def _more_components_than(eigenvalues, max_clusters: int) -> bool:
     values = None if eigenvalues is None else np.asarray(eigenvalues, dtype=np.float64).ravel()
     return values is not None and values.size > max_clusters and bool(values[max_clusters] < NEAR_ZERO_EIGENVALUE)
+
+
+def set_seeds(model, n_sets: int) -> list:
+    """Per-set seeds of ``n_sets`` sets (groups, or ``predict_many``'s sets), each drawn as for that set alone.
+
+    An int ``random_state`` gives every set the seeds ``predict`` gives it alone, so a group's labels are those of
+    clustering the group by itself (up to the offset of its ids); a ``RandomState`` or ``None`` is drawn from set
+    after set, as by successive calls.  Drawn before any work is dispatched, so scheduling cannot change them.
+    """
+    return [draw_seeds(model, check_random_state(model.random_state), 1)[0] for _ in range(n_sets)]
 
 
 def draw_seeds(model, rng, n_sets: int) -> list:

@@ -7,7 +7,6 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
@@ -16,7 +15,7 @@ from ._clustering_io import ClusteringPersistenceMixin, remember_fitted_params
 from ._constraints import IntRange
 from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
 from ._resolve import resolve_settings
-from ._sets import check_n_jobs, check_sets, cluster_groups, draw_seeds, map_sets
+from ._sets import check_n_jobs, check_sets, cluster_groups, map_sets, set_seeds
 from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
 from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
@@ -147,7 +146,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         ``backend='dask'`` to spread the sets over Dask workers).  A single
         set is always clustered in the calling process.  Results do not
         depend on it: every set's seeds are drawn from ``random_state``
-        before any work is dispatched.
+        before any work is dispatched (with an int ``random_state``, a
+        group's are those of the group clustered alone).
     max_samples : int, None or 'auto', default='auto'
         Largest set clustered whole: a larger set is clustered on this many
         of its points drawn at random (seeded by ``random_state``), every
@@ -414,9 +414,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         """
         check_is_fitted(self, "kernel_")
         sets = [self._predict_input(s) for s in check_sets(sets)]
-        # The seeds predict(s) would draw, set after set: fixed before dispatch, so
-        # scheduling cannot change them (an int random_state gives every set the same seeds).
-        seeds = [draw_seeds(self, check_random_state(self.random_state), 1)[0] for _ in sets]
+        seeds = set_seeds(self, len(sets))  # those predict(s) would draw, set after set
         results = map_sets(self, sets, seeds, check_n_jobs(n_jobs))
         return [labels for labels, *_ in results]
 
