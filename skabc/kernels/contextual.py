@@ -153,7 +153,7 @@ class ContextualKernel(TransformerMixin, Kernel):
         instead of a fresh initialisation; the optimizer and learning-rate
         schedule start afresh.  The architecture parameters must not change.
     checkpoint_dir : str or path, default=None
-        If set, weights, optimizer state and history are saved there every
+        If set, weights, optimizer state, history and torch's random stream are saved there every
         ``checkpoint_every`` epochs, and a fit that finds a checkpoint of the same
         configuration there resumes from it (drawing the same sets an
         uninterrupted run would), so long trainings survive being stopped.

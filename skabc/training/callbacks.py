@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
+import torch
 from skorch.callbacks import Callback
 
 from ..sampling import SampledSetsDataset
 
-__all__ = ["EveryNthEpoch", "KeepBestWeights", "RedrawEachEpoch", "WarmupCosine"]
+__all__ = ["EveryNthEpoch", "KeepBestWeights", "RandomStreamCheckpoint", "RedrawEachEpoch", "WarmupCosine"]
 
 
 class WarmupCosine(Callback):
@@ -92,3 +95,55 @@ class RedrawEachEpoch(Callback):
     def on_epoch_begin(self, net, dataset_train=None, **kwargs):
         if isinstance(dataset_train, SampledSetsDataset):
             dataset_train.epoch = len(net.history) - 1
+
+
+#: torch's random stream in a checkpoint folder (:class:`RandomStreamCheckpoint`).
+RANDOM_STREAM_FILE = "random_stream.pt"
+
+
+class RandomStreamCheckpoint(Callback):
+    """Save torch's random stream with each checkpoint; restore it before the first epoch of a resumed run.
+
+    Dropout masks and sampled attention draw from torch's generator: without its state a resumed run would
+    draw other ones than the uninterrupted run (the sets themselves are drawn from seeds per epoch).  Placed
+    after every other callback, so the state saved is the one the next epoch starts from.
+
+    Parameters
+    ----------
+    dirname : str or path
+        The checkpoint folder.
+    monitor : callable
+        ``monitor(net)`` is true after an epoch whose checkpoint is written (the Checkpoint's own).
+    device : torch.device
+        The training device: a GPU's generator is saved too.
+    """
+
+    def __init__(self, dirname, monitor, device) -> None:
+        self.dirname = dirname
+        self.monitor = monitor
+        self.device = device
+
+    def _state(self) -> dict:
+        state = {"cpu": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.device)
+        return state
+
+    def on_train_begin(self, net, **kwargs):
+        file = Path(self.dirname) / RANDOM_STREAM_FILE
+        # Resumed (the history holds the checkpointed epochs): restore before the next epoch's first batch.
+        self.pending_ = torch.load(file, weights_only=True) if len(net.history) and file.is_file() else None
+
+    def on_epoch_begin(self, net, **kwargs):
+        if getattr(self, "pending_", None) is not None:
+            torch.set_rng_state(self.pending_["cpu"])
+            if "cuda" in self.pending_ and self.device.type == "cuda":
+                torch.cuda.set_rng_state(self.pending_["cuda"], self.device)
+            self.pending_ = None
+
+    def on_epoch_end(self, net, **kwargs):
+        if self.monitor(net):
+            file = Path(self.dirname) / RANDOM_STREAM_FILE
+            partial = file.with_name(file.name + ".tmp")
+            torch.save(self._state(), partial)
+            os.replace(partial, file)  # whole or not at all, as the other checkpoint files

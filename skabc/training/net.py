@@ -31,7 +31,14 @@ from ..nn.build import build_module, set_transform
 from ..nn.loss import SameClusterBCELoss
 from ..persistence import json_ready
 from ..sampling import ClusterSetSampler, SampledSetsDataset, check_clusters_per_set, collate_sets
-from .callbacks import EveryNthEpoch, KeepBestWeights, RedrawEachEpoch, WarmupCosine
+from .callbacks import (
+    RANDOM_STREAM_FILE,
+    EveryNthEpoch,
+    KeepBestWeights,
+    RandomStreamCheckpoint,
+    RedrawEachEpoch,
+    WarmupCosine,
+)
 from .early_stopping import TimeLimit, planned_stop
 
 #: Largest training set for which the allocator is tuned while training (:func:`skabc._runtime.tuned_allocator`).
@@ -152,6 +159,8 @@ def training_callbacks(kernel, total_steps: int, extra=()) -> list:
         callbacks.append(("progress", ProgressBar()))
     if kernel.checkpoint_dir is not None:
         callbacks.append(("checkpoint", checkpoint))
+        callbacks.append(("random_stream", RandomStreamCheckpoint(kernel.checkpoint_dir, checkpoint.monitor,
+                                                                  resolve_device(kernel.device))))
     return callbacks
 
 
@@ -321,6 +330,17 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None) -> in
                 f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote ({first_line}); "
                 "remove it (or use another checkpoint_dir) to start afresh."
             ) from None
+    stream = directory / RANDOM_STREAM_FILE
+    if stream.is_file():  # absent from checkpoints of earlier versions: those resume without it
+        try:
+            state = torch.load(stream, map_location="cpu", weights_only=True)
+            if not (isinstance(state, dict) and isinstance(state.get("cpu"), torch.Tensor)
+                    and state["cpu"].dtype == torch.uint8 and state["cpu"].shape == torch.get_rng_state().shape):
+                raise ValueError("not a saved random stream")
+        except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError) as exc:
+            raise ValueError(f"cannot resume from {str(stream)!r}: it is not a checkpoint skabc wrote "
+                             f"({type(exc).__name__}); remove it (or use another checkpoint_dir) to start "
+                             "afresh.") from None
     return len(history)
 
 
