@@ -536,3 +536,33 @@ def test_njw_reads_the_values_of_a_one_column_embedding():
     njw = ABCClustering(assign_labels="njw", **params).fit(X).labels_
     assert len(np.unique(njw)) == 3  # as k-means on the one column
     np.testing.assert_array_equal(njw, ABCClustering(assign_labels="kmeans", **params).fit(X).labels_)
+
+
+@pytest.mark.parametrize("n_clusters_selection", ["eigengap", "rotation", "consensus"])
+def test_a_point_linked_to_itself_alone_is_its_own_cluster_in_a_dense_affinity(n_clusters_selection):
+    """A probe: the count saw 3 components (self-loops kept), but scikit-learn's embedding drops the diagonal, put
+    the far point at the origin and k-means split a blob for it (sizes 48/101/52); the sparse copy was right."""
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from skabc import ABCClustering
+
+    X, _ = make_blobs(200, centers=[[0, 0], [10, 0]], cluster_std=0.5, random_state=0)
+    affinity = rbf_kernel(np.vstack([X, [[100, 100]]]), gamma=1.0)
+    model = ABCClustering(affinity="precomputed", n_clusters_selection=n_clusters_selection, random_state=0)
+    dense = model.fit(affinity).labels_
+    assert sorted(np.bincount(dense)) == [1, 100, 100]
+    np.testing.assert_array_equal(dense, model.fit(sp.csr_matrix(affinity)).labels_)
+
+
+@pytest.mark.parametrize("assign_labels", ["cluster_qr", "discretize"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_n_components_does_not_override_the_number_of_clusters(assign_labels, sparse):
+    """A probe: these assignments make one cluster per embedding column, so n_components=10 gave 10 clusters of
+    3 disconnected blocks (SpectralClustering's own path, with k given, keeps its behaviour)."""
+    from skabc import ABCClustering
+
+    blocks = sp.block_diag([np.ones((100, 100))] * 3)
+    affinity = blocks.tocsr() if sparse else blocks.toarray()
+    model = ABCClustering(affinity="precomputed", n_components=10, assign_labels=assign_labels, random_state=0)
+    assert model.fit(affinity).n_clusters_ == 3

@@ -44,13 +44,27 @@ def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
     if n_clusters >= n:
         # Only singletons make n clusters of n points (no eigensolve: scipy warns at k >= n).
         return np.arange(n, dtype=np.int64)
+    if spectral_params.get("assign_labels") in ("discretize", "cluster_qr"):
+        # One cluster per embedding column: n_components would override the k found or given (SpectralClustering
+        # itself returns n_components clusters there; its own path, assign.sklearn_spectral_labels, keeps that).
+        spectral_params = {**spectral_params, "n_components": None}
     if sp.issparse(affinity) or spectral_params.get("assign_labels") == "njw":
         return _embedding_labels(affinity, n_clusters, **spectral_params)
+    if _has_isolated_rows(affinity):
+        # scikit-learn's Laplacian drops the diagonal: a point linked to itself alone has degree 0 there, sits at
+        # the embedding's origin and k-means splits a component for it, while the count (self-loops kept, as in
+        # skabc.spectral.eigen) saw it as a component of its own.  The component-wise sparse path agrees.
+        return _embedding_labels(sp.csr_matrix(affinity), n_clusters, **spectral_params)
     model = SpectralClustering(n_clusters=n_clusters, affinity="precomputed", **spectral_params)
     # A learned affinity may split into components (confident "different cluster" pairs);
     # those components are clusters, which the embedding represents correctly.
     with ignoring_warnings(_NOT_CONNECTED):
         return model.fit(affinity).labels_.astype(np.int64)
+
+
+def _has_isolated_rows(affinity: np.ndarray) -> bool:
+    """Whether some point of a dense affinity has no affinity to any other point."""
+    return bool(np.any(affinity.sum(axis=1) - np.diagonal(affinity) <= 0))
 
 
 def _embedding_labels(

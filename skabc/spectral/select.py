@@ -332,7 +332,9 @@ def eigengap_spectral_labels(
     n_clusters = _largest_eigengap(eigenvalues)
     if n_clusters <= 1:
         return np.zeros(n, dtype=np.int64), n_clusters, eigenvalues
-    embedding = vectors[:, : (n_clusters if n_components is None else wanted)]
+    # discretize and cluster_qr make one cluster per column: they read exactly k of them (as spectral_labels).
+    one_per_column = n_components is None or assign_labels in ("discretize", "cluster_qr")
+    embedding = vectors[:, : (n_clusters if one_per_column else wanted)]
     labels = _assign(embedding, n_clusters, assign_labels, check_random_state(random_state), n_init, verbose)
     return labels, n_clusters, eigenvalues
 
