@@ -127,7 +127,9 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
     n_init : int, default=10
         k-means restarts of the label assignment.
     eigen_tol : float or 'auto', default='auto'
-        Eigensolver tolerance.
+        Eigensolver tolerance, as in SpectralClustering; with ``n_clusters``
+        unknown also that of the solves that count ``k`` (a loose one, e.g.
+        ``1e-2``, can change the count).
     assign_labels : {'kmeans', 'discretize', 'cluster_qr', 'njw'} or 'auto', default='auto'
         Label assignment in the embedding space: scikit-learn's three, or
         ``'njw'`` (Ng, Jordan & Weiss 2001), k-means on the rows of the
