@@ -107,8 +107,9 @@ def seeded_torch(seed: int, device: torch.device):
     Only the generators forked are seeded (``torch.manual_seed`` would seed every GPU, which the fork does not
     restore), so the caller's global RNG states are all untouched afterwards.
     """
-    cuda_index = (device.index if device.index is not None else torch.cuda.current_device()) \
-        if device.type == "cuda" else None
+    cuda_index = None
+    if device.type == "cuda":
+        cuda_index = device.index if device.index is not None else torch.cuda.current_device()
     with torch.random.fork_rng(devices=[] if cuda_index is None else [cuda_index]):
         torch.default_generator.manual_seed(seed)
         if cuda_index is not None:
