@@ -93,7 +93,8 @@ def _build_module(kernel, n_features: int) -> ABCNet:
         embed_features=embed_features,
         context_gate=bool(getattr(kernel, "context_gate", False)),
     )
-    if embedder is not None and not isinstance(kernel.embedder, str):  # a named embedder maps to d_model
+    on_meta = any(parameter.is_meta for parameter in module.parameters())
+    if embedder is not None and not on_meta:  # on 'meta' (shapes only) torch's Python kernels would import sympy
         with torch.no_grad():
             out = module.embedder(torch.zeros(2, embed_width))
         if out.shape != (2, kernel.d_model):
