@@ -566,3 +566,16 @@ def test_n_components_does_not_override_the_number_of_clusters(assign_labels, sp
     affinity = blocks.tocsr() if sparse else blocks.toarray()
     model = ABCClustering(affinity="precomputed", n_components=10, assign_labels=assign_labels, random_state=0)
     assert model.fit(affinity).n_clusters_ == 3
+
+
+@pytest.mark.parametrize("scale", [1e-310, 1e307])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_the_count_does_not_depend_on_the_affinity_s_scale(scale, sparse):
+    """A probe: three blocks of 1e-310 gave k = 1 (degrees below float64's smallest normal number read as
+    isolated points) and 1e307 overflowed; the normalised Laplacian does not depend on the scale."""
+    from skabc import ABCClustering
+
+    blocks = sp.block_diag([np.ones((30, 30))] * 3) * scale
+    affinity = blocks.tocsr() if sparse else blocks.toarray()
+    model = ABCClustering(affinity="precomputed", random_state=0).fit(affinity)
+    assert model.n_clusters_ == 3 and sorted(np.bincount(model.labels_)) == [30, 30, 30]

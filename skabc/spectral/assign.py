@@ -8,7 +8,7 @@ from sklearn.cluster import SpectralClustering, k_means
 from sklearn.utils import check_random_state
 
 from .._quiet_warnings import ignoring_warnings
-from .eigen import _check_eigen_solver, _smallest_eigenpairs
+from .eigen import _check_eigen_solver, _smallest_eigenpairs, scale_free
 
 #: scikit-learn's warning of an affinity in several components (see :func:`spectral_labels`).
 _NOT_CONNECTED = {"message": "Graph is not fully connected", "category": UserWarning}
@@ -44,6 +44,7 @@ def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
     if n_clusters >= n:
         # Only singletons make n clusters of n points (no eigensolve: scipy warns at k >= n).
         return np.arange(n, dtype=np.int64)
+    affinity = scale_free(affinity)  # as the count read it (an affinity near 1e-310 or 1e307 is scaled to 1)
     if spectral_params.get("assign_labels") in ("discretize", "cluster_qr"):
         # One cluster per embedding column: n_components would override the k found or given (SpectralClustering
         # itself returns n_components clusters there; its own path, assign.sklearn_spectral_labels, keeps that).

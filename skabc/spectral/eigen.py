@@ -13,14 +13,11 @@ an iterative solver (``eigen_solver``):
 * ``'amg'``: LOBPCG preconditioned by pyamg's smoothed aggregation (needs
   the optional ``pyamg`` package).
 
-Solving per component is what makes disconnected graphs (common for kNN
-graphs of well-separated clusters) reliable: ``L`` then has one zero
-eigenvalue per component, and a single Lanczos run on the whole graph tends
-to return fewer copies of a repeated eigenvalue than it has.  Per
-component, the spectra are simply merged.  A graph with more components
-than eigenvalues asked for gives all zeros, and the eigengap cannot see past
-them (it then answers the most clusters it can: the number of eigenvalues
-minus one).
+Solving per component makes disconnected graphs (common for kNN graphs of well-separated clusters)
+reliable: ``L`` then has one zero eigenvalue per component, and a single Lanczos run on the whole graph
+tends to return fewer copies of a repeated eigenvalue than it has; per component, the spectra are merged.
+A graph with more components than eigenvalues asked for gives all zeros, and the eigengap cannot see past
+them (it then answers the most clusters it can: the number of eigenvalues minus one).
 """
 
 from __future__ import annotations
@@ -37,22 +34,19 @@ from sklearn.utils.validation import check_symmetric
 
 from .._quiet_warnings import ignoring_warnings
 
-# Up to this size the eigengap uses LAPACK's dense eigvalsh (2,000 points: about 1 s).
-# Learned affinities often have dozens of eigenvalues close to 1, where ARPACK converges slowly: on
-# load_digits (1,797 points) it took 28-180 s per set, against ~1 s dense.
+# Up to this size the eigengap uses LAPACK's dense eigvalsh (2,000 points: about 1 s). Learned affinities often
+# have dozens of eigenvalues close to 1, where ARPACK converges slowly (28-180 s per load_digits set, ~1 s dense).
 DENSE_EIGEN_LIMIT = 2500
-# From this size a dense affinity tries ARPACK first, capped at about a quarter of LAPACK's cost (n / 4
-# matrix-vector products), and falls back to LAPACK where it does not converge within that: on
-# well-separated spectra it is ~5x faster at 1,000 points (9 ms against 41 ms), and the slow cases above
-# cost at most the cap on top of LAPACK.
+# From this size a dense affinity tries ARPACK first, capped at about a quarter of LAPACK's cost (n / 4 products),
+# and falls back to LAPACK where it does not converge within that: on well-separated spectra ~5x faster at 1,000
+# points (9 ms against 41 ms); the slow cases cost at most the cap on top of LAPACK.
 DENSE_ARPACK_MIN = 600
 _DENSE_ARPACK_MATVECS = 0.25
 # Connected components of a sparse graph up to this size are solved densely (at most ~0.5 MiB each).
 SPARSE_DENSE_LIMIT = 256
 # A component on which ARPACK fails is solved densely up to this size (~128 MiB), else by LOBPCG.
 ARPACK_FALLBACK_DENSE_LIMIT = 4096
-# Components of at least this many points are reordered (reverse Cuthill-McKee) and solved by ARPACK in
-# single precision, refined in double (see _single_precision_eigsh).
+# Components of at least this size are reordered (RCM) and solved by float32 ARPACK, refined in double (see below).
 ARPACK_LARGE_COMPONENT = 20_000
 
 EIGEN_SOLVERS = ("arpack", "lobpcg", "amg")
@@ -61,10 +55,25 @@ _ARPACK_MIN_NCV = 40
 # Residual tolerance of LOBPCG for eigen_tol='auto'; eigenvalue errors are about its square.
 _LOBPCG_TOL = 1e-5
 _LOBPCG_MAXITER = {"lobpcg": 2000, "amg": 200}
-# LOBPCG results with residuals above this multiple of the tolerance are refused (ARPACK takes over).
-_LOBPCG_ACCEPT = 100.0
+_LOBPCG_ACCEPT = 100.0  # LOBPCG residuals above this multiple of the tolerance are refused (ARPACK takes over)
 # Diagonal shift of L for the AMG preconditioner only: a singular matrix makes a poor one.
 _AMG_SHIFT = 1e-5
+#: Largest entries outside this range are scaled to 1 first: the normalised Laplacian does not depend on the scale,
+#: but float64 degrees do (entries near 1e-310 sum below the smallest normal number: k = 1; near 1e307 overflow).
+_SAFE_SCALE = (1e-100, 1e100)
+
+
+def scale_free(affinity):
+    """``affinity`` over its largest entry where that lies outside ``_SAFE_SCALE``, else untouched."""
+    top = float(affinity.data.max() if sp.issparse(affinity) else affinity.max()) if affinity.size else 0.0
+    if top <= 0.0 or _SAFE_SCALE[0] <= top <= _SAFE_SCALE[1]:
+        return affinity
+    if not sp.issparse(affinity):
+        return affinity / top
+    csr = affinity.tocsr()  # scipy's own division multiplies by 1 / top: inf for top = 1e-310
+    return sp.csr_matrix((csr.data / top, csr.indices, csr.indptr), shape=csr.shape)
+
+
 def normalized_adjacency(affinity):
     """``D^-1/2 A D^-1/2``, with rows of zero degree left at zero instead of dividing by 0.
 
@@ -78,6 +87,7 @@ def normalized_adjacency(affinity):
     """
     if sp.issparse(affinity):
         return _sparse_normalized_adjacency(_as_csr(affinity))[0]
+    affinity = scale_free(affinity)
     degree = affinity.sum(axis=1)
     inv_sqrt = np.zeros_like(degree, dtype=np.float64)
     positive = degree > np.finfo(np.float64).tiny
@@ -274,6 +284,7 @@ def _as_csr(affinity) -> sp.csr_matrix:
 
 def _sparse_normalized_adjacency(matrix: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
     """``D^-1/2 A D^-1/2`` of a CSR matrix, and ``sqrt(degree)`` (0 where the degree is 0)."""
+    matrix = scale_free(matrix)
     degree = np.asarray(matrix.sum(axis=1)).ravel()
     sqrt_degree = np.zeros(matrix.shape[0])
     positive = degree > np.finfo(np.float64).tiny
