@@ -224,7 +224,7 @@ def random_partners(n: int, n_random: int, keys: np.ndarray | None = None, rando
     no point is its own partner, every point has exactly ``m`` partners and
     is the partner of exactly ``m`` others (no hubs, none left out), and
     with keys that depend on the points' values only (:func:`row_keys`)
-    permuting the rows permutes the pairs with them.
+    permuting distinct rows permutes the pairs with them (equal rows tie, and take their order).
 
     Parameters
     ----------
@@ -317,7 +317,13 @@ def _kmeans(x: torch.Tensor, n_cells: int, generator: torch.Generator) -> torch.
     n = x.shape[0]
     sample = torch.randperm(n, generator=generator)[: min(n, _IVF_KMEANS_SAMPLE * n_cells)].to(x.device)
     train = x[sample]
-    centroids = train[:n_cells].clone()  # the subsample is already in random order
+    # The first n_cells distinct rows of the (random-order) subsample: identical starting centroids would stay
+    # identical, their cells but the first empty, and a set of many equal rows would crowd into few cells.
+    _, first = np.unique(train.cpu().numpy(), axis=0, return_index=True)
+    repeated = np.ones(len(train), dtype=bool)
+    repeated[first] = False
+    starts = np.concatenate([np.sort(first), np.flatnonzero(repeated)])[:n_cells]  # all distinct: 0..n_cells-1
+    centroids = train[torch.as_tensor(starts, device=x.device)].clone()
     for _ in range(_IVF_KMEANS_ITER):
         assign = _nearest_centroid(train, centroids)
         counts = torch.bincount(assign, minlength=n_cells)
@@ -364,11 +370,17 @@ def _ivf_topk(left: torch.Tensor, right: torch.Tensor, k: int, n_probe: int, see
             cells = [b for b in range(n_cells) if bounds[b] < bounds[b + 1]]
         spans = [(bounds[b], bounds[b + 1]) for b in cells]
         candidates = torch.cat([torch.arange(a, b, device=device) for a, b in spans])
-        scores = queries @ torch.cat([right[a:b] for a, b in spans]).T
+        pool = torch.cat([right[a:b] for a, b in spans])
         offset = sum(b - a for a, b in spans[: cells.index(c)])
-        local = torch.arange(hi - lo, device=device)
-        scores[local, offset + local] = -torch.inf  # self is never a neighbour
-        result[lo:hi] = candidates[torch.topk(scores, k, dim=1, sorted=False).indices]
+        # Rows scored at once: a cell of many equal rows (they all share one) would otherwise make a block
+        # quadratic in its size; an ordinary cell is one block, as its scores always were.
+        step = max(1, _BLOCK_CELLS // max(len(candidates), 1))
+        for start in range(lo, hi, step):
+            stop = min(start + step, hi)
+            scores = left[start:stop] @ pool.T
+            local = torch.arange(stop - start, device=device)
+            scores[local, offset + (start - lo) + local] = -torch.inf  # self is never a neighbour
+            result[start:stop] = candidates[torch.topk(scores, k, dim=1, sorted=False).indices]
     # Back from cell order to the original point order, rows and columns.
     indices = torch.empty_like(result)
     indices[order] = order[result]

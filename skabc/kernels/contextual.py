@@ -175,8 +175,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         cluster becomes a thin local mesh that the eigengap splits into many
         pieces; random partners tie each cluster together (see
         :mod:`skabc.sparse_affinity`).  They are drawn from the points'
-        values (:func:`~skabc.sparse_affinity.row_keys`), so permuting the
-        rows permutes the result.  ``0`` keeps the plain kNN graph.
+        values (:func:`~skabc.sparse_affinity.row_keys`): permuting distinct
+        rows permutes the result (exact search).  ``0``: the plain kNN graph.
     memory_limit : float, 'auto' or None, default='auto'
         Largest dense ``n x n`` result (bytes) that :meth:`transform` and
         :class:`ABCClustering` may build; a larger set is refused with a
