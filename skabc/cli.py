@@ -114,6 +114,9 @@ def _read_array(path: str, what: str, ndim: int):
     try:
         if file.suffix.lower() == ".npy":
             data = np.load(file, allow_pickle=False)
+            if not isinstance(data, np.ndarray):  # an .npz archive under an .npy name
+                data.close()
+                raise ValueError("it is an .npz archive of several arrays, not one .npy array")
         elif ndim == 1:
             data = _read_names(file)
         else:
@@ -128,7 +131,7 @@ def _read_array(path: str, what: str, ndim: int):
             with warnings.catch_warnings():  # an empty file is refused below, by name
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")
-    except (OSError, ValueError, EOFError) as exc:  # UnicodeDecodeError is a ValueError; EOF: an empty .npy
+    except (OSError, ValueError, EOFError, MemoryError) as exc:  # UnicodeDecodeError is a ValueError; EOF: empty
         raise ValueError(f"cannot read {what} from {path!r}: {exc or 'the file is empty'}") from None
     if data.size == 0:
         raise ValueError(f"{what} file {path!r} holds no values")

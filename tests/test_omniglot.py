@@ -162,3 +162,34 @@ def test_omniglot_benchmark_reproduces_its_published_scores_as_a_user_runs_it():
     assert result.returncode == 0, result.stdout + result.stderr
     assert "reproduced bit for bit" in result.stdout
     assert result.stdout.count(" same") == 12  # 4 scores x 3 sets
+
+
+def test_forged_archives_are_refused_before_they_are_read(tmp_path):
+    """A probe (/work/probe34h): a 2 MB member unpacking to 2 GiB took 4.4 GB of memory; a member twice gave a
+    TypeError comparing ZipInfo objects; the evaluation archive renamed as the background one loaded as
+    background; a 12000 x 12000 PNG in a 41 KB file was decoded (about 650 MB)."""
+    import io
+
+    from PIL import Image
+
+    def archive(name, members):
+        path = tmp_path / name / "images_background.zip"
+        path.parent.mkdir()
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as forged:
+            for member, content in members:
+                forged.writestr(member, content)
+        return path.parent
+
+    entry = "images_background/A/character01/0001_01.png"
+    with pytest.raises(ValueError, match=r"unpacks to 8388608 bytes"):
+        load_omniglot(data_home=archive("bomb", [(entry, bytes(8 << 20))]), expect_complete=False)
+    with pytest.raises(ValueError, match="more than once"):
+        load_omniglot(data_home=archive("twice", [(entry, _png(np.zeros((105, 105), bool)))] * 2),
+                      expect_complete=False)
+    renamed = [(entry.replace("background", "evaluation"), _png(np.zeros((105, 105), bool)))]
+    with pytest.raises(ValueError, match="holds images_evaluation/ drawings"):
+        load_omniglot(data_home=archive("renamed", renamed), expect_complete=False)
+    huge = io.BytesIO()
+    Image.new("1", (5000, 5000), 1).save(huge, format="PNG")
+    with pytest.raises(ValueError, match=r"cannot decode .*an image of 5000 x 5000 pixels"):
+        load_omniglot(data_home=archive("huge", [(entry, huge.getvalue())]), expect_complete=False)

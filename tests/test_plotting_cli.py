@@ -501,3 +501,11 @@ def test_plots_refuse_labels_and_eigenvalues_that_name_nothing():
     with pytest.raises(ValueError, match="X"):
         plot_clusters(np.full((5, 2), np.nan), np.zeros(5))
     plt.close("all")
+
+
+def test_cli_names_an_npz_archive_given_as_npy(tmp_path, capsys):
+    """A probe: an .npz saved under an .npy name ended in a traceback ('NpzFile' has no attribute 'size')."""
+    np.savez(tmp_path / "points.npz", X=np.zeros((5, 2)))
+    (tmp_path / "points.npz").rename(tmp_path / "points.npy")
+    assert main(["cluster", str(tmp_path / "points.npy"), "-o", str(tmp_path / "labels.txt")]) != 0
+    assert "is an .npz archive" in capsys.readouterr().err

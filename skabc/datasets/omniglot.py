@@ -24,7 +24,11 @@ ARCHIVES = {"background": "images_background.zip", "evaluation": "images_evaluat
 #: Image counts of the official archives, used to recognise a truncated one.
 EXPECTED_IMAGES = {"background": 19_280, "evaluation": 13_180}
 
-_ENTRY = re.compile(r"^images_(?:background|evaluation)/([^/]+)/(character\d+)/(\d{4})_(\d{2})\.png$")
+_ENTRY = re.compile(r"^images_(background|evaluation)/([^/]+)/(character\d+)/(\d{4})_(\d{2})\.png$")
+#: Largest drawing read: the official PNGs are under 500 bytes, 105 x 105 pixels; a forged member may declare
+#: gigabytes (a zip bomb) or a huge image inside a small file.
+MAX_ENTRY_BYTES = 1 << 20
+MAX_IMAGE_SIDE = 1024
 
 
 def omniglot_search_paths(data_home: str | os.PathLike | None = None) -> list[Path]:
@@ -121,9 +125,20 @@ def load_omniglot(
         ) from exc
 
     with archive:
-        entries = sorted(
-            (match.groups(), info) for info in archive.infolist() if (match := _ENTRY.match(info.filename))
-        )
+        found = [(match.groups(), info) for info in archive.infolist() if (match := _ENTRY.match(info.filename))]
+        other = sorted({groups[0] for groups, _ in found} - {subset})
+        if other:  # a renamed copy of the other archive would leak its alphabets into this subset
+            raise ValueError(f"{path} holds images_{other[0]}/ drawings; the {subset} archive holds "
+                             f"images_{subset}/ only.")
+        names = [info.filename for _, info in found]
+        if len(set(names)) != len(names):
+            repeated = next(name for name in names if names.count(name) > 1)
+            raise ValueError(f"{path} holds {repeated} more than once: it is not an archive of Omniglot drawings.")
+        big = next((info for _, info in found if info.file_size > MAX_ENTRY_BYTES), None)
+        if big is not None:
+            raise ValueError(f"{path}: {big.filename} unpacks to {big.file_size} bytes (a drawing takes under "
+                             f"{MAX_ENTRY_BYTES}); refusing to read it.")
+        entries = sorted((groups[1:], info) for groups, info in found)
         if not entries:
             raise ValueError(
                 f"{path} holds no Omniglot drawings (expected entries like "
@@ -144,6 +159,8 @@ def load_omniglot(
         for row, ((alpha, char, char_id, nn), info) in enumerate(entries):
             try:
                 with Image.open(io.BytesIO(archive.read(info))) as picture:
+                    if max(picture.size) > MAX_IMAGE_SIDE:  # read lazily: refused before it is decoded
+                        raise ValueError(f"an image of {picture.size[0]} x {picture.size[1]} pixels")
                     grey = picture.convert("L")
                     if image_size != grey.width or image_size != grey.height:
                         grey = grey.resize((image_size, image_size), Image.Resampling.LANCZOS)
