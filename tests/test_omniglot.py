@@ -193,3 +193,12 @@ def test_forged_archives_are_refused_before_they_are_read(tmp_path):
     Image.new("1", (5000, 5000), 1).save(huge, format="PNG")
     with pytest.raises(ValueError, match=r"cannot decode .*an image of 5000 x 5000 pixels"):
         load_omniglot(data_home=archive("huge", [(entry, huge.getvalue())]), expect_complete=False)
+
+
+def test_loader_arguments_of_the_wrong_kind_are_named(tmp_path):
+    """A probe: subset=['background'] gave 'unhashable type'; expect_complete='no' was read as True."""
+    make_archive(tmp_path / "images_background.zip")
+    with pytest.raises(ValueError, match="subset must be one of"):
+        load_omniglot(["background"], data_home=tmp_path)
+    with pytest.raises(ValueError, match="expect_complete must be True, False or None"):
+        load_omniglot(data_home=tmp_path, expect_complete="no")

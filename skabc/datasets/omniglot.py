@@ -115,6 +115,8 @@ def load_omniglot(
         raise ImportError("load_omniglot needs Pillow to decode PNG files: pip install pillow") from exc
 
     path = find_omniglot_archive(subset, data_home)
+    if expect_complete is not None and not isinstance(expect_complete, bool | np.bool_):
+        raise ValueError(f"expect_complete must be True, False or None, got {expect_complete!r}")
     if expect_complete is None:
         expect_complete = path.name == ARCHIVES[subset]
     try:
@@ -190,7 +192,7 @@ def load_omniglot(
 
 
 def _check_subset(subset) -> None:
-    if subset not in ARCHIVES:
+    if not isinstance(subset, str) or subset not in ARCHIVES:  # a list is unhashable: 'in' would raise TypeError
         raise ValueError(f"subset must be one of {sorted(ARCHIVES)}, got {subset!r}")
 
 
