@@ -20,3 +20,8 @@ class IntRange(Interval):
 
     def is_satisfied_by(self, val) -> bool:
         return not isinstance(val, bool) and super().is_satisfied_by(val)
+
+
+#: ``n_jobs`` as :class:`~sklearn.cluster.SpectralClustering` takes it: any int (joblib refuses 0 only where jobs run),
+#: so code written for it runs with the drop-in.
+SPECTRAL_N_JOBS = [Integral, None]

@@ -12,7 +12,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _fit_inputs, persistence
 from ._clustering_io import ClusteringPersistenceMixin, remember_fitted_params
-from ._constraints import IntRange
+from ._constraints import SPECTRAL_N_JOBS, IntRange
 from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
 from ._resolve import resolve_settings
 from ._sets import check_n_jobs, check_sets, cluster_groups, map_sets, set_seeds
@@ -241,8 +241,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "eigen_tol": [Interval(Real, 0.0, None, closed="left"), StrOptions({"auto"})],
         "assign_labels": [StrOptions(set(ASSIGN_LABELS) | {"auto"})],
-        # Any int, as SpectralClustering takes it: 0 is refused (by joblib) only where jobs run.
-        "n_jobs": [Integral, None],
+        "n_jobs": SPECTRAL_N_JOBS,
         "max_samples": [IntRange(2, None, closed="left"), StrOptions({"auto"}), None],
         "verbose": ["verbose"],
     }

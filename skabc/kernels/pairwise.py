@@ -12,7 +12,7 @@ without ``fit``.
 from __future__ import annotations
 
 import os
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,7 +21,7 @@ from sklearn.neighbors import NearestNeighbors, kneighbors_graph
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, validate_data
 
-from .._constraints import IntRange
+from .._constraints import SPECTRAL_N_JOBS, IntRange
 from ..exceptions import AffinityTooLargeError
 from .base import Kernel
 
@@ -118,7 +118,7 @@ class PairwiseKernel(Kernel):
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],
-        "n_jobs": [Integral, None],  # as SpectralClustering: joblib refuses 0 only where the kNN search runs
+        "n_jobs": SPECTRAL_N_JOBS,
     }
 
     def __init__(self, metric="rbf", *, gamma=1.0, n_neighbors=10, degree=3, coef0=1, kernel_params=None,
@@ -246,7 +246,7 @@ class PrecomputedKernel(Kernel):
     _parameter_constraints: dict = {
         "kind": [StrOptions(set(PRECOMPUTED_AFFINITIES))],
         "n_neighbors": [IntRange(1, None, closed="left")],
-        "n_jobs": [Integral, None],  # as SpectralClustering: joblib refuses 0 only where the kNN search runs
+        "n_jobs": SPECTRAL_N_JOBS,
     }
 
     def __init__(self, kind="precomputed", *, n_neighbors=10, n_jobs=None):
