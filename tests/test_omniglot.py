@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from pathlib import Path
 
@@ -191,8 +192,44 @@ def test_forged_archives_are_refused_before_they_are_read(tmp_path):
         load_omniglot(data_home=archive("renamed", renamed), expect_complete=False)
     huge = io.BytesIO()
     Image.new("1", (5000, 5000), 1).save(huge, format="PNG")
-    with pytest.raises(ValueError, match=r"cannot decode .*an image of 5000 x 5000 pixels"):
+    with pytest.raises(ValueError, match=r"PNG image of mode 1, 5000 x 5000 pixels.*not an archive of Omniglot"):
         load_omniglot(data_home=archive("huge", [(entry, huge.getvalue())]), expect_complete=False)
+
+
+@pytest.mark.parametrize("mode, size, image_format", [
+    ("I;16", (105, 105), "PNG"),  # 16-bit: convert('L') clipped every pixel to white, a blank drawing
+    ("RGBA", (105, 105), "PNG"),  # transparent background read as black ink
+    ("L", (105, 90), "PNG"),  # not square: stretched without a word
+    ("L", (105, 105), "JPEG"),
+])
+def test_members_that_are_not_omniglot_drawings_are_refused(tmp_path, mode, size, image_format):
+    """A probe (/work/probe34h): such members decoded to wrong ink, or were reshaped, without an error."""
+    picture = Image.new(mode, size)
+    if mode == "RGBA":
+        picture.putpixel((50, 50), (0, 0, 0, 255))  # one black stroke pixel on a transparent background
+    buffer = io.BytesIO()
+    picture.save(buffer, format=image_format)
+    path = tmp_path / "images_background.zip"
+    with zipfile.ZipFile(path, "w") as forged:
+        forged.writestr("images_background/A/character01/0001_01.png", buffer.getvalue())
+    with pytest.raises(ValueError, match=rf"0001_01.png is a {image_format} image of mode {re.escape(mode)}, "
+                                         rf"{size[0]} x {size[1]} pixels; Omniglot drawings are 1-bit 105 x 105"):
+        load_omniglot(data_home=tmp_path, expect_complete=False)
+
+
+def test_eight_bit_greyscale_drawings_decode_like_one_bit_ones(tmp_path):
+    ink = np.zeros((105, 105), dtype=bool)
+    ink[20:40] = True
+    grey = io.BytesIO()
+    Image.fromarray(np.where(ink, 0, 255).astype(np.uint8)).save(grey, format="PNG")
+    for name, content in (("one_bit", _png(ink)), ("grey", grey.getvalue())):
+        (tmp_path / name).mkdir()
+        with zipfile.ZipFile(tmp_path / name / "images_background.zip", "w") as archive:
+            archive.writestr("images_background/A/character01/0001_01.png", content)
+    one_bit = load_omniglot(data_home=tmp_path / "one_bit", expect_complete=False, image_size=105).images
+    eight_bit = load_omniglot(data_home=tmp_path / "grey", expect_complete=False, image_size=105).images
+    np.testing.assert_array_equal(one_bit, eight_bit)
+    np.testing.assert_array_equal(one_bit[0], ink.astype(np.float32))
 
 
 def test_loader_arguments_of_the_wrong_kind_are_named(tmp_path):

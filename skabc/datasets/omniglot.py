@@ -25,10 +25,12 @@ ARCHIVES = {"background": "images_background.zip", "evaluation": "images_evaluat
 EXPECTED_IMAGES = {"background": 19_280, "evaluation": 13_180}
 
 _ENTRY = re.compile(r"^images_(background|evaluation)/([^/]+)/(character\d+)/(\d{4})_(\d{2})\.png$")
-#: Largest drawing read: the official PNGs are under 500 bytes, 105 x 105 pixels; a forged member may declare
-#: gigabytes (a zip bomb) or a huge image inside a small file.
+#: Largest drawing read: the official PNGs are under 500 bytes; a forged member may declare gigabytes (a zip bomb).
 MAX_ENTRY_BYTES = 1 << 20
-MAX_IMAGE_SIDE = 1024
+#: Every official drawing is a 1-bit 105 x 105 PNG.  Anything else is refused before it is decoded: a huge image
+#: hides in a small file, and 16-bit or transparent pictures would decode to wrong ink without an error.
+DRAWING_SIDE = 105
+DRAWING_MODES = ("1", "L")
 
 
 def omniglot_search_paths(data_home: str | os.PathLike | None = None) -> list[Path]:
@@ -160,13 +162,18 @@ def load_omniglot(
         drawer = np.empty(len(entries), dtype=np.int64)
         for row, ((alpha, char, char_id, nn), info) in enumerate(entries):
             try:
-                with Image.open(io.BytesIO(archive.read(info))) as picture:
-                    if max(picture.size) > MAX_IMAGE_SIDE:  # read lazily: refused before it is decoded
-                        raise ValueError(f"an image of {picture.size[0]} x {picture.size[1]} pixels")
+                with Image.open(io.BytesIO(archive.read(info))) as picture:  # lazy: the header only
+                    if (picture.format != "PNG" or picture.mode not in DRAWING_MODES
+                            or picture.size != (DRAWING_SIDE, DRAWING_SIDE)):
+                        raise _NotADrawing(f"{info.filename} is a {picture.format} image of mode {picture.mode}, "
+                                           f"{picture.size[0]} x {picture.size[1]} pixels; Omniglot drawings are "
+                                           f"1-bit {DRAWING_SIDE} x {DRAWING_SIDE} PNGs")
                     grey = picture.convert("L")
                     if image_size != grey.width or image_size != grey.height:
                         grey = grey.resize((image_size, image_size), Image.Resampling.LANCZOS)
                     pixels = np.asarray(grey, dtype=np.float32)
+            except _NotADrawing as exc:
+                raise ValueError(f"{path}: {exc}: it is not an archive of Omniglot drawings.") from None
             except Exception as exc:  # zlib / PIL errors: one clear message naming the entry
                 raise ValueError(f"{path}: cannot decode {info.filename} ({exc}); the archive is corrupt.") from exc
             images[row] = 1.0 - np.clip(pixels / 255.0, 0.0, 1.0)  # strokes are dark on white
@@ -189,6 +196,10 @@ def load_omniglot(
         archive=str(path),
         DESCR=__doc__,
     )
+
+
+class _NotADrawing(Exception):
+    """An archive member that decodes, but not to an Omniglot drawing."""
 
 
 def _check_subset(subset) -> None:
