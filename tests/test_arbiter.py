@@ -8,6 +8,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from skabc import ABCClustering
+from skabc._sets import arbiter_candidates
 from skabc.spectral import SpectralStep
 from skabc.spectral.arbiter import (
     ARBITERS,
@@ -467,6 +468,24 @@ def test_sets_too_small_for_a_knn_graph_get_the_kernels_own_partition(n_clusters
     for rows in ([0], [0, 1]):
         labels = model.predict(X[rows])
         assert labels.shape == (len(rows),)
+
+
+@pytest.mark.parametrize("arbiter", ["generic", "generic-knn"])
+@pytest.mark.parametrize("n_clusters", [None, 2])
+def test_a_knn_graph_linking_every_row_is_no_candidate(arbiter, n_clusters):
+    """A probe (/work/probe35a): with at most 11 distinct rows the 10-NN graph links every row to every other, and
+    the kNN partition of ``arbiter='generic-knn'`` was an arbitrary cut: two blobs of five rows 8 apart scored ARI 0,
+    copies of one row landed in different clusters (also in a set of 600 rows of two values)."""
+    rng = np.random.RandomState(0)
+    y = np.arange(10) % 2
+    blobs = rng.randn(10, 2) * 0.3 + 8 * y[:, None]
+    model = ABCClustering(n_clusters=n_clusters, arbiter=arbiter, random_state=0).fit(blobs)
+    assert adjusted_rand_score(y, model.labels_) == 1.0 and model.candidate_ is None
+    two_values = np.array([[0.0, 0.0], [1.0, 1.0]])[np.arange(600) % 2]
+    labels = ABCClustering(n_clusters=n_clusters, arbiter=arbiter, random_state=0).fit_predict(two_values)
+    assert adjusted_rand_score(np.arange(600) % 2, labels) == 1.0
+    with pytest.raises(ValueError, match=r"more than 11 distinct rows \(its 10-NN graph links every row"):
+        arbiter_candidates(model, two_values)
 
 
 def test_shipped_given_k_arbiter_loads_and_scores_both_partitions():

@@ -31,7 +31,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from .eigen import laplacian_eigenvalues
 from .forest import TreeEnsemble
-from .knn import knn_graph
+from .knn import KNN_NEIGHBORS, knn_graph, links_every_row
 from .mixture import MixtureSource
 from .select import (
     N_CLUSTERS_SELECTORS,
@@ -57,8 +57,6 @@ CANDIDATES = {
     "kernel-given": ("kernel", "given"),
     "knn-given": ("knn", "given"),
 }
-#: Smallest set an arbiter chooses for; smaller ones get the kernel's own partition.
-MIN_SET_SIZE = 3
 #: Laplacian eigenvalues per affinity that an arbiter's features read, unless its file names another
 #: ``spectrum_size``: a set of more clusters than that reads as if it had ``SPECTRUM_SIZE - 1``.
 SPECTRUM_SIZE = 21
@@ -364,11 +362,12 @@ class Arbiter:
         ------
         ValueError
             If ``step`` gives ``n_clusters`` and this arbiter is for ``k`` unknown, or the other way round,
-            or the set has fewer than :data:`MIN_SET_SIZE` points.
+            or the set's kNN graph links every row to every other (:func:`~skabc.spectral.knn.links_every_row`).
         """
         self._check_mode(step)
-        if np.shape(X)[0] < MIN_SET_SIZE:
-            raise ValueError(f"an arbiter needs sets of at least {MIN_SET_SIZE} points, got {np.shape(X)[0]}")
+        if links_every_row(X):
+            raise ValueError(f"an arbiter needs sets of more than {KNN_NEIGHBORS + 1} distinct rows (its "
+                             f"{KNN_NEIGHBORS}-NN graph links every row of a smaller one to every other)")
         return candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
 
     def choose(self, candidates: list[Candidate], n_features_in: int) -> tuple[int, np.ndarray]:
@@ -394,8 +393,8 @@ class Arbiter:
         """
         self._check_mode(step)
         n = np.shape(X)[0]
-        if n < MIN_SET_SIZE or (self.given_k and step.n_clusters > n):
-            # Nothing to choose between (no kNN graph of one point), or singletons with the step's warning.
+        if links_every_row(X) or (self.given_k and step.n_clusters > n):
+            # Nothing to choose between (a kNN graph of every pair: its cuts are arbitrary), or singletons.
             return (*step.cluster(probabilities, eigen_seed, seed), None)
         candidates = self.candidates_of(step, probabilities, X, eigen_seed, seed)
         best, _ = self.choose(candidates, np.shape(X)[1])

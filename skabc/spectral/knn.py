@@ -48,6 +48,14 @@ def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS, distinct_rows: bool = True) -
     return graph
 
 
+def links_every_row(X, n_neighbors: int = KNN_NEIGHBORS) -> bool:
+    """Whether :func:`knn_graph` of ``X`` links every row to every other (at most ``n_neighbors + 1`` distinct rows).
+
+    Such a graph shows no clusters: any cut of it is arbitrary, and copies of one row landed in different ones.
+    """
+    return X.shape[0] <= n_neighbors + 1 or len(_distinct_rows(X)[0]) <= n_neighbors + 1
+
+
 def _symmetric_knn(X, n_neighbors: int, content_ties: bool = False) -> sp.csr_matrix:
     """``(C + C^T) / 2`` of the directed kNN connectivity ``C`` (self excluded).
 
