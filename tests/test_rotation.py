@@ -112,3 +112,31 @@ def test_more_components_than_aligned_eigenvectors_are_counted_not_merged(n_blob
     labels, _, k, eigenvalues = step.cluster(knn_graph(X), 0, 0)
     assert k == n_blobs and adjusted_rand_score(truth, labels) == pytest.approx(1.0)
     assert np.sum(eigenvalues < 1e-8) == n_blobs
+
+
+def test_a_count_inside_a_repeated_eigenvalue_is_not_chosen():
+    """A probe (/work/probe35a): two exact blocks have the spectrum [0, 0, 1, 1, ...]; the rotation of the first
+    c > 2 eigenvectors aligned an arbitrary basis of the repeated eigenvalue and counted k = 6 of 11 points."""
+    labels = np.arange(11) % 2
+    A = (labels[:, None] == labels[None]).astype(float)
+    model = ABCClustering(affinity="precomputed", n_clusters_selection="rotation", random_state=0).fit(A)
+    assert model.n_clusters_ == 2 and adjusted_rand_score(labels, model.labels_) == 1.0
+    # The mask itself: c = 3 is refused, so the best allowed count (2) wins whatever c = 3 scores.
+    _, vectors = top_eigenvectors(A, 4)
+    assert rotation_n_clusters(vectors, 3, allowed=np.array([True, False])) == 2
+    assert rotation_n_clusters(vectors, 3, allowed=np.array([False, False])) == rotation_n_clusters(vectors, 3)
+
+
+@pytest.mark.parametrize("selection", ["eigengap", "consensus", "rotation"])
+def test_points_that_nothing_links_are_each_their_own_cluster(selection):
+    """A probe (/work/probe35a): with every Laplacian eigenvalue zero, k was capped at n - 1, so two points that
+    nothing links shared a cluster ([0 1 2 3 1] for five isolated points)."""
+    from skabc.spectral.select import estimate_n_clusters
+
+    assert estimate_n_clusters(np.eye(4), max_clusters=10)[0] == 4
+    assert estimate_n_clusters(np.eye(4), max_clusters=3)[0] == 3  # max_clusters still caps it
+    model = ABCClustering(affinity="precomputed", n_clusters_selection=selection, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        labels = model.fit_predict(np.eye(5))
+    assert model.n_clusters_ == 5 and sorted(labels) == [0, 1, 2, 3, 4]

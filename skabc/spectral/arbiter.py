@@ -36,7 +36,7 @@ from .mixture import MixtureSource
 from .select import (
     N_CLUSTERS_SELECTORS,
     ZERO_EIGENVALUE,
-    _largest_eigengap,
+    _eigengap_k,
     consensus_n_clusters,
     estimate_n_clusters,
 )
@@ -166,7 +166,8 @@ class _Source:
                 k, values = consensus_n_clusters(self.affinity, step.max_clusters, random_state=eigen_seed,
                                                  eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol)
                 self.found["consensus"] = (k, values)
-                self.found.setdefault("eigengap", (_largest_eigengap(values) if len(values) > 1 else 1, values))
+                gap_k = _eigengap_k(values, self.affinity.shape[0], step.max_clusters) if len(values) > 1 else 1
+                self.found.setdefault("eigengap", (gap_k, values))
             elif rule == "eigengap":
                 # Eigenvalues only: the partition comes from labels_at, as for every rule.
                 self.found["eigengap"] = estimate_n_clusters(self.affinity, step.max_clusters, random_state=eigen_seed,

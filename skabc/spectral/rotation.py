@@ -57,7 +57,8 @@ def alignment_qualities(vectors: np.ndarray, max_clusters: int | None = None) ->
     return np.clip(np.asarray(qualities), 0.0, 1.0)
 
 
-def rotation_n_clusters(vectors: np.ndarray, max_clusters: int | None = None, tolerance: float = 1e-3) -> int:
+def rotation_n_clusters(vectors: np.ndarray, max_clusters: int | None = None, tolerance: float = 1e-3,
+                        allowed: np.ndarray | None = None) -> int:
     """The largest ``c >= 2`` whose alignment quality is within ``tolerance`` of the best.
 
     Parameters
@@ -70,6 +71,11 @@ def rotation_n_clusters(vectors: np.ndarray, max_clusters: int | None = None, to
         Qualities this close to the best count as tied, and the paper picks
         the largest of tied ``c``: well-separated clusters align perfectly at
         every ``c`` up to their number, so exact ties are common.
+    allowed : ndarray of bool, optional
+        ``allowed[c - 2]``: whether ``c`` may be chosen (default: every ``c``
+        scored).  The first ``c`` eigenvectors of a repeated eigenvalue are
+        an arbitrary basis of its eigenspace, and so is their alignment:
+        such a ``c`` is still rotated (the next one starts from it), not chosen.
 
     Returns
     -------
@@ -79,6 +85,10 @@ def rotation_n_clusters(vectors: np.ndarray, max_clusters: int | None = None, to
     if vectors.shape[1] < 2 or vectors.shape[0] < 2:
         return 1
     qualities = alignment_qualities(vectors, max_clusters)
+    if allowed is not None:
+        allowed = np.asarray(allowed, dtype=bool)[: len(qualities)]
+        if allowed.any():
+            qualities = np.where(allowed, qualities, -np.inf)
     good = np.flatnonzero(qualities >= qualities.max() - tolerance)
     return int(good[-1] + 2)
 

@@ -37,6 +37,9 @@ LIKELIHOOD_CANDIDATES = 5
 
 #: Laplacian eigenvalues below this count as zero: one per connected component of the affinity.
 ZERO_EIGENVALUE = 1e-8
+#: Laplacian eigenvalues closer than this are one repeated eigenvalue (exact blocks, copies of rows): a float32
+#: affinity, as every learned one is, moves them apart by about 1e-7.
+TIED_EIGENVALUES = 1e-6
 
 
 def _largest_eigengap(eigenvalues: np.ndarray) -> int:
@@ -50,6 +53,16 @@ def _largest_eigengap(eigenvalues: np.ndarray) -> int:
     if len(values) > 1 and values[-1] < ZERO_EIGENVALUE:
         return len(values) - 1
     return int(np.argmax(np.diff(values)) + 1)
+
+
+def _eigengap_k(eigenvalues: np.ndarray, n_points: int, max_clusters: int) -> int:
+    """:func:`_largest_eigengap`, except where ``eigenvalues`` are the whole spectrum and all zero: every one of the
+    ``n_points`` points is its own component, and ``k = n_points`` (within ``max_clusters``), not ``n_points - 1``
+    clusters of which one joins two points that nothing links."""
+    values = np.asarray(eigenvalues, dtype=np.float64)
+    if 1 < n_points == len(values) <= max_clusters and values[-1] < ZERO_EIGENVALUE:
+        return n_points
+    return _largest_eigengap(values)
 
 
 def estimate_n_clusters(
@@ -97,7 +110,7 @@ def estimate_n_clusters(
         affinity, cap + 1, random_state=random_state, eigen_solver=eigen_solver, eigen_tol=eigen_tol,
         dense_memory=dense_memory, single_precision=single_precision,
     )
-    return _largest_eigengap(eigenvalues), eigenvalues
+    return _eigengap_k(eigenvalues, n, max_clusters), eigenvalues
 
 
 #: Relative powers of :func:`consensus_n_clusters`: the affinity as given, two softer versions and one sharper.
@@ -329,7 +342,7 @@ def eigengap_spectral_labels(
         affinity, max(n_eigen, wanted), solver, check_random_state(eigen_random_state), eigen_tol, vectors=True
     )
     eigenvalues = values[:n_eigen]
-    n_clusters = _largest_eigengap(eigenvalues)
+    n_clusters = _eigengap_k(eigenvalues, n, max_clusters)
     if n_clusters <= 1:
         return np.zeros(n, dtype=np.int64), n_clusters, eigenvalues
     # discretize and cluster_qr make one cluster per column: they read exactly k of them (as spectral_labels).
@@ -414,12 +427,14 @@ def select_rotation(step: SpectralStep, affinity, probabilities, eigen_seed, see
         # Only zeros: more components than the alignment can score; the eigengap over max_clusters counts them
         # (max_clusters itself if there are more still), not a rotation of an arbitrary basis of their indicators.
         if cap == min(step.max_clusters, affinity.shape[0] - 1):  # these values are that eigengap's window
-            return Selection(_largest_eigengap(values), values)
+            return Selection(_eigengap_k(values, affinity.shape[0], step.max_clusters), values)
         return Selection(*estimate_n_clusters(affinity, step.max_clusters, random_state=eigen_seed,
                                               eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol))
     if _largest_eigengap(values) == 1:
         return Selection(1, values)
-    return Selection(rotation_n_clusters(vectors[:, :cap], cap), values)
+    # A count inside a repeated eigenvalue (two exact blocks: [0, 0, 1, 1, ...]) cuts an arbitrary basis of it.
+    distinct = np.diff(values[: cap + 1])[1:] > TIED_EIGENVALUES  # c = 2..cap: lambda_{c+1} > lambda_c
+    return Selection(rotation_n_clusters(vectors[:, :cap], cap, allowed=distinct), values)
 
 
 #: ``n_clusters_selection`` name -> selector.
