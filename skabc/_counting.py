@@ -27,6 +27,7 @@ from ._subsample import MAX_SAMPLES_AUTO, draw_rows
 from .pretrained import load
 from .spectral import SpectralStep, compact
 from .spectral.arbiter import Arbiter, arbiter_for
+from .spectral.knn import links_every_row
 
 #: Counting arbiter name -> the shipped kernel whose recommended settings (and arbiter) count the clusters.
 COUNTING_ARBITERS = {"generic-count": "generic"}
@@ -58,19 +59,19 @@ def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed, c
     Returns what :meth:`~skabc.spectral.arbiter.Arbiter.cluster` returns: labels (compact ids), the affinity
     clustered, ``k``, the eigenvalues the counting candidate read, and ``'affinity-at-<candidate>'``.  Sparse
     rows are counted through a dense copy of the counted subsample (the same ``k`` as the same rows stored
-    dense); sparse rows wider than :data:`MAX_DENSIFIED_FEATURES` and sets too small for an arbiter keep
-    ``step``'s own rule (candidate ``None``).
+    dense); sparse rows wider than :data:`MAX_DENSIFIED_FEATURES` and sets too small for an arbiter (whose
+    kNN graph links every row to every other) keep ``step``'s own rule (candidate ``None``).
     """
     n = _num_samples(X)
-    if n < 3 or (sp.issparse(X) and X.shape[1] > MAX_DENSIFIED_FEATURES):
+    counted = None
+    if not (sp.issparse(X) and X.shape[1] > MAX_DENSIFIED_FEATURES):
+        rows = draw_rows(n, MAX_SAMPLES_AUTO, seed)
+        counted = X if rows is None else _safe_indexing(X, rows)
+        counted = check_array(counted.toarray() if sp.issparse(counted) else counted)
+    if counted is None or links_every_row(counted):
         return (*step.cluster(affinity, eig_seed, seed), None)
-    rows = draw_rows(n, MAX_SAMPLES_AUTO, seed)
-    counted = X if rows is None else _safe_indexing(X, rows)
-    if sp.issparse(counted):
-        counted = counted.toarray()
     kernel, counting_step, arbiter = counting_setup(name, step)
-    _, _, k, eigenvalues, chosen = arbiter.cluster(counting_step, kernel.affinity(counted),
-                                                   check_array(counted), eig_seed, seed)
+    _, _, k, eigenvalues, chosen = arbiter.cluster(counting_step, kernel.affinity(counted), counted, eig_seed, seed)
     # Exactly SpectralClustering(n_clusters=k) on the model's affinity, ids renumbered as every k-unknown fit's;
     # given cut_random_state, seeded as SpectralClustering(random_state=cut_random_state) is.
     cut_seeds = (eig_seed, seed) if cut_random_state is None else (None, cut_random_state)

@@ -196,11 +196,11 @@ def test_y_is_ignored_by_every_non_learned_affinity(blobs, affinity):
     (dict(affinity="precomputed"), np.array([[1.0, np.nan], [np.nan, 1]]), "NaN"),
     (dict(affinity="precomputed_nearest_neighbors"), np.ones((4, 3)), "square"),
     (dict(affinity="precomputed_nearest_neighbors"), -np.ones((4, 4)), "non-negative"),
-    (dict(affinity="precomputed_nearest_neighbors", n_neighbors=4), np.ones((4, 4)) - np.eye(4), "n_neighbors=4"),
+    (dict(affinity="precomputed_nearest_neighbors", n_neighbors=5), np.ones((4, 4)) - np.eye(4), "n_neighbors=5"),
     (dict(affinity="magic"), np.ones((4, 2)), "affinity"),
     (dict(affinity="rbf", gamma=0.0), np.ones((4, 2)), "gamma"),
     (dict(affinity="rbf", gamma=-1.0), np.ones((4, 2)), "gamma"),
-    (dict(affinity="nearest_neighbors", n_neighbors=12), np.arange(24.0).reshape(12, 2), "n_neighbors=12"),
+    (dict(affinity="nearest_neighbors", n_neighbors=13), np.arange(24.0).reshape(12, 2), "n_neighbors=13"),
     (dict(affinity="nearest_neighbors", n_neighbors=0), np.ones((4, 2)), "n_neighbors"),
     (dict(affinity="rbf"), np.array([[0.0, np.nan], [1.0, 2.0]]), "NaN"),
 ])
@@ -381,3 +381,33 @@ def test_predict_many_of_a_counting_model_equals_predict_set_by_set():
     model = ABCClustering(arbiter="generic-count", random_state=0).fit(sets[0])
     for labels, X in zip(model.predict_many(sets), sets, strict=True):
         np.testing.assert_array_equal(labels, model.predict(X))
+
+
+@pytest.mark.parametrize("affinity", ["nearest_neighbors", "precomputed_nearest_neighbors"])
+def test_n_neighbors_up_to_the_number_of_samples_as_spectral_clustering(affinity):
+    """A probe (/work/probe35a): SpectralClustering takes n_neighbors == n_samples (the point itself is one of them);
+    ABCClustering refused it, and a too-large value named the size of a group or subsample as 'the number of
+    samples' without saying so."""
+    from sklearn.metrics import pairwise_distances
+
+    X = np.random.RandomState(0).randn(5, 2)
+    data = pairwise_distances(X) if affinity == "precomputed_nearest_neighbors" else X
+    params = dict(n_clusters=2, affinity=affinity, n_neighbors=5, random_state=0)
+    np.testing.assert_array_equal(ABCClustering(**params).fit(data).labels_,
+                                  SpectralClustering(**params).fit(data).labels_)
+    with pytest.raises(ValueError, match=r"n_neighbors=6 must be at most the number of rows of the set clustered, 5"):
+        ABCClustering(**{**params, "n_neighbors": 6}).fit(data)
+    rows = np.random.RandomState(1).randn(11, 2)
+    with pytest.raises(ValueError, match=r"clustered, 1, .*each group of `groups` is a set of its own"):
+        ABCClustering(affinity="nearest_neighbors").fit(rows, groups=np.r_[np.zeros(10), 1].astype(int))
+
+
+def test_a_set_too_small_for_the_counting_arbiter_keeps_its_affinitys_own_rule():
+    """A probe (/work/probe35a): on five rows the counting arbiter chose a kNN candidate whose graph links every row
+    to every other; such sets keep the affinity's own eigengap, as sets under three rows did."""
+    X = np.array([[0.0, 0.0], [0.2, 0.1], [0.1, 0.3], [8.0, 8.0], [8.2, 8.1]])
+    model = ABCClustering(affinity="rbf", random_state=0).fit(X)
+    assert model.candidate_ is None
+    assert adjusted_rand_score([0, 0, 0, 1, 1], model.labels_) == 1.0
+    own = ABCClustering(affinity="rbf", arbiter=None, n_clusters_selection="eigengap", random_state=0).fit(X)
+    np.testing.assert_array_equal(model.labels_, own.labels_)

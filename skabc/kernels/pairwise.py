@@ -50,10 +50,12 @@ def _physical_memory_bytes() -> float | None:
 
 
 def _check_n_neighbors(n_neighbors: int, n_samples: int, affinity: str) -> None:
-    if n_neighbors >= n_samples:
+    # The point itself is one of its neighbours, so n_neighbors == n_samples works, as in SpectralClustering.
+    if n_neighbors > n_samples:
         raise ValueError(
-            f"n_neighbors={n_neighbors} must be smaller than the number of samples ({n_samples}) "
-            f"for affinity={affinity!r}; lower n_neighbors."
+            f"n_neighbors={n_neighbors} must be at most the number of rows of the set clustered, {n_samples}, "
+            f"for affinity={affinity!r} (each group of `groups` is a set of its own, and a set past max_samples is "
+            f"clustered on a subsample of that many rows); lower n_neighbors."
         )
 
 
@@ -80,7 +82,7 @@ class PairwiseKernel(Kernel):
         kernels; must be positive.
     n_neighbors : int, default=10
         Neighbours per point of the kNN graph (the point itself included);
-        must be smaller than the number of samples.
+        at most the number of samples.
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -286,8 +288,8 @@ class PrecomputedKernel(Kernel):
         ------
         ValueError
             If ``X`` is not square, has negative or non-finite entries, or
-            (an affinity) is not symmetric; or ``n_neighbors`` is not below
-            the number of samples.
+            (an affinity) is not symmetric; or ``n_neighbors`` exceeds the
+            number of samples.
         """
         self._validate_params()
         X = check_array(X, accept_sparse=SPARSE_FORMATS, dtype=np.float64)
