@@ -56,6 +56,16 @@ def kernel_input(model, X, checked):
     return densify(checked, model.kernel) if sp.issparse(checked) else X
 
 
+def without_unseen_names(X_in, X, checked, kernel):
+    """The validated ``checked`` in place of the caller's DataFrame ``X`` for a kernel fitted without feature names.
+
+    ``ABCClustering`` has checked the names against its own already, and such a kernel (every shipped one was saved
+    without names) would warn about names it never saw on every call, with nothing the user could change.
+    """
+    unseen = X_in is X and hasattr(X, "columns") and not hasattr(kernel, "feature_names_in_")
+    return checked if unseen else X_in
+
+
 def densify(X, kernel) -> np.ndarray:
     """Sparse features as the dense array the network needs, if that copy fits the kernel's memory limit."""
     inner = kernel.estimator if isinstance(kernel, FrozenEstimator) else kernel

@@ -13,7 +13,15 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from . import _fit_inputs, persistence
 from ._clustering_io import ClusteringPersistenceMixin, remember_fitted_params
 from ._constraints import SPECTRAL_N_JOBS, IntRange
-from ._fit_inputs import is_learned, is_pairwise, kernel_input, resolve_kernel, validate_set, warn_if_square
+from ._fit_inputs import (
+    is_learned,
+    is_pairwise,
+    kernel_input,
+    resolve_kernel,
+    validate_set,
+    warn_if_square,
+    without_unseen_names,
+)
 from ._resolve import resolve_settings
 from ._sets import check_n_jobs, check_sets, cluster_groups, map_sets, set_seeds
 from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
@@ -328,6 +336,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         warn_if_square(self, checked, group_codes)
         X_in = kernel_input(self, X, checked)
         self.kernel_ = resolve_kernel(self, X_in, y, groups)
+        X_in = without_unseen_names(X_in, X, checked, self.kernel_)
         self._resolve_auto(as_kernel(self.kernel_).recommended_clustering())
         labels, affinities, n_found, eigenvalues, chosen = cluster_groups(self, X_in, checked.shape[0], group_codes)
         self.labels_, self.n_clusters_ = labels, int(sum(n_found))
@@ -365,7 +374,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
     def _predict_input(self, X):
         """``X`` validated against what ``fit`` saw (width, feature names), as the kernel takes it."""
         check_not_masked_or_missing(X)
-        return kernel_input(self, X, validate_set(self, X, reset=False, ensure_min_samples=1))
+        checked = validate_set(self, X, reset=False, ensure_min_samples=1)
+        return without_unseen_names(kernel_input(self, X, checked), X, checked, self.kernel_)
 
     def fit_predict(self, X, y=None, groups=None):
         """Fit (training the kernel on ``y`` only when ``kernel`` asks for it) and return the labels of ``X``.

@@ -257,6 +257,26 @@ def test_dataframe_with_frozen_dataframe_kernel_gives_no_feature_name_warning(df
     assert not messages, messages
 
 
+def test_a_kernel_fitted_without_names_hears_nothing_of_the_dataframes_names():
+    """A probe (/work/probe35c): the shipped circles kernel (saved without feature names) warned 'X has feature
+    names, but ContextualKernel was fitted without feature names' on every fit and predict of a DataFrame, which
+    ABCClustering had checked already; the user could change nothing."""
+    from sklearn.datasets import make_circles
+
+    X, _ = make_circles(60, factor=0.5, noise=0.05, random_state=0)
+    frame = pd.DataFrame(X, columns=["u", "v"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model = ABCClustering.from_pretrained("circles", random_state=0).fit(frame)
+        predicted = model.predict(frame)
+    np.testing.assert_array_equal(model.feature_names_in_, ["u", "v"])
+    plain = ABCClustering.from_pretrained("circles", random_state=0).fit(X)
+    np.testing.assert_array_equal(model.labels_, plain.labels_)
+    np.testing.assert_array_equal(predicted, plain.predict(X))
+    with pytest.raises(ValueError, match="feature names should match"):  # ABCClustering's own check still holds
+        model.predict(frame.rename(columns={"u": "x"}))
+
+
 # ---------------------------------------------------------------------------------------- shape of X
 @pytest.mark.parametrize("route", ROUTES)
 def test_zero_rows_raise(route, ctx):

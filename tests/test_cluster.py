@@ -278,6 +278,21 @@ def test_spectral_clustering_code_with_routing_and_group_cv_runs_unchanged():
     np.testing.assert_allclose(scores[ABCClustering], scores[SpectralClustering])
 
 
+def test_routed_groups_reach_a_pipelines_fit_predict_when_requested_for_fit_and_predict():
+    """The guide's recipe: scikit-learn composes fit_predict's request from fit's and predict's, so a Pipeline's
+    fit_predict needs groups requested for both (a probe, /work/probe35c, found fit's request alone refused)."""
+    X, _ = make_blobs(60, n_features=3, centers=3, random_state=0)
+    groups = np.repeat([0, 1], 30)
+    with config_context(enable_metadata_routing=True):
+        model = ABCClustering(n_clusters=3, affinity="rbf", random_state=0)
+        pipe = make_pipeline(StandardScaler(), model.set_fit_request(groups=True).set_predict_request(groups=True))
+        labels = pipe.fit_predict(X, groups=groups)
+    scaled = StandardScaler().fit_transform(X)
+    np.testing.assert_array_equal(labels, ABCClustering(n_clusters=3, affinity="rbf", random_state=0)
+                                  .fit(scaled, groups=groups).labels_)
+    assert len(np.unique(labels)) == 6  # three per group: each group was clustered as its own set
+
+
 @pytest.mark.parametrize(
     "X, y, groups, match",
     [
