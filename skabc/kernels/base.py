@@ -9,9 +9,13 @@ for attributes.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
+from sklearn import get_config
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
@@ -94,6 +98,71 @@ class Kernel(BaseEstimator):
             (power 1, ``'kmeans'``, ``'eigengap'``).
         """
         return {}
+
+
+#: ``set_output(transform=...)`` values: scikit-learn's.
+OUTPUT_CONTAINERS = ("default", "pandas", "polars")
+
+
+class AffinityTransformerMixin(TransformerMixin, auto_wrap_output_keys=None):  # transform wraps its own output
+    """``transform`` for kernels: :meth:`Kernel.affinity`, in the container ``set_output`` asks for.
+
+    The default is the affinity as it comes (ndarray or sparse).  ``'pandas'`` or ``'polars'`` (here or in
+    scikit-learn's global ``transform_output``) give a DataFrame whose columns are the set's points, named
+    ``<classname>0``, ``<classname>1``, ... (the pandas index is the input's).  There is no
+    ``get_feature_names_out``: the columns are the points of whichever set is transformed, not features.
+    ABCClustering reads :meth:`Kernel.affinity`, so no output setting reaches it.
+    """
+
+    def transform(self, X):
+        """The affinity of the set ``X`` (:meth:`affinity`), in the container :meth:`set_output` asks for.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One set.
+
+        Returns
+        -------
+        affinity : ndarray, scipy.sparse.csr_matrix or DataFrame of shape (n_samples, n_samples)
+        """
+        return self._as_output(self.affinity(X), X)
+
+    def set_output(self, *, transform=None):
+        """Choose the container :meth:`transform` returns: ``'default'``, ``'pandas'`` or ``'polars'``.
+
+        Parameters
+        ----------
+        transform : {'default', 'pandas', 'polars'} or None, default=None
+            ``None`` leaves the setting unchanged.
+
+        Returns
+        -------
+        self : estimator
+        """
+        if transform is None:
+            return self
+        if not isinstance(transform, str) or transform not in OUTPUT_CONTAINERS:
+            raise ValueError(f"set_output(transform=...) must be one of {OUTPUT_CONTAINERS} or None, got {transform!r}")
+        if transform != "default" and importlib.util.find_spec(transform) is None:
+            raise ImportError(f"set_output(transform={transform!r}) needs {transform}: pip install {transform}")
+        self._sklearn_output_config = {**getattr(self, "_sklearn_output_config", {}), "transform": transform}
+        return self
+
+    def _as_output(self, affinity, X):
+        container = getattr(self, "_sklearn_output_config", {}).get("transform", get_config()["transform_output"])
+        if container == "default":
+            return affinity
+        name = type(self).__name__
+        if sp.issparse(affinity):  # scikit-learn's own wording, which its checks and users' filters know
+            raise ValueError(f"{container.capitalize()} output does not support sparse data: {name} returned a "
+                             f"sparse affinity for this set of {affinity.shape[0]} points; set affinity_mode='dense' "
+                             "or set_output(transform='default').")
+        columns = [f"{name.lower()}{i}" for i in range(affinity.shape[1])]
+        if container == "polars":
+            return importlib.import_module("polars").DataFrame(affinity, schema=columns, orient="row")
+        index = X.index if hasattr(X, "index") and hasattr(X, "columns") else None
+        return importlib.import_module("pandas").DataFrame(affinity, index=index, columns=columns, copy=False)
 
 
 class TransformerKernel(Kernel):

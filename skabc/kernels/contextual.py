@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import persistence
@@ -14,14 +13,14 @@ from ..training.fitting import fit_kernel
 from ..training.plan import network_of
 from ._contextual_constraints import CONTEXTUAL_KERNEL_CONSTRAINTS
 from ._contextual_io import check_contextual, describe_contextual, restore_contextual
-from .base import Kernel, check_recommended_clustering
+from .base import AffinityTransformerMixin, Kernel, check_recommended_clustering
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
 SPARSE_AUTO_MIN_SAMPLES = 10_000
 
 
 @persistence.persistent
-class ContextualKernel(TransformerMixin, Kernel):
+class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=None):
     """Learned kernel from context (Attention-Based Clustering, Coward et al. 2020).
 
     A set encoder (an input embedder followed by ``n_blocks`` set-attention
@@ -340,8 +339,8 @@ class ContextualKernel(TransformerMixin, Kernel):
         return (np.float64, np.float32)
 
     # ------------------------------------------------------------ inference
-    def transform(self, X):
-        """Learned affinity of the set ``X``.
+    def affinity(self, X):
+        """Learned affinity of the set ``X`` (what :meth:`transform` returns, in the container ``set_output`` asks).
 
         Parameters
         ----------
@@ -384,10 +383,6 @@ class ContextualKernel(TransformerMixin, Kernel):
     def uses_sparse_affinity(self, n_samples: int) -> bool:
         """The former name of :meth:`returns_sparse`."""
         return self.returns_sparse(n_samples)
-
-    def affinity(self, X):
-        """The learned affinity of the set ``X``: the same as :meth:`transform`."""
-        return self.transform(X)
 
     def recommended_clustering(self) -> dict:
         """ABCClustering settings saved with this kernel (chosen on its validation data); ``{}`` if none."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import TransformerMixin, clone
+from sklearn.base import clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods
@@ -25,12 +25,12 @@ from .._validation import KernelParamsMixin
 from ..training.plan import network_of
 from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
 from ._contextual_io import check_contextual_part
-from .base import Kernel, as_kernel, check_recommended_clustering
+from .base import AffinityTransformerMixin, Kernel, TransformerKernel, as_kernel, check_recommended_clustering
 from .contextual import ContextualKernel
 
 
 @persistence.persistent
-class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
+class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_wrap_output_keys=None):
     """Mean affinity of several kernels trained from different seeds.
 
     Parameters
@@ -161,8 +161,8 @@ class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
             if hasattr(bound[0], "feature_names_in_"):
                 self.feature_names_in_ = bound[0].feature_names_in_
 
-    def transform(self, X):
-        """Mean of the members' affinities of the set ``X``.
+    def affinity(self, X):
+        """Mean of the members' affinities of the set ``X`` (what :meth:`transform` returns, as ``set_output`` asks).
 
         Parameters
         ----------
@@ -184,7 +184,8 @@ class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
                 kernel.check_memory(n, n_copies=2)
         dense = sparse = None
         for i, kernel in enumerate(self.kernels_):
-            affinity = kernel.transform(X)
+            member = as_kernel(kernel)  # a kernel's affinity whatever its set_output; any other transformer's output
+            affinity = kernel.transform(X) if isinstance(member, TransformerKernel) else member.affinity(X)
             if getattr(affinity, "shape", None) != (n, n):
                 raise ValueError(f"KernelEnsemble member {i} ({type(kernel).__name__}) returned shape "
                                  f"{getattr(affinity, 'shape', None)} for a set of {n} points, not its (n, n) affinity")
@@ -205,10 +206,6 @@ class KernelEnsemble(KernelParamsMixin, TransformerMixin, Kernel):
             rows = np.repeat(np.arange(n), np.diff(mean.indptr))
             mean.data += dense[rows, mean.indices] / n_members
         return mean
-
-    def affinity(self, X):
-        """The mean affinity of the set ``X``: the same as :meth:`transform`."""
-        return self.transform(X)
 
     @property
     def outputs_probabilities(self) -> bool:
