@@ -7,6 +7,7 @@ import ctypes
 import math
 import os
 import sys
+import threading
 from numbers import Real
 
 import torch
@@ -17,6 +18,22 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _GLIBC_DEFAULT_THRESHOLD = 128 * 1024
 #: Threshold while tuned: large tensor buffers stay on the heap between steps.
 _TUNED_THRESHOLD = 1 << 30
+#: Held by every seeded block (:func:`seeded_torch`).
+_SEEDED_LOCK = threading.RLock()
+#: :func:`float32_default` blocks open in the process, and the default dtype they found.
+_DTYPE_LOCK = threading.Lock()
+_FLOAT32_BLOCKS = 0
+_CALLER_DTYPE = torch.float32
+
+
+def _new_locks_in_child() -> None:
+    # A lock held by another thread at a fork stays held in the child for good: the child starts with fresh ones.
+    global _SEEDED_LOCK, _DTYPE_LOCK
+    _SEEDED_LOCK, _DTYPE_LOCK = threading.RLock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_new_locks_in_child)
 
 
 def _tunable_libc():
@@ -110,7 +127,9 @@ def seeded_torch(seed: int, device: torch.device):
     cuda_index = None
     if device.type == "cuda":
         cuda_index = device.index if device.index is not None else torch.cuda.current_device()
-    with torch.random.fork_rng(devices=[] if cuda_index is None else [cuda_index]):
+    # torch's generators are process-wide: fits overlapping in threads drew from each other's seeded streams (and
+    # the fork's restore rewound both), so seeded blocks run one at a time.
+    with _SEEDED_LOCK, torch.random.fork_rng(devices=[] if cuda_index is None else [cuda_index]):
         torch.default_generator.manual_seed(seed)
         if cuda_index is not None:
             with torch.cuda.device(cuda_index):
@@ -130,14 +149,24 @@ def float32_default():
     """torch's default dtype float32 inside the block (as a decorator too), the caller's again after it.
 
     The network is float32 (its sets, its saved weights); a caller's ``torch.set_default_dtype(torch.float64)``
-    would otherwise make the tensors it creates on the way float64 and mix the two.
+    would otherwise make the tensors it creates on the way float64 and mix the two.  The setting is
+    process-wide: while any block is open, every thread's default is float32.
     """
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float32)
+    global _FLOAT32_BLOCKS, _CALLER_DTYPE
+    # The default dtype is process-wide: blocks overlapping in threads restored each other's saved value and left
+    # the caller's float64 as float32.  The first block in saves it, the last one out restores it.
+    with _DTYPE_LOCK:
+        if _FLOAT32_BLOCKS == 0:
+            _CALLER_DTYPE = torch.get_default_dtype()
+            torch.set_default_dtype(torch.float32)
+        _FLOAT32_BLOCKS += 1
     try:
         yield
     finally:
-        torch.set_default_dtype(previous)
+        with _DTYPE_LOCK:
+            _FLOAT32_BLOCKS -= 1
+            if _FLOAT32_BLOCKS == 0:
+                torch.set_default_dtype(_CALLER_DTYPE)
 
 
 def memory_limit_bytes(memory_limit) -> float | None:

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -139,3 +141,113 @@ def test_a_float64_default_dtype_changes_nothing(blob_data, tmp_path):
     np.testing.assert_array_equal(again, expected[0])
     np.testing.assert_array_equal(loaded, expected[0])
     np.testing.assert_array_equal(labels, expected[1])
+
+
+def test_default_dtype_blocks_overlapping_in_threads_give_the_callers_back():
+    """A probe (/work/probe35b): two float32 blocks overlapping in threads restored each other's saved dtype: the
+    first in saved float64 and, closed first, restored it; the second saved float32 and restored that last."""
+    from skabc._runtime import float32_default
+
+    inside, close = threading.Event(), threading.Event()
+
+    def second_block():
+        with float32_default():
+            inside.set()
+            close.wait(10)
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        thread = threading.Thread(target=second_block)
+        with float32_default():
+            thread.start()
+            assert inside.wait(10)
+        assert torch.get_default_dtype() == torch.float32  # the second block is still open
+        close.set()
+        thread.join(10)
+        after = torch.get_default_dtype()
+    finally:
+        torch.set_default_dtype(previous)
+    assert after == torch.float64
+
+
+def test_seeded_blocks_in_threads_take_turns():
+    """A probe (/work/probe35b): trainings in two threads drew from each other's seeded streams (the generator is
+    process-wide), so a kernel with dropout differed from the same fit run alone."""
+    from skabc._runtime import seeded_torch
+
+    cpu = torch.device("cpu")
+    with seeded_torch(0, cpu):
+        alone = torch.rand(4)
+    with seeded_torch(1, cpu):
+        other_alone = torch.rand(2)
+    first_drew, second_inside, draws = threading.Event(), threading.Event(), {}
+
+    def first():
+        with seeded_torch(0, cpu):
+            head = torch.rand(2)
+            first_drew.set()
+            second_inside.wait(1.0)  # it is not let in while this block is open: the wait runs out
+            draws["first"] = torch.cat([head, torch.rand(2)])
+
+    def second():
+        assert first_drew.wait(10)
+        with seeded_torch(1, cpu):  # reseeds the process's generator, were it let in
+            second_inside.set()
+            draws["second"] = torch.rand(2)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    torch.testing.assert_close(draws["first"], alone, rtol=0, atol=0)
+    torch.testing.assert_close(draws["second"], other_alone, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+@pytest.mark.parametrize("lock", ["skabc._quiet_warnings._WARNINGS_LOCK", "skabc._runtime._SEEDED_LOCK",
+                                  "skabc._runtime._DTYPE_LOCK"])
+def test_a_child_forked_while_a_thread_holds_a_lock_of_the_package_does_not_hang(lock):
+    """A probe (/work/probe35b): forked while another thread clustered (holding the warnings lock), a child waited on
+    its copy of that lock for good in its first clustering."""
+    import importlib
+
+    from skabc._quiet_warnings import ignoring_warnings
+    from skabc._runtime import float32_default
+
+    module_name, name = lock.rsplit(".", 1)
+    held, release = threading.Event(), threading.Event()
+
+    def holder():
+        with getattr(importlib.import_module(module_name), name):
+            held.set()
+            release.wait(20)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert held.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: every block of the package must open at once
+        try:
+            with ignoring_warnings(), float32_default(), seeded_torch_cpu():
+                pass
+        finally:
+            os._exit(0)
+    try:
+        deadline = time.monotonic() + 20
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if done[0] == 0:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0, "the forked child hung on a held lock"
+    finally:
+        release.set()
+        thread.join(10)
+
+
+def seeded_torch_cpu():
+    from skabc._runtime import seeded_torch
+
+    return seeded_torch(0, torch.device("cpu"))
