@@ -127,6 +127,15 @@ def test_a_count_inside_a_repeated_eigenvalue_is_not_chosen():
     assert rotation_n_clusters(vectors, 3, allowed=np.array([False, False])) == rotation_n_clusters(vectors, 3)
 
 
+def test_copies_of_a_row_are_never_split_by_the_rotation_rule():
+    """A probe (/work/probe35a): two distinct rows, ten copies each, with the learned kernel: the learned affinity
+    holds two near-blocks whose spectrum is [0, 0, 1.0025 x 9, 1.006 x 9], and the rotation of eleven eigenvectors
+    (eigenvalues >= 1, which indicate no cluster) split the copies into k = 11 clusters."""
+    X = np.array([[0.0, 0.0], [1.0, 1.0]])[np.arange(20) % 2]
+    model = ABCClustering(n_clusters_selection="rotation", random_state=0).fit(X)
+    assert model.n_clusters_ == 2 and adjusted_rand_score(np.arange(20) % 2, model.labels_) == 1.0
+
+
 @pytest.mark.parametrize("selection", ["eigengap", "consensus", "rotation"])
 def test_points_that_nothing_links_are_each_their_own_cluster(selection):
     """A probe (/work/probe35a): with every Laplacian eigenvalue zero, k was capped at n - 1, so two points that

@@ -432,9 +432,11 @@ def select_rotation(step: SpectralStep, affinity, probabilities, eigen_seed, see
                                               eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol))
     if _largest_eigengap(values) == 1:
         return Selection(1, values)
-    # A count inside a repeated eigenvalue (two exact blocks: [0, 0, 1, 1, ...]) cuts an arbitrary basis of it.
-    distinct = np.diff(values[: cap + 1])[1:] > TIED_EIGENVALUES  # c = 2..cap: lambda_{c+1} > lambda_c
-    return Selection(rotation_n_clusters(vectors[:, :cap], cap, allowed=distinct), values)
+    # A count inside a repeated eigenvalue (two exact blocks: [0, 0, 1, 1, ...]) cuts an arbitrary basis of it, and
+    # an eigenvector of Laplacian eigenvalue >= 1 (adjacency eigenvalue <= 0) indicates no cluster: copies of rows
+    # were split by one (two distinct rows, ten copies each: k = 11).
+    allowed = (np.diff(values[: cap + 1])[1:] > TIED_EIGENVALUES) & (values[1:cap] < 1.0)  # c = 2..cap
+    return Selection(rotation_n_clusters(vectors[:, :cap], cap, allowed=allowed), values)
 
 
 #: ``n_clusters_selection`` name -> selector.
