@@ -696,6 +696,18 @@ def test_warm_start_on_another_width_names_the_columns(blob_data):
     with pytest.raises(ValueError, match=r"X has another number of columns than the kernel was fitted on") as info:
         kernel.set_params(warm_start=True).fit(np.hstack([X, X]), y, groups=groups)
     assert "size mismatch" not in str(info.value) and "warm_start=False" in str(info.value)
+    # A probe (/work/probe35d): the refused fit had set n_features_in_ to the new width already, and the kernel,
+    # weights intact, then refused its own data ('expecting 4 features').
+    assert kernel.n_features_in_ == X.shape[1]
+    np.testing.assert_array_equal(kernel.transform(X[:20]), ContextualKernel(**TINY).fit(X, y, groups=groups)
+                                  .transform(X[:20]))
+
+
+def test_a_pos_weight_that_would_stall_training_is_refused(blob_data):
+    """A probe (/work/probe35d): pos_weight=1e30 overflowed the clipped gradient's norm: the weights never moved."""
+    X, y, groups = blob_data
+    with pytest.raises(ValueError, match=r"'pos_weight' parameter of ContextualKernel must be .*1000000"):
+        ContextualKernel(**{**TINY, "pos_weight": 1e30}).fit(X, y, groups=groups)
 
 
 @pytest.mark.parametrize("attention, options, message", [

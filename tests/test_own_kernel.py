@@ -181,11 +181,12 @@ class _Net:
         self.history = History()
 
 
-def _run_epochs(monkeypatch, scores, patience=None, alpha=1.0):
+def _run_epochs(monkeypatch, scores, patience=None, alpha=1.0, start_is_candidate=True):
     """Drive ValidationSetsScoring through scripted scores; return the weight after each epoch and the net."""
     feed = iter(scores)
     monkeypatch.setattr(early_stopping, "score_sets", lambda module, sets, settings: next(feed))
-    net, callback = _Net(), ValidationSetsScoring(sets=[], settings={}, patience=patience, alpha=alpha)
+    net, callback = _Net(), ValidationSetsScoring(sets=[], settings={}, patience=patience, alpha=alpha,
+                                                  start_is_candidate=start_is_candidate)
     callback.on_train_begin(net)
     weights = [net.module_.bias.item()]
     for epoch in range(1, len(scores)):
@@ -240,6 +241,62 @@ def test_fine_tune_alpha_auto_is_half_unless_groups_validate():
         plan.resolve_fine_tune_alpha(ContextualKernel(fine_tune_alpha=0.3), "scratch", False)
 
 
+def test_a_scratch_start_never_wins_over_the_epochs(monkeypatch, blobs):
+    """A probe (/work/probe35d): a tiny scratch network's validation score stayed at its random start's for five
+    epochs (a near-constant affinity cuts sets the same way), and the random weights were returned."""
+    weights, net, callback = _run_epochs(monkeypatch, [0.7, 0.6, 0.6, 0.6, 0.6], patience=2, start_is_candidate=False)
+    assert callback.best_epoch_ == 1 and callback.stopped_
+    assert net.module_.bias.item() == 1.0 and net.module_.bias.item() != pytest.approx(weights[0])
+    X, y = blobs
+    starts = {}
+    for init in ("scratch", "generic"):
+        kernel = ContextualKernel(**FAST, init=init)
+        kernel._validate_params()
+        found = dict(plan.plan_training(kernel, X, y, None).callbacks)["validation"]
+        starts[init] = found.start_is_candidate
+    assert starts == {"scratch": False, "generic": True}
+
+
+def test_training_that_diverges_says_so_from_fit_and_keeps_the_kernel_as_it_was(blobs):
+    """A probe (/work/probe35d): with lr=1e30 a run whose last step overflowed the weights passed fit (the loss was
+    still finite) and the first transform blamed a corrupted model file; with early stopping, scipy's 'array must
+    not contain infs or NaNs' came out of the validation scoring."""
+    X, y = blobs
+    kernel = ContextualKernel(**TINY_NET, **FAST, init="scratch", max_epochs=1, sets_per_epoch=4).fit(X, y)
+    before = kernel.transform(X[:20])
+    for extra in ({"max_epochs": 1, "sets_per_epoch": 4}, {"max_epochs": "auto"}):
+        with pytest.raises(ValueError, match="training diverged"):
+            kernel.set_params(lr=1e30, **extra).fit(X, y)
+        np.testing.assert_array_equal(kernel.transform(X[:20]), before)  # the last good fit stands
+
+
+def test_held_out_groups_are_groups_that_can_form_a_set():
+    """A probe (/work/probe35d): with 150 groups of one row and one of 150, the split held out the only group that
+    could train ('no group holds at least 2 labelled rows'), or scored sets of one row (ARI 1 every epoch)."""
+    labels = np.r_[np.arange(150) % 3, np.arange(150) % 3]
+    groups = np.r_[np.arange(150), np.full(150, 150)]
+    for seed in range(6):
+        assert validation_split(labels, groups, 0.2, np.random.default_rng(seed)) is None
+    groups = np.r_[np.arange(150), np.repeat([150, 151, 152], 50)]
+    for seed in range(6):
+        held_out = validation_split(labels, groups, 0.2, np.random.default_rng(seed))
+        assert held_out is not None and set(np.unique(groups[held_out])) <= {150, 151, 152}
+        assert not held_out[:150].any()
+
+
+def test_schedule_says_what_runs_with_the_users_epoch_length(blobs, monkeypatch):
+    """A probe (/work/probe35d): with max_epochs='auto' and sets_per_epoch=16, schedule_ said 16 epochs of 400 sets
+    where 400 epochs of 16 ran."""
+    X, y = blobs
+    kernel = ContextualKernel(**TINY_NET, **FAST, init="scratch", sets_per_epoch=16, max_time=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kernel.fit(X, y)
+    assert kernel.schedule_.sets_per_epoch == 16
+    assert kernel.schedule_.max_epochs == kernel.net_.max_epochs
+    assert kernel.schedule_.n_steps == kernel.net_.max_epochs * 4  # batches of 4 sets
+
+
 def test_patience_stops_the_run(monkeypatch):
     _, net, callback = _run_epochs(monkeypatch, [0.5, 0.6, 0.4, 0.4, 0.4, 0.4], patience=2)
     assert callback.stopped_ and len(net.history) == 3
@@ -257,6 +314,18 @@ def test_max_time_stops_training_without_an_interruption_warning(blobs):
     assert len(kernel.net_.history) == 1 and len(kernel.net_.history[-1]["batches"]) == 1
     assert kernel.max_time_ == 1e-9
     assert TimeLimit(1.0).max_time == 1.0
+
+
+def test_max_time_inside_the_first_epoch_of_a_fine_tune_says_the_start_is_kept(blobs):
+    """A probe (/work/probe35d): the warning said the kernel took part of an epoch's steps, where validation had
+    restored the starting weights."""
+    X, y = blobs
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kernel = ContextualKernel(**FAST, max_time=1e-9).fit(X, y)
+    messages = [str(w.message) for w in caught if "max_time" in str(w.message)]
+    assert len(messages) == 1 and "its starting weights are kept (no epoch was scored)" in messages[0]
+    np.testing.assert_array_equal(kernel.transform(X[:30]), pretrained.load("generic").transform(X[:30]))
 
 
 def test_max_time_says_it_ended_the_run_when_verbose(blobs, capsys):

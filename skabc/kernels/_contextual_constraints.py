@@ -43,7 +43,8 @@ CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     # float32 (the optimizer's own state) holds neither beyond its largest value: torch overflows deep inside.
     "lr": [Interval(Real, 0, _FLOAT32_MAX, closed="neither")],
     "weight_decay": [Interval(Real, 0, _FLOAT32_MAX, closed="left")],
-    "pos_weight": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"}), None],
+    # Beyond a million the loss's gradient norm overflows float32 under clipping: training silently stood still.
+    "pos_weight": [Interval(Real, 0, 1e6, closed="right"), StrOptions({"balanced"}), None],
     "early_stopping": ["boolean", StrOptions({"auto"})],
     "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
     "n_iter_no_change": [IntRange(1, None, closed="left")],

@@ -9,7 +9,7 @@ from .. import persistence
 from .._validation import check_magnitude, check_not_masked_or_missing, encode_groups, encode_labels, to_network_float32
 from ..inference import check_dense_memory, learned_affinity, working_bytes
 from ..nn.build import apply_inference_options, check_architecture_unchanged, set_transform
-from ..training.fitting import fit_kernel
+from ..training.fitting import fit_kernel, unchanged_on_failure
 from ..training.plan import network_of
 from ._contextual_constraints import CONTEXTUAL_KERNEL_CONSTRAINTS
 from ._contextual_io import check_contextual, describe_contextual, restore_contextual
@@ -145,7 +145,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
     weight_decay : float, default=0.0
         AdamW weight decay.
     pos_weight : float or 'balanced', default=None
-        Weight of same-cluster cells in the loss.
+        Weight of same-cluster cells in the loss (at most 1e6).
     warm_start : bool, default=False
         If true and the kernel is already fitted, ``fit`` starts from the
         current weights (fine-tuning, e.g. from a shipped pretrained kernel)
@@ -327,11 +327,12 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
             raise ValueError("ContextualKernel requires y to be passed, but the target y is None: y holds labels. "
                              "To use a fitted kernel as it is in a Pipeline, wrap it in sklearn.frozen.FrozenEstimator")
         check_not_masked_or_missing(X)
-        X = validate_data(self, X, dtype=self._input_dtype(), ensure_min_samples=2)
-        scale_free = network_of(self).canonical_features is not None  # takes any magnitude: the cast rescales it
-        X = to_network_float32(X if scale_free else check_magnitude(X), scale_free=scale_free)
-        group_codes = encode_groups(groups, X.shape[0])
-        fit_kernel(self, X, encode_labels(y, X.shape[0]), group_codes)
+        with unchanged_on_failure(self):
+            X = validate_data(self, X, dtype=self._input_dtype(), ensure_min_samples=2)
+            scale_free = network_of(self).canonical_features is not None  # any magnitude: the cast rescales it
+            X = to_network_float32(X if scale_free else check_magnitude(X), scale_free=scale_free)
+            group_codes = encode_groups(groups, X.shape[0])
+            fit_kernel(self, X, encode_labels(y, X.shape[0]), group_codes)
         return self
 
     def _input_dtype(self):

@@ -117,6 +117,10 @@ class ValidationSetsScoring(Callback):
         The weights the fit started from; ``None``: the module's at train begin.  Given, a run resumed from a
         checkpoint scores, mixes with and falls back to the true start, not the checkpoint's weights (the best
         epoch before the interruption is not kept: only epochs after the resume compete with the start).
+    start_is_candidate : bool, default=True
+        Whether the start competes with the epochs.  ``False`` for a network trained from scratch: its random
+        start could score as well as a few epochs of training (a tiny network's near-constant affinity cuts
+        sets as a trained one still does), and was then kept with every epoch's work dropped.
 
     Attributes
     ----------
@@ -144,8 +148,9 @@ class ValidationSetsScoring(Callback):
 
     def __init__(self, sets: list, settings: dict, patience: int | None = 5, name: str = "valid_ari",
                  choose_clustering: bool = True, alpha: float = 1.0, knn_partition: bool = False,
-                 start_state: dict | None = None) -> None:
+                 start_state: dict | None = None, start_is_candidate: bool = True) -> None:
         self.start_state = start_state
+        self.start_is_candidate = start_is_candidate
         self.sets = sets
         self.settings = settings
         self.patience = patience
@@ -167,7 +172,9 @@ class ValidationSetsScoring(Callback):
             net.module_.load_state_dict(self.start_state_)
             self.start_score_ = score_sets(net.module_, self.sets, self.epoch_settings_)
             net.module_.load_state_dict(current)
-        self.best_score_ = self.start_score_
+        self.best_score_ = self.start_score_ if self.start_is_candidate else -float("inf")
+        if not self.start_is_candidate:  # the first epoch scored is the first best; nothing falls back to the start
+            self.best_state_ = self.start_state_ = None
         self.best_epoch_ = 0
         self.stopped_ = False
         self.kept_start_ = False

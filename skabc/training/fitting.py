@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
-from ..nn.build import record_architecture
+from ..nn.build import record_architecture, set_transform
 from ..sampling import check_set_size
+from .divergence import check_trained_weights
 from .net import check_checkpoint_dir, train
 from .plan import plan_training
 from .result import keep_result, restore_result, run_is_complete
+
+
+@contextlib.contextmanager
+def unchanged_on_failure(kernel, names: tuple = ("n_features_in_", "feature_names_in_")):
+    """Give ``kernel`` back the fitted ``names`` it had where the block raises (a refused or failed fit).
+
+    Input validation sets the width and names of the new ``X`` before training can refuse it (a warm start on
+    another width): the kernel then kept its weights but took the refused width, and failed on its own data.
+    """
+    before = {name: kernel.__dict__[name] for name in names if name in kernel.__dict__}
+    try:
+        yield
+    except BaseException:
+        for name in names:
+            kernel.__dict__.pop(name, None)
+        kernel.__dict__.update(before)
+        raise
 
 
 def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
@@ -28,10 +48,11 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
     if restore_result(kernel, plan.spec, X, plan.train_labels, group_codes):
         return
     keep_result(kernel, complete=False)  # a kernel kept before no longer matches what this run will leave
-    kernel.net_, n_sets = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(kernel.set_size),
-                                plan.start_state, plan.callbacks)
-    kernel.module_ = kernel.net_.module_
-    kernel.module_.eval()
+    net, n_sets = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(kernel.set_size),
+                        plan.start_state, plan.callbacks)
+    net.module_.eval()
+    check_trained_weights(net.module_, X, set_transform(plan.spec))  # before the kernel takes them
+    kernel.net_, kernel.module_ = net, net.module_
     record_architecture(kernel)
     kernel.n_training_sets_ = n_sets * sum("train_loss" in row for row in kernel.net_.history)
     plan.record(kernel, kernel.net_)

@@ -39,6 +39,7 @@ from .callbacks import (
     RedrawEachEpoch,
     WarmupCosine,
 )
+from .divergence import diverged_error
 from .early_stopping import TimeLimit, planned_stop
 
 #: Largest training set for which the allocator is tuned while training (:func:`skabc._runtime.tuned_allocator`).
@@ -110,10 +111,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         net.partial_fit(dataset, y=None, epochs=max(0, kernel.max_epochs - done))
         _handle_interruption(kernel, net)
     if not all(np.isfinite(row.get("train_loss", 0.0)) for row in net.history):
-        raise ValueError(
-            "training diverged (the loss became NaN or infinite); lower lr or rescale X "
-            "(e.g. with sklearn's StandardScaler)."
-        )
+        raise diverged_error()
     return net, n_sets
 
 
@@ -381,16 +379,22 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
     if mixer is not None:
         mixer.release()
     limits = [cb.max_time for _, cb in net.callbacks_ if isinstance(cb, TimeLimit) and cb.stopped_]
+    validation = dict(net.callbacks_).get("validation")
+    # Validation restored its best weights: with no epoch scored, the start where it competes (a fine-tune's).
+    restored_start = validation is not None and validation.start_is_candidate and validation.best_epoch_ == 0
     if finished == 0 and limits:  # only max_time can end a run before its first epoch ends
-        warnings.warn(f"max_time={float(limits[0]):g} s ended training inside its first epoch: the kernel took only "
-                      "part of one epoch's steps (n_training_sets_ counts finished epochs: 0). Raise max_time, or "
-                      "lower sets_per_epoch, to train it.", UserWarning, stacklevel=5)
+        took = ("its starting weights are kept (no epoch was scored)" if restored_start
+                else "the kernel took only part of one epoch's steps")
+        warnings.warn(f"max_time={float(limits[0]):g} s ended training inside its first epoch: {took} "
+                      "(n_training_sets_ counts finished epochs: 0). Raise max_time, or lower sets_per_epoch, to "
+                      "train it.", UserWarning, stacklevel=5)
         return
     if finished >= kernel.max_epochs or planned_stop(net):
         return
-    validation = dict(net.callbacks_).get("validation")
-    if validation is not None:  # its on_train_end already restored the best validated weights
+    if validation is not None and validation.best_epoch_ > 0:  # its on_train_end restored the best weights
         kept = f"the best validation score so far ({validation.best_score_:.4f} ARI)"
+    elif restored_start:
+        kept = f"its starting weights (no epoch scored better than their {validation.start_score_:.4f} ARI)"
     elif not finished:  # no epoch's loss to compare ('inf' said nothing)
         kept = "the weights reached when it stopped, inside the first epoch"
     else:

@@ -11,6 +11,7 @@ callbacks that validate on held-out classes or groups and stop the run.
 from __future__ import annotations
 
 import inspect
+import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -194,8 +195,9 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         max_epochs, per_epoch = schedule.max_epochs, schedule.sets_per_epoch
         if sets_per_epoch is None:
             sets_per_epoch = per_epoch
-        else:  # the user's epoch length, as many epochs as the schedule's steps need
+        else:  # the user's epoch length, as many epochs as the schedule's steps need (schedule_ says what runs)
             max_epochs = max(1, round(schedule.n_steps * batch_size / sets_per_epoch))
+            schedule = Schedule(max_epochs, sets_per_epoch, max_epochs * math.ceil(sets_per_epoch / batch_size))
     elif batch_size == "auto":
         batch_size = REFERENCE_BATCH_SIZE
     spec = type(kernel)(**{**kernel.get_params(deep=False), **network, "max_epochs": max_epochs,
@@ -219,7 +221,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         class_split = not on_groups and init == GENERIC
         callbacks.append(("validation", ValidationSetsScoring(sets, recommended, patience=kernel.n_iter_no_change,
                                                               choose_clustering=not class_split, alpha=alpha,
-                                                              knn_partition=class_split, start_state=start_state)))
+                                                              knn_partition=class_split, start_state=start_state,
+                                                              start_is_candidate=init != "scratch" or continuing)))
     if held_out is None and alpha < 1.0:
         callbacks.append(("start_weight_mix", StartWeightMix(alpha, start_state)))
     max_time = kernel.max_time

@@ -19,6 +19,7 @@ from sklearn.metrics import adjusted_rand_score
 from ..sampling import ClusterSetSampler
 from ..spectral import SpectralStep, consensus_n_clusters, estimate_n_clusters, spectral_labels
 from ..spectral.arbiter import KNN_PARTITION_VARIANTS, arbiter_for
+from .divergence import check_finite_affinity
 
 #: Fewest held-out labelled rows worth a validation split.
 MIN_VALIDATION_ROWS = 20
@@ -52,7 +53,8 @@ def validation_split(labels: np.ndarray, group_codes, fraction: float, rng: np.r
     held_out : ndarray of bool or None
         True for validation rows.  With two or more groups holding labelled
         rows: every row of ``round(fraction * n_groups)`` groups (at least
-        one, never all).  Otherwise, with four or more classes: every row of
+        one, never all) of those holding two or more (``None`` with fewer
+        than two such groups).  Otherwise, with four or more classes: every row of
         ``round(fraction * n_classes)`` classes (at least one, leaving at
         least :data:`MIN_TRAINING_CLASSES`) and ``fraction`` of the rows of every other class;
         with fewer classes, ``fraction`` of the rows of each.  ``None`` when
@@ -62,7 +64,12 @@ def validation_split(labels: np.ndarray, group_codes, fraction: float, rng: np.r
     labelled = labels >= 0
     held_out = np.zeros(len(labels), dtype=bool)
     if holds_out_groups(labels, group_codes):
-        groups = np.unique(group_codes[labelled])
+        # Only groups of two or more labelled rows: one row is no set to score, and holding out the one group
+        # that could train left training with none ("no group holds at least 2 labelled rows").
+        groups, counts = np.unique(group_codes[labelled], return_counts=True)
+        groups = groups[counts >= 2]
+        if len(groups) < 2:
+            return None
         n_out = int(np.clip(round(fraction * len(groups)), 1, len(groups) - 1))
         held_out = labelled & np.isin(group_codes, rng.choice(groups, n_out, replace=False))
     else:
@@ -127,7 +134,7 @@ def set_affinity(module: torch.nn.Module, X: np.ndarray) -> np.ndarray:
             logits = module(torch.as_tensor(X, device=device)[None])[0]
     finally:
         module.train(was_training)
-    affinity = torch.sigmoid(logits.double()).cpu().numpy()
+    affinity = check_finite_affinity(torch.sigmoid(logits.double()).cpu().numpy())  # diverged: one clear error
     return 0.5 * (affinity + affinity.T)
 
 
