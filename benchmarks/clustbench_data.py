@@ -34,6 +34,19 @@ def find_data_home(root: Path) -> Path | None:
     return None
 
 
+def resolve_data_home(data_home, root: Path) -> Path | None:
+    """``data_home`` (a ``--data-home`` option) or :func:`find_data_home`'s, if it holds the listed sets' batteries.
+
+    ``None`` where it does not (an empty or wrong folder included): the caller skips the batteries and says so,
+    instead of failing on the first missing file.
+    """
+    home = Path(data_home) if data_home else find_data_home(root)
+    if home is None or not all((home / battery / f"{name}.data.gz").is_file()
+                               for battery, names in LISTED.items() for name in names):
+        return None
+    return home
+
+
 def dataset_names(home: Path, battery: str) -> list[str]:
     """Every dataset of one battery, sorted."""
     if battery not in BATTERIES:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 import warnings
 from functools import partial
@@ -124,6 +125,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 seeds, n = 500, no clustbench; nothing written")
     parser.add_argument("--select", action="store_true", help="the selection run that decided the design")
+    parser.add_argument("--data-home", default=None,
+                        help="folder of the clustbench batteries (default: ../shared/data/clustbench); without "
+                             "them the run is partial and writes count_k_partial.json")
     args = parser.parse_args(argv)
     if args.select:
         result = {"benchmark": "count_k --select", "command": "OMP_NUM_THREADS=1 python benchmarks/count_k.py --select",
@@ -144,7 +148,10 @@ def main(argv=None) -> int:
                 rows.append({"set": f"{toy} n={n} seed={seed}", "k": k, "scores": scores})
         print(toy, {m: round(v["ari"], 3) for m, v in summarise(rows[-len(seeds) * len(sizes):]).items()}, flush=True)
     groups["gallery toys"] = {"n_sets": len(rows), "summary": summarise(rows), "sets": rows}
-    home = clustbench_data.find_data_home(ROOT)
+    home = clustbench_data.resolve_data_home(args.data_home, ROOT)
+    if home is None and not args.quick:
+        print(f"clustbench sets skipped: none at {args.data_home or '../shared/data/clustbench'} "
+              "(pass --data-home DIR)", flush=True)
     if home is not None and not args.quick:
         rows = []
         for battery, names in clustbench_data.LISTED.items():
@@ -160,9 +167,13 @@ def main(argv=None) -> int:
         for method, s in result["summary"].items():
             print(f"  {method:48s} {s['ari']:.3f} +- {s['ari_se']:.3f}   k err {s['k_abs_error']:.2f}")
     if not args.quick:
-        out = {"benchmark": "count_k", "command": "OMP_NUM_THREADS=1 python benchmarks/count_k.py",
-               "machine": {"platform": platform.platform()}, "groups": groups}
-        path = ROOT / "benchmarks" / "results" / "count_k.json"
+        from result_files import output_path
+
+        command = " ".join(["OMP_NUM_THREADS=1 python benchmarks/count_k.py", *(argv if argv is not None
+                                                                                else sys.argv[1:])])
+        out = {"benchmark": "count_k", "command": command, "machine": {"platform": platform.platform()},
+               "groups": groups}
+        path = output_path("count_k.json", partial=home is None)
         path.write_text(json.dumps(out, indent=1))
         print(f"wrote {path.relative_to(ROOT)}")
     return 0

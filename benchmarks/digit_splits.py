@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import time
 from pathlib import Path
 
@@ -102,7 +103,8 @@ def run_split(X: np.ndarray, y: np.ndarray, train: tuple, test: tuple) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--splits", type=int, nargs="+", choices=range(len(SPLITS)), default=range(len(SPLITS)))
-    parser.add_argument("--output", default="digit_splits.json", help="file name under benchmarks/results/")
+    parser.add_argument("--output", default=None, help="file name under benchmarks/results/ (default: "
+                        "digit_splits.json for all eight splits, else digit_splits_partial.json)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     X, y = load_digits(return_X_y=True)
@@ -115,10 +117,16 @@ def main() -> None:
               f"difference {r['difference']:+.3f} +- {r['difference_se']:.3f} ({r['fit_cpu_s']:.0f} CPU-s)", flush=True)
     mean = float(np.mean([r["difference"] for r in rows]))
     print(f"mean difference {mean:+.3f} over {len(rows)} splits")
-    out = ROOT / "benchmarks" / "results" / args.output
-    out.write_text(json.dumps({"benchmark": "digit_splits", "command": "OMP_NUM_THREADS=1 python "
-                               "benchmarks/digit_splits.py" + ("" if len(rows) == len(SPLITS) else
-                                                               " --splits " + " ".join(map(str, args.splits))),
+    from result_files import output_path
+
+    import skabc
+
+    out = output_path("digit_splits.json", len(rows) < len(SPLITS), args.output)
+    command = ("OMP_NUM_THREADS=1 python benchmarks/digit_splits.py"
+               + ("" if len(rows) == len(SPLITS) else " --splits " + " ".join(map(str, args.splits)))
+               + (f" --output {args.output}" if args.output else ""))
+    versions = {"skabc": skabc.__version__, "torch": torch.__version__, "platform": platform.platform()}
+    out.write_text(json.dumps({"benchmark": "digit_splits", "command": command, "versions": versions,
                                "n_sets": N_SETS, "splits": rows, "mean_difference": mean}, indent=2))
     print(f"wrote {out}")
 

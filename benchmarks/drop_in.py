@@ -36,6 +36,7 @@ import gc
 import json
 import os
 import platform
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -156,6 +157,10 @@ def main(argv=None) -> int:
         return 0
     plan = QUICK_PLAN if args.quick else PLAN
     if args.sizes:
+        unknown = sorted(set(args.sizes) - set(plan))
+        if unknown:
+            parser.error(f"--sizes {' '.join(map(str, unknown))}: not in the plan, whose sizes are "
+                         f"{', '.join(map(str, plan))}")
         plan = {n: affinities for n, affinities in plan.items() if n in args.sizes}
     for affinity in DENSE_AFFINITIES + KNN_AFFINITIES:  # warm-up, untimed
         compare(200, affinity, repeats=1)
@@ -165,7 +170,7 @@ def main(argv=None) -> int:
     for n, affinities in plan.items():
         for affinity in affinities:
             repeats = args.repeats or (25 if n <= 1_000 else 4 if n <= 10_000 else 3)
-            row = compare(n, affinity, repeats)
+            row = {**compare(n, affinity, repeats), "repeats": repeats}
             rows.append(row)
             print_row(row)
     misses = [r for r in rows if not (r["ari"] == 1.0 and r["ratio"] <= MAX_RATIO)]
@@ -174,7 +179,8 @@ def main(argv=None) -> int:
     if not (args.quick or args.sizes):
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps({
-            "command": "OMP_NUM_THREADS=1 python benchmarks/drop_in.py",
+            "command": " ".join(["OMP_NUM_THREADS=1 python benchmarks/drop_in.py",
+                                 *(argv if argv is not None else sys.argv[1:])]),
             "target": {"ari": 1.0, "max_ratio": MAX_RATIO},
             "machine": {"platform": platform.platform(), "processor": platform.processor(),
                         "cpu_count": os.cpu_count(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},

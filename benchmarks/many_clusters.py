@@ -37,6 +37,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 CENTRES = (5, 10, 15, 20, 30, 40, 60, 80)
+#: Sets per number of centres of the committed run.
+DEFAULT_SEEDS = 4
 N_POINTS = 2_000
 FIRST_SEED = 700
 METHODS = ("ABC (k unknown)", "ABC max_clusters=100 (k unknown)", "ABC kNN graph (k unknown)", "ABC (k given)",
@@ -114,9 +116,10 @@ def table(summary: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=4, help="sets per number of centres")
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="sets per number of centres")
     parser.add_argument("--centres", type=int, nargs="+", default=list(CENTRES), help="numbers of centres")
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "many_clusters.json"))
+    parser.add_argument("--output", default=None, help="default: benchmarks/results/many_clusters.json, or "
+                        "many_clusters_partial.json for fewer seeds or centres than the committed run")
     args = parser.parse_args(argv)
     import torch
 
@@ -125,7 +128,12 @@ def main(argv=None) -> int:
     result = run(args.seeds, args.centres)
     result["command"] = "python benchmarks/many_clusters.py " + " ".join(argv if argv is not None else sys.argv[1:])
     print(table(result["summary"]))
-    Path(args.output).write_text(json.dumps(result, indent=1))
+    from result_files import output_path
+
+    partial = args.seeds < DEFAULT_SEEDS or not set(CENTRES) <= set(args.centres)
+    path = output_path("many_clusters.json", partial, args.output)
+    path.write_text(json.dumps(result, indent=1))
+    print(f"wrote {path}")
     return 0
 
 

@@ -206,8 +206,12 @@ def stage2_kernels():
     """The trained stage-2 members (frozen-embedding kernels), in STAGE2_SEEDS order."""
     from skabc import ContextualKernel
 
-    return [ContextualKernel.load(CHECKPOINTS / f"{_stage2_name(seed)}_kernel.safetensors", device="cpu")
-            for seed in STAGE2_SEEDS]
+    paths = [CHECKPOINTS / f"{_stage2_name(seed)}_kernel.safetensors" for seed in STAGE2_SEEDS]
+    missing = [path for path in paths if not path.is_file()]
+    if missing:  # the checkpoints are git-ignored: a fresh checkout has none
+        raise SystemExit(f"no trained stage-2 member at {missing[0].relative_to(ROOT)}: run "
+                         "`python benchmarks/omniglot.py --train --stage 2` first (or --train for every stage)")
+    return [ContextualKernel.load(path, device="cpu") for path in paths]
 
 
 def train_stage2(threads: int) -> None:

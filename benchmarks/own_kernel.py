@@ -3,7 +3,7 @@
 Usage
 -----
 OMP_NUM_THREADS=1 python benchmarks/own_kernel.py            # everything (about 20 CPU-minutes)
-OMP_NUM_THREADS=1 python benchmarks/own_kernel.py --only digits
+OMP_NUM_THREADS=1 python benchmarks/own_kernel.py --only digits   # a part: own_kernel_partial.json
 OMP_NUM_THREADS=1 python benchmarks/own_kernel.py --only digits --only small --only circles --output a.json &
 OMP_NUM_THREADS=1 python benchmarks/own_kernel.py --only arcs --output b.json; wait
 python benchmarks/own_kernel.py --merge a.json b.json    # the two parts -> own_kernel.json, checks recomputed
@@ -13,7 +13,7 @@ other parameter at its default, fitted through
 ``ABCClustering(kernel=...).fit(X, y)`` the way a new user would; ``k`` is
 never given to ABC.  Test sets come from seeds used nowhere else (the
 defaults were chosen on other splits and seeds).  Prints a table and writes
-``benchmarks/results/own_kernel.json``.
+``benchmarks/results/own_kernel.json`` (a run of some parts only: ``own_kernel_partial.json``, unless ``--output``).
 """
 
 from __future__ import annotations
@@ -208,10 +208,18 @@ def table(result: dict) -> str:
     return "\n".join(text)
 
 
+#: Every part of a full run (the committed own_kernel.json); fewer make a partial run.
+PARTS = ("digits", "small", "circles", "arcs")
+
+
 def main() -> None:
+    from result_files import output_path
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", choices=["digits", "circles", "arcs", "small"], action="append")
-    parser.add_argument("--output", default="own_kernel.json", help="file name under benchmarks/results/")
+    parser.add_argument("--only", choices=PARTS, action="append")
+    parser.add_argument("--output", default=None,
+                        help="file name under benchmarks/results/ (default: own_kernel.json for every part, else "
+                             "own_kernel_partial.json)")
     parser.add_argument("--merge", nargs="+", metavar="FILE",
                         help="combine result files of parts run in parallel (names under benchmarks/results/) "
                              "into --output, checks recomputed; runs nothing")
@@ -228,12 +236,15 @@ def main() -> None:
             merged.update({k: part[k] for k in ("n_sets", "machine") if k in part})
         merged["checks"] = checks(merged)
         print(table(merged))
-        (ROOT / "benchmarks" / "results" / args.output).write_text(json.dumps(merged, indent=2))
+        out = output_path("own_kernel.json", set(merged["parts"]) != set(PARTS), args.output)
+        out.write_text(json.dumps(merged, indent=2))
+        print(f"wrote {out}")
         return
     torch.set_num_threads(1)
-    parts = args.only or ["digits", "small", "circles", "arcs"]
+    parts = args.only or list(PARTS)
     result = {"benchmark": "own_kernel", "command": "OMP_NUM_THREADS=1 python benchmarks/own_kernel.py"
-              + "".join(f" --only {p}" for p in (args.only or [])), "n_sets": N_SETS,
+              + "".join(f" --only {p}" for p in (args.only or []))
+              + (f" --output {args.output}" if args.output else ""), "n_sets": N_SETS,
               "machine": {"platform": platform.platform(), "torch_threads": torch.get_num_threads()}}
     start = time.perf_counter()
     for part in parts:
@@ -249,7 +260,7 @@ def main() -> None:
     result["checks"] = checks(result)
     result["wall_s"] = time.perf_counter() - start
     print(table(result))
-    out = ROOT / "benchmarks" / "results" / args.output
+    out = output_path("own_kernel.json", set(parts) != set(PARTS), args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(f"wrote {out}")

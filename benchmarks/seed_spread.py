@@ -29,6 +29,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+#: Seeds of the committed run; fewer make a partial run (benchmarks/result_files.py).
+DEFAULT_SEEDS = 6
 
 
 def run_set(home: str, battery: str, name: str, seeds: int) -> dict:
@@ -90,15 +92,17 @@ def main(argv=None) -> int:
     from joblib import Parallel, delayed
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=6, help="random_state 0 .. seeds - 1")
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="random_state 0 .. seeds - 1")
     parser.add_argument("--jobs", type=int, default=2, help="joblib workers over the sets (one thread each)")
     parser.add_argument("--data-home", default=None, help="the clustbench folder (default: ../shared/data/clustbench)")
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "seed_spread.json"))
+    parser.add_argument("--output", default=None,
+                        help="file under benchmarks/results/ (default: seed_spread.json, or seed_spread_partial.json "
+                             "for fewer seeds than the default)")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
-    home = Path(args.data_home) if args.data_home else clustbench_data.find_data_home(ROOT)
-    if home is None or not home.exists():
+    home = clustbench_data.resolve_data_home(args.data_home, ROOT)
+    if home is None:
         print(f"skipped: no clustbench data at {args.data_home or '../shared/data/clustbench'}")
         return 0
     tasks = [(b, name) for b, names in clustbench_data.LISTED.items() for name in names]
@@ -115,8 +119,12 @@ def main(argv=None) -> int:
           f"{summary['ABC']['mean']:.3f} (seed means {summary['ABC']['min_seed_mean']:.3f}-"
           f"{summary['ABC']['max_seed_mean']:.3f}); SpectralClustering kNN given k {summary['SC_nn']['mean']:.3f}; "
           f"sets whose score moves with the seed: {', '.join(summary['varying_sets']) or 'none'}")
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=1))
+    from result_files import output_path
+
+    path = output_path("seed_spread.json", args.seeds < DEFAULT_SEEDS, args.output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1))
+    print(f"wrote {path}")
     return 0
 
 

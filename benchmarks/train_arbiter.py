@@ -544,6 +544,8 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
               f"oracle {v['oracle']:.3f} ({v['n_sets']} sets)")
     print(f"union {got.mean():.3f} vs kernel {base.mean():.3f}: {gain:+.4f} +- {se:.4f}; vs shipped {now.mean():.3f}: "
           f"{gain_shipped:+.4f} +- {se_shipped:.4f}; chosen {result['chosen']}; |k error| {k_errors}; passes: {passes}")
+    # The run's own command line, as every committed result names one.
+    result = {"command": " ".join(["python", *sys.argv]), **result}
     results_path.write_text(json.dumps(result, indent=1))
     if passes:
         write_arbiter(out_path, models if forest_seeds > 1 else models[0], candidates, provenance, spectrum_size)
@@ -610,6 +612,8 @@ def fit_pairwise(seeds=(0, 1, 2, 3, 4), output: Path | None = None) -> dict:
               f"{result['seeds'][seed]['se']:.4f}); " + ", ".join(
                   f"{g} {v:+.3f}" for g, v in result["seeds"][seed]["group_changes_over_shipped"].items()))
     path = ROOT / "benchmarks" / "results" / "arbiter_pairwise_compare.json" if output is None else Path(output)
+    # The run's own command line, as every committed result names one.
+    result = {"command": " ".join(["python", *sys.argv]), **result}
     path.write_text(json.dumps(result, indent=1))
     return result
 

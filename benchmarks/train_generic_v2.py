@@ -334,6 +334,8 @@ def compare(data_home: str | None, threads: int, baseline: Path = BASELINE, cand
         print(f"{kname:9s} best {best:16s} {row} union {summary[kname]['union'][best]:.3f}")
     print(f"paired gain {diff.mean():+.4f} +- {se:.4f}; per group {drops}; passes the quality rule: {passes}")
     out = ROOT / "benchmarks" / "results" / "generic_v2_compare.json" if out is None else Path(out)
+    # The run's own command line, as every committed result names one.
+    result = {"command": " ".join(["python", *sys.argv]), **result}
     out.write_text(json.dumps(result, indent=1))
     return result
 
