@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,10 @@ def _demo(args: argparse.Namespace) -> int:
     from .kernels import ContextualKernel
     from .pretrained import load
 
+    if args.plot is None:  # the default picture, unless matplotlib (the 'plot' extra) is missing
+        args.plot = "circles_demo.png" if importlib.util.find_spec("matplotlib") else ""
+        if not args.plot:
+            print("No picture: matplotlib is not installed (pip install 'skabc[plot]').")
     if args.plot:
         _check_picture(args.plot)
     if args.threads:
@@ -45,10 +50,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _figure(kernels, seed, out, ABCClustering, make_circles_sets, np):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # drawn without pyplot: the caller's backend and figures stay as they are
     from sklearn.cluster import SpectralClustering
     from sklearn.metrics import adjusted_rand_score
 
@@ -59,25 +61,40 @@ def _figure(kernels, seed, out, ABCClustering, make_circles_sets, np):
               for name, k in kernels.items()]
     panels.append(("SpectralClustering rbf\n(given the true k)",
                    SpectralClustering(4, random_state=0).fit_predict(X)))
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.6))
-    for ax, (title, labels) in zip(np.atleast_1d(axes), panels, strict=True):
+    fig = Figure(figsize=(3.3 * len(panels), 3.6))
+    for ax, (title, labels) in zip(np.atleast_1d(fig.subplots(1, len(panels))), panels, strict=True):
         plot_clusters(X, labels, ax=ax, title=f"{title}\nARI {adjusted_rand_score(y, labels):.2f}")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
-    plt.close(fig)
     return out
 
 
 def _check_picture(path: str) -> None:
     """Refuse a ``--plot`` file that matplotlib cannot write (its format is the file's extension), before any work."""
-    from matplotlib.backend_bases import FigureCanvasBase
-
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise ImportError("--plot needs matplotlib: pip install 'skabc[plot]' (or pass --plot '' to skip the "
+                          "picture)") from None
     _check_output(path, "--plot")
-    formats = FigureCanvasBase.get_supported_filetypes()
+    # PGF needs a LaTeX installation, which matplotlib only looks for once the picture is drawn.
+    formats = {f for f in FigureCanvasBase.get_supported_filetypes() if f != "pgf"}
     if Path(path).suffix.lstrip(".").lower() not in formats:
         raise ValueError(f"--plot {path!r}: the file name must end in a picture format, one of "
                          f"{', '.join('.' + f for f in sorted(formats))}")
+
+
+def _check_distinct(outputs: dict, inputs: dict) -> None:
+    """Refuse an output that is one of the inputs, or the other output: it would be overwritten without a word."""
+    seen: dict = {}
+    for what, path in [*inputs.items(), *outputs.items()]:
+        if path:
+            where = Path(path).resolve()
+            if where in seen and what in outputs:
+                raise ValueError(f"{what} {path!r} is also the {seen[where]}: writing it would overwrite that; "
+                                 "choose another file name")
+            seen.setdefault(where, what)
 
 
 def _check_output(path: str, what: str) -> None:
@@ -122,12 +139,15 @@ def _read_array(path: str, what: str, ndim: int):
         else:
             with file.open(encoding="utf-8-sig") as f:
                 first = f.readline().strip()
-            if "," not in first and any(mark in first for mark in (";", "\t")):
-                raise ValueError("values must be separated by commas (the first line has none, but ';' or tabs)")
-            # A header names columns: no field of it is a number.  A row with one bad field (a typo, 'NA') is
-            # data, and loading it fails by name below instead of the row vanishing as a "header".
+            if "," not in first and (any(mark in first for mark in (";", "\t"))
+                                     or (len(first.split()) > 1 and _numeric(first.split()))):
+                raise ValueError("values must be separated by commas (the first line has none, but ';', tabs or "
+                                 "spaces)")
+            # A header names columns: no field of it is a number, or it reads 0, 1, ..., d - 1 (pandas' names for
+            # unnamed columns) above rows that are not all whole numbers.  A row with one bad field (a typo, 'NA')
+            # is data, and loading it fails by name below instead of the row vanishing as a "header".
             fields = [v for v in first.split(",") if v.strip()]
-            skip = 1 if fields and not any(_numeric([v]) for v in fields) else 0
+            skip = 1 if fields and (not any(_numeric([v]) for v in fields) or _pandas_header(fields, file)) else 0
             with warnings.catch_warnings():  # an empty file is refused below, by name
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")
@@ -140,6 +160,17 @@ def _read_array(path: str, what: str, ndim: int):
     if data.ndim != ndim:
         raise ValueError(f"{what} in {path!r} must be {ndim}-D, got shape {data.shape}")
     return data
+
+
+def _pandas_header(fields: list[str], file: Path) -> bool:
+    """Whether a first line ``0,1,...,d-1`` is pandas' header of unnamed columns (``DataFrame(X).to_csv()``):
+    the next line holds a number that is not whole, which a row of a table of integer ids would not."""
+    if len(fields) < 2 or [v.strip() for v in fields] != [str(i) for i in range(len(fields))]:
+        return False
+    with file.open(encoding="utf-8-sig") as f:
+        f.readline()
+        second = [v for v in f.readline().split(",") if v.strip()]
+    return _numeric(second) and any(not float(v).is_integer() for v in second)
 
 
 def _numeric(values: list[str]) -> bool:
@@ -189,8 +220,9 @@ def _write_labels(labels, path: str) -> None:
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".npy":
-        np.save(out, labels)
+    if out.suffix.lower() == ".npy":  # as _read_array reads it back; a handle: np.save would append '.npy'
+        with out.open("wb") as handle:
+            np.save(handle, labels)
     else:
         np.savetxt(out, labels, fmt="%d")
 
@@ -199,6 +231,7 @@ def _train(args: argparse.Namespace) -> int:
     from .kernels import ContextualKernel
 
     _check_output(args.output, "output")
+    _check_distinct({"output": args.output}, {"X file": args.X, "y file": args.y, "groups file": args.groups})
     X = _read_array(args.X, "X", 2)
     y = _read_array(args.y, "y", 1)
     groups = _read_array(args.groups, "groups", 1) if args.groups else None
@@ -222,6 +255,8 @@ def _cluster(args: argparse.Namespace) -> int:
     from .pretrained import load_saved_kernel
 
     _check_output(args.output, "output")
+    _check_distinct({"output": args.output, "--plot": args.plot},
+                    {"X file": args.X, "groups file": args.groups, "--kernel file": args.kernel})
     if args.plot:
         _check_picture(args.plot)
     X = _read_array(args.X, "X", 2)
@@ -243,19 +278,16 @@ def _cluster(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"{len(labels)} points in {n_clusters} clusters; labels written to {args.output}")
     if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         import numpy as np
+        from matplotlib.figure import Figure  # no pyplot: the caller's backend and figures stay as they are
 
         from .plotting import plot_clusters
 
         # Count the labels written: with --groups, model.n_clusters_ is only the last group's.
-        ax = plot_clusters(X, labels, title=f"ABC: {len(np.unique(labels))} clusters")
+        figure = Figure(figsize=(4, 4))
+        plot_clusters(X, labels, ax=figure.subplots(), title=f"ABC: {len(np.unique(labels))} clusters")
         Path(args.plot).parent.mkdir(parents=True, exist_ok=True)  # as for -o; _check_output allowed it
-        ax.figure.savefig(args.plot, dpi=120)
-        plt.close(ax.figure)
+        figure.savefig(args.plot, dpi=120)
         if not args.quiet:
             print(f"Saved the picture to {args.plot}")
     return 0
@@ -287,6 +319,18 @@ def _evaluate(args: argparse.Namespace) -> int:
     truth = _read_array(args.truth, "truth", 1)
     if len(labels) != len(truth):
         raise ValueError(f"labels has {len(labels)} entries but truth has {len(truth)}")
+    if args.groups:  # each set scored alone: true ids repeat from set to set (0..k-1 in every one)
+        import numpy as np
+
+        from ._validation import encode_groups
+
+        codes = encode_groups(_read_array(args.groups, "groups", 1), len(truth))
+        scores = np.array([[f(truth[codes == g], labels[codes == g]) for f in (adjusted_rand_score,
+                            normalized_mutual_info_score)] for g in np.unique(codes)])
+        se = scores.std(axis=0, ddof=1) / np.sqrt(len(scores)) if len(scores) > 1 else np.full(2, np.nan)
+        for name, mean, error in zip(("ARI", "NMI"), scores.mean(axis=0), se, strict=True):
+            print(f"{name} {mean:.4f} ± {error:.4f} (mean over {len(scores)} sets)")
+        return 0
     print(f"ARI {adjusted_rand_score(truth, labels):.4f}")
     print(f"NMI {normalized_mutual_info_score(truth, labels):.4f}")
     return 0
@@ -325,9 +369,7 @@ def _seed(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="skabc",
-        description="Attention-Based Clustering: spectral clustering on a kernel learned from context.",
-    )
+        prog="skabc", description="Attention-Based Clustering: spectral clustering on a kernel learned from context.")
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"skabc {__version__}")
@@ -340,8 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--sets", type=_positive_int, default=20, help="fresh test sets per set size (default: 20)")
     demo.add_argument("--seed", type=_seed, default=2024, help="seed of the test sets (default: 2024)")
-    demo.add_argument("--plot", default="circles_demo.png", metavar="PNG",
-                      help="where to save the picture ('' to skip; default: circles_demo.png)")
+    demo.add_argument("--plot", default=None, metavar="PNG",
+                      help="where to save the picture ('' to skip; default: circles_demo.png where matplotlib is "
+                           "installed)")
     demo.add_argument("--train", action="store_true", help="train a kernel from scratch instead of the shipped one")
     demo.add_argument("--epochs", type=_positive_int, default=20,
                       help="epochs for --train (default: 20; one epoch took about 5 s on 2 cores here)")
@@ -400,6 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Print the adjusted Rand index and NMI of labels against true labels.")
     evaluate.add_argument("labels", help="predicted labels, .npy or comma-separated text (what cluster -o wrote)")
     evaluate.add_argument("truth", help="true labels, .npy or .csv, numbers or names")
+    evaluate.add_argument("--groups", help="group of every row: each set is scored alone (mean ± s.e.)")
     evaluate.set_defaults(func=_evaluate)
     return parser
 

@@ -509,3 +509,84 @@ def test_cli_names_an_npz_archive_given_as_npy(tmp_path, capsys):
     (tmp_path / "points.npz").rename(tmp_path / "points.npy")
     assert main(["cluster", str(tmp_path / "points.npy"), "-o", str(tmp_path / "labels.txt")]) != 0
     assert "is an .npz archive" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------- the CLI and plots probe (/work/probe35f)
+def test_cli_reads_pandas_default_header_as_a_header_and_integer_rows_as_data(tmp_path, capsys):
+    """pandas writes unnamed columns as '0,1': the line was read as a point, and every label shifted by one."""
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    (tmp_path / "pandas.csv").write_text("0,1\n" + "\n".join(f"{a},{b}" for a, b in X) + "\n")
+    assert main(["cluster", str(tmp_path / "pandas.csv"), "-o", str(tmp_path / "l.txt"), "-q"]) == 0
+    assert len(np.loadtxt(tmp_path / "l.txt")) == 30
+    grid = "0,1\n" + "\n".join(f"{i},{i % 3}" for i in range(29)) + "\n"  # whole numbers: the first row is data
+    (tmp_path / "grid.csv").write_text(grid)
+    assert main(["cluster", str(tmp_path / "grid.csv"), "-o", str(tmp_path / "g.txt"), "-q"]) == 0
+    assert len(np.loadtxt(tmp_path / "g.txt")) == 30
+
+
+@pytest.mark.parametrize("command, clash", [
+    (["cluster", "{X}", "-o", "{X}"], "output '{X}' is also the X file"),
+    (["cluster", "{X}", "-o", "{d}/l.png", "--plot", "{d}/l.png"], "--plot '{d}/l.png' is also the output"),
+    (["train", "{X}", "{y}", "-o", "{y}", "--epochs", "1"], "output '{y}' is also the y file"),
+])
+def test_cli_never_writes_an_output_over_an_input(tmp_path, capsys, command, clash):
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    paths = {"X": str(tmp_path / "X.csv"), "y": str(tmp_path / "y.csv"), "d": str(tmp_path)}
+    np.savetxt(paths["X"], X, delimiter=",")
+    np.savetxt(paths["y"], np.arange(30) % 2, fmt="%d")
+    before = {name: (tmp_path / f"{name}.csv").read_bytes() for name in ("X", "y")}
+    assert main([part.format(**paths) for part in command]) == 1
+    assert clash.format(**paths) in capsys.readouterr().err
+    assert {name: (tmp_path / f"{name}.csv").read_bytes() for name in ("X", "y")} == before
+
+
+def test_cli_pictures_need_matplotlib_and_no_latex(tmp_path, capsys, monkeypatch):
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(30, 2)))
+    argv = ["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.txt"), "--plot", str(tmp_path / "p.pgf")]
+    assert main(argv) == 1  # PGF needs LaTeX, which matplotlib only looks for once the picture is drawn
+    assert "must end in a picture format" in capsys.readouterr().err and not (tmp_path / "l.txt").exists()
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib.backend_bases", None)  # as if not installed
+    argv[-1] = str(tmp_path / "p.png")
+    assert main(argv) == 1
+    assert "--plot needs matplotlib: pip install 'skabc[plot]'" in capsys.readouterr().err
+
+
+def test_cli_in_process_leaves_the_callers_matplotlib_as_it_was(tmp_path):
+    """cluster --plot switched the caller's backend to Agg (matplotlib.use) and drew through pyplot."""
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(30, 2)))
+    plt.close("all")
+    backend = matplotlib.get_backend()
+    matplotlib.use("svg")
+    try:
+        assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.txt"), "--plot",
+                     str(tmp_path / "p.png"), "-q"]) == 0
+        assert matplotlib.get_backend() == "svg" and plt.get_fignums() == []
+    finally:
+        matplotlib.use(backend)
+    assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_cli_labels_under_an_upper_case_npy_name_and_space_separated_text(tmp_path, capsys):
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    np.save(tmp_path / "X.npy", X)
+    assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "L.NPY"), "-q"]) == 0
+    assert np.load(tmp_path / "L.NPY").shape == (30,) and not (tmp_path / "L.NPY.npy").exists()
+    np.savetxt(tmp_path / "space.txt", X)  # numpy's default: spaces
+    assert main(["cluster", str(tmp_path / "space.txt"), "-o", str(tmp_path / "l.txt")]) == 1
+    assert "values must be separated by commas (the first line has none, but ';', tabs or spaces)" in (
+        capsys.readouterr().err)
+
+
+def test_cli_evaluate_scores_each_group_alone(tmp_path, capsys):
+    """True ids repeat from set to set (0..k-1 in each): the file scored as one partition read 0.11 where the sets
+    scored 0.23-0.33."""
+    truth = np.tile(np.repeat([0, 1], 10), 3)
+    labels = np.concatenate([np.repeat([0, 1], 10), np.repeat([2, 3], 10), np.repeat([5, 4], 10)])
+    groups = np.repeat([0, 1, 2], 20)
+    for name, values in (("l", labels), ("t", truth), ("g", groups)):
+        np.save(tmp_path / f"{name}.npy", values)
+    files = [str(tmp_path / f"{name}.npy") for name in ("l", "t")]
+    assert main(["evaluate", *files]) == 0
+    assert float(capsys.readouterr().out.split()[1]) < 0.5
+    assert main(["evaluate", *files, "--groups", str(tmp_path / "g.npy")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "ARI 1.0000 ± 0.0000 (mean over 3 sets)"
