@@ -133,6 +133,10 @@ def test_a_float64_default_dtype_changes_nothing(blob_data, tmp_path):
     torch.set_default_dtype(torch.float64)
     try:
         again = ContextualKernel(**TINY).fit(X, y, groups=groups).transform(X[:30])
+        # A fine-tune of the generic kernel (whose local geometry builds tensors of the default dtype), checked
+        # for divergence after training: the check ran outside the float32 block and failed in scatter_add_.
+        tuned = ContextualKernel(max_epochs=1, sets_per_epoch=8, device="cpu", random_state=0).fit(X[:200], y[:200])
+        assert tuned.transform(X[:30]).shape == (30, 30)
         loaded = ContextualKernel.load(tmp_path / "kernel.safetensors").transform(X[:30])
         labels = ABCClustering(random_state=0).fit_predict(X[:60])
         assert torch.get_default_dtype() == torch.float64

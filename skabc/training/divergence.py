@@ -25,7 +25,9 @@ def check_trained_weights(module, X: np.ndarray, transform) -> None:
     passed and the first ``transform`` failed, blaming a corrupted model file.  ``transform``: the network's set
     transform (canonicalisation), as inference applies it.
     """
+    from .._runtime import float32_default
     from .validation import set_affinity
 
     rows = np.asarray(X[: min(len(X), 32)], dtype=np.float32)
-    set_affinity(module, rows if transform is None else transform(rows))
+    with float32_default():  # as training and inference run the network, whatever the caller's default dtype
+        set_affinity(module, rows if transform is None else transform(rows))
