@@ -253,7 +253,13 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:
         If ``model`` is not fitted.
     ValueError
         If ``model`` was fitted without an arbiter, or ``X`` is too small for one.
+    TypeError
+        If ``model`` is not an ``ABCClustering``.
     """
+    from .cluster import ABCClustering
+
+    if not isinstance(model, ABCClustering):  # a SpectralClustering has no arbiter to ask, nor an arbiter_ to lack
+        raise TypeError(f"the candidates are an ABCClustering's arbiter's; got a {type(model).__name__}")
     check_is_fitted(model)
     if getattr(model, "arbiter_", None) is None:
         raise ValueError("this model was fitted without an arbiter (arbiter_ is None): there are no candidates")

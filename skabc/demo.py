@@ -92,6 +92,8 @@ def format_table(rows: list[dict]) -> str:
         cells = []
         for s in sizes:
             r = cell.get((m, s))
-            cells.append("" if r is None else f"{r['mean_ari']:.3f} ± {r['sem_ari']:.3f}")
+            # One set has no standard error (sem_ari 0.0 in the rows): the mean alone, not a '± 0.000'.
+            spread = f" ± {r['sem_ari']:.3f}" if r is not None and r["n_sets"] > 1 else ""
+            cells.append("" if r is None else f"{r['mean_ari']:.3f}{spread}")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

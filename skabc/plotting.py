@@ -165,7 +165,8 @@ def plot_clusters(X, labels, ax=None, title=None, s=10):
     """2-D scatter coloured by cluster; data with more than two features is projected by PCA.
 
     ``X`` is a 2-D array or sparse matrix of shape (n_samples, n_features) and ``labels`` holds one
-    label (of any sortable type, e.g. strings) per sample.
+    label (of any sortable type, e.g. strings) per sample; the number ``-1`` (noise or unlabelled, as
+    HDBSCAN and skabc mark them) is drawn in light grey, not as one more cluster.
 
     Parameters
     ----------
@@ -201,15 +202,24 @@ def plot_clusters(X, labels, ax=None, title=None, s=10):
         X = centred @ vt[:2].T  # fewer than 2 columns when n_samples < 2: padded below
     if X.shape[1] < 2:
         X = np.column_stack([X[:, 0], np.zeros(len(X))])
-    codes = _sortable_codes(labels)  # so labels of any type (e.g. strings) can be mapped to colours
+    from matplotlib.colors import to_rgba_array
+
+    noise = (labels == -1) if labels.dtype.kind in "iuf" else np.zeros(len(labels), dtype=bool)
+    colours = np.tile(to_rgba_array(NOISE_COLOUR), (len(labels), 1))
+    if not noise.all():  # codes of the clusters only, so noise takes no cluster's colour
+        colours[~noise] = to_rgba_array(_colours(_sortable_codes(labels[~noise])))
     ax = _axes(ax)
-    ax.scatter(X[:, 0], X[:, 1], c=_colours(codes), s=s)
+    ax.scatter(X[:, 0], X[:, 1], c=colours, s=s)
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_xticks([])
     ax.set_yticks([])
     if title:
         ax.set_title(title)
     return ax
+
+
+#: Colour of the points labelled -1 (noise, unlabelled).
+NOISE_COLOUR = "#c8c8c8"
 
 
 def _checked_labels(labels) -> np.ndarray:
@@ -273,6 +283,8 @@ def plot_candidates(model, X, axes=None, s=10):
     ValueError
         If ``model`` was fitted without an arbiter (``arbiter_`` is None), or ``axes`` does not hold
         one Axes per candidate.
+    TypeError
+        If ``model`` is not an ``ABCClustering``.
     """
     from ._sets import arbiter_candidates
 

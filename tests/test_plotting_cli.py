@@ -590,3 +590,34 @@ def test_cli_evaluate_scores_each_group_alone(tmp_path, capsys):
     assert float(capsys.readouterr().out.split()[1]) < 0.5
     assert main(["evaluate", *files, "--groups", str(tmp_path / "g.npy")]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "ARI 1.0000 ± 0.0000 (mean over 3 sets)"
+
+
+def test_plot_clusters_draws_noise_in_grey_without_taking_a_clusters_colour():
+    """A probe (/work/probe35f): -1 (HDBSCAN's noise, skabc's unlabelled) was drawn as one more cluster."""
+    from matplotlib.colors import to_rgba
+
+    from skabc.plotting import NOISE_COLOUR
+
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    colours = plot_clusters(X, [-1, 0, 0, 1, 1, -1]).collections[0].get_facecolors()
+    plain = plot_clusters(X[1:5], [0, 0, 1, 1]).collections[0].get_facecolors()
+    np.testing.assert_allclose(colours[[0, 5]], [to_rgba(NOISE_COLOUR)] * 2)
+    np.testing.assert_allclose(colours[1:5], plain)  # the clusters keep the colours they have without noise
+    plt.close("all")
+
+
+def test_plot_candidates_of_another_estimator_names_it(capsys):
+    from sklearn.cluster import SpectralClustering
+
+    from skabc.plotting import plot_candidates
+
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    with pytest.raises(TypeError, match="the candidates are an ABCClustering's arbiter's; got a SpectralClustering"):
+        plot_candidates(SpectralClustering(2, random_state=0).fit(X), X)
+
+
+def test_demo_table_of_one_set_shows_no_standard_error():
+    from skabc.demo import _row, format_table
+
+    assert "0.500 |" in format_table([_row("m", 100, [0.5], 1.0, None)])
+    assert "0.500 ± 0.100" in format_table([_row("m", 100, [0.4, 0.6], 1.0, None)])
