@@ -29,17 +29,9 @@ def resolve_settings(model, recommended: dict) -> None:
     Raises
     ------
     ValueError
-        If ``max_samples`` is set for a precomputed affinity or distance
-        matrix, which cannot be subsampled as a set of points, or is below
-        a given ``n_clusters``.
+        As :func:`check_setting_combinations`.
     """
-    if is_pairwise(model.affinity) and model.max_samples not in ("auto", None):
-        raise ValueError(f"max_samples={model.max_samples!r} subsamples sets of points; affinity="
-                         f"{model.affinity!r} takes the whole matrix. Leave max_samples='auto' (or None).")
-    if (isinstance(model.max_samples, Integral) and model.n_clusters is not None
-            and model.max_samples < model.n_clusters):
-        raise ValueError(f"max_samples={model.max_samples} is below n_clusters={model.n_clusters}: a subsample "
-                         "clustered first holds fewer points than the clusters asked for. Raise max_samples.")
+    check_setting_combinations(model)
     recommended = {**SPECTRAL_DEFAULTS, **check_recommended_clustering(recommended)}
 
     def resolved(name: str):
@@ -57,6 +49,25 @@ def resolve_settings(model, recommended: dict) -> None:
         n_components=model.n_components, n_init=model.n_init, eigen_tol=model.eigen_tol, verbose=model.verbose,
         follows_sklearn=model._follows_sklearn(),
     )
+
+
+def check_setting_combinations(model) -> None:
+    """Refuse parameters that contradict each other, whatever the data (``fit`` checks them before it changes anything).
+
+    Raises
+    ------
+    ValueError
+        If ``max_samples`` is set for a precomputed affinity or distance
+        matrix, which cannot be subsampled as a set of points, or is below
+        a given ``n_clusters``.
+    """
+    if is_pairwise(model.affinity) and model.max_samples not in ("auto", None):
+        raise ValueError(f"max_samples={model.max_samples!r} subsamples sets of points; affinity="
+                         f"{model.affinity!r} takes the whole matrix. Leave max_samples='auto' (or None).")
+    if (isinstance(model.max_samples, Integral) and model.n_clusters is not None
+            and model.max_samples < model.n_clusters):
+        raise ValueError(f"max_samples={model.max_samples} is below n_clusters={model.n_clusters}: a subsample "
+                         "clustered first holds fewer points than the clusters asked for. Raise max_samples.")
 
 
 def counts_with_generic(model) -> bool:

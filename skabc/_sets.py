@@ -110,20 +110,28 @@ def set_seeds(model, n_sets: int) -> list:
 
     An int ``random_state`` gives every set the seeds ``predict`` gives it alone, so a group's labels are those of
     clustering the group by itself (up to the offset of its ids); a ``RandomState`` or ``None`` is drawn from set
-    after set, as by successive calls.  Drawn before any work is dispatched, so scheduling cannot change them.
+    after set, as by successive calls.  Drawn before any work is dispatched, so scheduling cannot change them:
+    of several sets, none is handed the ``RandomState`` itself (with ``n_jobs > 1`` every worker drew from a copy
+    of it, and the labels changed with ``n_jobs``).
     """
-    return [draw_seeds(model, check_random_state(model.random_state), 1)[0] for _ in range(n_sets)]
+    shared = n_sets == 1 or isinstance(model.random_state, Integral)
+    return [draw_seeds(model, check_random_state(model.random_state), 1, shared)[0] for _ in range(n_sets)]
 
 
-def draw_seeds(model, rng, n_sets: int) -> list:
-    """Per-set ``(eigengap seed or None, spectral seed)``, drawn in the order of the serial loop."""
-    if n_sets == 1 and model._follows_sklearn():
+def draw_seeds(model, rng, n_sets: int, shared: bool = True) -> list:
+    """Per-set ``(eigengap seed or None, spectral seed)``, drawn in the order of the serial loop.
+
+    Read from the fitted spectral step (``n_clusters``, and whether it is SpectralClustering's own), not the
+    parameters, which ``set_params`` may have changed since: the seeds then moved while the algorithm stayed.
+    """
+    step = model.spectral_step_
+    if n_sets == 1 and shared and step.follows_sklearn:
         # Seeded as SpectralClustering seeds itself: random_state untouched, for one RandomState
         # shared by the eigensolver and the assignment.
         return [(None, model.random_state)]
     seeds = []
     for _ in range(n_sets):
-        eig_seed = None if model.n_clusters is not None else int(rng.randint(2**31 - 1))
+        eig_seed = None if step.n_clusters is not None else int(rng.randint(2**31 - 1))
         seeds.append((eig_seed, int(rng.randint(np.iinfo(np.int32).max))))
     return seeds
 

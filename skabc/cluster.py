@@ -22,7 +22,7 @@ from ._fit_inputs import (
     warn_if_square,
     without_unseen_names,
 )
-from ._resolve import resolve_settings
+from ._resolve import check_setting_combinations, resolve_settings
 from ._sets import check_n_jobs, check_sets, cluster_groups, map_sets, set_seeds
 from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
@@ -201,7 +201,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         What ``arbiter`` resolved to.
     candidate_ : str, list of str, or None
         The candidate partition the arbiter kept (one per group; ``'affinity-at-<candidate>'`` where it
-        only counted); ``None`` without an arbiter.
+        only counted); ``None`` without an arbiter, and for a set of at most 11 distinct rows, whose kNN
+        graph links every row to every other (the kernel's own partition, or the affinity's own count).
     max_samples_ : int or None
         What ``max_samples`` resolved to.
     spectral_step_ : SpectralStep
@@ -330,6 +331,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         self : ABCClustering
         """
         self._validate_params()
+        check_setting_combinations(self)  # before any fitted attribute changes: a refused refit keeps the last fit
         check_not_masked_or_missing(X)
         checked = validate_set(self, X, reset=True, ensure_min_samples=2)
         group_codes = encode_groups(groups, checked.shape[0])

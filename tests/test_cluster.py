@@ -683,3 +683,38 @@ def test_a_group_is_clustered_as_the_group_alone(params):
         expected = ABCClustering(random_state=0, **params).fit(X[groups == g]).labels_
         assert adjusted_rand_score(model.labels_[groups == g], expected) == 1.0
         assert adjusted_rand_score(alone[g], expected) == 1.0
+
+
+def test_predict_clusters_with_the_fitted_settings_after_set_params():
+    """A probe (/work/probe35g): set_params(n_clusters=None) left predict cutting into the fitted k, but with seeds
+    drawn as for an unknown k, so the labels changed without a refit (6 of 6 seeds)."""
+    X, _ = make_blobs(120, centers=5, cluster_std=2.0, random_state=3)
+    model = ABCClustering(n_clusters=7, n_init=1, affinity="rbf", random_state=0).fit(X)
+    before = model.predict(X)
+    np.testing.assert_array_equal(model.set_params(n_clusters=None).predict(X), before)
+
+
+@pytest.mark.parametrize("affinity", ["rbf", "nearest_neighbors"])
+def test_a_random_state_instance_gives_labels_that_do_not_depend_on_n_jobs(affinity):
+    """A probe (/work/probe35g): with several sets, each got the shared RandomState itself; with n_jobs=2 every
+    worker drew from its own copy, so the labels changed with n_jobs (the docstring says they do not)."""
+    X, _ = make_blobs(300, centers=6, cluster_std=2.0, random_state=3)  # no clear 4-partition: seeds matter
+    groups = np.repeat(np.arange(4), 75)
+    labels = {}
+    for n_jobs in (1, 2):
+        model = ABCClustering(n_clusters=4, affinity=affinity, n_init=1, n_jobs=n_jobs,
+                              random_state=np.random.RandomState(0))
+        labels[n_jobs] = model.fit(X, groups=groups).labels_
+    np.testing.assert_array_equal(labels[1], labels[2])
+
+
+def test_a_refit_refused_for_its_parameters_keeps_the_last_fit():
+    """A probe (/work/probe35g): max_samples below n_clusters was refused after n_features_in_ and kernel_ had been
+    overwritten; predict then refused the data the kept labels_ came from."""
+    X, _ = make_blobs(100, n_features=5, centers=3, random_state=0)
+    model = ABCClustering(n_clusters=3, affinity="rbf", random_state=0).fit(X)
+    kernel, labels = model.kernel_, model.labels_.copy()
+    with pytest.raises(ValueError, match="max_samples=3 is below n_clusters=5"):
+        model.set_params(n_clusters=5, max_samples=3).fit(X[:, :3])
+    assert model.n_features_in_ == 5 and model.kernel_ is kernel
+    np.testing.assert_array_equal(model.set_params(n_clusters=3, max_samples="auto").predict(X), labels)
