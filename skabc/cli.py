@@ -138,7 +138,7 @@ def _read_array(path: str, what: str, ndim: int):
             data = _read_names(file)
         else:
             with file.open(encoding="utf-8-sig") as f:
-                first = f.readline().strip()
+                first, second = f.readline().strip(), f.readline()
             if "," not in first and (any(mark in first for mark in (";", "\t"))
                                      or (len(first.split()) > 1 and _numeric(first.split()))):
                 raise ValueError("values must be separated by commas (the first line has none, but ';', tabs or "
@@ -147,7 +147,7 @@ def _read_array(path: str, what: str, ndim: int):
             # unnamed columns) above rows that are not all whole numbers.  A row with one bad field (a typo, 'NA')
             # is data, and loading it fails by name below instead of the row vanishing as a "header".
             fields = [v for v in first.split(",") if v.strip()]
-            skip = 1 if fields and (not any(_numeric([v]) for v in fields) or _pandas_header(fields, file)) else 0
+            skip = 1 if fields and (not any(_numeric([v]) for v in fields) or _pandas_header(fields, second)) else 0
             with warnings.catch_warnings():  # an empty file is refused below, by name
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")
@@ -162,14 +162,12 @@ def _read_array(path: str, what: str, ndim: int):
     return data
 
 
-def _pandas_header(fields: list[str], file: Path) -> bool:
+def _pandas_header(fields: list[str], second_line: str) -> bool:
     """Whether a first line ``0,1,...,d-1`` is pandas' header of unnamed columns (``DataFrame(X).to_csv()``):
     the next line holds a number that is not whole, which a row of a table of integer ids would not."""
     if len(fields) < 2 or [v.strip() for v in fields] != [str(i) for i in range(len(fields))]:
         return False
-    with file.open(encoding="utf-8-sig") as f:
-        f.readline()
-        second = [v for v in f.readline().split(",") if v.strip()]
+    second = [v for v in second_line.split(",") if v.strip()]
     return _numeric(second) and any(not float(v).is_integer() for v in second)
 
 

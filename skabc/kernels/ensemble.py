@@ -179,12 +179,13 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         """
         check_is_fitted(self, "kernels_")
         n, n_members = _num_samples(X), len(self.kernels_)
-        for kernel in map(as_kernel, self.kernels_):  # a dense member's matrix and the running sum: two copies
-            if not kernel.returns_sparse(n):
-                kernel.check_memory(n, n_copies=2)
+        members = [as_kernel(kernel) for kernel in self.kernels_]
+        for member in members:  # a dense member's matrix and the running sum: two copies
+            if not member.returns_sparse(n):
+                member.check_memory(n, n_copies=2)
         dense = sparse = None
-        for i, kernel in enumerate(self.kernels_):
-            member = as_kernel(kernel)  # a kernel's affinity whatever its set_output; any other transformer's output
+        for i, (kernel, member) in enumerate(zip(self.kernels_, members, strict=True)):
+            # A kernel's affinity whatever its set_output; any other transformer's output.
             affinity = kernel.transform(X) if isinstance(member, TransformerKernel) else member.affinity(X)
             if getattr(affinity, "shape", None) != (n, n):
                 raise ValueError(f"KernelEnsemble member {i} ({type(kernel).__name__}) returned shape "

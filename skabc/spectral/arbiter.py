@@ -395,9 +395,9 @@ class Arbiter:
         self._check_mode(step)
         n = np.shape(X)[0]
         if links_every_row(X) or (self.given_k and step.n_clusters > n):
-            # Nothing to choose between (a kNN graph of every pair: its cuts are arbitrary), or singletons.
+            # Nothing to choose between (every pair linked: cuts are arbitrary), or singletons; else the checks hold.
             return (*step.cluster(probabilities, eigen_seed, seed), None)
-        candidates = self.candidates_of(step, probabilities, X, eigen_seed, seed)
+        candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
         best, _ = self.choose(candidates, np.shape(X)[1])
         c = candidates[best]
         if self.partition == "knn" and CANDIDATES[c.name][0] != "knn":
