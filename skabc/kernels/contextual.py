@@ -191,7 +191,9 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
     Attributes
     ----------
     net_, module_ : skorch.NeuralNet, ABCNet
-        The trained network wrapper and its torch module (``net_.module_``).
+        The trained network wrapper (its ``history`` holds the epochs' losses and scores) and its torch module
+        (``net_.module_``).  A kernel loaded from a file, or restored from a finished run's ``checkpoint_dir``,
+        has ``module_`` only: its training history is not kept.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of str
