@@ -23,10 +23,12 @@ import scipy.sparse as sp
 from sklearn.utils import _safe_indexing, check_array
 from sklearn.utils.validation import _num_samples
 
+from ._quiet_warnings import ignoring_warnings
 from ._subsample import MAX_SAMPLES_AUTO, draw_rows
 from .pretrained import load
 from .spectral import SpectralStep, compact
 from .spectral.arbiter import Arbiter, arbiter_for
+from .spectral.assign import NOT_CONNECTED_WARNING
 from .spectral.knn import links_every_row
 
 #: Counting arbiter name -> the shipped kernel whose recommended settings (and arbiter) count the clusters.
@@ -75,6 +77,8 @@ def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed, c
     # Exactly SpectralClustering(n_clusters=k) on the model's affinity, ids renumbered as every k-unknown fit's;
     # given cut_random_state, seeded as SpectralClustering(random_state=cut_random_state) is.
     cut_seeds = (eig_seed, seed) if cut_random_state is None else (None, cut_random_state)
-    labels, affinity, _, _ = replace(step, n_clusters=k, follows_sklearn=True).cluster(affinity, *cut_seeds)
+    # With k unknown no path passes scikit-learn's warning of a graph in several components on: none was asked for.
+    with ignoring_warnings(NOT_CONNECTED_WARNING):
+        labels, affinity, _, _ = replace(step, n_clusters=k, follows_sklearn=True).cluster(affinity, *cut_seeds)
     labels = compact(np.asarray(labels))
     return labels, affinity, len(np.unique(labels)), eigenvalues, f"affinity-at-{chosen}"

@@ -12,7 +12,6 @@ settings.
 from __future__ import annotations
 
 import copy
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,6 +21,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, validate_data
 
 from ._runtime import memory_limit_bytes
+from ._user_warnings import warn_user
 from ._validation import encode_labels
 from .exceptions import AffinityTooLargeError
 from .kernels.pairwise import PRECOMPUTED_AFFINITIES, SPARSE_FORMATS, PairwiseKernel, PrecomputedKernel
@@ -85,13 +85,12 @@ def warn_if_square(model, X, group_codes) -> None:
     """SpectralClustering's warning: square features may be an affinity matrix meant as 'precomputed'."""
     if group_codes is None and X.shape[0] == X.shape[1] and not is_pairwise(model.affinity):
         # SpectralClustering's text first, so that filters written for it (by message) catch this one too.
-        warnings.warn(
+        warn_user(
             "The spectral clustering API has changed. ``fit``now constructs an affinity matrix from data. To use a "
             f"custom affinity matrix, set ``affinity=precomputed``. (X is square, {X.shape[0]} x {X.shape[1]}, and "
             f"affinity={model.affinity!r} reads its rows as points with features; to cluster an affinity matrix "
             "you computed, set affinity='precomputed'.)",
             UserWarning,
-            stacklevel=3,
         )
 
 

@@ -25,6 +25,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import is_pairwise
 from ._subsample import draw_rows, extend_labels, spread_affinity
+from ._user_warnings import warn_user
 from ._validation import N_JOBS_CONSTRAINT
 from .exceptions import AffinityTooLargeError
 from .kernels import as_kernel
@@ -89,10 +90,10 @@ def warn_at_max_clusters(model, n_found: list, spectra: list | None = None) -> N
                  for found, values in zip(n_found, spectra, strict=True))
     if capped:
         where = "the set" if len(n_found) == 1 else f"{capped} of {len(n_found)} sets"
-        warnings.warn(f"The estimated number of clusters of {where} reached max_clusters={model.max_clusters}, or its "
-                      "spectrum shows more separate groups than that; the data may hold more clusters. Raise "
-                      "max_clusters to let the estimate go higher.",
-                      UserWarning, stacklevel=4)
+        warn_user(f"The estimated number of clusters of {where} reached max_clusters={model.max_clusters}, or its "
+                  "spectrum shows more separate groups than that; the data may hold more clusters. Raise "
+                  "max_clusters to let the estimate go higher.",
+                  UserWarning)
 
 
 #: A Laplacian eigenvalue below this is a (near-)separate component: a normalised cut of 1e-4 or less.  Learned
@@ -152,6 +153,28 @@ def check_sets(sets):
     return sets
 
 
+def warn_if_more_clusters_than_points(n_clusters: int | None, sets: list, max_samples: int | None) -> None:
+    """Say once per call where ``n_clusters`` exceeds the points of a set: only singletons make that many clusters."""
+    if n_clusters is None:
+        return
+    clustered = [min(_num_samples(X), max_samples or _num_samples(X)) for X in sets]
+    short = [n for n in clustered if n < n_clusters]
+    if not short:
+        return
+    if max_samples is not None and any(_num_samples(X) > max_samples for X in sets):
+        what = (f"the max_samples={max_samples} rows clustered of a set; every one of them becomes its own cluster, "
+                "which the other rows join")
+    elif len(sets) == 1:
+        plural = "s" if short[0] != 1 else ""
+        what = f"the {short[0]} point{plural} of the set; every point becomes its own cluster"
+    else:
+        sizes = f"{min(short)} to {max(short)} points" if min(short) != max(short) else (
+            f"{short[0]} point{'s' if short[0] != 1 else ''}")
+        what = (f"the points of {len(short)} of {len(sets)} sets ({sizes}); every point of such a set becomes its own "
+                "cluster")
+    warn_user(f"n_clusters={n_clusters} is more than {what}.", UserWarning)
+
+
 def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     """Cluster each set, in order: in this process for one set, else with joblib."""
     kernel, max_samples = model.kernel_, model.max_samples_
@@ -161,6 +184,7 @@ def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
         # The counted k cuts the affinity seeded exactly as SpectralClustering(n_clusters=k) would be: every
         # set alike, so predict_many(sets)[i] stays predict(sets[i]).
         clustering = (*clustering, model.random_state)
+    warn_if_more_clusters_than_points(model.spectral_step_.n_clusters, sets, max_samples)
     if len(sets) == 1:
         return [_cluster_one(kernel, clustering, sets[0], *seeds[0], max_samples)]
     # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
@@ -174,7 +198,7 @@ def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     # they are raised again here, so catch_warnings and simplefilter('error') see the same with any n_jobs or backend.
     for _, caught in chunks:
         for category, message in caught:
-            warnings.warn(message, category, stacklevel=4)
+            warn_user(message, category)
     return [result for chunk, _ in chunks for result in chunk]
 
 

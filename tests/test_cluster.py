@@ -654,13 +654,14 @@ def test_warnings_of_sets_clustered_in_workers_reach_the_caller(n_jobs):
     """A probe: with n_jobs=2 a set's warning stayed in the worker process; catch_warnings saw it with 1 job only."""
     from sklearn.datasets import make_blobs
 
-    X = make_blobs(12, centers=2, random_state=0)[0]
-    groups = np.r_[np.zeros(10), 1, 1]
-    model = ABCClustering(n_clusters=3, random_state=0, n_jobs=n_jobs)
-    with pytest.warns(UserWarning, match="n_clusters=3 is more than the 2 points of the set"):
+    # Two far blobs: each set's 3-NN graph falls apart, and scikit-learn's embedding warns inside the worker.
+    X = make_blobs(40, centers=[[0, 0], [50, 50]], cluster_std=0.5, random_state=0)[0]
+    groups = np.repeat([0, 1], 20)
+    model = ABCClustering(n_clusters=2, affinity="nearest_neighbors", n_neighbors=3, random_state=0, n_jobs=n_jobs)
+    with pytest.warns(UserWarning, match="Graph is not fully connected"):
         model.fit(X, groups=groups)
-    with pytest.warns(UserWarning, match="n_clusters=3 is more than the 2 points of the set"):
-        model.predict_many([X[:10], X[10:]], n_jobs=n_jobs)
+    with pytest.warns(UserWarning, match="Graph is not fully connected"):
+        model.predict_many([X, X[::-1]], n_jobs=n_jobs)
 
 
 def test_eigenvalues_are_none_with_a_given_k_and_groups_too(tiny_kernel):

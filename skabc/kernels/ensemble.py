@@ -21,6 +21,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .. import _schema, persistence
 from .._constraints import IntRange
+from .._user_warnings import each_warning_once
 from .._validation import KernelParamsMixin
 from ..training.plan import network_of
 from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
@@ -96,16 +97,17 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         base = ContextualKernel() if self.kernel is None else self.kernel
         rng = check_random_state(self.random_state)
         members = []
-        for index in range(self.n_members):
-            member = clone(base)
-            seed = int(rng.randint(np.iinfo(np.int32).max))
-            if "random_state" in member.get_params():
-                member.set_params(random_state=seed)
-            if member.get_params().get("checkpoint_dir") is not None:
-                # One folder per member: members differ by seed, and each resumes only its own run.
-                member.set_params(checkpoint_dir=str(Path(member.checkpoint_dir) / f"member_{index}"))
-            # groups only when given: a plain transformer kernel need not take it.
-            members.append(member.fit(X, y) if groups is None else member.fit(X, y, groups=groups))
+        with each_warning_once():  # the members see the same labels: one remark on them, not one per member
+            for index in range(self.n_members):
+                member = clone(base)
+                seed = int(rng.randint(np.iinfo(np.int32).max))
+                if "random_state" in member.get_params():
+                    member.set_params(random_state=seed)
+                if member.get_params().get("checkpoint_dir") is not None:
+                    # One folder per member: members differ by seed, and each resumes only its own run.
+                    member.set_params(checkpoint_dir=str(Path(member.checkpoint_dir) / f"member_{index}"))
+                # groups only when given: a plain transformer kernel need not take it.
+                members.append(member.fit(X, y) if groups is None else member.fit(X, y, groups=groups))
         self._set_members(members)
         return self
 

@@ -11,7 +11,7 @@ from .._quiet_warnings import ignoring_warnings
 from .eigen import _check_eigen_solver, _smallest_eigenpairs, scale_free
 
 #: scikit-learn's warning of an affinity in several components (see :func:`spectral_labels`).
-_NOT_CONNECTED = {"message": "Graph is not fully connected", "category": UserWarning}
+NOT_CONNECTED_WARNING = {"message": "Graph is not fully connected", "category": UserWarning}
 
 
 def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
@@ -59,7 +59,7 @@ def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
     model = SpectralClustering(n_clusters=n_clusters, affinity="precomputed", **spectral_params)
     # A learned affinity may split into components (confident "different cluster" pairs);
     # those components are clusters, which the embedding represents correctly.
-    with ignoring_warnings(_NOT_CONNECTED):
+    with ignoring_warnings(NOT_CONNECTED_WARNING):
         return model.fit(affinity).labels_.astype(np.int64)
 
 
@@ -97,7 +97,7 @@ def _embedding_labels(
     else:
         from sklearn.manifold import spectral_embedding
 
-        with ignoring_warnings(_NOT_CONNECTED):
+        with ignoring_warnings(NOT_CONNECTED_WARNING):
             vectors = spectral_embedding(affinity, n_components=n_components, eigen_solver=eigen_solver,
                                          random_state=random_state, eigen_tol=eigen_tol, drop_first=False)
     return _assign(vectors, n_clusters, assign_labels, random_state, n_init, verbose)

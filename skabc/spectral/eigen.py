@@ -22,8 +22,6 @@ them (it then answers the most clusters it can: the number of eigenvalues minus 
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import LinAlgError, eigh, eigvalsh
@@ -33,6 +31,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_symmetric
 
 from .._quiet_warnings import ignoring_warnings
+from .._user_warnings import warn_user
 
 # Up to this size the eigengap uses LAPACK's dense eigvalsh (2,000 points: about 1 s). Learned affinities often
 # have dozens of eigenvalues close to 1, where ARPACK converges slowly (28-180 s per load_digits set, ~1 s dense).
@@ -437,11 +436,10 @@ def _component_eigenpairs(
     values, vecs = values[ascending], vecs[:, ascending]
     residual = np.linalg.norm(laplacian @ vecs - vecs * values, axis=0) / np.linalg.norm(vecs, axis=0)
     if fallback and not np.all(residual <= _LOBPCG_ACCEPT * max(tol, _LOBPCG_TOL)):
-        warnings.warn(
+        warn_user(
             f"eigen_solver={solver!r} did not converge on a component of {size} points "
             f"(largest residual {np.nanmax(residual):.2g}); solving it again with ARPACK.",
             UserWarning,
-            stacklevel=2,
         )
         return _component_eigenpairs(adjacency, sqrt_degree, m, "arpack", rng, "auto", vectors, False)
     return values, (vecs if vectors else None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,11 +82,9 @@ class SpectralStep:
             power = self.affinity_power
             affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
         n = affinity.shape[0]
-        if self.n_clusters is not None and self.n_clusters > n:
-            # Only singletons make that many clusters; say so instead of scipy's k >= N warning.
-            plural = "s" if n != 1 else ""
-            warnings.warn(f"n_clusters={self.n_clusters} is more than the {n} point{plural} of the set; every point "
-                          f"becomes its own cluster ({n} cluster{plural}).", UserWarning, stacklevel=3)
+        if self.n_clusters is not None and self.n_clusters >= n:
+            # Only singletons make n clusters of n points (no eigensolve: scipy refuses k >= N for a sparse graph and
+            # warns for a dense one).  Asking for more is said once per call, by the caller (skabc._sets).
             labels, eigenvalues = np.arange(n), None
         elif self.n_clusters is not None and self.follows_sklearn:
             labels = sklearn_spectral_labels(affinity, self.n_clusters, random_state=seed, **self.embedding_params())

@@ -12,7 +12,6 @@ import hashlib
 import json
 import math
 import pickle
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from torch import nn
 
 from .._runtime import float32_default, memory_limit_bytes, resolve_device, seeded_torch, tuned_allocator
 from .._schema import expected_tensors
+from .._user_warnings import warn_user
 from .._validation import format_bytes
 from ..exceptions import AffinityTooLargeError
 from ..nn.build import build_module, set_transform
@@ -102,10 +102,10 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
             # warm_start too, which would otherwise go on training from the current weights).
             # Reached only without the kernel that run fitted (skabc.training.result): an earlier version's
             # checkpoint, or a kernel with a custom callable, which has no safe file.
-            warnings.warn(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
-                          f"({done} of {kernel.max_epochs} epochs) but not the kernel it fitted: nothing is trained, "
-                          "the kernel is re-derived from the last epoch's checkpoint and may differ from the one that "
-                          "run returned; use another directory or remove it to train again", UserWarning, stacklevel=4)
+            warn_user(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
+                      f"({done} of {kernel.max_epochs} epochs) but not the kernel it fitted: nothing is trained, "
+                      "the kernel is re-derived from the last epoch's checkpoint and may differ from the one that "
+                      "run returned; use another directory or remove it to train again", UserWarning)
         # LoadInitState restores the checkpoint at train begin; partial_fit keeps that state and turns
         # Ctrl-C into a clean stop.
         net.partial_fit(dataset, y=None, epochs=max(0, kernel.max_epochs - done))
@@ -385,9 +385,9 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
     if finished == 0 and limits:  # only max_time can end a run before its first epoch ends
         took = ("its starting weights are kept (no epoch was scored)" if restored_start
                 else "the kernel took only part of one epoch's steps")
-        warnings.warn(f"max_time={float(limits[0]):g} s ended training inside its first epoch: {took} "
-                      "(n_training_sets_ counts finished epochs: 0). Raise max_time, or lower sets_per_epoch, to "
-                      "train it.", UserWarning, stacklevel=5)
+        warn_user(f"max_time={float(limits[0]):g} s ended training inside its first epoch: {took} "
+                  "(n_training_sets_ counts finished epochs: 0). Raise max_time, or lower sets_per_epoch, to "
+                  "train it.", UserWarning)
         return
     if finished >= kernel.max_epochs or planned_stop(net):
         return
@@ -401,12 +401,11 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
         kept = f"the best training loss so far ({keeper.best_loss_:.4f})"
         if best_state is not None:
             net.module_.load_state_dict(best_state)
-    warnings.warn(
+    warn_user(
         f"ContextualKernel training was interrupted after {finished} of {kernel.max_epochs} epochs; "
         f"the kernel keeps the weights with {kept}. "
         + ("Call fit again to resume from checkpoint_dir." if kernel.checkpoint_dir is not None else ""),
         RuntimeWarning,
-        stacklevel=5,
     )
 
 

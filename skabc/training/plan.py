@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import inspect
 import math
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._user_warnings import warn_user
 from ..nn.build import set_transform
 from ..sampling import check_set_size
 from .early_stopping import StartWeightMix, TimeLimit, ValidationSetsScoring
@@ -178,9 +178,9 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     early_stopping = kernel.early_stopping if kernel.early_stopping != "auto" else kernel.max_epochs == "auto"
     held_out = validation_split(labels, group_codes, kernel.validation_fraction, rng) if early_stopping else None
     if held_out is None and kernel.early_stopping is True:
-        warnings.warn(f"early_stopping=True, but validation_fraction={kernel.validation_fraction} of these labels "
-                      "leaves no useful held-out split (too few rows either side): training runs without validation",
-                      UserWarning, stacklevel=4)
+        warn_user(f"early_stopping=True, but validation_fraction={kernel.validation_fraction} of these labels "
+                  "leaves no useful held-out split (too few rows either side): training runs without validation",
+                  UserWarning)
     train_labels = labels if held_out is None else np.where(held_out, -1, labels)
 
     schedule = None
@@ -274,11 +274,11 @@ def warn_if_labels_teach_one_answer(labels: np.ndarray, group_codes) -> None:
     if len(pairs) == 0 or rows_per_group.max() < 2:
         return  # no set can be drawn at all: the sampler says so
     if not (counts >= 2).any():
-        warnings.warn("No two labelled rows of a group share a class in y: the kernel can only learn that no two "
-                      "points belong together.", UserWarning, stacklevel=5)
+        warn_user("No two labelled rows of a group share a class in y: the kernel can only learn that no two "
+                  "points belong together.", UserWarning)
     elif _classes_per_group(labels, group_codes) < 2:
-        warnings.warn("y holds one class per group: the kernel can only learn that all points of a set belong "
-                      "together.", UserWarning, stacklevel=5)
+        warn_user("y holds one class per group: the kernel can only learn that all points of a set belong "
+                  "together.", UserWarning)
 
 
 def _group_class_pairs(labels: np.ndarray, group_codes) -> tuple[np.ndarray, np.ndarray]:

@@ -11,9 +11,9 @@ on the same data loads it (validated as any saved kernel) instead of training.  
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
+from .._user_warnings import warn_user
 from .net import checkpointed_epochs
 
 #: The fitted kernel of a complete run, in ``checkpoint_dir`` (skabc's safe format).
@@ -57,8 +57,8 @@ def restore_result(kernel, spec, X, labels, group_codes) -> bool:
         if name.endswith("_"):
             setattr(kernel, name, value)
     stopped = ", stopped early" if done < spec.max_epochs else ""
-    warnings.warn(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
-                  f"({done} of {spec.max_epochs} epochs{stopped}): nothing is trained, the kernel that run fitted is "
-                  f"restored from {RESULT_FILE}; use another directory or remove it to train again",
-                  UserWarning, stacklevel=4)
+    warn_user(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
+              f"({done} of {spec.max_epochs} epochs{stopped}): nothing is trained, the kernel that run fitted is "
+              f"restored from {RESULT_FILE}; use another directory or remove it to train again",
+              UserWarning)
     return True

@@ -1,0 +1,46 @@
+"""Warnings shown at the user's line, once per call: the first frame outside the package, however deep they arise.
+
+A fixed ``stacklevel`` is right for one path only: the same warning raised through ``fit``, ``fit_predict``,
+``ABCClustering(kernel=...)`` or a :class:`~skabc.KernelEnsemble` member sits at another depth each time, and
+pointed inside the package from all but one (Python 3.12's ``skip_file_prefixes`` does this; 3.10 is supported).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+from contextvars import ContextVar
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+#: The (category, text) pairs raised so far inside :func:`each_warning_once` (``None`` outside it).  A context
+#: variable, not a ``catch_warnings`` block: those swap process-global filters, unsafe under threads for the
+#: length of a training.
+_RAISED: ContextVar[set | None] = ContextVar("skabc_raised_warnings", default=None)
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn(message, category)`` attributed to the first calling frame outside skabc."""
+    raised = _RAISED.get()
+    if raised is not None:
+        if (category, message) in raised:
+            return
+        raised.add((category, message))
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+@contextlib.contextmanager
+def each_warning_once():
+    """Inside the block, the package raises each warning text once: e.g. the same remark on the labels from every
+    member of an ensemble.  Nested blocks share the outer block's record."""
+    token = _RAISED.set(set()) if _RAISED.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _RAISED.reset(token)

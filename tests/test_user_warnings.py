@@ -1,0 +1,96 @@
+"""The package's warnings point at the caller's line and are said once per call; n_clusters == n is singletons."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from conftest import TINY, make_blob_sets
+from sklearn.datasets import make_blobs
+
+from skabc import ABCClustering, ContextualKernel, KernelEnsemble
+
+
+def caught_warnings(call) -> list:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    return list(caught)
+
+
+def ours(caught: list, text: str) -> list:
+    return [w for w in caught if text in str(w.message)]
+
+
+@pytest.mark.parametrize("affinity", ["nearest_neighbors", "rbf", "learned"])
+def test_as_many_clusters_as_points_gives_singletons(affinity, tiny_kernel):
+    """A probe: n_clusters == n with the kNN graph raised scipy's 'Cannot use scipy.linalg.eigh for sparse A with
+    k >= N' (n_clusters > n was handled); a group or a predicted set of k rows hits it."""
+    X = np.random.default_rng(0).random((23, 2))
+    kernel = tiny_kernel if affinity == "learned" else None
+    model = ABCClustering(n_clusters=3, affinity=affinity, n_neighbors=2, kernel=kernel, random_state=0)
+    caught = caught_warnings(lambda: model.fit(X[:3]))
+    np.testing.assert_array_equal(model.labels_, [0, 1, 2])
+    assert not [w for w in caught if "k >= N" in str(w.message)], [str(w.message) for w in caught]
+    labels = model.fit(X, groups=np.r_[np.zeros(20), np.ones(3)]).labels_
+    assert len(np.unique(labels[20:])) == 3 and not set(labels[20:]) & set(labels[:20])
+    np.testing.assert_array_equal(np.sort(model.predict(X[:3])), [0, 1, 2])
+
+
+def test_more_clusters_than_points_is_said_once_per_call():
+    """A probe: six groups of five rows gave six identical warnings, 'of the set', naming no group."""
+    X = make_blobs(30, centers=3, random_state=0)[0]
+    model = ABCClustering(n_clusters=10, affinity="rbf", random_state=0)
+    caught = caught_warnings(lambda: model.fit(X, groups=np.repeat(np.arange(6), 5)))
+    said = ours(caught, "n_clusters=10 is more than")
+    assert len(said) == 1 and "6 of 6 sets (5 points)" in str(said[0].message)
+    caught = caught_warnings(lambda: model.predict_many([X[:5], X[5:30], X[:7]]))
+    said = ours(caught, "n_clusters=10 is more than")
+    assert len(said) == 1 and "2 of 3 sets (5 to 7 points)" in str(said[0].message)
+
+
+def test_warnings_point_at_the_callers_line_through_every_entry_point():
+    """A probe: the same warning pointed at cluster.py through fit_predict, at _fit_inputs.py through
+    ABCClustering(kernel=...).fit, at ensemble.py through KernelEnsemble.fit (fixed stack levels)."""
+    X = make_blobs(12, centers=2, random_state=0)[0]
+    one_class = np.zeros(len(X), dtype=int)
+    calls = {
+        "fit_predict, n_clusters > n": (lambda: ABCClustering(n_clusters=20, affinity="rbf").fit_predict(X),
+                                        "n_clusters=20 is more than"),
+        "fit_predict, square X": (lambda: ABCClustering(n_clusters=2, affinity="rbf").fit_predict(X[:2, :2]),
+                                  "X is square"),
+        "through ABCClustering": (lambda: ABCClustering(kernel=ContextualKernel(**TINY)).fit(X, one_class),
+                                  "one class per group"),
+        "through KernelEnsemble": (lambda: KernelEnsemble(ContextualKernel(**TINY), n_members=2).fit(X, one_class),
+                                   "one class per group"),
+    }
+    for name, (call, text) in calls.items():
+        said = ours(caught_warnings(call), text)
+        assert said and all(w.filename == __file__ for w in said), (name, [(w.filename, w.lineno) for w in said])
+
+
+def test_an_ensemble_says_a_remark_on_its_labels_once():
+    """A probe: every member repeated 'y holds one class per group' (and early stopping's split), n_members times."""
+    X = make_blob_sets(n_sets=1, set_size=10, random_state=0)[0]
+    one_class = np.zeros(len(X), dtype=int)
+    ensemble = KernelEnsemble(ContextualKernel(**{**TINY, "early_stopping": True, "validation_fraction": 0.01}),
+                              n_members=3, random_state=0)
+    caught = caught_warnings(lambda: ensemble.fit(X, one_class))
+    assert len(ours(caught, "one class per group")) == 1
+    assert len(ours(caught, "validation_fraction=0.01")) == 1
+    # The record lasts one call: a second fit says it again.
+    assert len(ours(caught_warnings(lambda: ensemble.fit(X, one_class)), "one class per group")) == 1
+
+
+def test_k_unknown_with_a_disconnected_knn_graph_passes_no_spectral_embedding_warning():
+    """A probe: with n_clusters=None the 'generic-count' cut of a kNN graph passed on scikit-learn's 'Graph is not
+    fully connected' (no SpectralClustering cut was asked for; the other k-unknown paths keep it back)."""
+    X = make_blobs(40, centers=[[0, 0], [50, 50]], cluster_std=0.5, random_state=0)[0]
+    caught = caught_warnings(
+        lambda: ABCClustering(affinity="nearest_neighbors", n_neighbors=3, random_state=0).fit(X))
+    assert not ours(caught, "not fully connected"), [str(w.message) for w in caught]
+    # With k given, as SpectralClustering does, it is passed on.
+    caught = caught_warnings(
+        lambda: ABCClustering(n_clusters=2, affinity="nearest_neighbors", n_neighbors=3, random_state=0).fit(X))
+    assert ours(caught, "not fully connected")
