@@ -140,6 +140,23 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
                                       base=Kernel)
     else:  # version 1: always a ContextualKernel, its weights directly under "kernel."
         ContextualKernel._check_description({"kernel": kernel}, kernel_header, where)
+    width = _kernel_width(kernel)
+    if width is not None and width != n_features:
+        raise _schema.fail(prefix + "n_features_in", f"{n_features} features, but the model's kernel takes {width}")
+
+
+def _kernel_width(kernel: dict) -> int | None:
+    """The input width a validated kernel description is bound to (``None``: any width, or not a ContextualKernel's)."""
+    if "class" not in kernel:
+        parts = [kernel]
+    else:
+        parts = {"ContextualKernel": [kernel.get("kernel")],
+                 "KernelEnsemble": kernel.get("members")}.get(kernel["class"])
+    for part in parts or ():
+        network = {**part["params"], **(part.get("network_params") or {})}
+        if network.get("canonical_features") is None:
+            return part["n_features_in"]
+    return None
 
 
 def _check_candidate(value, where: str) -> None:

@@ -65,7 +65,16 @@ def _a(name: str) -> str:
 
 def plain_params(estimator, skip=(), other=_refuse_non_plain) -> dict:
     """``get_params(deep=False)`` as JSON, without the names in ``skip`` (``other`` as for :func:`json_ready`)."""
-    return {k: json_ready(v, other) for k, v in estimator.get_params(deep=False).items() if k not in skip}
+    params = {}
+    for name, value in estimator.get_params(deep=False).items():
+        if name in skip:
+            continue
+        if other is _refuse_non_plain and isinstance(value, np.random.RandomState):  # a file holds no stream: name it
+            raise TypeError(f"cannot save {type(estimator).__name__} with random_state={type(value).__name__}(...): a "
+                            f"model file holds an int or None there; set_params(random_state=...) first, or use "
+                            f"pickle (or joblib)")
+        params[name] = json_ready(value, other)
+    return params
 
 
 def unlist(params: dict) -> dict:
@@ -176,6 +185,8 @@ def write(path, meta: dict, tensors: dict) -> None:
         **meta,
     }
     path = Path(path)
+    if path.is_symlink():  # write where the link points, as open(path, 'w') would, not over the link
+        path = Path(os.path.realpath(path))
     if path.is_dir():
         raise ValueError(f"cannot save to {str(path)!r}: it is a directory; give a file name (e.g. model.safetensors)")
     path.parent.mkdir(parents=True, exist_ok=True)

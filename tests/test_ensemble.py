@@ -223,3 +223,70 @@ def test_an_ensemble_recommends_the_settings_its_members_agree_on():
         generic.recommended_clustering()
     tiny = ContextualKernel(**TINY).fit(*make_blob_sets(n_sets=4, set_size=20, random_state=0)[:2])
     assert KernelEnsemble.from_fitted([generic, tiny]).recommended_clustering() == {}  # they disagree
+
+
+# ------------------------------------------------------------------ refits, templates and saves (probe 36b)
+def test_a_refit_ensemble_drops_the_settings_of_its_former_members(tmp_path, blob_sets):
+    """A probe: a loaded ensemble (or one saved with settings) refitted on a scratch kernel kept recommending the
+    generic kernel's clustering, and ABCClustering clustered with it."""
+    X, y, groups = blob_sets
+    ensemble = KernelEnsemble.from_fitted([load("generic"), load("generic")])
+    path = tmp_path / "e.safetensors"
+    ensemble.save(path, recommended_clustering={"affinity_power": 4.0})
+    loaded = KernelEnsemble.load(path, device="cpu")
+    assert loaded.recommended_clustering() == {"affinity_power": 4.0}
+    loaded.set_params(kernel=ContextualKernel(**TINY)).fit(X, y, groups=groups)
+    assert loaded.recommended_clustering() == {}
+    assert ABCClustering(kernel=loaded, random_state=0).fit(X[:30]).affinity_power_ == 1.0
+
+
+def test_a_frozen_kernel_is_no_template_for_training(tiny_kernel, tiny_kernel_seed_1, blob_sets):
+    """A probe: from_fitted with a frozen first member made that fitted member the `kernel` parameter, so a refit
+    copied it n_members times and dropped the others; KernelEnsemble(FrozenEstimator(k)).fit did the same."""
+    X, y, groups = blob_sets
+    ensemble = KernelEnsemble.from_fitted([FrozenEstimator(tiny_kernel), tiny_kernel_seed_1])
+    assert isinstance(ensemble.kernel, ContextualKernel) and not hasattr(ensemble.kernel, "module_")
+    refit = copy.deepcopy(ensemble).fit(X, y, groups=groups)
+    assert all(member is not tiny_kernel for member in refit.kernels_)
+    with pytest.raises(ValueError, match="kernel is a FrozenEstimator: fit would copy"):
+        KernelEnsemble(FrozenEstimator(tiny_kernel), n_members=2).fit(X, y, groups=groups)
+
+
+def test_members_of_other_feature_names_are_refused(blob_sets):
+    """A probe: from_fitted accepted them, and the ensemble then refused every DataFrame it was given."""
+    pd = pytest.importorskip("pandas")
+    X, y, groups = blob_sets
+    first = ContextualKernel(**TINY).fit(pd.DataFrame(X, columns=["a", "b"]), y, groups=groups)
+    other = ContextualKernel(**TINY).fit(pd.DataFrame(X, columns=["c", "d"]), y, groups=groups)
+    with pytest.raises(ValueError, match="fitted on different feature names"):
+        KernelEnsemble.from_fitted([first, other])
+
+
+def test_checkpoints_need_a_seeded_ensemble(tmp_path, blob_sets):
+    """A probe: with random_state=None each fit drew new member seeds, and the second fit refused member_0's
+    checkpoint as 'a different configuration'."""
+    X, y, groups = blob_sets
+    kernel = ContextualKernel(**TINY, checkpoint_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"random_state=None draws new member seeds.*set KernelEnsemble\(random_state"):
+        KernelEnsemble(kernel, n_members=2).fit(X, y, groups=groups)
+    assert not any(tmp_path.iterdir())  # refused before anything was trained
+
+
+@pytest.mark.parametrize("make", ["kernel", "ensemble"])
+def test_a_failed_save_leaves_the_settings_as_they_were(make, tiny_kernel, tmp_path):
+    """A probe: save(directory, recommended_clustering=...) raised, yet the kernel recommended the new settings."""
+    kernel = copy.deepcopy(tiny_kernel) if make == "kernel" else KernelEnsemble.from_fitted([tiny_kernel])
+    before = kernel.recommended_clustering()
+    with pytest.raises(ValueError, match="it is a directory"):
+        kernel.save(tmp_path, recommended_clustering={"affinity_power": 2.0})
+    assert kernel.recommended_clustering() == before
+    kernel.save(tmp_path / "k.safetensors", recommended_clustering={"affinity_power": 2.0})
+    assert kernel.recommended_clustering() == {"affinity_power": 2.0}
+
+
+def test_a_random_state_stream_is_named_when_saving(tiny_kernel, tmp_path):
+    """A probe: the refusal blamed 'custom modules or callables'."""
+    kernel = copy.deepcopy(tiny_kernel).set_params(random_state=np.random.RandomState(0))
+    for obj in (kernel, KernelEnsemble.from_fitted([tiny_kernel]).set_params(random_state=np.random.RandomState(0))):
+        with pytest.raises(TypeError, match=r"random_state=RandomState\(\.\.\.\): a model file holds an int or None"):
+            obj.save(tmp_path / "k.safetensors")

@@ -232,3 +232,13 @@ def test_a_subclass_is_refused_at_save_with_the_reason(tiny_kernel, tmp_path):
     X = make_blob_sets(n_sets=1, set_size=40, random_state=0)[0]
     with pytest.raises(TypeError, match="not subclasses of them; pickle it instead"):
         MyModel(kernel=tiny_kernel, random_state=0).fit(X).save(tmp_path / "mine.safetensors")
+
+
+def test_saving_through_a_symbolic_link_writes_its_target(tiny_kernel, tmp_path):
+    """A probe: the link was replaced by a plain file, and its target kept the old model."""
+    target, link = tmp_path / "target.safetensors", tmp_path / "link.safetensors"
+    target.write_bytes(b"old")
+    link.symlink_to(target)
+    tiny_kernel.save(link)
+    assert link.is_symlink()
+    assert ContextualKernel.load(target, device="cpu").d_model == tiny_kernel.d_model

@@ -227,6 +227,8 @@ def test_forged_class_is_refused_clearly(forged_class, loader, match, saved, tmp
         (lambda m, t: m["params"].update(n_clusters="5"), r"The 'n_clusters' parameter"),
         (lambda m, t: m["kernel"].update({"class": "ABCClustering"}), r"kernel\.class: a ABCClustering here is not"),
         (lambda m, t: t.update(stray=torch.zeros(1)), r"unexpected tensors \['stray'\]"),
+        # A probe: it loaded, and then no X could be predicted (each width refused by the model or its kernel).
+        (lambda m, t: m.update(n_features_in=5), r"n_features_in: 5 features, but the model's kernel takes 2"),
     ],
 )
 def test_forged_clustering_model_is_refused_clearly(mutate, match, saved, tmp_path):
@@ -262,6 +264,10 @@ def test_forged_ensemble_members_are_refused(tiny_kernel, tmp_path):
     bad = copy.deepcopy(meta)
     bad["members"][1]["params"]["checkpoint_dir"] = "/tmp/x"
     refused(KernelEnsemble.load, forge(path, bad, tensors), r"members\.1\.params: unknown entry 'checkpoint_dir'")
+    # A probe: members of other column names loaded, and the ensemble then refused every DataFrame.
+    bad = copy.deepcopy(meta)
+    bad["members"][0]["feature_names_in"], bad["members"][1]["feature_names_in"] = ["a", "b"], ["c", "d"]
+    refused(KernelEnsemble.load, forge(path, bad, tensors), r"members\.1\.feature_names_in: other feature names")
 
 
 def test_ensemble_members_of_different_widths_are_refused_before_building(tiny_kernel, tmp_path):

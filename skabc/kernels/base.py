@@ -47,6 +47,26 @@ def check_recommended_clustering(settings) -> dict:
     return {name: (float(v) if name == "affinity_power" else v) for name, v in settings.items()}
 
 
+def save_with_settings(kernel, path, recommended_clustering: dict | None) -> None:
+    """Save ``kernel`` (:func:`skabc.persistence.save`) with ``recommended_clustering`` when given, which it keeps;
+    a save that fails leaves the kernel's settings as they were."""
+    from .. import persistence  # persistence reads the kernel classes, which import this module
+
+    if recommended_clustering is None:
+        persistence.save(kernel, path)
+        return
+    before = kernel.__dict__.get("recommended_clustering_")
+    kernel.recommended_clustering_ = check_recommended_clustering(recommended_clustering)
+    try:
+        persistence.save(kernel, path)
+    except BaseException:
+        if before is None:
+            del kernel.recommended_clustering_
+        else:
+            kernel.recommended_clustering_ = before
+        raise
+
+
 class Kernel(BaseEstimator):
     """Base class of skabc kernels: the one protocol every affinity source follows.
 

@@ -13,7 +13,7 @@ from ..training.fitting import fit_kernel, unchanged_on_failure
 from ..training.plan import network_of
 from ._contextual_constraints import CONTEXTUAL_KERNEL_CONSTRAINTS
 from ._contextual_io import check_contextual, describe_contextual, restore_contextual
-from .base import AffinityTransformerMixin, Kernel, check_recommended_clustering
+from .base import AffinityTransformerMixin, Kernel, save_with_settings
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
 SPARSE_AUTO_MIN_SAMPLES = 10_000
@@ -428,9 +428,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
             keeps them too); ``None`` keeps the kernel's own.
         """
         check_is_fitted(self, "module_")
-        if recommended_clustering is not None:
-            self.recommended_clustering_ = check_recommended_clustering(recommended_clustering)
-        persistence.save(self, path)
+        save_with_settings(self, path, recommended_clustering)
 
     @classmethod
     def load(cls, path, device="auto") -> ContextualKernel:

@@ -26,7 +26,14 @@ from .._validation import KernelParamsMixin
 from ..training.plan import network_of
 from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
 from ._contextual_io import check_contextual_part
-from .base import AffinityTransformerMixin, Kernel, TransformerKernel, as_kernel, check_recommended_clustering
+from .base import (
+    AffinityTransformerMixin,
+    Kernel,
+    TransformerKernel,
+    as_kernel,
+    check_recommended_clustering,
+    save_with_settings,
+)
 from .contextual import ContextualKernel
 
 
@@ -95,6 +102,13 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         """
         self._validate_params()
         base = ContextualKernel() if self.kernel is None else self.kernel
+        if isinstance(base, FrozenEstimator):
+            raise ValueError("kernel is a FrozenEstimator: fit would copy that one fitted kernel n_members times, not "
+                             "train members from different seeds; pass an unfitted kernel, or combine fitted kernels "
+                             "with KernelEnsemble.from_fitted")
+        if self.random_state is None and base.get_params().get("checkpoint_dir") is not None:
+            raise ValueError("random_state=None draws new member seeds on every fit, so no member could resume the "
+                             "checkpoint it wrote in checkpoint_dir; set KernelEnsemble(random_state=...) to an int")
         rng = check_random_state(self.random_state)
         members = []
         with each_warning_once():  # the members see the same labels: one remark on them, not one per member
@@ -149,14 +163,20 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         if len(widths) > 1:
             raise ValueError(f"the kernels were fitted on different numbers of features: {sorted(widths)} (only "
                              "canonicalising kernels, such as the generic one, take sets of any width)")
-        ensemble = cls(kernel=clone(kernels[0]), n_members=len(kernels))
+        names = {tuple(n) for n in (getattr(_unfrozen(k), "feature_names_in_", None) for k in kernels) if n is not None}
+        if len(names) > 1:
+            raise ValueError(f"the kernels were fitted on different feature names: {sorted(names)[:2]}; an ensemble "
+                             "passes every member the same columns")
+        # The template a refit clones: the first kernel itself, unfitted (a FrozenEstimator clones to itself, fitted).
+        ensemble = cls(kernel=clone(_unfrozen(kernels[0])), n_members=len(kernels))
         ensemble._set_members(kernels)
         return ensemble
 
     def _set_members(self, members: list) -> None:
         self.kernels_ = members
-        for name in ("n_features_in_", "feature_names_in_"):
-            self.__dict__.pop(name, None)  # a refit may leave no width-bound member
+        # A refit may leave no width-bound member; settings saved with (or loaded into) the former members are theirs.
+        for name in ("n_features_in_", "feature_names_in_", "recommended_clustering_"):
+            self.__dict__.pop(name, None)
         bound = [k for k in members if _bound_width(k) is not None]
         if bound:
             self.n_features_in_ = _bound_width(bound[0])
@@ -249,9 +269,7 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         ``recommended_clustering``: as for :meth:`ContextualKernel.save`.
         """
         check_is_fitted(self, "kernels_")
-        if recommended_clustering is not None:
-            self.recommended_clustering_ = check_recommended_clustering(recommended_clustering)
-        persistence.save(self, path)
+        save_with_settings(self, path, recommended_clustering)
 
     @classmethod
     def load(cls, path, device="auto") -> KernelEnsemble:
@@ -302,6 +320,15 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
             network = {**part["params"], **(part.get("network_params") or {})}
             if network.get("canonical_features") is None:  # bound to its input width, as from_fitted checks
                 widths.setdefault(part["n_features_in"], i)
+        names = {}
+        for i, part in enumerate(members):
+            if part.get("feature_names_in") is not None:
+                names.setdefault(tuple(part["feature_names_in"]), i)
+        if len(names) > 1:
+            (_, first), (_, member) = sorted(names.items(), key=lambda item: item[1])[:2]
+            raise _schema.fail(f"{prefix}members.{member}.feature_names_in",
+                               f"other feature names than member {first}'s: an ensemble's members take one set of "
+                               "columns")
         if len(widths) > 1:
             (width, first), (other, member) = sorted(widths.items(), key=lambda item: item[1])[:2]
             raise _schema.fail(f"{prefix}members.{member}.n_features_in",
@@ -331,9 +358,14 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         return tags
 
 
+def _unfrozen(kernel):
+    """The kernel a FrozenEstimator wraps, or ``kernel`` itself."""
+    return kernel.estimator if isinstance(kernel, FrozenEstimator) else kernel
+
+
 def _bound_width(kernel) -> int | None:
     """The input width ``kernel`` requires; None when it takes any (canonicalising, as its ``transform`` decides)."""
-    inner = kernel.estimator if isinstance(kernel, FrozenEstimator) else kernel
+    inner = _unfrozen(kernel)
     if isinstance(inner, ContextualKernel) and network_of(inner).canonical_features is not None:
         return None
     width = getattr(inner, "n_features_in_", None)  # absent on an ensemble of canonicalising kernels
