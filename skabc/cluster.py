@@ -81,7 +81,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         seeded by ``random_state`` as there: the same partition.
     gamma, n_neighbors, degree, coef0, kernel_params : default=1.0, 10, 3, 1, None
         As in SpectralClustering, for the non-learned affinities;
-        ``gamma`` must be positive and ``n_neighbors`` below the number of
+        ``gamma`` must be positive and ``n_neighbors`` at most the number of
         samples.
     max_clusters : int, default=50
         Upper bound of the estimate of ``k``; reaching it warns (the set may hold more clusters).

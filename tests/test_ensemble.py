@@ -290,3 +290,9 @@ def test_a_random_state_stream_is_named_when_saving(tiny_kernel, tmp_path):
     for obj in (kernel, KernelEnsemble.from_fitted([tiny_kernel]).set_params(random_state=np.random.RandomState(0))):
         with pytest.raises(TypeError, match=r"random_state=RandomState\(\.\.\.\): a model file holds an int or None"):
             obj.save(tmp_path / "k.safetensors")
+
+
+def test_fit_without_labels_names_the_ensemble(tiny_kernel):
+    """A probe: KernelEnsemble().fit(X) said 'ContextualKernel requires y' (its first member's refusal)."""
+    with pytest.raises(ValueError, match="KernelEnsemble requires y to be passed"):
+        KernelEnsemble(ContextualKernel(**TINY), n_members=2).fit(np.zeros((10, 2)))

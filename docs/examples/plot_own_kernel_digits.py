@@ -11,6 +11,10 @@ fine-tuning costs on new digits); ``max_time`` caps it here so the
 example stays short (drop it for the full schedule). For comparison: the generic kernel with no
 training at all, and scikit-learn's :class:`~sklearn.cluster.SpectralClustering` on a
 nearest-neighbour graph, which is given the true number of digits.
+
+Five training digits teach little that carries to new ones: on these ten sets the time-capped fit
+scored below the untrained kernel when this was written (0.65 against 0.72). Check the gain on a class
+of your own that the fit never saw before relying on it.
 """
 
 # %%

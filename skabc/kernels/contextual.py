@@ -110,8 +110,8 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
     fine_tune_alpha : float in (0, 1] or 'auto', default='auto'
         Share of the fine-tuned weights in the result, ``start + alpha *
         (trained - start)`` (WiSE-FT; below 1 only with ``init='generic'``).
-        ``'auto'``: 0.5 for a fit that starts from the generic kernel and
-        validates on held-out classes (no held-out groups), else 1.0.
+        ``'auto'``: 0.5 for a fit that starts from the generic kernel with no held-out groups to validate on
+        (it validates on held-out classes, or not at all: an int ``max_epochs``), else 1.0.
     set_size : int or (int, int), default=(50, 200)
         Size of each training set, or the range it is drawn from.
     clusters_per_set : int or (int, int), default=None
@@ -195,7 +195,8 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         (``net_.module_``).  A kernel loaded from a file, or restored from a finished run's ``checkpoint_dir``,
         has ``module_`` only: its training history is not kept.
     n_features_in_ : int
-        Number of features seen during fit.
+        Number of features seen during fit; a canonicalising kernel (``network_params_['canonical_features']``
+        set: the generic one and those fine-tuned from it) takes sets of any width.
     feature_names_in_ : ndarray of str
         Feature names seen during fit, when X has them.
     n_training_sets_ : int

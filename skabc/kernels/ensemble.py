@@ -101,6 +101,9 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         self : KernelEnsemble
         """
         self._validate_params()
+        if y is None:
+            raise ValueError("KernelEnsemble requires y to be passed, but the target y is None: y holds the labels "
+                             "its members train on. To combine fitted kernels, use KernelEnsemble.from_fitted")
         base = ContextualKernel() if self.kernel is None else self.kernel
         if isinstance(base, FrozenEstimator):
             raise ValueError("kernel is a FrozenEstimator: fit would copy that one fitted kernel n_members times, not "
@@ -266,7 +269,17 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
     def save(self, path, *, recommended_clustering: dict | None = None) -> None:
         """Write every member to one safetensors file (weights + JSON description); atomic.
 
-        ``recommended_clustering``: as for :meth:`ContextualKernel.save`.
+        Parameters
+        ----------
+        path : str or path
+        recommended_clustering : dict, default=None
+            ABCClustering settings to store with the ensemble (see :meth:`recommended_clustering`); ``None``
+            keeps its own.  A save that fails leaves them as they were.
+
+        Raises
+        ------
+        TypeError
+            If a member is not a ContextualKernel (or a FrozenEstimator of one), or a parameter is no plain value.
         """
         check_is_fitted(self, "kernels_")
         save_with_settings(self, path, recommended_clustering)
