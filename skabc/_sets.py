@@ -157,14 +157,12 @@ def warn_if_more_clusters_than_points(n_clusters: int | None, sets: list, max_sa
     """Say once per call where ``n_clusters`` exceeds the points of a set: only singletons make that many clusters."""
     if n_clusters is None:
         return
+    # A set past max_samples is clustered on that many rows (fit refuses a max_samples below n_clusters).
     clustered = [min(_num_samples(X), max_samples or _num_samples(X)) for X in sets]
     short = [n for n in clustered if n < n_clusters]
     if not short:
         return
-    if max_samples is not None and any(_num_samples(X) > max_samples for X in sets):
-        what = (f"the max_samples={max_samples} rows clustered of a set; every one of them becomes its own cluster, "
-                "which the other rows join")
-    elif len(sets) == 1:
+    if len(sets) == 1:
         plural = "s" if short[0] != 1 else ""
         what = f"the {short[0]} point{plural} of the set; every point becomes its own cluster"
     else:

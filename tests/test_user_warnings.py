@@ -48,6 +48,11 @@ def test_more_clusters_than_points_is_said_once_per_call():
     caught = caught_warnings(lambda: model.predict_many([X[:5], X[5:30], X[:7]]))
     said = ours(caught, "n_clusters=10 is more than")
     assert len(said) == 1 and "2 of 3 sets (5 to 7 points)" in str(said[0].message)
+    # A subsampled group beside a short one: only the short one is named.
+    subsampled = ABCClustering(n_clusters=10, affinity="rbf", max_samples=12, random_state=0)
+    caught = caught_warnings(lambda: subsampled.fit(X[:29], groups=np.r_[np.zeros(25), np.ones(4)]))
+    said = ours(caught, "n_clusters=10 is more than")
+    assert len(said) == 1 and "1 of 2 sets (4 points)" in str(said[0].message)
 
 
 def test_warnings_point_at_the_callers_line_through_every_entry_point():
