@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -240,6 +241,22 @@ def test_learned_affinity_refuses_a_sparse_X_too_large_to_densify():
     X = sp.random(50, 10, density=0.3, format="csr", random_state=0)
     with pytest.raises(AffinityTooLargeError, match=r"sparse X .* dense"):
         ABCClustering(kernel=kernel).fit(X)
+
+
+def test_the_sparse_memory_check_counts_the_canonicalisation_copies():
+    """A probe: the check counted the float32 dense copy only (4 bytes an entry); a canonicalising kernel's float64
+    working copies came on top, and a 2,000 x 50,000 sparse X peaked about 10 times the estimate."""
+    from skabc import _fit_inputs, pretrained
+    from skabc.exceptions import AffinityTooLargeError
+
+    X = sp.random(50, 2000, density=0.01, format="csr", random_state=0)
+    entries = X.shape[0] * X.shape[1]
+    limit = 10 * entries  # above the float32 copy (4 bytes an entry), below it with the float64 copies (20)
+    generic = pretrained.load("generic", device="cpu").set_params(memory_limit=limit)
+    with pytest.raises(AffinityTooLargeError, match=r"sparse X \(50 x 2000\) would take .* working copies"):
+        _fit_inputs.densify(X, generic)
+    width_bound = SimpleNamespace(memory_limit=limit)  # no canonicalisation: the float32 copy alone
+    assert _fit_inputs.densify(X, width_bound).shape == X.shape
 
 
 def test_sparse_float64_rows_reach_the_kernel_as_float32_and_cluster_as_dense(blobs, monkeypatch):
