@@ -112,7 +112,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         ``n_clusters`` given: both cut into ``n_clusters`` (one more).  ``'generic-knn'``: the same choice
         of ``k``, the 10-NN graph cut into it.  ``'generic-count'``: ``k`` as ``ABCClustering()`` finds it
         (the generic kernel and its arbiter, on at most 2,000 of the rows, sparse ones made dense), this model's
-        affinity cut into it (:mod:`skabc._counting`).  ``None``: the kernel's affinity only.  ``'auto'``:
+        affinity cut into it.  ``None``: the kernel's affinity only.  ``'auto'``:
         the kernel's recommendation (``'generic'`` for the generic kernel, or ``'generic-knn'`` for one
         fine-tuned on held-out classes, :func:`~skabc.training.validation.choose_partition`), with ``k``
         unknown only when ``n_clusters_selection`` is ``'auto'`` too; with ``k`` and its rule unset, a
@@ -161,8 +161,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
     max_samples : int, None or 'auto', default='auto'
         Largest set clustered whole: a larger set is clustered on this many
         of its points drawn at random (seeded by ``random_state``), every
-        other point taking the label of its nearest drawn neighbours (see
-        :mod:`skabc._subsample`).  ``'auto'``: 2,000 for the learned
+        other point taking the label of its nearest drawn neighbours (a
+        distance-weighted vote on standardised features).  ``'auto'``: 2,000 for the learned
         affinity, ``None`` (every point, as SpectralClustering) for the
         others; resolved in ``fit`` into ``max_samples_``.
     verbose : int, default=0
