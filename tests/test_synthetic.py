@@ -580,3 +580,27 @@ def test_generator_arguments_of_the_wrong_kind_are_named():
     with pytest.raises(ValueError, match="dtype must be a floating-point type"):
         make_clustering_sets(n_sets=2, dtype=np.float32(0.5))  # a value, not a type
     assert make_clustering_sets(n_sets=2, dtype=np.float32, random_state=0)[0][0].dtype == np.float32
+
+
+def test_discretize_columns_keeps_two_levels_of_a_tied_column_and_refuses_non_finite_input():
+    """A probe: a column mostly of one value (every quantile edge on it) came back constant 0, losing the column;
+    NaN was accepted (a NaN column back) and an empty set raised numpy's IndexError."""
+    column = np.r_[np.zeros(90), np.arange(1, 11)]
+    Xd = discretize_columns(column[:, None], fraction=1.0, levels=8, random_state=0)
+    assert len(np.unique(Xd)) == 2 and np.isclose(Xd.std(), column.std())
+    for bad, match in [(np.full((5, 2), np.nan), "NaN or infinity"), (np.zeros((0, 2)), "non-empty 2-D")]:
+        with pytest.raises(ValueError, match=match):
+            discretize_columns(bad, random_state=0)
+
+
+def test_range_messages_and_omniglot_arguments_are_checked_first(tmp_path):
+    """A probe: 'must be a integer'; load_omniglot looked for its archive before checking expect_complete (a
+    FileNotFoundError for a bad argument), and data_home=5 gave pathlib's TypeError."""
+    from skabc.datasets import load_omniglot
+
+    with pytest.raises(ValueError, match="must be an integer or a"):
+        discretize_columns(np.ones((5, 2)), levels=(2, 3, 4))
+    with pytest.raises(ValueError, match="expect_complete must be True, False or None"):
+        load_omniglot(data_home=tmp_path, expect_complete="yes")
+    with pytest.raises(TypeError, match="data_home must be a folder"):
+        load_omniglot(data_home=5)

@@ -32,9 +32,9 @@ def _check_positive(name: str, value) -> float:
 def _check_range(name: str, value, minimum: float, *, integer: bool = False, positive: bool = False) -> tuple:
     """A number, or a ``(low, high)`` pair with ``minimum <= low <= high``."""
     pair = (value, value) if np.isscalar(value) else tuple(value) if isinstance(value, (tuple, list)) else None
-    kind = "integer" if integer else "number"
+    kind = "an integer" if integer else "a number"
     if pair is None or len(pair) != 2:
-        raise ValueError(f"{name} must be a {kind} or a (low, high) pair, got {value!r}.")
+        raise ValueError(f"{name} must be {kind} or a (low, high) pair, got {value!r}.")
     check = _check_int if integer else _check_real
     low, high = (check(name, v, minimum) for v in pair)
     if positive and low <= 0:
@@ -144,6 +144,9 @@ def _discretize(rng, X: np.ndarray, fraction: float, levels: tuple[int, int]) ->
         count = int(rng.randint(levels[0], levels[1] + 1))
         edges = np.quantile(values, np.linspace(0, 1, count + 1)[1:-1])
         codes = np.searchsorted(edges, values, side="right").astype(float)
+        if codes.std() == 0:
+            # Every edge on the value most rows hold, the smallest: the values equal to it form the lower level.
+            codes = np.searchsorted(edges, values, side="left").astype(float)
         spread = codes.std()
         X[:, column] = (codes - codes.mean()) * (values.std() / spread if spread > 0 else 0.0)
     return X

@@ -42,6 +42,8 @@ def omniglot_search_paths(data_home: str | os.PathLike | None = None) -> list[Pa
     """
     roots: list[Path] = []
     if data_home is not None:
+        if not isinstance(data_home, str | os.PathLike):
+            raise TypeError(f"data_home must be a folder (a str or path), got {type(data_home).__name__}")
         roots.append(Path(data_home).expanduser())
     if os.environ.get(DATA_ENV):
         roots.append(Path(os.environ[DATA_ENV]).expanduser())
@@ -85,8 +87,9 @@ def load_omniglot(
         where else it is looked for.
     expect_complete : bool, default=None
         Require the official image count (19,280 / 13,180), so a truncated
-        archive is an error.  ``None``: require it only for archives with
-        the official file name found through the default search.
+        archive is an error.  ``None``: require it when the archive has the
+        official file name, which every archive found has; ``False`` reads a
+        partial archive.
 
     Returns
     -------
@@ -116,9 +119,9 @@ def load_omniglot(
     except ImportError as exc:  # pragma: no cover - Pillow is a dependency
         raise ImportError("load_omniglot needs Pillow to decode PNG files: pip install pillow") from exc
 
-    path = find_omniglot_archive(subset, data_home)
     if expect_complete is not None and not isinstance(expect_complete, bool | np.bool_):
         raise ValueError(f"expect_complete must be True, False or None, got {expect_complete!r}")
+    path = find_omniglot_archive(subset, data_home)
     if expect_complete is None:
         expect_complete = path.name == ARCHIVES[subset]
     try:

@@ -173,7 +173,9 @@ def discretize_columns(X, fraction: float = 0.3, *, levels: int | tuple[int, int
         at least one when ``fraction > 0``).
     levels : int or (int, int), default=(2, 10)
         Number of distinct values of a discretised column, or the range it is
-        drawn from per column; at least 2.
+        drawn from per column; at least 2.  A column where one value holds most
+        rows gets fewer (its quantiles coincide), but two at least, unless it is
+        constant.  The column's mean becomes 0, its standard deviation is kept.
     random_state : int, RandomState instance or None, default=None
         Seed.
 
@@ -191,8 +193,10 @@ def discretize_columns(X, fraction: float = 0.3, *, levels: int | tuple[int, int
     [3, 3, 100, 100]
     """
     X = np.array(X, dtype=float)
-    if X.ndim != 2 or X.shape[1] < 1:
-        raise ValueError(f"X must be a 2-D array with at least one column, got shape {X.shape}.")
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}.")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or infinity.")
     fraction = _check_real("fraction", fraction, 0.0, 1.0)
     levels = _check_range("levels", levels, 2, integer=True)
     return _discretize(check_random_state(random_state), X, fraction, levels)
