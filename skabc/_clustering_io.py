@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _schema, persistence
 from .kernels import ContextualKernel, as_kernel
+from .kernels._contextual_io import described_width
 from .kernels.base import CLUSTERING_SETTINGS, Kernel
 from .spectral.arbiter import CANDIDATES
 
@@ -152,11 +153,7 @@ def _kernel_width(kernel: dict) -> int | None:
     else:
         parts = {"ContextualKernel": [kernel.get("kernel")],
                  "KernelEnsemble": kernel.get("members")}.get(kernel["class"])
-    for part in parts or ():
-        network = {**part["params"], **(part.get("network_params") or {})}
-        if network.get("canonical_features") is None:
-            return part["n_features_in"]
-    return None
+    return next((width for width in map(described_width, parts or ()) if width is not None), None)
 
 
 def _check_candidate(value, where: str) -> None:

@@ -17,14 +17,16 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
-from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, validate_data
 
 from ._runtime import memory_limit_bytes
 from ._user_warnings import warn_user
 from ._validation import encode_labels
 from .exceptions import AffinityTooLargeError
+from .kernels import ContextualKernel
+from .kernels.base import unfrozen
 from .kernels.pairwise import PRECOMPUTED_AFFINITIES, SPARSE_FORMATS, PairwiseKernel, PrecomputedKernel
+from .training.plan import network_of
 
 
 def is_learned(affinity) -> bool:
@@ -74,16 +76,14 @@ DENSE_BYTES, CANONICAL_BYTES = 4.0, 16.0
 
 def _canonicalises(kernel) -> bool:
     """Whether ``kernel`` (or a member of it) canonicalises its input: its sets of any width go through float64."""
-    inner = kernel.estimator if isinstance(kernel, FrozenEstimator) else kernel
-    members = [m.estimator if isinstance(m, FrozenEstimator) else m for m in getattr(inner, "kernels_", [inner])]
-    return any((getattr(m, "network_params_", None) or {}).get("canonical_features") is not None for m in members)
+    members = map(unfrozen, getattr(unfrozen(kernel), "kernels_", [kernel]))
+    return any(isinstance(m, ContextualKernel) and network_of(m).canonical_features is not None for m in members)
 
 
 def densify(X, kernel) -> np.ndarray:
     """Sparse features as the dense array the network needs, if that copy (and its canonicalisation) fits the kernel's
     memory limit."""
-    inner = kernel.estimator if isinstance(kernel, FrozenEstimator) else kernel
-    limit = memory_limit_bytes(getattr(inner, "memory_limit", "auto"))
+    limit = memory_limit_bytes(getattr(unfrozen(kernel), "memory_limit", "auto"))
     needed = (DENSE_BYTES + (CANONICAL_BYTES if _canonicalises(kernel) else 0.0)) * X.shape[0] * X.shape[1]
     if limit is not None and needed > limit:
         raise AffinityTooLargeError(

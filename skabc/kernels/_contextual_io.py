@@ -109,6 +109,12 @@ def load_weights(kernel, n_features: int, state_dict: dict, device) -> None:
     kernel.n_training_sets_ = 0
 
 
+def described_width(part: dict) -> int | None:
+    """The input width a (validated) saved kernel description is bound to; ``None`` for a canonicalising kernel."""
+    network = {**part["params"], **(part.get("network_params") or {})}
+    return part["n_features_in"] if network.get("canonical_features") is None else None
+
+
 def check_contextual(cls, meta: dict, header: dict, where: str = "") -> None:
     """Validate a saved kernel description and its file's tensors before anything is built (:mod:`skabc._schema`)."""
     prefix = f"{where}." if where else ""

@@ -225,13 +225,18 @@ class TransformerKernel(Kernel):
         return True
 
 
+def unfrozen(estimator):
+    """The estimator a :class:`sklearn.frozen.FrozenEstimator` wraps, or ``estimator`` itself."""
+    return estimator.estimator if isinstance(estimator, FrozenEstimator) else estimator
+
+
 def as_kernel(estimator) -> Kernel:
     """The :class:`Kernel` view of a fitted kernel, a frozen one, or any affinity transformer.
 
     A :class:`sklearn.frozen.FrozenEstimator` around a kernel is the kernel
     itself for inference (freezing only stops ``fit``).
     """
-    inner = estimator.estimator if isinstance(estimator, FrozenEstimator) else estimator
+    inner = unfrozen(estimator)
     if isinstance(inner, Kernel):
         return inner
     return TransformerKernel(estimator)

@@ -25,7 +25,7 @@ from .._user_warnings import each_warning_once
 from .._validation import KernelParamsMixin
 from ..training.plan import network_of
 from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
-from ._contextual_io import check_contextual_part
+from ._contextual_io import check_contextual_part, described_width
 from .base import (
     AffinityTransformerMixin,
     Kernel,
@@ -33,6 +33,7 @@ from .base import (
     as_kernel,
     check_recommended_clustering,
     save_with_settings,
+    unfrozen,
 )
 from .contextual import ContextualKernel
 
@@ -166,12 +167,12 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         if len(widths) > 1:
             raise ValueError(f"the kernels were fitted on different numbers of features: {sorted(widths)} (only "
                              "canonicalising kernels, such as the generic one, take sets of any width)")
-        names = {tuple(n) for n in (getattr(_unfrozen(k), "feature_names_in_", None) for k in kernels) if n is not None}
+        names = {tuple(n) for n in (getattr(unfrozen(k), "feature_names_in_", None) for k in kernels) if n is not None}
         if len(names) > 1:
             raise ValueError(f"the kernels were fitted on different feature names: {sorted(names)[:2]}; an ensemble "
                              "passes every member the same columns")
         # The template a refit clones: the first kernel itself, unfitted (a FrozenEstimator clones to itself, fitted).
-        ensemble = cls(kernel=clone(_unfrozen(kernels[0])), n_members=len(kernels))
+        ensemble = cls(kernel=clone(unfrozen(kernels[0])), n_members=len(kernels))
         ensemble._set_members(kernels)
         return ensemble
 
@@ -302,7 +303,7 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         members, tensors = [], {}
         for i, member in enumerate(self.kernels_):
             # A frozen member is its kernel, fitted: it is saved as such and loads as a ContextualKernel.
-            kernel = member.estimator if isinstance(member, FrozenEstimator) else member
+            kernel = unfrozen(member)
             if not isinstance(kernel, ContextualKernel):
                 raise TypeError(f"only ensembles of ContextualKernel (or FrozenEstimator of one) can be saved, "
                                 f"got a {type(kernel).__name__}")
@@ -330,9 +331,8 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         for i, part in enumerate(members):
             own = check_contextual_part(ContextualKernel, part, f"{prefix}members.{i}", len(header))
             expected.update({_member_prefix(i) + k: v for k, v in own.items()})
-            network = {**part["params"], **(part.get("network_params") or {})}
-            if network.get("canonical_features") is None:  # bound to its input width, as from_fitted checks
-                widths.setdefault(part["n_features_in"], i)
+            if described_width(part) is not None:  # bound to its input width, as from_fitted checks
+                widths.setdefault(described_width(part), i)
         names = {}
         for i, part in enumerate(members):
             if part.get("feature_names_in") is not None:
@@ -371,14 +371,9 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         return tags
 
 
-def _unfrozen(kernel):
-    """The kernel a FrozenEstimator wraps, or ``kernel`` itself."""
-    return kernel.estimator if isinstance(kernel, FrozenEstimator) else kernel
-
-
 def _bound_width(kernel) -> int | None:
     """The input width ``kernel`` requires; None when it takes any (canonicalising, as its ``transform`` decides)."""
-    inner = _unfrozen(kernel)
+    inner = unfrozen(kernel)
     if isinstance(inner, ContextualKernel) and network_of(inner).canonical_features is not None:
         return None
     width = getattr(inner, "n_features_in_", None)  # absent on an ensemble of canonicalising kernels
