@@ -8,6 +8,7 @@ from sklearn.cluster import SpectralClustering, k_means
 from sklearn.utils import check_random_state
 
 from .._quiet_warnings import ignoring_warnings
+from .._threads import single_native_thread
 from .eigen import _check_eigen_solver, _smallest_eigenpairs, scale_free
 
 #: scikit-learn's warning of an affinity in several components (see :func:`spectral_labels`).
@@ -191,7 +192,8 @@ def _assign_raw(vectors: np.ndarray, n_clusters: int, assign_labels: str, random
             # One column has two directions only (n_components=1): there k-means reads the values.
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-        _, labels, _ = k_means(vectors, n_clusters, random_state=random_state, n_init=n_init, verbose=verbose)
+        with single_native_thread():  # an n x k embedding: too small to split across threads
+            _, labels, _ = k_means(vectors, n_clusters, random_state=random_state, n_init=n_init, verbose=verbose)
     else:
         # Imported here: public functions of a private scikit-learn module.
         from sklearn.cluster._spectral import cluster_qr, discretize

@@ -25,6 +25,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
+from .._threads import single_native_thread
+
 #: Iterations of L-BFGS per number of clusters.
 MAX_ITER = 60
 
@@ -50,10 +52,11 @@ def alignment_qualities(vectors: np.ndarray, max_clusters: int | None = None) ->
     top = m if max_clusters is None else min(int(max_clusters), m)
     qualities = []
     current = vectors[:, :1]
-    for c in range(2, top + 1):
-        current = np.hstack([current, vectors[:, c - 1 : c]])
-        cost, current = _best_rotation(current)
-        qualities.append(1.0 - (cost / n - 1.0) / c)
+    with single_native_thread():
+        for c in range(2, top + 1):
+            current = np.hstack([current, vectors[:, c - 1 : c]])
+            cost, current = _best_rotation(current)
+            qualities.append(1.0 - (cost / n - 1.0) / c)
     return np.clip(np.asarray(qualities), 0.0, 1.0)
 
 
