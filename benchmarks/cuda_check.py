@@ -4,6 +4,7 @@ Usage
 -----
 python benchmarks/cuda_check.py                 # needs a CUDA device; about 5 minutes
 python benchmarks/cuda_check.py --worker DIR    # one side only (what the run above starts twice)
+python benchmarks/cuda_check.py --compare DIR   # the table of two sides already run into DIR
 
 ``device='auto'`` puts every skabc network on the GPU when torch sees one.  This script runs the same
 checks twice in fresh processes, once with the GPU visible and once with ``CUDA_VISIBLE_DEVICES=''``,
@@ -193,8 +194,9 @@ def worker(folder: Path) -> dict:
         record["checks"][check.__name__]["seconds"] = time.perf_counter() - start
         print(f"{side}: {check.__name__}: {'ok' if record['checks'][check.__name__]['ok'] else 'FAILED'}",
               flush=True)
-    np.savez_compressed(folder / f"{side}.npz", **arrays)
-    (folder / f"{side}.json").write_text(json.dumps(record, indent=1, default=str))
+        # Written after every check: a run cut short by a time limit keeps what it measured.
+        np.savez_compressed(folder / f"{side}.npz", **arrays)
+        (folder / f"{side}.json").write_text(json.dumps(record, indent=1, default=str))
     return record
 
 
@@ -211,6 +213,8 @@ def compare(folder: Path) -> dict:
                           else {"ari_between_devices": adjusted_rand_score(a, b)})
     failed = [f"{side}: {name}: {check['error']}" for side, record in records.items()
               for name, check in record["checks"].items() if not check["ok"]]
+    failed += [f"{side}: {check.__name__}: not run (the side was cut short)" for side, record in records.items()
+               for check in CHECKS if check.__name__ not in record["checks"]]
     return {"records": records, "agreement": agreement, "failed": failed}
 
 
@@ -229,22 +233,32 @@ def table(result: dict) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", metavar="DIR", help="run the checks on this side only, into DIR")
+    parser.add_argument("--folder", metavar="DIR", help="keep each side's results here (default: a new temp folder)")
+    parser.add_argument("--compare", metavar="DIR", help="compare the two sides already in DIR; run nothing")
     parser.add_argument("--output", default=None, help="JSON file (default benchmarks/results/cuda_check.json)")
     args = parser.parse_args(argv)
     if args.worker:
         worker(Path(args.worker))
         return 0
+    if args.compare:
+        return _report(Path(args.compare), args.output)
     if not torch.cuda.is_available():
         print("cuda_check: torch sees no CUDA device here, so there is nothing to compare; run it where one is.")
         return 2
-    with tempfile.TemporaryDirectory() as folder:
-        for hidden in (False, True):
-            env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": ""} if hidden else {})}
-            subprocess.run([sys.executable, __file__, "--worker", folder], env=env, check=True)
-        result = compare(Path(folder))
+    folder = Path(args.folder or tempfile.mkdtemp(prefix="cuda_check_"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"each side's results: {folder} (kept: compare them later with --compare {folder})", flush=True)
+    for hidden in (False, True):
+        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": ""} if hidden else {})}
+        subprocess.run([sys.executable, __file__, "--worker", str(folder)], env=env, check=True)
+    return _report(folder, args.output)
+
+
+def _report(folder: Path, output: str | None) -> int:
+    result = compare(folder)
     result["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count()}
     print(table(result))
-    path = output_path("cuda_check.json", partial=False, output=args.output)
+    path = output_path("cuda_check.json", partial=False, output=output)
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(f"wrote {path}")
     return 1 if result["failed"] else 0
