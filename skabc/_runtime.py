@@ -103,13 +103,16 @@ def resolve_device(device) -> torch.device:
         raise ValueError(f"device must be 'auto' or a torch device such as 'cpu' or 'cuda', got {device!r}") from exc
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was requested but CUDA is not available on this machine")
+    if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        raise ValueError(f"device={device!r} was requested but this machine has {torch.cuda.device_count()} CUDA "
+                         f"device(s), numbered from 0")
     if resolved.type == "meta":  # allocates nothing, so it passes the probe below, then fails at .item()
         raise ValueError(f"device={device!r} holds no data (torch's shape-only device); use 'auto', 'cpu' or 'cuda'")
     if resolved.type not in ("cpu", "cuda"):
         # 'mps', 'xpu'...: torch only says so at the first allocation, deep inside training.
         try:
             torch.empty(1, device=resolved)
-        except (RuntimeError, AssertionError) as exc:
+        except (RuntimeError, AssertionError, ImportError) as exc:  # 'hpu': torch imports a module it lacks
             raise ValueError(
                 f"device={device!r} is not available on this machine (this torch build cannot allocate "
                 f"tensors there: {type(exc).__name__}); use 'auto', 'cpu' or 'cuda'"

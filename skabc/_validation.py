@@ -34,8 +34,9 @@ FLOAT32_OFFSET_RATIO = 2.0**20
 def check_magnitude(X: np.ndarray) -> np.ndarray:
     """Refuse values the network's float32 arithmetic cannot hold (a kernel that is not scale-free).
 
-    Too large, or a column whose spread is lost in float32 next to its offset from zero (values around
-    1e9 that differ by units all become one value, and every row of such a set looks the same).
+    Too large, a whole set too small (every value would round to zero), or a column whose spread is
+    lost in float32 next to its offset from zero (values around 1e9 that differ by units all become one
+    value, and every row of such a set looks the same).
     """
     if X.size:
         largest = float(np.max(np.abs(X)))
@@ -43,6 +44,13 @@ def check_magnitude(X: np.ndarray) -> np.ndarray:
             raise ValueError(
                 f"X holds values up to {largest:.3g}, too large for the network's float32 arithmetic "
                 f"(limit {MAX_ABS_VALUE:.0e}); rescale it first, e.g. with sklearn's StandardScaler."
+            )
+        if 0.0 < largest < np.finfo(np.float32).tiny:
+            # Every value would round to zero or lose its digits in float32: a constant affinity, one cluster.
+            raise ValueError(
+                f"X's largest absolute value is {largest:.3g}, below float32's smallest normal number "
+                f"({np.finfo(np.float32).tiny:.3g}): the network would see zeros; rescale it first, e.g. with "
+                "sklearn's StandardScaler."
             )
         low, high = X.min(axis=0), X.max(axis=0)
         spread = high.astype(np.float64) - low

@@ -170,6 +170,17 @@ def test_tiny_values_work(route, X30, ctx):
     works(route, X30 * 1e-30, ctx)
 
 
+@pytest.mark.parametrize("route", ["kernel.transform", "kernel.fit", "abc.fit", "abc.fit_unlabelled", "abc.predict"])
+def test_set_below_float32_range_raises(route, X30, ctx):
+    """Every value rounds to zero in float32: the network saw zeros and gave a constant affinity, one cluster."""
+    from skabc.training.plan import network_of
+
+    # Not the generic kernel: it rescales every set first, at any magnitude (tests/test_pretrained.py).
+    assert network_of(ctx.kernel).canonical_features is None
+    with pytest.raises(ValueError, match="below float32's smallest normal number"):
+        run_route(route, X30 * 1e-300, ctx, y=some_labels(30))
+
+
 # ------------------------------------------------------------------------------------- types of X
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize(
@@ -474,13 +485,15 @@ def sets_with_non_finite_values(draw):
 @given(X=finite_sets)
 @example(X=np.array([[999809.5, 999809.0], [999809.0, 999809.0]]))
 def test_property_finite_sets_give_valid_affinity_and_labels(tiny_kernel, X):
-    """Valid results, or the documented refusal of a column whose values float32 would merge (hypothesis drew
-    [[999809.5, 999809], [999809, 999809]] on 2026-12-04: a spread of 0.5 a million from zero)."""
+    """Valid results, or a documented refusal: a column whose values float32 would merge (hypothesis drew
+    [[999809.5, 999809], [999809, 999809]] on 2026-12-04: a spread of 0.5 a million from zero), or a set whose
+    values all round to zero in float32 (it drew a set of 3.4e-54s)."""
+    refusals = r"its values would merge; centre X first|below float32's smallest normal number"
     try:
         affinity = tiny_kernel.transform(X)
     except ValueError as error:
-        assert "its values would merge; centre X first" in str(error)
-        with pytest.raises(ValueError, match="its values would merge; centre X first"):
+        assert re.search(refusals, str(error)), str(error)
+        with pytest.raises(ValueError, match=refusals):
             ABCClustering(kernel=tiny_kernel, random_state=0).fit_predict(X)
         return
     assert_affinity(affinity, len(X))
@@ -632,6 +645,35 @@ def test_unavailable_accelerator_device_raises_clearly(device, X30):
         pytest.skip(f"{device} is available here")
     with pytest.raises(ValueError, match=f"device='{device}' is not available on this machine"):
         ContextualKernel(**{**TINY, "device": device}).fit(X30, some_labels(30))
+
+
+def test_device_hpu_without_its_torch_module_raises_clearly(X30):
+    import importlib.util
+
+    if importlib.util.find_spec("torch.hpu") is not None:
+        pytest.skip("this torch build has an hpu module")
+    with pytest.raises(ValueError, match="device='hpu' is not available on this machine"):
+        ContextualKernel(**{**TINY, "device": "hpu"}).fit(X30, some_labels(30))
+
+
+def test_cuda_index_beyond_the_devices_raises_clearly(monkeypatch):
+    import torch
+
+    from skabc._runtime import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert resolve_device("cuda:0") == torch.device("cuda:0")
+    with pytest.raises(ValueError, match=r"device='cuda:1' was requested but this machine has 1 CUDA device"):
+        resolve_device("cuda:1")
+
+
+@pytest.mark.parametrize("device", [["cpu"], {"type": "cpu"}])
+def test_pretrained_load_refuses_an_unhashable_device_clearly(device):
+    from skabc import pretrained
+
+    with pytest.raises(ValueError, match="device must be 'auto' or a torch device"):
+        pretrained.load("generic", device=device)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from .. import persistence
+from .._runtime import resolve_device
 from ..kernels import ContextualKernel, Kernel, KernelEnsemble
 from ..persistence import read_description
 
@@ -67,6 +68,7 @@ def load(name: str, device: str = "auto") -> ContextualKernel | KernelEnsemble:
     """
     if name not in AVAILABLE:
         raise ValueError(f"unknown pretrained kernel {name!r}; available: {sorted(AVAILABLE)}")
+    resolve_device(device)  # a clear error before the cache hashes the device (a list raised "unhashable")
     # Read once per process and device; every caller gets its own copy to fine-tune or modify.
     return copy.deepcopy(_load_once(name, device))
 
