@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from ._threads import single_native_thread
+
 
 def check_set_size(set_size) -> tuple[int, int]:
     """Validate ``set_size`` (an int or a ``(min, max)`` pair) into ``(min, max)``."""
@@ -186,7 +188,10 @@ class SampledSetsDataset(Dataset):
         rng = np.random.default_rng([self.seed, self.epoch, i, 1])
         rows, labels = self.sampler.draw(rng, self.sampler.draw_set_size(size_rng))
         points = self.X[rows]
-        return (points if self.set_transform is None else self.set_transform(points)), labels
+        if self.set_transform is None:
+            return points, labels
+        with single_native_thread():  # one set of a few hundred rows (an SVD): too small to split
+            return self.set_transform(points), labels
 
 
 def pad_sets(sets: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -51,3 +51,40 @@ def test_rotation_and_kmeans_run_on_one_thread(monkeypatch):
     assert len(np.unique(labels)) >= 2
     assert seen["k_means"] and seen["rotation"]
     assert set(seen["k_means"]) == {1} and set(seen["rotation"]) == {1}
+
+
+def test_training_sets_are_transformed_on_one_thread():
+    from skabc.sampling import ClusterSetSampler, SampledSetsDataset
+
+    seen = []
+
+    def transform(points):
+        seen.append(_most_threads())
+        return points * 2.0
+
+    X, y = make_blobs(200, centers=4, random_state=0)
+    dataset = SampledSetsDataset(X, ClusterSetSampler(y, set_size=(20, 40)), n_sets=4, batch_size=2, seed=0,
+                                 set_transform=transform)
+    with threadpool_limits(2):
+        points, labels = dataset[0]
+        assert _most_threads() == 2
+    assert seen == [1] and len(points) == len(labels) and 20 <= len(points) <= 40
+
+
+def test_validation_sets_are_clustered_on_one_thread(monkeypatch):
+    import skabc.training.validation as validation
+
+    seen = []
+    spectral_labels = validation.spectral_labels
+
+    def recording(*args, **kwargs):
+        seen.append(_most_threads())
+        return spectral_labels(*args, **kwargs)
+
+    monkeypatch.setattr(validation, "spectral_labels", recording)
+    X, _ = make_blobs(60, centers=3, random_state=0)
+    affinity = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1))
+    with threadpool_limits(2):
+        labels = validation.cluster_affinity(affinity, {"affinity_power": 1.0}, n_clusters=3)
+        assert _most_threads() == 2
+    assert seen == [1] and len(np.unique(labels)) == 3

@@ -97,14 +97,14 @@ def pair_features(X: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[to
     middle = KNN_SIZES[len(KNN_SIZES) // 2]
     not_self = real_pair & ~eye
     for size in KNN_SIZES:
-        listed = _knn_adjacency(near_idx, rank_ok, size, n)
         # Neighbours are those as near as the size-th, ties included: the top-k list breaks ties by row index,
         # which made the features (and the partition) of integer grids or repeated rows depend on row order.
         directed = (search <= scale_at(size)[:, :, None]) & not_self
-        ties = not torch.equal(directed, listed)
         graph_maps.append(directed | directed.transpose(1, 2))
         if size == middle:
             mutual = directed & directed.transpose(1, 2)
+            # Only here does the top-k list matter (a host sync on a GPU: once per forward, not per size).
+            ties = not torch.equal(directed, _knn_adjacency(near_idx, rank_ok, size, n))
             shared = (_shared_by_product(directed, size) if ties
                       else _shared_neighbours(near_idx, rank_ok, size, n, directed))
     for channel, feature in enumerate([*graph_maps, mutual, shared, dist], start=len(BANDWIDTHS) + 1):

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from sklearn.metrics import adjusted_rand_score
 
+from .._threads import single_native_thread
 from ..sampling import ClusterSetSampler
 from ..spectral import SpectralStep, consensus_n_clusters, estimate_n_clusters, spectral_labels
 from ..spectral.arbiter import KNN_PARTITION_VARIANTS, arbiter_for
@@ -144,7 +145,13 @@ def cluster_affinity(affinity: np.ndarray, settings: dict, rows=None, max_cluste
 
     With an ``'arbiter'`` in ``settings`` and the set's ``rows`` as given, the arbiter's choice among its
     candidate partitions (as ``ABCClustering`` clusters then; its file for a given ``k`` with ``n_clusters``).
+    Validation sets hold at most a few hundred rows: their eigenproblems run on one native thread.
     """
+    with single_native_thread():
+        return _cluster_affinity(affinity, settings, rows, max_clusters, random_state, n_clusters)
+
+
+def _cluster_affinity(affinity, settings, rows, max_clusters, random_state, n_clusters) -> np.ndarray:
     power = float(settings.get("affinity_power", 1.0))
     if settings.get("arbiter") and rows is not None:
         step = SpectralStep(n_clusters=n_clusters, max_clusters=max_clusters, affinity_power=power,
