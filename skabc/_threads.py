@@ -9,6 +9,11 @@ take the cores the main thread needs.  On two cores, with two threads per pool,
 ``fit_predict`` on 20,000 points took 2.78 s without this limit and 1.48 s with
 it, and the default fine-tune on digits 0-4 82.3 s against 48.6 s, with the same
 results (``python benchmarks/threads.py``).
+
+Blocks may overlap in several Python threads (fits in a thread pool): from
+threadpoolctl 3.8 on, one thread at a time controls OpenBLAS's process-wide
+pool, so the last block to end leaves it as it was (3.7 could leave it at one
+thread).
 """
 
 from __future__ import annotations

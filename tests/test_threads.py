@@ -88,3 +88,34 @@ def test_validation_sets_are_clustered_on_one_thread(monkeypatch):
         labels = validation.cluster_affinity(affinity, {"affinity_power": 1.0}, n_clusters=3)
         assert _most_threads() == 2
     assert seen == [1] and len(np.unique(labels)) == 3
+
+
+def test_overlapping_limits_in_two_threads_restore_the_pools():
+    """A enters, B enters, A leaves, B leaves: B must not restore the one thread A had set (OpenBLAS's pool is
+    process-wide). threadpoolctl 3.7 left the pool at one thread here; 3.8 lets one thread at a time control it."""
+    import threading
+
+    def blas_threads():
+        return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        with single_native_thread():
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def second():
+        a_in.wait(10)
+        with single_native_thread():
+            b_in.set()
+            a_out.wait(10)
+
+    with threadpool_limits(2):
+        threads = [threading.Thread(target=first), threading.Thread(target=second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+        assert all(n == 2 for n in blas_threads()), blas_threads()
