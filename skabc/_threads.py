@@ -10,10 +10,11 @@ take the cores the main thread needs.  On two cores, with two threads per pool,
 it, and the default fine-tune on digits 0-4 82.3 s against 48.6 s, with the same
 results (``python benchmarks/threads.py``).
 
-Blocks may overlap in several Python threads (fits in a thread pool): from
-threadpoolctl 3.8 on, one thread at a time controls OpenBLAS's process-wide
-pool, so the last block to end leaves it as it was (3.7 could leave it at one
-thread).
+Only the main thread limits every pool.  OpenMP's limits (and those of a BLAS
+threaded by OpenMP) hold for the calling thread alone, but OpenBLAS's own pool
+serves the whole process: blocks overlapping in several threads (fits in a
+thread pool) each restored the value they had found, so the last to end could
+leave it at one thread for good.  Other threads limit their per-thread pools.
 """
 
 from __future__ import annotations
@@ -23,21 +24,28 @@ import threading
 
 from threadpoolctl import ThreadpoolController
 
-_CONTROLLER: ThreadpoolController | None = None
+_CONTROLLERS: tuple[ThreadpoolController, ThreadpoolController] | None = None
 _LOCK = threading.Lock()
 
 
-def _controller() -> ThreadpoolController:
+def _controller() -> tuple[ThreadpoolController, ThreadpoolController]:
+    """Every pool, and the pools whose limits hold per thread."""
     # Made once, at the first use: inspecting the loaded libraries costs milliseconds, limiting them microseconds.
-    global _CONTROLLER
+    global _CONTROLLERS
     with _LOCK:
-        if _CONTROLLER is None:
-            _CONTROLLER = ThreadpoolController()
-        return _CONTROLLER
+        if _CONTROLLERS is None:
+            every = ThreadpoolController()
+            _CONTROLLERS = every, every.select(user_api="openmp", threading_layer="openmp")
+        return _CONTROLLERS
 
 
 @contextlib.contextmanager
 def single_native_thread():
-    """Limit every BLAS and OpenMP pool to one thread inside the block, then restore them."""
-    with _controller().limit(limits=1):
+    """Limit the native thread pools to one thread inside the block, then restore them.
+
+    Every BLAS and OpenMP pool in the main thread; in any other thread, only the pools whose limits hold
+    for that thread alone (OpenMP, and a BLAS threaded by OpenMP).
+    """
+    every, per_thread = _controller()
+    with (every if threading.current_thread() is threading.main_thread() else per_thread).limit(limits=1):
         yield

@@ -90,18 +90,40 @@ def test_validation_sets_are_clustered_on_one_thread(monkeypatch):
     assert seen == [1] and len(np.unique(labels)) == 3
 
 
-def test_overlapping_limits_in_two_threads_restore_the_pools():
-    """A enters, B enters, A leaves, B leaves: B must not restore the one thread A had set (OpenBLAS's pool is
-    process-wide). threadpoolctl 3.7 left the pool at one thread here; 3.8 lets one thread at a time control it."""
+@pytest.fixture
+def process_blas_at_two():
+    """OpenBLAS's process-wide pool at two threads, with no thread holding control of it (threadpoolctl >= 3.8
+    gives control to the thread that set it; a block in the main thread would keep the workers' limits from acting)."""
+    import threadpoolctl
+
+    blas = [info for info in threadpool_info() if info["user_api"] == "blas"]
+    if not blas or any(info.get("threading_layer") == "openmp" for info in blas):
+        pytest.skip("needs a BLAS with a process-wide pool")
+    limiter = threadpoolctl.ThreadpoolController().select(user_api="blas").limit(limits=2)
+    clear = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+    yield
+    limiter.restore_original_limits()
+    if clear is not None:
+        clear(force=True)
+
+
+def _blas_threads() -> list[int]:
+    return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+
+
+def test_blocks_overlapping_in_two_threads_leave_the_process_pool_as_it_was(process_blas_at_two):
+    """A enters, B enters, A leaves, B leaves: B restored the one thread A had set, for good (ThreadPoolExecutor
+    fits, joblib's threading backend, GridSearchCV in threads)."""
     import threading
 
-    def blas_threads():
-        return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
-
     a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    inside = {}
 
     def first():
         with single_native_thread():
+            inside["first"] = _most_threads_of("openmp")
             a_in.set()
             b_in.wait(10)
         a_out.set()
@@ -112,10 +134,22 @@ def test_overlapping_limits_in_two_threads_restore_the_pools():
             b_in.set()
             a_out.wait(10)
 
-    with threadpool_limits(2):
-        threads = [threading.Thread(target=first), threading.Thread(target=second)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(20)
-        assert all(n == 2 for n in blas_threads()), blas_threads()
+    assert _blas_threads() and set(_blas_threads()) == {2}
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert set(_blas_threads()) == {2}
+    assert inside["first"] in (None, 1)  # a worker still limits its own OpenMP pools
+
+
+def _most_threads_of(user_api: str):
+    counts = [info["num_threads"] for info in threadpool_info() if info["user_api"] == user_api]
+    return max(counts) if counts else None
+
+
+def test_main_thread_limits_the_process_pool_too(process_blas_at_two):
+    with single_native_thread():
+        assert set(_blas_threads()) == {1}
+    assert set(_blas_threads()) == {2}
