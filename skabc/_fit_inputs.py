@@ -52,10 +52,11 @@ def validate_set(model, X, *, reset: bool, ensure_min_samples: int):
 
 def kernel_input(model, X, checked):
     """What the kernel is given: ``X`` as the caller passed it to a learned kernel (its feature names are
-    checked there), densified when sparse; the validated ``checked`` for scikit-learn's affinities."""
+    checked there), in the network's float32 when sparse (made dense set by set: :func:`densify`, only the
+    subsample of a set past ``max_samples``); the validated ``checked`` for scikit-learn's affinities."""
     if not is_learned(model.affinity):
         return checked
-    return densify(checked, model.kernel) if sp.issparse(checked) else X
+    return checked.astype(np.float32).tocsr() if sp.issparse(checked) else X
 
 
 def without_unseen_names(X_in, X, checked, kernel):
@@ -138,7 +139,7 @@ def resolve_kernel(model, X, y, groups):
     if y is not None and (not fitted or fine_tune) and np.any(encode_labels(y, _num_samples(X)) >= 0):
         # A copy keeps the user's kernel as given: clone for a fresh one, deepcopy to keep the weights.
         kernel = copy.deepcopy(model.kernel) if fine_tune else clone(model.kernel)
-        return kernel.fit(X, y, groups=groups)
+        return kernel.fit(densify(X, kernel) if sp.issparse(X) else X, y, groups=groups)
     if not fitted:
         raise ValueError(
             "ABCClustering was given no labels and its `kernel` is not fitted: pass y to train "

@@ -23,7 +23,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
-from ._fit_inputs import is_pairwise
+from ._fit_inputs import densify, is_pairwise
 from ._subsample import draw_rows, extend_labels, spread_affinity
 from ._user_warnings import warn_user
 from ._validation import N_JOBS_CONSTRAINT
@@ -230,6 +230,8 @@ def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples:
 
 
 def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
+    if sp.issparse(X) and not isinstance(kernel, (PairwiseKernel, PrecomputedKernel)):
+        X = densify(X, kernel)  # this set (or subsample) only: a learned kernel reads dense rows
     kernel = as_kernel(kernel)
     step, arbiter, *cut_random_state = clustering
     n = _num_samples(X)

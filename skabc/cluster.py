@@ -316,7 +316,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
             Points to cluster (one set, or one set per group); the affinity
             (``affinity='precomputed'``) or distance
             (``'precomputed_nearest_neighbors'``) matrix.  The learned affinity densifies
-            sparse ``X`` (refused when the dense copy would not fit in memory).
+            sparse ``X`` set by set (only the subsample of a set past ``max_samples_``;
+            refused when that dense copy would not fit in memory).
         y : array-like of shape (n_samples,), default=None
             Ignored, as by every scikit-learn clusterer, unless ``kernel`` is
             an unfitted kernel (trained on these labels) or a fitted one with
