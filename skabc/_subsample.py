@@ -54,13 +54,43 @@ def extend_labels(X, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
         # of two rescales exactly, so the vote is the same as for the set at an ordinary scale.
         factor = float(np.ldexp(1.0, -int(np.frexp(largest)[1])))
         X = X.multiply(factor).tocsr() if sp.issparse(X) else X * factor
-    scaled = StandardScaler(with_mean=not sp.issparse(X)).fit_transform(X)
     others = np.setdiff1d(np.arange(X.shape[0]), rows, assume_unique=True)
     vote = KNeighborsClassifier(n_neighbors=min(EXTEND_NEIGHBORS, len(rows)), weights="distance")
     out = np.empty(X.shape[0], dtype=labels.dtype)
     out[rows] = labels
-    out[others] = vote.fit(scaled[rows], labels).predict(scaled[others])
+    # Standardised and searched a block of rows at a time, sparse X made dense block by block, never whole; the
+    # same blocks for dense and sparse X, so both get the same labels (a sparse X left uncentred had a large offset
+    # column swamp the float64 distances, and the sparse neighbour search broke ties otherwise).
+    mean, scale = _column_statistics(X)
+
+    def standardised(indices: np.ndarray) -> np.ndarray:
+        block = X[indices].toarray() if sp.issparse(X) else X[indices]
+        return (block - mean) / scale
+
+    vote.fit(standardised(rows), labels)
+    step = max(1, DENSE_BLOCK_ENTRIES // max(X.shape[1], 1))
+    for start in range(0, len(others), step):
+        chunk = others[start : start + step]
+        out[chunk] = vote.predict(standardised(chunk))
     return out
+
+
+#: Entries of the dense blocks :func:`extend_labels` makes of a sparse X (64 MiB of float64).
+DENSE_BLOCK_ENTRIES = 1 << 23
+
+
+def _column_statistics(X) -> tuple[np.ndarray, np.ndarray]:
+    """StandardScaler's ``mean_`` and ``scale_`` of X, computed on dense blocks of its columns (the same blocks,
+    and so the same bits, whether X is sparse or dense)."""
+    columns = X.tocsc() if sp.issparse(X) else X
+
+    def block(start: int, stop: int) -> np.ndarray:
+        # C order either way: a column's variance sums in another order over a Fortran-ordered block.
+        return np.ascontiguousarray(columns[:, start:stop].toarray() if sp.issparse(X) else columns[:, start:stop])
+
+    step = max(1, DENSE_BLOCK_ENTRIES // max(X.shape[0], 1))
+    fitted = [StandardScaler().fit(block(start, start + step)) for start in range(0, X.shape[1], step)]
+    return np.concatenate([f.mean_ for f in fitted]), np.concatenate([f.scale_ for f in fitted])
 
 
 def spread_affinity(affinity, rows: np.ndarray, n_samples: int) -> sp.csr_matrix:

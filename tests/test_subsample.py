@@ -128,3 +128,42 @@ def test_a_subsample_over_the_memory_limit_says_max_samples_sets_its_size():
     kernel = load("generic").set_params(memory_limit=1e4, affinity_mode="dense")
     with pytest.raises(AffinityTooLargeError, match=r"300 rows was clustered on a subsample of max_samples=200 rows"):
         ABCClustering(kernel=kernel, max_samples=200, random_state=0).fit(X)
+
+
+def _tied_offset_set():
+    """Integer-valued features (tied distances) with a column far from zero: what a sparse search breaks."""
+    X, _ = make_blobs(800, n_features=6, centers=3, random_state=0)
+    X = np.round(X / 2)
+    X[X == 0] = 0.0
+    X[:, 0] += 1e8
+    return X
+
+
+def test_extend_labels_of_sparse_and_dense_X_agree():
+    """A probe: a sparse X was standardised without centring (a column at 1e8 swamped the float64 distances)
+    and searched by the sparse brute force (ties broken otherwise): other labels than the same X dense."""
+    X = _tied_offset_set()
+    rows = np.sort(np.random.default_rng(0).choice(len(X), 150, replace=False))
+    labels = (X[rows, 1] > np.median(X[rows, 1])).astype(np.int64)
+    dense = extend_labels(X, rows, labels)
+    for fmt in ("csr", "csc", "coo"):
+        np.testing.assert_array_equal(extend_labels(sp.csr_matrix(X).asformat(fmt), rows, labels), dense)
+
+
+def test_extend_labels_in_blocks_keeps_dense_and_sparse_equal(monkeypatch):
+    import skabc._subsample as subsample
+
+    X = _tied_offset_set()
+    rows = np.sort(np.random.default_rng(1).choice(len(X), 120, replace=False))
+    labels = np.arange(len(rows)) % 3
+    whole = extend_labels(X, rows, labels)
+    monkeypatch.setattr(subsample, "DENSE_BLOCK_ENTRIES", 1000)  # 1 column, 166 rows a block
+    blocked = extend_labels(X, rows, labels)
+    np.testing.assert_array_equal(extend_labels(sp.csr_matrix(X), rows, labels), blocked)
+    assert adjusted_rand_score(whole, blocked) > 0.99
+
+
+def test_a_subsampled_sparse_set_gets_the_labels_of_the_same_set_dense():
+    X = _tied_offset_set().astype(np.float32)
+    dense = ABCClustering(random_state=0, max_samples=150).fit_predict(X)
+    np.testing.assert_array_equal(ABCClustering(random_state=0, max_samples=150).fit_predict(sp.csr_matrix(X)), dense)
