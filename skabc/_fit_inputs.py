@@ -21,7 +21,7 @@ from sklearn.utils.validation import _num_samples, check_array, check_is_fitted,
 
 from ._runtime import memory_limit_bytes
 from ._user_warnings import warn_user
-from ._validation import encode_labels
+from ._validation import encode_labels, format_bytes
 from .exceptions import AffinityTooLargeError
 from .kernels import ContextualKernel
 from .kernels.base import unfrozen
@@ -88,9 +88,9 @@ def densify(X, kernel) -> np.ndarray:
     needed = (DENSE_BYTES + (CANONICAL_BYTES if _canonicalises(kernel) else 0.0)) * X.shape[0] * X.shape[1]
     if limit is not None and needed > limit:
         raise AffinityTooLargeError(
-            f"affinity='learned' needs dense features, and this sparse X ({X.shape[0]} x {X.shape[1]}) would "
-            f"take {needed / 2**30:.1f} GiB dense (with the kernel's working copies), over the memory limit of "
-            f"{limit / 2**30:.1f} GiB; reduce its "
+            f"affinity='learned' needs dense features, and this sparse set ({X.shape[0]} x {X.shape[1]}) would "
+            f"take {format_bytes(needed)} dense (with the kernel's working copies), over the memory limit of "
+            f"{format_bytes(limit)}; reduce its "
             "width first (e.g. sklearn's TruncatedSVD), or use affinity='nearest_neighbors' or 'rbf', which "
             "take sparse X."
         )
