@@ -182,6 +182,7 @@ CHECKS = (zero_shot, backends, save_load, checkpoint_across_devices, fine_tune_d
 def worker(folder: Path) -> dict:
     """Run every check on whatever torch sees; ``folder/<side>.json`` and ``.npz`` hold the results."""
     side = "cuda" if torch.cuda.is_available() else "cpu"
+    folder.mkdir(parents=True, exist_ok=True)
     arrays, record = {}, {"side": side, "torch": torch.__version__, "skabc": skabc.__version__,
                           "gpu": torch.cuda.get_device_name(0) if side == "cuda" else None, "checks": {}}
     for check in CHECKS:
@@ -200,21 +201,41 @@ def worker(folder: Path) -> dict:
     return record
 
 
+def _load_side(folder: Path, side: str) -> tuple[dict, dict]:
+    """One side's record and arrays; a clear SystemExit naming the file when it is missing or unreadable."""
+    try:
+        record = json.loads((folder / f"{side}.json").read_text())
+        with np.load(folder / f"{side}.npz") as arrays:
+            return record, {key: arrays[key] for key in arrays.files}
+    except (OSError, ValueError) as exc:  # missing, or not JSON / npz (a run killed while writing)
+        raise SystemExit(f"cuda_check: cannot read the {side} side in {folder}: {type(exc).__name__}: {exc}") from None
+
+
 def compare(folder: Path) -> dict:
     """Both sides' records, and the agreement of their zero-shot labels and affinities."""
-    records = {side: json.loads((folder / f"{side}.json").read_text()) for side in ("cuda", "cpu")}
-    arrays = {side: np.load(folder / f"{side}.npz") for side in ("cuda", "cpu")}
+    loaded = {side: _load_side(folder, side) for side in ("cuda", "cpu")}
+    records, arrays = {side: loaded[side][0] for side in loaded}, {side: loaded[side][1] for side in loaded}
     agreement = {}
-    for key in arrays["cpu"].files:
-        if key not in arrays["cuda"].files:
+    for key in arrays["cpu"]:
+        if key not in arrays["cuda"]:
             continue
         a, b = arrays["cpu"][key], arrays["cuda"][key]
-        agreement[key] = ({"max_abs_diff": float(np.abs(a - b).max())} if key.endswith("affinity")
-                          else {"ari_between_devices": adjusted_rand_score(a, b)})
-    failed = [f"{side}: {name}: {check['error']}" for side, record in records.items()
-              for name, check in record["checks"].items() if not check["ok"]]
+        if a.shape != b.shape:
+            agreement[key] = {"shapes_differ": 1.0}
+        else:
+            agreement[key] = ({"max_abs_diff": float(np.abs(a - b).max())} if key.endswith("affinity")
+                              else {"ari_between_devices": adjusted_rand_score(a, b)})
+    failed = [f"{side}: {name}: {check.get('error', 'no result recorded')}" for side, record in records.items()
+              for name, check in record.get("checks", {}).items() if not check.get("ok", False)]
     failed += [f"{side}: {check.__name__}: not run (the side was cut short)" for side, record in records.items()
-               for check in CHECKS if check.__name__ not in record["checks"]]
+               for check in CHECKS if check.__name__ not in record.get("checks", {})]
+    # A GPU machine where device='auto' stayed on the CPU would otherwise compare the CPU with itself and pass.
+    devices = {result.get("device") for result in
+               (records["cuda"].get("checks", {}).get("zero_shot", {}).get("result") or {}).values()}
+    if records["cuda"].get("side") != "cuda" or any(not str(device).startswith("cuda") for device in devices):
+        failed.append(f"cuda: the CUDA side ran on {sorted(map(str, devices)) or records['cuda'].get('side')}")
+    failed += [f"{key}: the two sides' arrays differ in shape" for key, value in agreement.items()
+               if "shapes_differ" in value]
     return {"records": records, "agreement": agreement, "failed": failed}
 
 
@@ -222,7 +243,8 @@ def table(result: dict) -> str:
     lines = ["| check | agreement (CPU vs CUDA) |", "|---|---|"]
     lines += [f"| {key} | {', '.join(f'{k} {v:.4g}' for k, v in value.items())} |"
               for key, value in result["agreement"].items()]
-    cuda, cpu = (result["records"][side]["checks"].get("timing", {}).get("result") or {} for side in ("cuda", "cpu"))
+    cuda, cpu = (result["records"][side].get("checks", {}).get("timing", {}).get("result") or {}
+                 for side in ("cuda", "cpu"))
     lines += ["", "| n | ABC on CUDA (s) | ABC on the CPU (s) | SpectralClustering kNN, CPU (s) |", "|---|---|---|---|"]
     lines += [f"| {n} | {cuda[n]['abc_s']:.2f} | {cpu.get(n, {}).get('abc_s', float('nan')):.2f} | "
               f"{cuda[n]['spectral_knn_s']:.2f} |" for n in cuda]
@@ -258,7 +280,8 @@ def _report(folder: Path, output: str | None) -> int:
     result = compare(folder)
     result["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count()}
     print(table(result))
-    path = output_path("cuda_check.json", partial=False, output=output)
+    # A comparison with failed or missing checks never replaces the committed full result.
+    path = output_path("cuda_check.json", partial=bool(result["failed"]), output=output)
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(f"wrote {path}")
     return 1 if result["failed"] else 0

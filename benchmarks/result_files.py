@@ -24,6 +24,7 @@ def output_path(name: str, partial: bool, output: str | None = None) -> Path:
     output : str, optional
         A file name under ``benchmarks/results/`` (or a path) given by the user: always used.
     """
+    RESULTS.mkdir(exist_ok=True)  # a checkout without it must not lose a finished run at the last write
     if output is not None:
         path = Path(output)
         return path if path.is_absolute() or path.parent != Path(".") else RESULTS / path

@@ -76,10 +76,16 @@ def _fine_tune() -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="n = 1,000 only, one repeat")
+    parser.add_argument("--quick", action="store_true", help="n = 1,000 only, one repeat (--repeats is ignored)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--output", default=None)
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    if all(info["num_threads"] == 1 for info in threadpool_info() if info["user_api"] in ("blas", "openmp")):
+        print("threads.py: every BLAS and OpenMP pool has one thread here (OMP_NUM_THREADS=1?), so the limit changes "
+              "nothing and a ratio would be noise; run it with the default threads.")
+        return 2
     sizes, repeats = ((1_000,), 1) if args.quick else ((1_000, 5_000, 20_000), args.repeats)
     X0, _ = make_blobs(500, centers=3, random_state=0)
     ABCClustering(random_state=0).fit_predict(StandardScaler().fit_transform(X0))  # warm-up: weights, pools
