@@ -11,8 +11,12 @@ from skabc import ABCClustering
 from skabc._threads import single_native_thread
 
 
+def _thread_counts(*user_apis: str) -> list[int]:
+    return [info["num_threads"] for info in threadpool_info() if info["user_api"] in user_apis]
+
+
 def _most_threads() -> int:
-    return max(info["num_threads"] for info in threadpool_info() if info["user_api"] in ("blas", "openmp"))
+    return max(_thread_counts("blas", "openmp"))
 
 
 def test_single_native_thread_limits_inside_and_restores_after():
@@ -110,7 +114,7 @@ def process_blas_at_two():
 
 
 def _blas_threads() -> list[int]:
-    return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+    return _thread_counts("blas")
 
 
 def test_blocks_overlapping_in_two_threads_leave_the_process_pool_as_it_was(process_blas_at_two):
@@ -145,8 +149,7 @@ def test_blocks_overlapping_in_two_threads_leave_the_process_pool_as_it_was(proc
 
 
 def _most_threads_of(user_api: str):
-    counts = [info["num_threads"] for info in threadpool_info() if info["user_api"] == user_api]
-    return max(counts) if counts else None
+    return max(_thread_counts(user_api), default=None)
 
 
 def test_main_thread_limits_the_process_pool_too(process_blas_at_two):

@@ -327,14 +327,12 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
             raise _schema.fail(prefix + "members", f"expected a list of kernels, at least one and at most one per "
                                                    f"tensor of the file ({len(header)}), got "
                                                    f"{_schema.describe_value(members)}")
-        expected, widths = {}, {}
+        expected, widths, names = {}, {}, {}
         for i, part in enumerate(members):
             own = check_contextual_part(ContextualKernel, part, f"{prefix}members.{i}", len(header))
             expected.update({_member_prefix(i) + k: v for k, v in own.items()})
-            if described_width(part) is not None:  # bound to its input width, as from_fitted checks
-                widths.setdefault(described_width(part), i)
-        names = {}
-        for i, part in enumerate(members):
+            if (width := described_width(part)) is not None:  # bound to its input width, as from_fitted checks
+                widths.setdefault(width, i)
             if part.get("feature_names_in") is not None:
                 names.setdefault(tuple(part["feature_names_in"]), i)
         if len(names) > 1:
