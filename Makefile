@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # The CPU wheel of torch; install it before the package so pip never pulls a CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test docs lint bench-circles clean
+.PHONY: demo test test-min docs lint bench-circles clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -19,6 +19,15 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
+
+# The test suite against the oldest releases setup.cfg admits (.ci/min-versions.txt), in its own venv.
+VENV_MIN ?= .venv-min
+test-min:
+	python3 -m venv $(VENV_MIN)
+	$(VENV_MIN)/bin/python -m pip install -q --upgrade pip
+	$(VENV_MIN)/bin/python -m pip install -q "$(TORCH_SPEC)"
+	$(VENV_MIN)/bin/python -m pip install -q -c .ci/min-versions.txt -e ".[test]"
+	$(VENV_MIN)/bin/python -m pytest -q
 
 # The documentation site (Sphinx + gallery), offline, warnings as errors.
 docs: $(VENV)/.installed
