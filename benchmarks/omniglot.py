@@ -375,8 +375,9 @@ def _evaluate_alphabet(images: np.ndarray, feats: np.ndarray, target: np.ndarray
 
     torch.set_num_threads(1)
     out: dict[str, list] = {}
-    # One BLAS thread, as in the joblib workers that produced the published table: the scores are
-    # then the same bit for bit wherever this runs (tests/test_pretrained.py recomputes some).
+    # One BLAS thread, as in the joblib workers that produced the published table: with the same library
+    # versions the scores are then the same bit for bit wherever this runs (tests/test_pretrained.py
+    # recomputes some); other numpy/scipy builds move their last digits (check_reproduction).
     with threadpool_limits(1):
         _evaluate_sets(images, feats, target, alphabet, a, n_sets, out)
     return out
@@ -411,6 +412,8 @@ def _evaluate_sets(images, feats, target, alphabet, a, n_sets, out) -> None:
 
 
 REPRODUCE_KEYS = ("abc/unknown/nmi", "abc/known/nmi", "abc/k20/nmi", "kmeans/known/nmi")
+#: Relative difference within which a recomputed score reproduces a published one (last digits of other builds).
+REPRODUCE_RTOL = 1e-12
 
 
 def reproduce(data_home=None, n_sets: int = 3) -> dict[str, list[float]]:
@@ -429,17 +432,30 @@ def reproduce(data_home=None, n_sets: int = 3) -> dict[str, list[float]]:
 
 
 def check_reproduction(data_home=None) -> int:
-    """Recompute the published per-set scores (``reproduce`` in the results JSON); 0 if all equal bit for bit."""
+    """Recompute the published per-set scores (``reproduce`` in the results JSON); 0 if all are reproduced.
+
+    With the library versions that produced them they are equal bit for bit; other numpy/scipy builds move
+    the last digits, so a score within :data:`REPRODUCE_RTOL` (relative) of the published one counts as
+    reproduced, and is reported as such.
+    """
     published = json.loads((RESULTS / "omniglot.json").read_text())["reproduce"]
     scores = reproduce(data_home, n_sets=len(published[REPRODUCE_KEYS[0]]))
-    different = 0
+    exact = close = different = 0
     for key in REPRODUCE_KEYS:
         for i, (got, want) in enumerate(zip(scores[key], published[key], strict=True)):
-            different += got != want
-            print(f"{key:18s} set {i}: {got!r:22s} published {want!r:22s} {'same' if got == want else 'DIFFERENT'}")
-    print("all published per-set scores reproduced bit for bit" if not different
-          else f"{different} scores differ from benchmarks/results/omniglot.json")
-    return 1 if different else 0
+            if got == want:
+                verdict, exact = "same", exact + 1
+            elif math.isclose(got, want, rel_tol=REPRODUCE_RTOL, abs_tol=REPRODUCE_RTOL):
+                verdict, close = f"same to {REPRODUCE_RTOL:g}", close + 1
+            else:
+                verdict, different = "DIFFERENT", different + 1
+            print(f"{key:18s} set {i}: {got!r:22s} published {want!r:22s} {verdict}")
+    if different:
+        print(f"{different} scores differ from benchmarks/results/omniglot.json")
+        return 1
+    print("all published per-set scores reproduced" + (" bit for bit" if not close else
+          f": {exact} bit for bit, {close} to within {REPRODUCE_RTOL:g} (other library builds)"))
+    return 0
 
 
 def evaluate(n_sets: int = EVAL_SETS_PER_ALPHABET, n_jobs: int = 2) -> None:
@@ -608,7 +624,8 @@ def main(argv=None) -> int:
     parser.add_argument("--select", action="store_true", help="model selection on validation alphabets")
     parser.add_argument("--eval", action="store_true", help="Table 4 on the evaluation alphabets")
     parser.add_argument("--reproduce", action="store_true",
-                        help="recompute the published per-set scores and compare them bit for bit (exit 1 if not)")
+                        help="recompute the published per-set scores and compare them (bit for bit, or to 1e-12 "
+                             "with other library builds; exit 1 if not)")
     parser.add_argument("--sets", type=int, default=EVAL_SETS_PER_ALPHABET, help="sets per alphabet and task")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)

@@ -539,7 +539,7 @@ def test_load_rejects_wrong_shapes(tiny_kernel, tmp_path):
     with safe_open(str(path), framework="pt") as f:
         meta = json.loads(f.metadata()["skabc"])
     meta["kernel"]["params"]["d_model"] = 32
-    save_file(load_file(str(path)), str(path), metadata={"skabc": json.dumps(meta)})
+    save_file({k: v.clone() for k, v in load_file(str(path)).items()}, str(path), metadata={"skabc": json.dumps(meta)})
     # Refused from the header, before any network is built.
     with pytest.raises(ValueError, match=r"has shape \[16, 2\], but the configuration needs \[32, 2\]"):
         ContextualKernel.load(path)
@@ -555,7 +555,7 @@ def test_load_rejects_other_format_versions(tiny_kernel, tmp_path):
     with safe_open(str(path), framework="pt") as f:
         meta = json.loads(f.metadata()["skabc"])
     meta["format_version"] = 999
-    save_file(load_file(str(path)), str(path), metadata={"skabc": json.dumps(meta)})
+    save_file({k: v.clone() for k, v in load_file(str(path)).items()}, str(path), metadata={"skabc": json.dumps(meta)})
     with pytest.raises(ValueError, match="version 999"):
         ContextualKernel.load(path)
 

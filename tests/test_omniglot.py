@@ -150,7 +150,8 @@ def test_kernel_with_conv4_embedder_trains_saves_and_is_equivariant(tmp_path):
 
 @pytest.mark.skipif(not (REAL_DATA / "images_evaluation.zip").exists(), reason="real Omniglot archives not present")
 def test_omniglot_benchmark_reproduces_its_published_scores_as_a_user_runs_it():
-    """benchmarks/omniglot.py --reproduce, in a fresh process: the published per-set scores, bit for bit."""
+    """benchmarks/omniglot.py --reproduce, in a fresh process: the published per-set scores (bit for bit with the
+    library versions that produced them, to 1e-12 with others: a probe's numpy 1.23 moved their last digit)."""
     import os
     import subprocess
     import sys
@@ -161,7 +162,7 @@ def test_omniglot_benchmark_reproduces_its_published_scores_as_a_user_runs_it():
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "reproduced bit for bit" in result.stdout
+    assert "all published per-set scores reproduced" in result.stdout
     assert result.stdout.count(" same") == 12  # 4 scores x 3 sets
 
 
@@ -212,7 +213,9 @@ def test_members_that_are_not_omniglot_drawings_are_refused(tmp_path, mode, size
     path = tmp_path / "images_background.zip"
     with zipfile.ZipFile(path, "w") as forged:
         forged.writestr("images_background/A/character01/0001_01.png", buffer.getvalue())
-    with pytest.raises(ValueError, match=rf"0001_01.png is a {image_format} image of mode {re.escape(mode)}, "
+    # Pillow 9.5 opens a 16-bit PNG as mode 'I' (13.0 as 'I;16'): the member is refused the same way either way.
+    read_mode = r"I(;16)?" if mode == "I;16" else re.escape(mode)
+    with pytest.raises(ValueError, match=rf"0001_01.png is a {image_format} image of mode {read_mode}, "
                                          rf"{size[0]} x {size[1]} pixels; Omniglot drawings are 1-bit 105 x 105"):
         load_omniglot(data_home=tmp_path, expect_complete=False)
 
