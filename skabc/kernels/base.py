@@ -148,6 +148,24 @@ class AffinityTransformerMixin(TransformerMixin, auto_wrap_output_keys=None):  #
         """
         return self._as_output(self.affinity(X), X)
 
+    def fit_transform(self, X, y=None, groups=None):
+        """Fit on ``(X, y, groups)``, then return the affinity of ``X`` as one set.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Labelled rows, as :meth:`fit` takes them; their affinity is computed as one set.
+        y : array-like of shape (n_samples,)
+            Labels, as :meth:`fit` takes them (a trainable kernel requires them).
+        groups : array-like of shape (n_samples,), default=None
+            Set ids, as :meth:`fit` takes them.
+
+        Returns
+        -------
+        affinity : ndarray, scipy.sparse.csr_matrix or DataFrame of shape (n_samples, n_samples)
+        """
+        return self.fit(X, y, groups=groups).transform(X)
+
     def set_output(self, *, transform=None):
         """Choose the container :meth:`transform` returns: ``'default'``, ``'pandas'`` or ``'polars'``.
 

@@ -123,6 +123,15 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
     max_epochs : int or 'auto', default='auto'
         Epochs (fresh sets each).  ``'auto'``: the sets of 200 to 3,200 steps of 32 from the
         labelled rows and classes (:func:`skabc.training.training_schedule`).
+    batch_size : int or 'auto', default='auto'
+        Sets per optimisation step.  ``'auto'``: 16 where the CPU budget ends the run, else 32
+        (:func:`skabc.training.auto_batch_size`, resolved into ``batch_size_``).
+    lr : float, default=1e-3
+        Peak learning rate of AdamW (linear warm-up, then cosine decay).
+    weight_decay : float, default=0.0
+        AdamW weight decay.
+    pos_weight : float, 'balanced' or None, default=None
+        Weight of same-cluster cells in the loss (at most 1e6).
     early_stopping : bool or 'auto', default='auto'
         Score sets of held-out groups (else classes, plus some rows of the
         others), ``k`` unknown, after every epoch; keep the best weights,
@@ -137,15 +146,6 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         clustering settings afterwards come on top).  ``'auto'``: with
         ``max_epochs='auto'``, :data:`~skabc.training.schedule.AUTO_MAX_TIME` (a slow machine ends the
         automatic schedule there), else none; resolved into ``max_time_``.
-    batch_size : int or 'auto', default='auto'
-        Sets per optimisation step.  ``'auto'``: 16 where the CPU budget ends the run, else 32
-        (:func:`skabc.training.auto_batch_size`, resolved into ``batch_size_``).
-    lr : float, default=1e-3
-        Peak learning rate of AdamW (linear warm-up, then cosine decay).
-    weight_decay : float, default=0.0
-        AdamW weight decay.
-    pos_weight : float or 'balanced', default=None
-        Weight of same-cluster cells in the loss (at most 1e6).
     warm_start : bool, default=False
         If true and the kernel is already fitted, ``fit`` starts from the
         current weights (fine-tuning, e.g. from a shipped pretrained kernel)
@@ -408,10 +408,6 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
             A ``MemoryError`` (and ``ValueError``) naming the size needed, the limit, and what to do instead.
         """
         check_dense_memory(n_samples, n_copies, self.memory_limit, working_bytes(self, n_samples))
-
-    def fit_transform(self, X, y=None, groups=None):
-        """Fit on ``(X, y, groups)`` (``y`` is required, as by :meth:`fit`), then return ``X``'s affinity as one set."""
-        return self.fit(X, y, groups=groups).transform(X)
 
     # ---------------------------------------------------------- persistence
     def save(self, path, *, recommended_clustering: dict | None = None) -> None:

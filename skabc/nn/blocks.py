@@ -145,7 +145,21 @@ class MultiheadAttentionBlock(nn.Module):
 
 
 class SetAttentionBlock(nn.Module):
-    """SAB(X) = MAB(X, X): dense self-attention over the whole set, O(n^2)."""
+    """SAB(X) = MAB(X, X): dense self-attention over the whole set, O(n^2).
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the points.
+    n_heads : int
+        Number of attention heads; ``d_model`` must be divisible by it.
+    d_ff : int, optional
+        Hidden width of the feed-forward layer (default ``4 * d_model``).
+    layer_norm : {'pre', 'post'}
+        Where the layer normalisations sit, as in :class:`MultiheadAttentionBlock`.
+    dropout : float
+        Dropout on attention weights and on the residual branches.
+    """
 
     def __init__(
         self,

@@ -18,8 +18,8 @@ class MLPEmbedder(nn.Module):
         Input width.
     d_model : int
         Output width.
-    hidden : sequence of int
-        Widths of the hidden layers (default one layer of ``d_model``).
+    hidden : sequence of int, default=None
+        Widths of the hidden layers; ``None``: one layer of ``d_model``.
     """
 
     def __init__(self, n_features: int, d_model: int, hidden: Sequence[int] | None = None) -> None:
