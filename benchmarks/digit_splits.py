@@ -46,6 +46,12 @@ number was read): ``k`` in 2..12 of the most stable partition over 10 subsamples
 45 pairs on their shared rows), then the full set's cut at that ``k``.  On the 10-NN graph: 0.747 against the shipped
 0.732 (gain +0.014, one split -0.093); on the fine-tuned kernel's ``P ** 4``: 0.599.  Rule as above: both **fail**.
 Stability mends the two-digit sets (61 of 76 counted right) and under-counts sets of 3 to 5 digits (83 of 164 short).
+Canonicalising without standardising the columns (tried 2026-12-04 on e7f0d5e, not shipped; pre-registered before
+any fine-tune ran): per-column standardisation inflates near-constant pixels, and ``canonicalize_set(scaling='global')``
+raised the untrained generic kernel's partitions of 60 zero-shot digit sets given ``k`` from 0.737 to 0.769, but
+not its count (``k`` unknown 0.700 -> 0.660, |k error| 1.35 -> 2.83), so only a fine-tune, which re-learns the
+count, could use it.  Fine-tuned and applied with that scaling: 0.732 against 0.736 over the eight splits (-0.023
+to +0.048 per split).  Rule as above (mean gain >= +0.015): **fails**.
 Prints a table and writes ``benchmarks/results/digit_splits.json``.
 """
 
