@@ -50,7 +50,7 @@ Canonicalising without standardising the columns (tried 2026-12-04 on e7f0d5e, n
 any fine-tune ran): per-column standardisation inflates near-constant pixels, and ``canonicalize_set(scaling='global')``
 raised the untrained generic kernel's partitions of 60 zero-shot digit sets given ``k`` from 0.737 to 0.769, but
 not its count (``k`` unknown 0.700 -> 0.660, |k error| 1.35 -> 2.83), so only a fine-tune, which re-learns the
-count, could use it.  Fine-tuned and applied with that scaling: 0.732 against 0.736 over the eight splits (-0.023
+count, could use it.  Fine-tuned and applied with that scaling: 0.732 against 0.736 over the eight splits (-0.043
 to +0.048 per split).  Rule as above (mean gain >= +0.015): **fails**.
 Prints a table and writes ``benchmarks/results/digit_splits.json``.
 """
