@@ -9,7 +9,9 @@ The step cap keeps the worst case inside a CPU budget of 10 CPU-minutes with
 margin: fine-tuning the generic kernel on 300,000 rows of circles or arcs
 within :data:`GEOMETRY_MAX_STEPS` reference steps took 7.5-8.4 CPU-minutes
 with batches of 32 and 8.1-8.4 with batches of 16 (3,248 steps), validation
-included (``benchmarks/own_kernel.py``).  It is stated for the reference step
+included (``benchmarks/own_kernel.py``, on the machine the cap was sized on;
+the committed run, on a slower one, reached :data:`AUTO_MAX_TIME` first:
+9.1 and 9.0 CPU-minutes).  It is stated for the reference step
 (:data:`REFERENCE_BATCH_SIZE` sets drawn from :data:`REFERENCE_SET_SIZE`) and
 scales with the estimated cost of the actual step (:func:`relative_step_cost`:
 a fixed overhead plus the work of its sets), so a larger ``batch_size`` or
