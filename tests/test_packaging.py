@@ -51,7 +51,6 @@ def test_wheel_carries_the_licence_and_the_requirements(wheel):
                         "threadpoolctl"}
 
 
-
 def _versions(text: str, operator: str) -> dict[str, str]:
     """``name<operator>version`` lines -> {name: version}, extras and comments dropped."""
     found = {}
