@@ -13,11 +13,22 @@ from numbers import Real
 import torch
 
 _MALLOC_TUNED = False
-#: glibc's mallopt parameters and their documented defaults (128 KiB each).
+#: glibc's mallopt parameters.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_GLIBC_DEFAULT_THRESHOLD = 128 * 1024
+#: Thresholds a tuned block leaves behind: the ceiling of glibc's own dynamic mmap threshold (32 MiB on 64-bit, the
+#: trim threshold twice that), where a process that has freed large buffers ends up on its own.  Any mallopt turns
+#: the dynamic threshold off for good, and glibc's documented 128 KiB defaults then map and unmap every larger
+#: buffer on each use: after one fit, a 16 MiB array cost 2-3 times as much to allocate and fill, and numpy work
+#: with large temporaries about 5 % more (probe 38d; /work/exp38/after_fit.py), against none at the ceiling.
+_RESTORED_MMAP_THRESHOLD, _RESTORED_TRIM_THRESHOLD = 32 << 20, 64 << 20
 #: Threshold while tuned: large tensor buffers stay on the heap between steps.
 _TUNED_THRESHOLD = 1 << 30
+#: glibc's environment settings of the thresholds: a process that sets them keeps them (mallopt cannot read them back).
+_MALLOC_ENVIRONMENT = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+#: :func:`tuned_allocator` blocks open in the process (threads may train at once: the first in tunes, the last out
+#: restores).
+_ALLOCATOR_LOCK = threading.Lock()
+_TUNED_BLOCKS = 0
 #: Held by every seeded block (:func:`seeded_torch`).
 _SEEDED_LOCK = threading.RLock()
 #: :func:`float32_default` blocks open in the process, and the default dtype they found.
@@ -28,8 +39,8 @@ _CALLER_DTYPE = torch.float32
 
 def _new_locks_in_child() -> None:
     # A lock held by another thread at a fork stays held in the child for good: the child starts with fresh ones.
-    global _SEEDED_LOCK, _DTYPE_LOCK
-    _SEEDED_LOCK, _DTYPE_LOCK = threading.RLock(), threading.Lock()
+    global _SEEDED_LOCK, _DTYPE_LOCK, _ALLOCATOR_LOCK
+    _SEEDED_LOCK, _DTYPE_LOCK, _ALLOCATOR_LOCK = threading.RLock(), threading.Lock(), threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
@@ -37,8 +48,11 @@ if hasattr(os, "register_at_fork"):  # POSIX
 
 
 def _tunable_libc():
-    """glibc, where its allocator may be tuned (Linux, no ``SKABC_NO_MALLOPT``), else ``None``."""
-    if not sys.platform.startswith("linux") or os.environ.get("SKABC_NO_MALLOPT"):
+    """glibc, where its allocator may be tuned (Linux, no ``SKABC_NO_MALLOPT``, no thresholds of the user's own in
+    the environment), else ``None``."""
+    if (not sys.platform.startswith("linux") or os.environ.get("SKABC_NO_MALLOPT")
+            or any(name in os.environ for name in _MALLOC_ENVIRONMENT)
+            or "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", "")):
         return None
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -48,17 +62,19 @@ def _tunable_libc():
     return libc
 
 
-def _set_thresholds(libc, value: int) -> None:
-    libc.mallopt(_M_MMAP_THRESHOLD, value)
-    libc.mallopt(_M_TRIM_THRESHOLD, value)
+def _set_thresholds(libc, mmap_threshold: int, trim_threshold: int) -> None:
+    libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold)
+    libc.mallopt(_M_TRIM_THRESHOLD, trim_threshold)
 
 
 def tune_allocator() -> None:
     """Keep glibc from returning large tensor buffers to the OS, for the rest of the process.
 
     Training allocates and frees the same large buffers each step; glibc's
-    default mmap threshold unmaps them every time (measured 1.3-2.4x slower
-    conv and additive-head steps on CPU).  For research scripts that own their
+    default mmap threshold unmaps them every time: epochs of the conv4
+    embedder took 1.3-1.6x as long, of the additive head 1.7x, and of the
+    default multiplicative network no longer (one thread; /work/exp38's
+    conv_alloc.py, add_alloc.py and ft_alloc.py, with ``SKABC_NO_MALLOPT=1``).  For research scripts that own their
     process; the package itself tunes only while it trains
     (:func:`tuned_allocator`).  Opt out with ``SKABC_NO_MALLOPT=1``.
     """
@@ -67,30 +83,37 @@ def tune_allocator() -> None:
     if _MALLOC_TUNED or libc is None:
         return
     _MALLOC_TUNED = True
-    _set_thresholds(libc, _TUNED_THRESHOLD)
+    _set_thresholds(libc, _TUNED_THRESHOLD, _TUNED_THRESHOLD)
 
 
 @contextlib.contextmanager
 def tuned_allocator(enabled: bool = True):
     """:func:`tune_allocator`'s thresholds inside the block only.
 
-    On leaving, glibc's default thresholds are set again and the heap is
-    trimmed, so a fit does not change how the caller's process allocates
-    afterwards (freed arrays go back to the OS as before).  glibc keeps one
-    trace: its dynamic mmap threshold, off once any ``mallopt`` set it.
-    Nothing happens when ``enabled`` is false, the process was tuned for good,
-    or glibc is not there.
+    On leaving, the heap is trimmed and the thresholds are those glibc reaches on its own once it has freed large
+    buffers (:data:`_RESTORED_MMAP_THRESHOLD`), so later work in the caller's process is no slower than in one
+    that never trained: any ``mallopt`` turns glibc's dynamic threshold off for good, and its 128 KiB defaults
+    would then map every larger buffer anew on each use.  Blocks may overlap in threads: the first in tunes, the
+    last out restores.  Nothing happens when ``enabled`` is false, the process was tuned for good, its
+    environment sets glibc's thresholds, or glibc is not there.
     """
+    global _TUNED_BLOCKS
     libc = _tunable_libc() if enabled and not _MALLOC_TUNED else None
     if libc is None:
         yield
         return
-    _set_thresholds(libc, _TUNED_THRESHOLD)
+    with _ALLOCATOR_LOCK:
+        if _TUNED_BLOCKS == 0:
+            _set_thresholds(libc, _TUNED_THRESHOLD, _TUNED_THRESHOLD)
+        _TUNED_BLOCKS += 1
     try:
         yield
     finally:
-        _set_thresholds(libc, _GLIBC_DEFAULT_THRESHOLD)
-        libc.malloc_trim(0)
+        with _ALLOCATOR_LOCK:
+            _TUNED_BLOCKS -= 1
+            if _TUNED_BLOCKS == 0 and not _MALLOC_TUNED:  # tune_allocator() inside a block tuned it for good
+                _set_thresholds(libc, _RESTORED_MMAP_THRESHOLD, _RESTORED_TRIM_THRESHOLD)
+                libc.malloc_trim(0)
 
 
 def resolve_device(device) -> torch.device:

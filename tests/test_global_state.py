@@ -43,6 +43,76 @@ def test_a_fit_leaves_the_process_allocator_as_it_found_it():
     assert int(out.stdout.split()[-1]) < 16 * 2**20
 
 
+class _RecordingLibc:
+    """Stands in for glibc: records the allocator settings a block makes."""
+
+    def __init__(self):
+        self.calls = []
+
+    def mallopt(self, parameter, value):
+        self.calls.append((parameter, value))
+
+    def malloc_trim(self, pad):
+        self.calls.append(("trim", pad))
+
+
+@pytest.fixture
+def recording_libc(monkeypatch):
+    from skabc import _runtime
+
+    libc = _RecordingLibc()
+    monkeypatch.setattr(_runtime, "_tunable_libc", lambda: libc)
+    return libc
+
+
+def test_a_tuned_block_leaves_glibcs_own_ceiling_not_its_128_kib_defaults(recording_libc):
+    """Probe 38d: leaving at 128 KiB (any mallopt turns glibc's self-adjusting threshold off) made every later buffer
+    over 128 KiB be mapped anew on each use: a 16 MiB array 2-3 times slower after one fit."""
+    from skabc._runtime import tuned_allocator
+
+    with tuned_allocator():
+        assert recording_libc.calls == [(-3, 1 << 30), (-1, 1 << 30)]
+    assert recording_libc.calls[2:] == [(-3, 32 << 20), (-1, 64 << 20), ("trim", 0)]
+
+
+def test_overlapping_tuned_blocks_tune_once_and_restore_after_the_last(recording_libc):
+    """Fits training in threads at once: the first to finish restored the thresholds under the other one."""
+    from skabc._runtime import tuned_allocator
+
+    entered, leave = threading.Event(), threading.Event()
+
+    def other_fit():
+        with tuned_allocator():
+            entered.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=other_fit)
+    thread.start()
+    entered.wait(10)
+    with tuned_allocator():
+        pass
+    assert recording_libc.calls == [(-3, 1 << 30), (-1, 1 << 30)]  # the other fit still trains tuned
+    leave.set()
+    thread.join()
+    assert recording_libc.calls[2:] == [(-3, 32 << 20), (-1, 64 << 20), ("trim", 0)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+@pytest.mark.parametrize("name, value, tuned", [
+    ("MALLOC_MMAP_THRESHOLD_", "65536", False),
+    ("MALLOC_TRIM_THRESHOLD_", "65536", False),
+    ("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=65536", False),
+    ("GLIBC_TUNABLES", "glibc.cpu.hwcaps=-AVX512F", True),
+])
+def test_thresholds_set_in_the_environment_are_kept(monkeypatch, name, value, tuned):
+    """mallopt cannot read a setting back: a process that sets glibc's thresholds itself keeps them."""
+    from skabc._runtime import _tunable_libc
+
+    monkeypatch.delenv("SKABC_NO_MALLOPT", raising=False)
+    monkeypatch.setenv(name, value)
+    assert (_tunable_libc() is not None) == tuned
+
+
 def test_loading_a_kernel_leaves_torchs_random_stream(tmp_path):
     """Building the module to load weights into draws default initial weights: not from the caller's stream."""
     path = tmp_path / "kernel.safetensors"
