@@ -19,7 +19,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: trim threshold twice that), where a process that has freed large buffers ends up on its own.  Any mallopt turns
 #: the dynamic threshold off for good, and glibc's documented 128 KiB defaults then map and unmap every larger
 #: buffer on each use: after one fit, a 16 MiB array cost 2-3 times as much to allocate and fill, and numpy work
-#: with large temporaries about 5 % more (probe 38d; /work/exp38/after_fit.py), against none at the ceiling.
+#: with large temporaries about 5 % more, against nothing at the ceiling (docs/changelog.md).
 _RESTORED_MMAP_THRESHOLD, _RESTORED_TRIM_THRESHOLD = 32 << 20, 64 << 20
 #: Threshold while tuned: large tensor buffers stay on the heap between steps.
 _TUNED_THRESHOLD = 1 << 30
@@ -71,11 +71,11 @@ def tune_allocator() -> None:
     """Keep glibc from returning large tensor buffers to the OS, for the rest of the process.
 
     Training allocates and frees the same large buffers each step; glibc's
-    default mmap threshold unmaps them every time: epochs of the conv4
-    embedder took 1.3-1.6x as long, of the additive head 1.7x, and of the
-    default multiplicative network no longer (one thread; /work/exp38's
-    conv_alloc.py, add_alloc.py and ft_alloc.py, with ``SKABC_NO_MALLOPT=1``).  For research scripts that own their
-    process; the package itself tunes only while it trains
+    default mmap threshold unmaps them every time: without tuning, epochs of
+    the conv4 embedder took 1.3-1.6x as long, of the additive head 1.7x, and
+    of the default multiplicative network no longer (one thread).  For
+    research scripts that own their process; the package itself tunes only
+    while it trains
     (:func:`tuned_allocator`).  Opt out with ``SKABC_NO_MALLOPT=1``.
     """
     global _MALLOC_TUNED
