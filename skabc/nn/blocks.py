@@ -149,16 +149,14 @@ class SetAttentionBlock(nn.Module):
 
     Parameters
     ----------
-    d_model : int
-        Width of the points.
-    n_heads : int
-        Number of attention heads; ``d_model`` must be divisible by it.
+    d_model, n_heads : int
+        Point width and attention heads, as for :class:`MultiheadAttentionBlock`.
     d_ff : int, optional
-        Hidden width of the feed-forward layer (default ``4 * d_model``).
+        Feed-forward width, as for :class:`MultiheadAttentionBlock` (``4 * d_model`` by default).
     layer_norm : {'pre', 'post'}
-        Where the layer normalisations sit, as in :class:`MultiheadAttentionBlock`.
+        Placement of the layer normalisations, as for :class:`MultiheadAttentionBlock`.
     dropout : float
-        Dropout on attention weights and on the residual branches.
+        Dropout rate of the attention weights and the residual branches.
     """
 
     def __init__(
