@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import math
 import os
 import sys
@@ -23,8 +24,9 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _RESTORED_MMAP_THRESHOLD, _RESTORED_TRIM_THRESHOLD = 32 << 20, 64 << 20
 #: Threshold while tuned: large tensor buffers stay on the heap between steps.
 _TUNED_THRESHOLD = 1 << 30
-#: glibc's environment settings of the thresholds: a process that sets them keeps them (mallopt cannot read them back).
-_MALLOC_ENVIRONMENT = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+#: glibc's environment settings of the thresholds: a process started with them keeps them (mallopt cannot read them
+#: back).
+_MALLOC_ENVIRONMENT = (b"MALLOC_MMAP_THRESHOLD_", b"MALLOC_TRIM_THRESHOLD_")
 #: :func:`tuned_allocator` blocks open in the process (threads may train at once: the first in tunes, the last out
 #: restores).
 _ALLOCATOR_LOCK = threading.Lock()
@@ -47,12 +49,29 @@ if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_new_locks_in_child)
 
 
+@functools.cache
+def _started_with_malloc_settings() -> bool:
+    """Whether the process started with glibc's thresholds set in its environment.
+
+    glibc reads them once, at start, so the start's environment (``/proc/self/environ``) counts, not
+    ``os.environ``: dask's nanny, for one, writes ``MALLOC_TRIM_THRESHOLD_`` there for the workers it spawns.
+    """
+    try:
+        with open("/proc/self/environ", "rb") as environ:
+            entries = environ.read().split(b"\0")
+    except OSError:
+        return False
+    for entry in entries:
+        name, _, value = entry.partition(b"=")
+        if name in _MALLOC_ENVIRONMENT or (name == b"GLIBC_TUNABLES" and b"glibc.malloc." in value):
+            return True
+    return False
+
+
 def _tunable_libc():
-    """glibc, where its allocator may be tuned (Linux, no ``SKABC_NO_MALLOPT``, no thresholds of the user's own in
-    the environment), else ``None``."""
-    if (not sys.platform.startswith("linux") or os.environ.get("SKABC_NO_MALLOPT")
-            or any(name in os.environ for name in _MALLOC_ENVIRONMENT)
-            or "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", "")):
+    """glibc, where its allocator may be tuned (Linux, no ``SKABC_NO_MALLOPT``, not started with thresholds of the
+    user's own), else ``None``."""
+    if not sys.platform.startswith("linux") or os.environ.get("SKABC_NO_MALLOPT") or _started_with_malloc_settings():
         return None
     try:
         libc = ctypes.CDLL("libc.so.6")

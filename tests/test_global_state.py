@@ -104,13 +104,21 @@ def test_overlapping_tuned_blocks_tune_once_and_restore_after_the_last(recording
     ("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=65536", False),
     ("GLIBC_TUNABLES", "glibc.cpu.hwcaps=-AVX512F", True),
 ])
-def test_thresholds_set_in_the_environment_are_kept(monkeypatch, name, value, tuned):
-    """mallopt cannot read a setting back: a process that sets glibc's thresholds itself keeps them."""
-    from skabc._runtime import _tunable_libc
-
-    monkeypatch.delenv("SKABC_NO_MALLOPT", raising=False)
-    monkeypatch.setenv(name, value)
-    assert (_tunable_libc() is not None) == tuned
+def test_thresholds_a_process_started_with_are_kept(name, value, tuned):
+    """mallopt cannot read a setting back: a process started with glibc's thresholds keeps them.  Set later in
+    os.environ (dask's nanny writes MALLOC_TRIM_THRESHOLD_ there for its workers) they are not this process's."""
+    script = textwrap.dedent("""
+        import os
+        from skabc._runtime import _tunable_libc
+        started = _tunable_libc() is not None
+        os.environ["MALLOC_TRIM_THRESHOLD_"] = "65536"
+        print(started, _tunable_libc() is not None)
+    """)
+    env = {key: val for key, val in os.environ.items() if key not in ("SKABC_NO_MALLOPT", "MALLOC_MMAP_THRESHOLD_",
+                                                                     "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={**env, name: value},
+                         check=True)
+    assert out.stdout.split() == [str(tuned), str(tuned)]
 
 
 def test_loading_a_kernel_leaves_torchs_random_stream(tmp_path):
