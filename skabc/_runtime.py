@@ -113,8 +113,8 @@ def tuned_allocator(enabled: bool = True):
     buffers (:data:`_RESTORED_MMAP_THRESHOLD`), so later work in the caller's process is no slower than in one
     that never trained: any ``mallopt`` turns glibc's dynamic threshold off for good, and its 128 KiB defaults
     would then map every larger buffer anew on each use.  Blocks may overlap in threads: the first in tunes, the
-    last out restores.  Nothing happens when ``enabled`` is false, the process was tuned for good, its
-    environment sets glibc's thresholds, or glibc is not there.
+    last out restores.  Nothing happens when ``enabled`` is false, the process was tuned for good or started with
+    glibc's thresholds in its environment, or glibc is not there.
     """
     global _TUNED_BLOCKS
     libc = _tunable_libc() if enabled and not _MALLOC_TUNED else None

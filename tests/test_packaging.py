@@ -52,13 +52,14 @@ def test_wheel_carries_the_licence_and_the_requirements(wheel):
 
 
 def _versions(text: str, operator: str) -> dict[str, str]:
-    """``name<operator>version`` lines -> {name: version}, extras and comments dropped."""
+    """Requirement lines -> {name: the version given with ``operator``}, comments and blank lines dropped."""
+    from packaging.requirements import Requirement
+
     found = {}
-    for line in text.splitlines():
-        line = line.split("#")[0].strip()
-        if operator in line:
-            name, version = line.split(operator)
-            found[name.split("[")[0].strip().lower()] = version.strip()
+    for line in filter(None, (line.split("#")[0].strip() for line in text.splitlines())):
+        requirement = Requirement(line)
+        found.update({requirement.name.lower(): spec.version for spec in requirement.specifier
+                      if spec.operator == operator})
     return found
 
 
