@@ -34,8 +34,8 @@ points, the size ``ABCClustering`` clusters before it subsamples);
 300 sets of the ``'chains'`` family (seed 9393) and, tried and not shipped, 300 of ``'tapered'`` (seed 9494).
 No seed trained a kernel or chose a setting.  Each set keeps its own columns (the pools are zero-padded to one
 width).  The validation groups gain ``many_clusters``: 40 sets of the third pool's kind from seed 4545.  For each set,
-:func:`skabc.spectral.arbiter.candidate_partitions` clusters it every way in
-:data:`~skabc.spectral.arbiter.CANDIDATES` through the package's own code (the shipped kernel,
+:func:`skabc.spectral.candidates.candidate_partitions` clusters it every way in
+:data:`~skabc.spectral.candidates.CANDIDATES` through the package's own code (the shipped kernel,
 ``ABCClustering()``'s resolved spectral settings, seeds 0) and records the features and every candidate's ARI.
 Resumable: each set is one line of a JSON-lines file in ``benchmarks/.checkpoints/arbiter``.
 
@@ -162,7 +162,7 @@ clustbench_rest 0.678 -> 0.659, gaussians 0.457 -> 0.428, synthetic 0.712 -> 0.7
 sets; mean |k - k_true| 4.05 -> 3.88.  The mixture alone scores 0.009 on the 18 g2mg/h2mg sets (the kNN graph
 0.602), 0.59 on the validation toys, 0.53 on the 13 listed sets.  It beats the best of the four by more than 0.05
 on 17 of 220 sets (the per-set oracle 0.757 -> 0.773; toys 0.928 -> 0.960), too few and too unlike the rest for the
-forest to find them without losing elsewhere.  The candidate stays in :data:`~skabc.spectral.arbiter.CANDIDATES`
+forest to find them without losing elsewhere.  The candidate stays in :data:`~skabc.spectral.candidates.CANDIDATES`
 for arbiter files to name; the shipped file does not.
 
 kNN graph at the kernel's k (design fixed 2026-12-03 before its collection and fit): on the 13 listed sets the
@@ -180,7 +180,7 @@ against the shipped file (+0.005 +- 0.006), +0.067 +- 0.011 against the kernel a
 0.693 -> 0.709, clustbench (13) 0.702 -> 0.705, toys 0.922 -> 0.926, but clustbench_rest 0.678 -> 0.653; kept the new
 candidate on 36 of 220 sets; mean |k - k_true| 4.04 -> 4.15.  The headroom it adds is real (per-set oracle of the 13
 listed 0.848 with it and the mixture), the forest's choice is not: picking among candidates stays the bottleneck
-(union 0.699 against an oracle of 0.76).  The candidate stays in :data:`~skabc.spectral.arbiter.CANDIDATES` for
+(union 0.699 against an oracle of 0.76).  The candidate stays in :data:`~skabc.spectral.candidates.CANDIDATES` for
 arbiter files to name; the shipped file does not.
 
 kNN components kept apart (rule fixed 2026-12-03 before its run; no forest refitted): under ``random_state`` 0-5,
@@ -280,14 +280,12 @@ from skabc.spectral import SpectralStep
 from skabc.spectral.arbiter import (
     ARBITERS,
     GIVEN_K_ARBITERS,
-    MAX_SPECTRUM_SIZE,
-    SPECTRUM_SIZE,
     Arbiter,
     candidate_evidence,
-    candidate_partitions,
     evidence_features,
     write_arbiter,
 )
+from skabc.spectral.candidates import MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, candidate_partitions
 
 ROOT = v2.ROOT
 #: Rows of the six k-unknown candidates (since 2026-12-03, with ``knn-at-kernel-consensus``); the five-candidate

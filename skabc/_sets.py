@@ -273,7 +273,7 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:
 
     Returns
     -------
-    candidates : list of :class:`~skabc.spectral.arbiter.Candidate`
+    candidates : list of :class:`~skabc.spectral.candidates.Candidate`
     scores : ndarray
         The forest's predicted ARI of each.
     kept : int

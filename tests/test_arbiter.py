@@ -12,19 +12,17 @@ from skabc._sets import arbiter_candidates
 from skabc.spectral import SpectralStep
 from skabc.spectral.arbiter import (
     ARBITERS,
-    CANDIDATES,
     GIVEN_K_ARBITERS,
     KNN_PARTITION_VARIANTS,
     Arbiter,
     TreeEnsemble,
     candidate_features,
-    candidate_partitions,
-    default_candidates,
-    knn_graph,
     load_arbiter,
     n_feature_columns,
     write_arbiter,
 )
+from skabc.spectral.candidates import CANDIDATES, candidate_partitions, default_candidates
+from skabc.spectral.knn import knn_graph
 
 #: The spectral candidates for k unknown (the shipped file's four and ``knn-at-kernel-consensus``); ``gmm-bic`` has
 #: tests of its own below.

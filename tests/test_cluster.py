@@ -535,7 +535,7 @@ def test_consensus_selection_keeps_a_broad_cluster_that_sharpening_splits():
 def test_auto_selection_is_consensus_for_the_generic_kernel(monkeypatch):
     from sklearn.datasets import make_blobs
 
-    import skabc.spectral.arbiter
+    import skabc.spectral.candidates
     import skabc.spectral.select
     from skabc.pretrained import RECOMMENDED_CLUSTERING
 
@@ -548,7 +548,7 @@ def test_auto_selection_is_consensus_for_the_generic_kernel(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(skabc.spectral.select, "consensus_n_clusters", spy)
-    monkeypatch.setattr(skabc.spectral.arbiter, "consensus_n_clusters", spy)
+    monkeypatch.setattr(skabc.spectral.candidates, "consensus_n_clusters", spy)
     X, _ = make_blobs(n_samples=60, centers=2, random_state=0)
     ABCClustering(random_state=0, arbiter=None).fit(X)
     assert len(calls) == 1

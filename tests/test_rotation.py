@@ -101,7 +101,7 @@ def test_more_components_than_aligned_eigenvectors_are_counted_not_merged(n_blob
 
     The eigengap over those values alone would say one cluster; the rule counts the components instead.
     """
-    from skabc.spectral.arbiter import knn_graph
+    from skabc.spectral.knn import knn_graph
 
     rng = np.random.default_rng(0)
     centres = np.array([(i % 6, i // 6) for i in range(n_blobs)], dtype=float) * 10.0

@@ -98,26 +98,47 @@ class Kernel(BaseEstimator):
         raise NotImplementedError(f"{type(self).__name__} does not implement affinity(X)")
 
     def returns_sparse(self, n_samples: int) -> bool:
-        """Whether :meth:`affinity` returns a sparse matrix for a set of ``n_samples`` points."""
+        """Whether :meth:`affinity` returns a sparse matrix for a set of ``n_samples`` points.
+
+        Parameters
+        ----------
+        n_samples : int
+            Size of the set.
+
+        Returns
+        -------
+        sparse : bool
+            ``False`` here: a kernel that can return sparse affinities says when.
+        """
         return False
 
     def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
         """Raise :class:`~skabc.exceptions.AffinityTooLargeError` if ``n_copies`` dense results would not fit.
 
         The default kernel has no memory limit.
+
+        Parameters
+        ----------
+        n_samples : int
+            Size of the set.
+        n_copies : float, default=1.0
+            How many dense ``n x n`` float64 matrices the caller will hold at once.
         """
 
     def recommended_clustering(self) -> dict:
         """ABCClustering settings that this kernel's ``'auto'`` values resolve to.
 
+        A fitted or loaded kernel keeps them in ``recommended_clustering_`` (chosen on its
+        validation data, or saved with it).
+
         Returns
         -------
         settings : dict
-            Keys among ``'affinity_power'``, ``'assign_labels'`` and
-            ``'n_clusters_selection'``; ``{}`` means the generic defaults
-            (power 1, ``'kmeans'``, ``'eigengap'``).
+            Keys among ``'affinity_power'``, ``'assign_labels'``,
+            ``'n_clusters_selection'`` and ``'arbiter'``; ``{}`` means the generic
+            defaults (power 1, ``'kmeans'``, ``'eigengap'``, no arbiter).
         """
-        return {}
+        return dict(getattr(self, "recommended_clustering_", {}))
 
 
 #: ``set_output(transform=...)`` values: scikit-learn's.
@@ -235,7 +256,18 @@ class TransformerKernel(Kernel):
         return affinity
 
     def returns_sparse(self, n_samples: int) -> bool:
-        """Unknown before calling ``transform``: the caller treats the result as it comes."""
+        """Whether the wrapped transformer's affinity is sparse: unknown before ``transform``.
+
+        Parameters
+        ----------
+        n_samples : int
+            Size of the set.
+
+        Returns
+        -------
+        sparse : bool
+            ``False``: the caller treats the result as it comes.
+        """
         return False
 
     def __sklearn_is_fitted__(self) -> bool:
@@ -253,6 +285,17 @@ def as_kernel(estimator) -> Kernel:
 
     A :class:`sklearn.frozen.FrozenEstimator` around a kernel is the kernel
     itself for inference (freezing only stops ``fit``).
+
+    Parameters
+    ----------
+    estimator : Kernel, FrozenEstimator or transformer
+        A kernel of this package, one wrapped in a ``FrozenEstimator``, or any
+        transformer whose ``transform(X)`` returns the ``n x n`` affinity of ``X``.
+
+    Returns
+    -------
+    kernel : Kernel
+        The kernel itself, or a :class:`TransformerKernel` around the transformer.
     """
     inner = unfrozen(estimator)
     if isinstance(inner, Kernel):

@@ -379,18 +379,21 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         return to_network_float32(X if scale_free else check_magnitude(X), scale_free=scale_free)
 
     def returns_sparse(self, n_samples: int) -> bool:
-        """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points."""
+        """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points.
+
+        Parameters
+        ----------
+        n_samples : int
+            Size of the set.
+
+        Returns
+        -------
+        sparse : bool
+            ``affinity_mode='sparse'``, or ``'auto'`` and more than :data:`SPARSE_AUTO_MIN_SAMPLES` points.
+        """
         if self.affinity_mode == "auto":
             return n_samples > SPARSE_AUTO_MIN_SAMPLES
         return self.affinity_mode == "sparse"
-
-    def uses_sparse_affinity(self, n_samples: int) -> bool:
-        """The former name of :meth:`returns_sparse`."""
-        return self.returns_sparse(n_samples)
-
-    def recommended_clustering(self) -> dict:
-        """ABCClustering settings saved with this kernel (chosen on its validation data); ``{}`` if none."""
-        return dict(getattr(self, "recommended_clustering_", {}))
 
     def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
         """Refuse a set whose dense ``n x n`` float64 results (and the network's work) exceed ``memory_limit``.

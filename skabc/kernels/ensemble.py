@@ -245,10 +245,6 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         check_is_fitted(self, "kernels_")
         return any(as_kernel(k).returns_sparse(n_samples) for k in self.kernels_)
 
-    def uses_sparse_affinity(self, n_samples: int) -> bool:
-        """The former name of :meth:`returns_sparse`."""
-        return self.returns_sparse(n_samples)
-
     def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
         """Refuse a dense affinity that would not fit (one more copy: the running sum)."""
         check_is_fitted(self, "kernels_")

@@ -181,7 +181,18 @@ class PairwiseKernel(Kernel):
         return affinity
 
     def returns_sparse(self, n_samples: int) -> bool:
-        """True for the kNN graph, False for the dense pairwise kernels."""
+        """Whether :meth:`affinity` returns a sparse matrix for a set of ``n_samples`` points.
+
+        Parameters
+        ----------
+        n_samples : int
+            Size of the set.
+
+        Returns
+        -------
+        sparse : bool
+            ``True`` for the kNN graph, ``False`` for the dense pairwise kernels.
+        """
         return self.metric == "nearest_neighbors"
 
     def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
@@ -189,6 +200,18 @@ class PairwiseKernel(Kernel):
 
         A clear error instead of an allocation failure deep in NumPy; the
         kNN graph is sparse and always passes.
+
+        Parameters
+        ----------
+        n_samples : int
+            Size of the set.
+        n_copies : float, default=1.0
+            How many dense ``n x n`` float64 matrices the caller will hold at once.
+
+        Raises
+        ------
+        AffinityTooLargeError
+            A ``MemoryError`` (and ``ValueError``) naming the size needed and the memory available.
         """
         if self.returns_sparse(n_samples):
             return
@@ -317,7 +340,18 @@ class PrecomputedKernel(Kernel):
         return 0.5 * (connectivity + connectivity.T)
 
     def returns_sparse(self, n_samples: int) -> bool:
-        """True for the kNN graph; a precomputed affinity stays as given (dense or sparse)."""
+        """Whether :meth:`affinity` returns a sparse matrix for a set of ``n_samples`` points.
+
+        Parameters
+        ----------
+        n_samples : int
+            Size of the set.
+
+        Returns
+        -------
+        sparse : bool
+            ``True`` for the kNN graph; a precomputed affinity is returned as given (dense or sparse).
+        """
         return self.kind == "precomputed_nearest_neighbors"
 
     def __sklearn_is_fitted__(self) -> bool:

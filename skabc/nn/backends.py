@@ -36,7 +36,23 @@ BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
 
 
 def resolve_backend(attention: str | Callable[..., nn.Module]) -> Callable[..., nn.Module]:
-    """Return the block factory named by ``attention`` (or ``attention`` itself if callable)."""
+    """Return the block factory named by ``attention`` (or ``attention`` itself if callable).
+
+    Parameters
+    ----------
+    attention : str or callable
+        A name in :data:`ATTENTION_BACKENDS`, or a factory returning an ``nn.Module``.
+
+    Returns
+    -------
+    factory : callable
+        Called as ``factory(d_model=, n_heads=, d_ff=, layer_norm=, dropout=, ...)``.
+
+    Raises
+    ------
+    ValueError
+        If ``attention`` is neither a known name nor callable.
+    """
     if callable(attention):
         return attention
     if isinstance(attention, str) and attention in ATTENTION_BACKENDS:

@@ -43,6 +43,18 @@ def conv4_backbone(in_channels: int = 1, width: int = 64) -> nn.Sequential:
     Each block is a 3x3 convolution, batch norm, ReLU and 2x2 max pooling; a
     28 x 28 image ends as ``width`` channels of 1 x 1, flattened to ``width``
     features.  Larger images are averaged over what is left after pooling.
+
+    Parameters
+    ----------
+    in_channels : int, default=1
+        Channels of the input images.
+    width : int, default=64
+        Channels of every block, and so the number of output features.
+
+    Returns
+    -------
+    backbone : torch.nn.Sequential
+        Maps ``(N, in_channels, H, W)`` images to ``(N, width)`` features.
     """
     layers: list[nn.Module] = []
     channels = in_channels

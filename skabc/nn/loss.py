@@ -10,9 +10,17 @@ from torch import nn
 def same_cluster_matrix(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Targets and validity of every pair for padded label rows.
 
-    ``labels`` has shape ``(B, n)`` with ``-1`` marking padding.  Returns the
-    0/1 same-cluster matrix and the boolean mask of pairs of real points, both
-    ``(B, n, n)``.
+    Parameters
+    ----------
+    labels : torch.Tensor of shape (B, n)
+        Integer cluster labels of each set, ``-1`` marking padding.
+
+    Returns
+    -------
+    target : torch.Tensor of shape (B, n, n)
+        1.0 where two points share a label, else 0.0 (float32).
+    pair_valid : torch.Tensor of shape (B, n, n)
+        ``True`` for pairs of two real (unpadded) points.
     """
     valid = labels >= 0
     pair_valid = valid[:, :, None] & valid[:, None, :]

@@ -4,7 +4,7 @@ With ``k`` unknown, the learned kernel and a plain k-nearest-neighbour graph
 fail on different sets: the kernel merges or cuts far-apart curves whose local
 links a kNN graph keeps, the kNN graph chains blobs that touch.  Neither k rule
 wins everywhere either.  An arbiter clusters the set every way it knows
-(:data:`CANDIDATES`: the kernel's affinity and the set's kNN graph, each with
+(:data:`~skabc.spectral.candidates.CANDIDATES`: the kernel's affinity and the set's kNN graph, each with
 two k rules), describes each partition by what needs no labels (its k, the
 Laplacian spectrum of its affinity around k, how much it agrees with the other
 partitions, its cluster sizes, the set's size and width) and keeps the one its
@@ -15,7 +15,7 @@ and the other way round.  The forests are trained by a research recipe
 (``benchmarks/train_arbiter.py``) on labelled synthetic sets and shipped as JSON
 files of plain arrays, validated before use.
 
-Adding a candidate is one entry in :data:`CANDIDATES` (and a retrained arbiter).
+Adding a candidate is one entry in :data:`~skabc.spectral.candidates.CANDIDATES` (and a retrained arbiter).
 """
 
 from __future__ import annotations
@@ -26,42 +26,14 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score
 
-from .eigen import laplacian_eigenvalues
+from .candidates import CANDIDATES, MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, Candidate, candidate_partitions
 from .forest import TreeEnsemble
 from .knn import KNN_NEIGHBORS, knn_graph, links_every_row
-from .mixture import MixtureSource
-from .select import (
-    N_CLUSTERS_SELECTORS,
-    ZERO_EIGENVALUE,
-    _eigengap_k,
-    consensus_n_clusters,
-    estimate_n_clusters,
-)
+from .select import ZERO_EIGENVALUE
 from .step import SpectralStep
 
-#: Candidate name -> (affinity source, k rule).  ``'kernel'``: the kernel's affinity at the model's
-#: ``affinity_power``; ``'knn'``: the set's symmetric kNN connectivity graph (:func:`~skabc.spectral.knn.knn_graph`).
-#: Rule ``'given'``: the step's ``n_clusters`` (candidates of an arbiter for a given ``k``).  A rule that names
-#: another candidate cuts this affinity into that candidate's ``k``: the kernel often counts the clusters of a
-#: set right where it cuts them wrong (four crossing rays), and the kNN graph cuts them along its links.
-CANDIDATES = {
-    "kernel-consensus": ("kernel", "consensus"),
-    "kernel-eigengap": ("kernel", "eigengap"),
-    "knn-rotation": ("knn", "rotation"),
-    "knn-eigengap": ("knn", "eigengap"),
-    "knn-at-kernel-consensus": ("knn", "kernel-consensus"),
-    "gmm-bic": ("gmm", "bic"),
-    "kernel-given": ("kernel", "given"),
-    "knn-given": ("knn", "given"),
-}
-#: Laplacian eigenvalues per affinity that an arbiter's features read, unless its file names another
-#: ``spectrum_size``: a set of more clusters than that reads as if it had ``SPECTRUM_SIZE - 1``.
-SPECTRUM_SIZE = 21
-#: Most eigenvalues a candidate keeps (ABCClustering's default ``max_clusters`` + 1) and a file may read.
-MAX_SPECTRUM_SIZE = 51
 #: Folder of the shipped arbiters; name -> file in :data:`ARBITERS`.
 _PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
 #: Arbiter name -> its file for ``k`` unknown, and (:data:`GIVEN_K_ARBITERS`) for a given ``k``.
@@ -79,129 +51,6 @@ _MAX_NODES = 1_000_000
 FORMAT = "skabc-arbiter"
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One partition of a set: its labels, the affinity it came from, and that affinity's spectrum."""
-
-    name: str
-    labels: np.ndarray
-    affinity: object
-    n_clusters: int
-    eigenvalues: np.ndarray | None
-    spectrum: np.ndarray
-
-
-def default_candidates(given_k: bool) -> tuple[str, ...]:
-    """Every candidate of :data:`CANDIDATES` for a given ``k`` (rule ``'given'``), or every other one."""
-    return tuple(name for name, (_, rule) in CANDIDATES.items() if (rule == "given") == given_k)
-
-
-def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed: int,
-                         names: tuple[str, ...] | None = None, spectrum_size: int = SPECTRUM_SIZE) -> list[Candidate]:
-    """Cluster one set every way in ``names``, all seeded as ``step`` is.
-
-    ``k`` is unknown (the step's ``n_clusters`` is ignored) unless every candidate's rule is ``'given'``:
-    then every partition has the step's ``n_clusters``.  ``names`` defaults to
-    :func:`default_candidates` for the step.
-
-    The eigensolves are shared: the consensus estimate's spectrum of an affinity (at its power) also gives
-    the plain eigengap ``k`` and, where an affinity has a consensus candidate, the spectrum the features
-    read (else the longest any rule computed); a ``k`` found by two rules is embedded once.  Rule ``'given'``
-    computes ``spectrum_size`` eigenvalues for the features (no rule of its own needs them).
-    """
-    names = default_candidates(step.n_clusters is not None) if names is None else names
-    if any(CANDIDATES[name][1] != "given" for name in names):
-        step = replace(step, n_clusters=None)
-    sources, found_by = {}, []
-    for name in names:
-        source, rule = CANDIDATES[name]
-        if source == "gmm" and source not in sources:
-            if "knn" not in sources:
-                sources["knn"] = _Source(step, "knn", probabilities, X, spectrum_size)
-            sources[source] = MixtureSource(sources["knn"], X)
-        elif source not in sources:
-            sources[source] = _Source(step, source, probabilities, X, spectrum_size)
-            if (source, "consensus") in (CANDIDATES[other] for other in names):
-                sources[source].k_by(rule="consensus", eigen_seed=eigen_seed, seed=seed)
-        found = sources[source]
-        if rule in CANDIDATES:  # another candidate's k, this affinity's partition and spectrum
-            lender, lender_rule = CANDIDATES[rule]
-            if lender not in sources:
-                sources[lender] = _Source(step, lender, probabilities, X, spectrum_size)
-            k, _ = sources[lender].k_by(lender_rule, eigen_seed, seed)
-            eigenvalues = found.read_spectrum(eigen_seed)
-        else:
-            k, eigenvalues = found.k_by(rule, eigen_seed, seed)
-        found_by.append((name, found, found.labels_at(k, seed), eigenvalues))
-    # Built once every rule has run: each candidate reads its affinity's whole spectrum.
-    return [Candidate(name, labels, found.affinity, len(np.unique(labels)), eigenvalues,
-                      found.spectrum[:MAX_SPECTRUM_SIZE]) for name, found, labels, eigenvalues in found_by]
-
-
-class _Source:
-    """One affinity of a set and what its rules found: each rule's ``k`` and eigenvalues, the partitions."""
-
-    def __init__(self, step: SpectralStep, source: str, probabilities, X, spectrum_size: int = SPECTRUM_SIZE) -> None:
-        self.spectrum_size = spectrum_size
-        if source == "kernel":
-            self.step, affinity = step, probabilities
-        else:
-            self.step, affinity = replace(step, affinity_power=1.0), knn_graph(X)
-        power = self.step.affinity_power
-        if power != 1.0:
-            affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
-        self.affinity, self.found, self.partitions, self.spectrum = affinity, {}, {}, None
-
-    def k_by(self, rule: str, eigen_seed, seed: int) -> tuple[int, np.ndarray | None]:
-        """``k`` and the eigenvalues compared by ``rule`` (``'given'``: the step's ``n_clusters``, ``None``)."""
-        if rule not in self.found:
-            step, spectrum = self.step, None
-            if rule == "given":
-                if step.n_clusters is None:
-                    raise ValueError("candidates of rule 'given' need a given n_clusters")
-                spectrum = self._solve_spectrum(eigen_seed)
-                # eigenvalues_ stays None with k given, as without an arbiter; the features read the spectrum.
-                self.found["given"] = (int(step.n_clusters), None)
-            elif rule == "consensus":
-                k, values = consensus_n_clusters(self.affinity, step.max_clusters, random_state=eigen_seed,
-                                                 eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol)
-                self.found["consensus"] = (k, values)
-                gap_k = _eigengap_k(values, self.affinity.shape[0], step.max_clusters) if len(values) > 1 else 1
-                self.found.setdefault("eigengap", (gap_k, values))
-            elif rule == "eigengap":
-                # Eigenvalues only: the partition comes from labels_at, as for every rule.
-                self.found["eigengap"] = estimate_n_clusters(self.affinity, step.max_clusters, random_state=eigen_seed,
-                                                             eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol)
-            else:
-                selection = N_CLUSTERS_SELECTORS[rule](replace(step, n_clusters=None, selection=rule),
-                                                       self.affinity, self.affinity, eigen_seed, seed)
-                self.found[rule] = (selection.n_clusters, selection.eigenvalues)
-            values = spectrum if spectrum is not None else self.found[rule][1]
-            # The longest spectrum of this affinity: the rotation rule solves for 21 eigenvalues, the eigengap
-            # for max_clusters + 1, and a set of many clusters shows only in the longer one.
-            if values is not None and (self.spectrum is None or len(values) > len(self.spectrum)):
-                self.spectrum = values
-            elif self.spectrum is None:
-                self.spectrum = np.zeros(0)
-        return self.found[rule]
-
-    def read_spectrum(self, eigen_seed) -> np.ndarray:
-        """This affinity's spectrum: the longest a rule computed, else ``spectrum_size`` eigenvalues."""
-        if self.spectrum is None or not len(self.spectrum):
-            self.spectrum = self._solve_spectrum(eigen_seed)
-        return self.spectrum
-
-    def _solve_spectrum(self, eigen_seed) -> np.ndarray:
-        return laplacian_eigenvalues(self.affinity, min(self.spectrum_size, self.affinity.shape[0]),
-                                     random_state=eigen_seed, eigen_solver=self.step.eigen_solver,
-                                     eigen_tol=self.step.eigen_tol)
-
-    def labels_at(self, k: int, seed: int) -> np.ndarray:
-        if k not in self.partitions:
-            self.partitions[k] = self.step.labels_for(self.affinity, k, seed)
-        return self.partitions[k]
-
-
 def candidate_evidence(candidates: list[Candidate], n_features_in: int) -> dict:
     """What an arbiter's features read of one set's candidates, as plain JSON values.
 
@@ -210,7 +59,7 @@ def candidate_evidence(candidates: list[Candidate], n_features_in: int) -> dict:
     Parameters
     ----------
     candidates : list of Candidate
-        The partitions of one set (:func:`candidate_partitions`).
+        The partitions of one set (:func:`~skabc.spectral.candidates.candidate_partitions`).
     n_features_in : int
         The set's number of columns.
 
@@ -292,20 +141,45 @@ def _padded(spectrum: np.ndarray, size: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Arbiter:
-    """A trained arbiter: its candidates, in order, and the forest predicting each one's ARI."""
+    """A trained arbiter: its candidates, in order, and the forest predicting each one's ARI.
+
+    Parameters
+    ----------
+    name : str
+        The name it was loaded under (a key of :data:`ARBITERS` for the shipped ones).
+    candidates : tuple of str
+        Names in :data:`~skabc.spectral.candidates.CANDIDATES`, in the order of the forest's one-hot columns.
+    forest : TreeEnsemble
+        Predicts a candidate's ARI from its row of :func:`candidate_features`.
+    provenance : dict
+        What the file says of its training (recipe, data, validation scores).
+    partition : {'kernel', 'knn'}, default='kernel'
+        ``'kernel'``: the chosen candidate's partition; ``'knn'``: the set's kNN graph cut at the chosen ``k``.
+    spectrum_size : int, default=SPECTRUM_SIZE
+        Eigenvalues per affinity its features read (the file's ``spectrum_size``).
+    """
 
     name: str
     candidates: tuple[str, ...]
     forest: TreeEnsemble
     provenance: dict
-    #: ``'kernel'``: the chosen candidate's partition; ``'knn'``: the kNN graph cut at the chosen ``k``.
     partition: str = "kernel"
-    #: Eigenvalues per affinity its features read (the file's ``spectrum_size``).
     spectrum_size: int = SPECTRUM_SIZE
 
     @classmethod
     def from_file(cls, path, name: str | None = None) -> Arbiter:
         """Read and validate an arbiter file (``benchmarks/train_arbiter.py`` writes them).
+
+        Parameters
+        ----------
+        path : str or path-like
+            The JSON file.
+        name : str, default=None
+            The name to give the arbiter; ``None``: the file's stem.
+
+        Returns
+        -------
+        arbiter : Arbiter
 
         Raises
         ------
@@ -357,7 +231,7 @@ class Arbiter:
                              f"this step has n_clusters={step.n_clusters!r}")
 
     def candidates_of(self, step: SpectralStep, probabilities, X, eigen_seed, seed: int) -> list[Candidate]:
-        """This arbiter's candidate partitions of one set (:func:`candidate_partitions`).
+        """This arbiter's candidate partitions of one set (:func:`~skabc.spectral.candidates.candidate_partitions`).
 
         Raises
         ------
@@ -372,8 +246,25 @@ class Arbiter:
         return candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
 
     def choose(self, candidates: list[Candidate], n_features_in: int) -> tuple[int, np.ndarray]:
-        """Index of the candidate with the highest predicted ARI (the first on ties; with ``k`` given, a kNN graph
-        of exactly ``k`` components whatever the forest predicts), and every prediction."""
+        """Index of the candidate with the highest predicted ARI, and every prediction.
+
+        The first candidate wins ties; with ``k`` given, a kNN graph of exactly ``k`` connected components
+        wins whatever the forest predicts.
+
+        Parameters
+        ----------
+        candidates : list of Candidate
+            The partitions of one set, in this arbiter's order (:meth:`candidates_of`).
+        n_features_in : int
+            The set's number of columns.
+
+        Returns
+        -------
+        best : int
+            Index of the chosen candidate.
+        scores : ndarray of shape (n_candidates,)
+            The forest's predicted ARI of each.
+        """
         scores = self.forest.predict(candidate_features(candidates, n_features_in, self.spectrum_size))
         if self.given_k:
             exact = _components_at_k(candidates)
@@ -386,6 +277,27 @@ class Arbiter:
 
         A kNN-partition arbiter (:data:`KNN_PARTITION_VARIANTS`) returns the set's kNN graph cut into the chosen
         candidate's ``k`` instead of a kernel candidate's partition, named ``'knn-at-<candidate>'``.
+
+        Parameters
+        ----------
+        step : SpectralStep
+            The spectral settings (its ``n_clusters`` must match this arbiter's mode).
+        probabilities : ndarray or sparse matrix of shape (n_samples, n_samples)
+            The kernel's affinity of the set.
+        X : ndarray of shape (n_samples, n_features)
+            The set's rows (for its kNN graph).
+        eigen_seed : int or None
+            Seeds the eigensolves of the ``k`` rules.
+        seed : int
+            Seeds the embeddings and the label assignments.
+
+        Returns
+        -------
+        labels, affinity, n_clusters, eigenvalues
+            As :meth:`SpectralStep.cluster` returns them, for the chosen partition.
+        name : str or None
+            The chosen candidate's name; ``None`` where there was nothing to choose (a set whose kNN graph
+            links every row, or fewer rows than the given ``k``: the step's own partition).
 
         Raises
         ------
@@ -451,7 +363,25 @@ def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int 
 
 @cache
 def load_arbiter(name: str, given_k: bool = False) -> Arbiter:
-    """A shipped arbiter by name: its file for ``k`` unknown (:data:`ARBITERS`) or given (:data:`GIVEN_K_ARBITERS`)."""
+    """A shipped arbiter by name: its file for ``k`` unknown (:data:`ARBITERS`) or given (:data:`GIVEN_K_ARBITERS`).
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`ARBITERS` (or of :data:`GIVEN_K_ARBITERS`).
+    given_k : bool, default=False
+        Load the arbiter for a given ``k``.
+
+    Returns
+    -------
+    arbiter : Arbiter
+        Cached: every call with the same arguments returns the same object.
+
+    Raises
+    ------
+    ValueError
+        If no arbiter of that name is shipped for that mode, or its file fails validation.
+    """
     registry = GIVEN_K_ARBITERS if given_k else ARBITERS
     if name not in registry:
         raise ValueError(f"unknown arbiter {name!r}{' for a given k' if given_k else ''}; "

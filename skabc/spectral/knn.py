@@ -26,6 +26,20 @@ def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS, distinct_rows: bool = True) -
     copies as neighbours, and the graph falls apart into one clique per distinct row.  A set without
     repeated rows gets the plain kNN graph of its rows, and so does one whose spread graph would hold more
     than :data:`MAX_SPREAD_ENTRIES` entries, or any set with ``distinct_rows=False``.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n_samples, n_features)
+        One set.
+    n_neighbors : int, default=KNN_NEIGHBORS
+        Neighbours of each row (self excluded).
+    distinct_rows : bool, default=True
+        Build the graph of the distinct rows and link the copies, as above.
+
+    Returns
+    -------
+    graph : scipy.sparse.csr_matrix of shape (n_samples, n_samples)
+        Symmetric, with entries 1 (mutual neighbours or copies) and 0.5 (one-way neighbours).
     """
     # Neighbours do not change with the global scale, but squared distances of tiny (subnormal) values underflow.
     scale = abs(X).max()

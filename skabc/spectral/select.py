@@ -357,7 +357,17 @@ def eigengap_spectral_labels(
 
 @dataclass(frozen=True)
 class Selection:
-    """What a selector found: ``k``, the eigenvalues it compared, and the labels if it clustered already."""
+    """What a selector found: ``k``, the eigenvalues it compared, and the labels if it clustered already.
+
+    Parameters
+    ----------
+    n_clusters : int
+        The chosen ``k``.
+    eigenvalues : ndarray or None
+        The Laplacian eigenvalues the rule compared, smallest first (``None`` if it read none).
+    labels : ndarray of shape (n_samples,) or None, default=None
+        The partition, where the rule computed it on the way (else the step cuts the affinity into ``k``).
+    """
 
     n_clusters: int
     eigenvalues: np.ndarray | None

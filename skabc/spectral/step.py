@@ -100,7 +100,22 @@ class SpectralStep:
         return labels, affinity, len(np.unique(labels)), eigenvalues
 
     def labels_for(self, affinity, n_clusters: int, seed: int) -> np.ndarray:
-        """Spectral clustering of ``affinity`` into ``n_clusters`` (compact ids)."""
+        """Spectral clustering of ``affinity`` into ``n_clusters`` (compact ids).
+
+        Parameters
+        ----------
+        affinity : ndarray or scipy.sparse matrix of shape (n_samples, n_samples)
+            Symmetric, non-negative.
+        n_clusters : int
+            Number of clusters to cut it into.
+        seed : int
+            Seed of the eigensolver's start and the label assignment.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Cluster ids ``0 .. k - 1`` in order of first appearance.
+        """
         return compact(spectral_labels(affinity, n_clusters, random_state=seed, **self.embedding_params()))
 
     def embedding_params(self) -> dict:
@@ -110,7 +125,18 @@ class SpectralStep:
 
 
 def compact(labels: np.ndarray) -> np.ndarray:
-    """Relabel 0..k'-1 in order of first appearance, so ids are compact within a set."""
+    """Relabel 0..k'-1 in order of first appearance, so ids are compact within a set.
+
+    Parameters
+    ----------
+    labels : ndarray of shape (n_samples,)
+        Non-negative integer labels.
+
+    Returns
+    -------
+    compact_labels : ndarray of shape (n_samples,)
+        The same partition, numbered from 0 in order of first appearance.
+    """
     _, first = np.unique(labels, return_index=True)
     remap = np.empty(labels.max() + 1, dtype=np.int64)
     remap[labels[np.sort(first)]] = np.arange(len(first))

@@ -80,7 +80,13 @@ class KeepBestWeights(Callback):
 
 
 class EveryNthEpoch:
-    """Checkpoint monitor: true after every ``n``-th epoch (a class, so the net stays picklable)."""
+    """Checkpoint monitor: true after every ``n``-th epoch (a class, so the net stays picklable).
+
+    Parameters
+    ----------
+    n : int
+        Checkpoint period in epochs (ContextualKernel's ``checkpoint_every``).
+    """
 
     def __init__(self, n: int) -> None:
         self.n = n

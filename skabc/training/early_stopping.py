@@ -30,6 +30,20 @@ def mix_weights(start: dict, trained: dict, alpha: float) -> dict:
     Weight-space ensembling of a fine-tuned network with its start (WiSE-FT,
     Wortsman et al., CVPR 2022): the mix keeps part of what the start knew
     about data unlike the fine-tuning data.
+
+    Parameters
+    ----------
+    start : dict
+        State dict of the starting weights.
+    trained : dict
+        State dict of the trained weights, the same keys.
+    alpha : float
+        0 gives the start, 1 the trained weights.
+
+    Returns
+    -------
+    mixed : dict
+        A new state dict.
     """
     return {name: torch.lerp(start[name], value, alpha) if value.is_floating_point() else value
             for name, value in trained.items()}

@@ -119,7 +119,26 @@ def make_net(kernel, module: nn.Module, device: torch.device, total_steps: int, 
              criterion: nn.Module | None = None) -> NeuralNet:
     """The skorch net that trains ``module`` with the kernel's optimisation parameters.
 
-    ``criterion``: the loss (default :class:`~skabc.nn.loss.SameClusterBCELoss` with the kernel's ``pos_weight``).
+    Parameters
+    ----------
+    kernel : ContextualKernel
+        Gives ``lr``, ``weight_decay``, ``pos_weight``, ``max_epochs``, ``batch_size``, ``verbose`` and the
+        checkpoint settings.
+    module : torch.nn.Module
+        The network to train.
+    device : torch.device
+        Where it trains.
+    total_steps : int
+        Optimiser steps of the whole run (the length of the warm-up and cosine learning-rate schedule).
+    callbacks : sequence of (name, Callback), default=()
+        Added after the standard ones (:func:`training_callbacks`).
+    criterion : torch.nn.Module, default=None
+        The loss; ``None``: :class:`~skabc.nn.loss.SameClusterBCELoss` with the kernel's ``pos_weight``.
+
+    Returns
+    -------
+    net : skorch.NeuralNet
+        Not initialised; AdamW, gradient clipping, no internal train split.
     """
     return NeuralNet(
         module=module,
@@ -178,6 +197,20 @@ def check_training_memory(kernel, largest_set: int, n_features: int | None = Non
     dense attention makes that quadratic in ``set_size``.  Given ``n_features``, the network itself is
     sized too, on torch's 'meta' device (nothing allocated): its weights, their gradients and AdamW's two
     moments, float32 each.  A user's own embedder is left out of that (it is built by the user's code).
+
+    Parameters
+    ----------
+    kernel : ContextualKernel
+        Gives the network's size, ``batch_size`` and ``memory_limit``.
+    largest_set : int
+        The most points a training set can hold.
+    n_features : int, default=None
+        Input width, to size the network's weights; ``None`` skips that check.
+
+    Raises
+    ------
+    AffinityTooLargeError
+        A ``MemoryError`` (and ``ValueError``) naming what is needed, the limit, and what to lower.
     """
     limit = memory_limit_bytes(kernel.memory_limit)
     pair_tensors = kernel.n_blocks * (kernel.n_heads + 1) + 4

@@ -70,7 +70,7 @@ AUTO_MAX_TIME = 9 * 60.0
 class Schedule:
     """An automatic training schedule.
 
-    Attributes
+    Parameters
     ----------
     max_epochs : int
         Epochs (fresh sets every epoch, one validation score after each).

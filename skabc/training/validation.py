@@ -248,6 +248,15 @@ def choose_partition(module: torch.nn.Module, sets: list, settings: dict) -> tup
     arbiter's own partition beats it by more than one standard error, with ``k`` estimated or given (each
     set's true ``k``).
 
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The trained network.
+    sets : list of tuple
+        The validation sets, each ``(X, labels, ...)`` as :func:`draw_validation_sets` draws them.
+    settings : dict
+        The clustering settings chosen so far (their ``'arbiter'`` decides whether a variant exists).
+
     Returns
     -------
     chosen : dict
