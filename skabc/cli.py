@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from ._cli_files import check_distinct, check_output, check_picture, read_array, write_labels
+
 
 def _demo(args: argparse.Namespace) -> int:
     import numpy as np
@@ -24,7 +26,7 @@ def _demo(args: argparse.Namespace) -> int:
         if not args.plot:
             print("No picture: matplotlib is not installed (pip install 'skabc[plot]').")
     if args.plot:
-        _check_picture(args.plot)
+        check_picture(args.plot)
     if args.threads:
         torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -70,169 +72,14 @@ def _figure(kernels, seed, out, ABCClustering, make_circles_sets, np):
     return out
 
 
-def _check_picture(path: str) -> None:
-    """Refuse a ``--plot`` file that matplotlib cannot write (its format is the file's extension), before any work."""
-    try:
-        from matplotlib.backend_bases import FigureCanvasBase
-    except ImportError:
-        raise ImportError("--plot needs matplotlib: pip install 'skabc[plot]' (or pass --plot '' to skip the "
-                          "picture)") from None
-    _check_output(path, "--plot")
-    # PGF needs a LaTeX installation, which matplotlib only looks for once the picture is drawn.
-    formats = {f for f in FigureCanvasBase.get_supported_filetypes() if f != "pgf"}
-    if Path(path).suffix.lstrip(".").lower() not in formats:
-        raise ValueError(f"--plot {path!r}: the file name must end in a picture format, one of "
-                         f"{', '.join('.' + f for f in sorted(formats))}")
-
-
-def _check_distinct(outputs: dict, inputs: dict) -> None:
-    """Refuse an output that is one of the inputs, or the other output: it would be overwritten without a word."""
-    seen: dict = {}
-    for what, path in [*inputs.items(), *outputs.items()]:
-        if path:
-            where = Path(path).resolve()
-            if where in seen and what in outputs:
-                raise ValueError(f"{what} {path!r} is also the {seen[where]}: writing it would overwrite that; "
-                                 "choose another file name")
-            seen.setdefault(where, what)
-
-
-def _check_output(path: str, what: str) -> None:
-    """Refuse an output path that cannot be written, before any work is done (e.g. before training)."""
-    import os
-
-    out = Path(path)
-    if out.is_dir():
-        raise ValueError(f"{what} {path!r} is a directory; give a file name inside it")
-    folder = out.parent
-    while not folder.exists():  # the first existing ancestor is where the missing folders would be made
-        folder = folder.parent
-    if not folder.is_dir():
-        raise ValueError(f"cannot write {what} {path!r}: {str(folder)!r} is a file, not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write {what} {path!r}: the folder {str(folder)!r} is not writable")
-
-
-def _read_array(path: str, what: str, ndim: int):
-    """Load a .npy (never pickled objects) or comma-separated text file; a first line of no numbers is a header.
-
-    Any name but .npy is read as text (``cluster -o labels.out`` writes text, which ``evaluate`` reads
-    back), as UTF-8 with an optional byte-order mark (as spreadsheet programs write it), so a marked
-    first row is still recognised as data.  One-column files (``ndim=1``: classes, groups, labels) may
-    hold names: see :func:`_read_names`.
-    """
-    import warnings
-
-    import numpy as np
-
-    file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"{what} file {path!r} {'is a folder' if file.is_dir() else 'does not exist'}")
-    try:
-        if file.suffix.lower() == ".npy":
-            data = np.load(file, allow_pickle=False)
-            if not isinstance(data, np.ndarray):  # an .npz archive under an .npy name
-                data.close()
-                raise ValueError("it is an .npz archive of several arrays, not one .npy array")
-        elif ndim == 1:
-            data = _read_names(file)
-        else:
-            with file.open(encoding="utf-8-sig") as f:
-                first, second = f.readline().strip(), f.readline()
-            if "," not in first and (any(mark in first for mark in (";", "\t"))
-                                     or (len(first.split()) > 1 and _numeric(first.split()))):
-                raise ValueError("values must be separated by commas (the first line has none, but ';', tabs or "
-                                 "spaces)")
-            # A header names columns: no field of it is a number, or it reads 0, 1, ..., d - 1 (pandas' names for
-            # unnamed columns) above rows that are not all whole numbers.  A row with one bad field (a typo, 'NA')
-            # is data, and loading it fails by name below instead of the row vanishing as a "header".
-            fields = [v for v in first.split(",") if v.strip()]
-            skip = 1 if fields and (not any(_numeric([v]) for v in fields) or _pandas_header(fields, second)) else 0
-            with warnings.catch_warnings():  # an empty file is refused below, by name
-                warnings.simplefilter("ignore", UserWarning)
-                data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")
-    except (OSError, ValueError, EOFError, MemoryError) as exc:  # UnicodeDecodeError is a ValueError; EOF: empty
-        raise ValueError(f"cannot read {what} from {path!r}: {exc or 'the file is empty'}") from None
-    if data.size == 0:
-        raise ValueError(f"{what} file {path!r} holds no values")
-    if ndim == 1:
-        data = data.reshape(-1) if data.ndim == 2 and 1 in data.shape else data
-    if data.ndim != ndim:
-        raise ValueError(f"{what} in {path!r} must be {ndim}-D, got shape {data.shape}")
-    return data
-
-
-def _pandas_header(fields: list[str], second_line: str) -> bool:
-    """Whether a first line ``0,1,...,d-1`` is pandas' header of unnamed columns (``DataFrame(X).to_csv()``):
-    the next line holds a number that is not whole, which a row of a table of integer ids would not."""
-    if len(fields) < 2 or [v.strip() for v in fields] != [str(i) for i in range(len(fields))]:
-        return False
-    second = [v for v in second_line.split(",") if v.strip()]
-    return _numeric(second) and any(not float(v).is_integer() for v in second)
-
-
-def _numeric(values: list[str]) -> bool:
-    """Whether every non-blank text value reads as a number."""
-    try:
-        [float(v) for v in values if v.strip()]
-    except ValueError:
-        return False
-    return True
-
-
-def _read_names(file: Path):
-    """One value per line (or one comma-separated row of numbers): numbers as floats, else names as strings.
-
-    A first line is a header when it is not a number while the rest are, or, for names, when its value
-    occurs nowhere else in the file (a column title such as ``species``; a class is named more than once).
-    A file of one line that is not all numbers is a header alone.
-    """
-    import numpy as np
-
-    with file.open(encoding="utf-8-sig") as f:
-        lines = [line.strip() for line in f if line.strip()]
-    if len(lines) == 1:
-        values = [v.strip() for v in lines[0].split(",")]
-        return _numbers(values) if _numeric(values) else np.zeros(0)
-    if any("," in line for line in lines):
-        raise ValueError("a one-column file must hold one value per line")
-    if _numeric(lines):
-        return _numbers(lines)
-    if _numeric(lines[1:]):
-        return _numbers(lines[1:])
-    return np.array(lines[1:] if lines[0] not in lines[1:] else lines, dtype=str)
-
-
-def _numbers(values: list[str]):
-    """Numbers read as int64 where every one is an integer (ids above 2**53 stay distinct), else float64."""
-    import numpy as np
-
-    try:
-        return np.array([int(v) for v in values], dtype=np.int64)
-    except (ValueError, OverflowError):
-        return np.array(values, dtype=np.float64)
-
-
-def _write_labels(labels, path: str) -> None:
-    import numpy as np
-
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix.lower() == ".npy":  # as _read_array reads it back; a handle: np.save would append '.npy'
-        with out.open("wb") as handle:
-            np.save(handle, labels)
-    else:
-        np.savetxt(out, labels, fmt="%d")
-
-
 def _train(args: argparse.Namespace) -> int:
     from .kernels import ContextualKernel
 
-    _check_output(args.output, "output")
-    _check_distinct({"output": args.output}, {"X file": args.X, "y file": args.y, "groups file": args.groups})
-    X = _read_array(args.X, "X", 2)
-    y = _read_array(args.y, "y", 1)
-    groups = _read_array(args.groups, "groups", 1) if args.groups else None
+    check_output(args.output, "output")
+    check_distinct({"output": args.output}, {"X file": args.X, "y file": args.y, "groups file": args.groups})
+    X = read_array(args.X, "X", 2)
+    y = read_array(args.y, "y", 1)
+    groups = read_array(args.groups, "groups", 1) if args.groups else None
     # ContextualKernel()'s defaults (a fine-tune of the generic kernel on an automatic schedule) unless a network
     # option or --scratch asks for a new network; only the options given override the defaults.
     given = {"attention": args.attention, "compat": args.compat, "d_model": args.d_model, "n_blocks": args.n_blocks,
@@ -252,13 +99,13 @@ def _cluster(args: argparse.Namespace) -> int:
     from .cluster import ABCClustering
     from .pretrained import load_saved_kernel
 
-    _check_output(args.output, "output")
-    _check_distinct({"output": args.output, "--plot": args.plot},
+    check_output(args.output, "output")
+    check_distinct({"output": args.output, "--plot": args.plot},
                     {"X file": args.X, "groups file": args.groups, "--kernel file": args.kernel})
     if args.plot:
-        _check_picture(args.plot)
-    X = _read_array(args.X, "X", 2)
-    groups = _read_array(args.groups, "groups", 1) if args.groups else None
+        check_picture(args.plot)
+    X = read_array(args.X, "X", 2)
+    groups = read_array(args.groups, "groups", 1) if args.groups else None
     bound = {} if args.max_clusters is None else {"max_clusters": args.max_clusters}  # else ABCClustering's
     if args.kernel:
         model = ABCClustering(n_clusters=args.n_clusters, kernel=load_saved_kernel(args.kernel),
@@ -272,7 +119,7 @@ def _cluster(args: argparse.Namespace) -> int:
         n_clusters = model.n_clusters_
     else:
         labels, n_clusters = _cluster_groups_with_progress(model, X, groups, quiet=args.quiet)
-    _write_labels(labels, args.output)
+    write_labels(labels, args.output)
     if not args.quiet:
         print(f"{len(labels)} points in {n_clusters} clusters; labels written to {args.output}")
     if args.plot:
@@ -284,7 +131,7 @@ def _cluster(args: argparse.Namespace) -> int:
         # Count the labels written: with --groups, model.n_clusters_ is only the last group's.
         figure = Figure(figsize=(4, 4))
         plot_clusters(X, labels, ax=figure.subplots(), title=f"ABC: {len(np.unique(labels))} clusters")
-        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)  # as for -o; _check_output allowed it
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)  # as for -o; check_output allowed it
         figure.savefig(args.plot, dpi=120)
         if not args.quiet:
             print(f"Saved the picture to {args.plot}")
@@ -313,8 +160,8 @@ def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
 def _evaluate(args: argparse.Namespace) -> int:
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
-    labels = _read_array(args.labels, "labels", 1)
-    truth = _read_array(args.truth, "truth", 1)
+    labels = read_array(args.labels, "labels", 1)
+    truth = read_array(args.truth, "truth", 1)
     if len(labels) != len(truth):
         raise ValueError(f"labels has {len(labels)} entries but truth has {len(truth)}")
     if args.groups:  # each set scored alone: true ids repeat from set to set (0..k-1 in every one)
@@ -322,7 +169,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
         from ._validation import encode_groups
 
-        codes = encode_groups(_read_array(args.groups, "groups", 1), len(truth))
+        codes = encode_groups(read_array(args.groups, "groups", 1), len(truth))
         scores = np.array([[f(truth[codes == g], labels[codes == g]) for f in (adjusted_rand_score,
                             normalized_mutual_info_score)] for g in np.unique(codes)])
         se = scores.std(axis=0, ddof=1) / np.sqrt(len(scores)) if len(scores) > 1 else np.full(2, np.nan)

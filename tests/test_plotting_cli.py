@@ -7,6 +7,7 @@ import warnings
 import matplotlib
 import numpy as np
 import pytest
+from sklearn.metrics import adjusted_rand_score
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -522,6 +523,32 @@ def test_cli_reads_pandas_default_header_as_a_header_and_integer_rows_as_data(tm
     (tmp_path / "grid.csv").write_text(grid)
     assert main(["cluster", str(tmp_path / "grid.csv"), "-o", str(tmp_path / "g.txt"), "-q"]) == 0
     assert len(np.loadtxt(tmp_path / "g.txt")) == 30
+
+
+# ------------------------------------------------------------- the interoperability probe (/work/probe39a)
+def test_cli_drops_the_row_index_that_pandas_writes_by_default(tmp_path, capsys):
+    """DataFrame.to_csv() writes the row index first, under an empty name (',a,b,c' or ',0,1,2'): it was read
+    as a feature, and the labels differed from the same data saved as .npy."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    truth = rng.permutation(np.repeat([0, 1], 30))  # shuffled: the row index says nothing of the clusters
+    X = rng.normal(size=(60, 3))
+    X[:, 0] += 6.0 * truth  # one column of signal: an index column read as a feature changes the labels
+    np.save(tmp_path / "X.npy", X)
+    pd.DataFrame(X, columns=list("abc")).to_csv(tmp_path / "named.csv")
+    pd.DataFrame(X).to_csv(tmp_path / "unnamed.csv")
+    for name in ("X.npy", "named.csv", "unnamed.csv"):
+        assert main(["cluster", str(tmp_path / name), "-o", str(tmp_path / f"{name}.txt"), "-q"]) == 0
+    reference = np.loadtxt(tmp_path / "X.npy.txt")
+    for name in ("named.csv", "unnamed.csv"):
+        assert np.array_equal(np.loadtxt(tmp_path / f"{name}.txt"), reference)
+    # A Series written the same way (index, value) gives its values, numbers or names.
+    pd.Series(truth).to_csv(tmp_path / "truth.csv")
+    pd.Series(np.where(truth == 0, "a", "b"), name="species").to_csv(tmp_path / "names.csv")
+    capsys.readouterr()
+    for name in ("truth.csv", "names.csv"):
+        assert main(["evaluate", str(tmp_path / "X.npy.txt"), str(tmp_path / name)]) == 0
+        assert capsys.readouterr().out.startswith(f"ARI {adjusted_rand_score(truth, reference):.4f}")
 
 
 @pytest.mark.parametrize("command, clash", [

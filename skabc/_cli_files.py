@@ -1,0 +1,182 @@
+"""The files the command line reads and writes: output paths checked before any work, arrays, names, labels.
+
+Text files are comma-separated, with the headers spreadsheet programs and pandas write; ``.npy`` files are
+loaded without unpickling anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def check_picture(path: str) -> None:
+    """Refuse a ``--plot`` file that matplotlib cannot write (its format is the file's extension), before any work."""
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise ImportError("--plot needs matplotlib: pip install 'skabc[plot]' (or pass --plot '' to skip the "
+                          "picture)") from None
+    check_output(path, "--plot")
+    # PGF needs a LaTeX installation, which matplotlib only looks for once the picture is drawn.
+    formats = {f for f in FigureCanvasBase.get_supported_filetypes() if f != "pgf"}
+    if Path(path).suffix.lstrip(".").lower() not in formats:
+        raise ValueError(f"--plot {path!r}: the file name must end in a picture format, one of "
+                         f"{', '.join('.' + f for f in sorted(formats))}")
+
+
+def check_distinct(outputs: dict, inputs: dict) -> None:
+    """Refuse an output that is one of the inputs, or the other output: it would be overwritten without a word."""
+    seen: dict = {}
+    for what, path in [*inputs.items(), *outputs.items()]:
+        if path:
+            where = Path(path).resolve()
+            if where in seen and what in outputs:
+                raise ValueError(f"{what} {path!r} is also the {seen[where]}: writing it would overwrite that; "
+                                 "choose another file name")
+            seen.setdefault(where, what)
+
+
+def check_output(path: str, what: str) -> None:
+    """Refuse an output path that cannot be written, before any work is done (e.g. before training)."""
+    import os
+
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{what} {path!r} is a directory; give a file name inside it")
+    folder = out.parent
+    while not folder.exists():  # the first existing ancestor is where the missing folders would be made
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"cannot write {what} {path!r}: {str(folder)!r} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {what} {path!r}: the folder {str(folder)!r} is not writable")
+
+
+def read_array(path: str, what: str, ndim: int):
+    """Load a .npy (never pickled objects) or comma-separated text file; a first line of no numbers is a header.
+
+    A header whose first name is empty marks pandas' row index (``DataFrame.to_csv()`` writes it by default):
+    that column is dropped.
+
+    Any name but .npy is read as text (``cluster -o labels.out`` writes text, which ``evaluate`` reads
+    back), as UTF-8 with an optional byte-order mark (as spreadsheet programs write it), so a marked
+    first row is still recognised as data.  One-column files (``ndim=1``: classes, groups, labels) may
+    hold names: see :func:`_read_names`.
+    """
+    import warnings
+
+    import numpy as np
+
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"{what} file {path!r} {'is a folder' if file.is_dir() else 'does not exist'}")
+    try:
+        if file.suffix.lower() == ".npy":
+            data = np.load(file, allow_pickle=False)
+            if not isinstance(data, np.ndarray):  # an .npz archive under an .npy name
+                data.close()
+                raise ValueError("it is an .npz archive of several arrays, not one .npy array")
+        elif ndim == 1:
+            data = _read_names(file)
+        else:
+            with file.open(encoding="utf-8-sig") as f:
+                first, second = f.readline().strip(), f.readline()
+            if "," not in first and (any(mark in first for mark in (";", "\t"))
+                                     or (len(first.split()) > 1 and _numeric(first.split()))):
+                raise ValueError("values must be separated by commas (the first line has none, but ';', tabs or "
+                                 "spaces)")
+            # A header names columns: no field of it is a number, or it reads 0, 1, ..., d - 1 (pandas' names for
+            # unnamed columns) above rows that are not all whole numbers.  A row with one bad field (a typo, 'NA')
+            # is data, and loading it fails by name below instead of the row vanishing as a "header".
+            fields = [v for v in first.split(",") if v.strip()]
+            index_column = _index_header(first)
+            skip = 1 if index_column or (fields and (not any(_numeric([v]) for v in fields)
+                                                     or _pandas_header(fields, second))) else 0
+            with warnings.catch_warnings():  # an empty file is refused below, by name
+                warnings.simplefilter("ignore", UserWarning)
+                data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig",
+                                  usecols=range(1, len(first.split(","))) if index_column else None)
+    except (OSError, ValueError, EOFError, MemoryError) as exc:  # UnicodeDecodeError is a ValueError; EOF: empty
+        raise ValueError(f"cannot read {what} from {path!r}: {exc or 'the file is empty'}") from None
+    if data.size == 0:
+        raise ValueError(f"{what} file {path!r} holds no values")
+    if ndim == 1:
+        data = data.reshape(-1) if data.ndim == 2 and 1 in data.shape else data
+    if data.ndim != ndim:
+        raise ValueError(f"{what} in {path!r} must be {ndim}-D, got shape {data.shape}")
+    return data
+
+
+def _index_header(first_line: str) -> bool:
+    """Whether a header names every column but the first: pandas' ``to_csv()`` writes the row index there, under
+    an empty name (``,a,b`` or ``,0,1``), and that column is not a feature."""
+    names = [v.strip() for v in first_line.split(",")]
+    return (len(names) > 1 and not names[0] and all(names[1:])
+            and (not any(_numeric([v]) for v in names[1:]) or names[1:] == [str(i) for i in range(len(names) - 1)]))
+
+
+def _pandas_header(fields: list[str], second_line: str) -> bool:
+    """Whether a first line ``0,1,...,d-1`` is pandas' header of unnamed columns (``DataFrame(X).to_csv()``):
+    the next line holds a number that is not whole, which a row of a table of integer ids would not."""
+    if len(fields) < 2 or [v.strip() for v in fields] != [str(i) for i in range(len(fields))]:
+        return False
+    second = [v for v in second_line.split(",") if v.strip()]
+    return _numeric(second) and any(not float(v).is_integer() for v in second)
+
+
+def _numeric(values: list[str]) -> bool:
+    """Whether every non-blank text value reads as a number."""
+    try:
+        [float(v) for v in values if v.strip()]
+    except ValueError:
+        return False
+    return True
+
+
+def _read_names(file: Path):
+    """One value per line (or one comma-separated row of numbers): numbers as floats, else names as strings.
+
+    A first line is a header when it is not a number while the rest are, or, for names, when its value
+    occurs nowhere else in the file (a column title such as ``species``; a class is named more than once).
+    A file of one line that is not all numbers is a header alone.  Pandas' ``Series.to_csv()`` (the row
+    index, then the values, under a header whose first name is empty) gives its values.
+    """
+    import numpy as np
+
+    with file.open(encoding="utf-8-sig") as f:
+        lines = [line.strip() for line in f if line.strip()]
+    if len(lines) > 1 and _index_header(lines[0]) and all(line.count(",") == 1 for line in lines):
+        values = [line.split(",")[1].strip() for line in lines[1:]]  # pandas' Series.to_csv(): index, value
+        return _numbers(values) if _numeric(values) else np.array(values, dtype=str)
+    if len(lines) == 1:
+        values = [v.strip() for v in lines[0].split(",")]
+        return _numbers(values) if _numeric(values) else np.zeros(0)
+    if any("," in line for line in lines):
+        raise ValueError("a one-column file must hold one value per line")
+    if _numeric(lines):
+        return _numbers(lines)
+    if _numeric(lines[1:]):
+        return _numbers(lines[1:])
+    return np.array(lines[1:] if lines[0] not in lines[1:] else lines, dtype=str)
+
+
+def _numbers(values: list[str]):
+    """Numbers read as int64 where every one is an integer (ids above 2**53 stay distinct), else float64."""
+    import numpy as np
+
+    try:
+        return np.array([int(v) for v in values], dtype=np.int64)
+    except (ValueError, OverflowError):
+        return np.array(values, dtype=np.float64)
+
+
+def write_labels(labels, path: str) -> None:
+    import numpy as np
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix.lower() == ".npy":  # as read_array reads it back; a handle: np.save would append '.npy'
+        with out.open("wb") as handle:
+            np.save(handle, labels)
+    else:
+        np.savetxt(out, labels, fmt="%d")
