@@ -22,7 +22,7 @@ from sklearn.utils.validation import _num_samples, check_array, check_is_fitted,
 from ._runtime import memory_limit_bytes
 from ._user_warnings import warn_user
 from ._validation import encode_labels, format_bytes
-from .exceptions import AffinityTooLargeError
+from .exceptions import AffinityTooLargeError, SkabcWarning
 from .kernels import ContextualKernel
 from .kernels.base import unfrozen
 from .kernels.pairwise import PRECOMPUTED_AFFINITIES, SPARSE_FORMATS, PairwiseKernel, PrecomputedKernel
@@ -106,7 +106,7 @@ def warn_if_square(model, X, group_codes) -> None:
             f"custom affinity matrix, set ``affinity=precomputed``. (X is square, {X.shape[0]} x {X.shape[1]}, and "
             f"affinity={model.affinity!r} reads its rows as points with features; to cluster an affinity matrix "
             "you computed, set affinity='precomputed'.)",
-            UserWarning,
+            SkabcWarning,
         )
 
 

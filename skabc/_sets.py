@@ -27,7 +27,7 @@ from ._fit_inputs import densify, is_pairwise
 from ._subsample import draw_rows, extend_labels, spread_affinity
 from ._user_warnings import warn_user
 from ._validation import N_JOBS_CONSTRAINT
-from .exceptions import AffinityTooLargeError
+from .exceptions import AffinityTooLargeError, SkabcWarning
 from .kernels import as_kernel
 from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
 from .spectral import compact
@@ -93,7 +93,7 @@ def warn_at_max_clusters(model, n_found: list, spectra: list | None = None) -> N
         warn_user(f"The estimated number of clusters of {where} reached max_clusters={model.max_clusters}, or its "
                   "spectrum shows more separate groups than that; the data may hold more clusters. Raise "
                   "max_clusters to let the estimate go higher.",
-                  UserWarning)
+                  SkabcWarning)
 
 
 #: A Laplacian eigenvalue below this is a (near-)separate component: a normalised cut of 1e-4 or less.  Learned
@@ -170,7 +170,7 @@ def warn_if_more_clusters_than_points(n_clusters: int | None, sets: list, max_sa
             f"{short[0]} point{'s' if short[0] != 1 else ''}")
         what = (f"the points of {len(short)} of {len(sets)} sets ({sizes}); every point of such a set becomes its own "
                 "cluster")
-    warn_user(f"n_clusters={n_clusters} is more than {what}.", UserWarning)
+    warn_user(f"n_clusters={n_clusters} is more than {what}.", SkabcWarning)
 
 
 def map_sets(model, sets: list, seeds: list, n_jobs) -> list:

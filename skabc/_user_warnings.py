@@ -13,6 +13,8 @@ import sys
 import warnings
 from contextvars import ContextVar
 
+from .exceptions import SkabcWarning
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 #: The (category, text) pairs raised so far inside :func:`each_warning_once` (``None`` outside it).  A context
@@ -21,7 +23,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _RAISED: ContextVar[set | None] = ContextVar("skabc_raised_warnings", default=None)
 
 
-def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+def warn_user(message: str, category: type[Warning] = SkabcWarning) -> None:
     """``warnings.warn(message, category)`` attributed to the first calling frame outside skabc."""
     raised = _RAISED.get()
     if raised is not None:

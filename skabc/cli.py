@@ -6,6 +6,7 @@ import argparse
 import importlib.util
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from ._cli_files import check_distinct, check_output, check_picture, read_array, write_labels
@@ -143,17 +144,25 @@ def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
     import numpy as np
     from tqdm.auto import tqdm
 
+    from ._user_warnings import warn_user
     from ._validation import encode_groups
 
     codes = encode_groups(groups, len(X))  # one id per row, or a clear error
     labels = np.empty(len(X), dtype=np.int64)
-    offset = 0
-    for g in tqdm(np.unique(codes), desc="clustering sets", unit="set", disable=quiet):
+    offset, sets, raised = 0, np.unique(codes), {}
+    for g in tqdm(sets, desc="clustering sets", unit="set", disable=quiet):
         rows = np.flatnonzero(codes == g)
         # A one-row group is one cluster, as ABCClustering.fit(X, groups=...) makes it.
-        found = model.fit_predict(X[rows]) if len(rows) > 1 else np.zeros(1, dtype=np.int64)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found = model.fit_predict(X[rows]) if len(rows) > 1 else np.zeros(1, dtype=np.int64)
+        for warning in caught:  # counted over the sets, then said once each, as fit(X, groups=...) says them
+            key = (warning.category, str(warning.message))
+            raised[key] = raised.get(key, 0) + 1
         labels[rows] = found + offset
         offset += len(np.unique(found))
+    for (category, message), count in raised.items():
+        warn_user(message + (f" (in {count} of {len(sets)} sets)" if len(sets) > 1 else ""), category)
     return labels, offset
 
 
@@ -293,6 +302,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line on stderr, between progress bars: a command-line user has no source line to see."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(f"skabc: warning: {message}", file=sys.stderr)
+
+
+def run() -> int:
+    """The ``skabc`` command: :func:`main` with warnings printed as ``skabc: warning: ...`` lines."""
+    warnings.showwarning = _print_warning
+    return main()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -311,4 +333,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(run())

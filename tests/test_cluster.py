@@ -100,6 +100,21 @@ def test_the_max_clusters_warning_counts_the_sets_that_reached_it():
     assert model.n_clusters_ == 3 + 2
 
 
+def test_predict_many_warns_where_sets_reached_max_clusters_as_predict_with_groups_does():
+    """predict(X, groups=...) warned '7 of 16 sets reached max_clusters'; predict_many on the same sets was silent
+    (probe /work/probe39b/r10_predict_many_silent.py)."""
+    from scipy.linalg import block_diag
+
+    four, two = block_diag(*[np.ones((10, 10))] * 4), block_diag(*[np.ones((10, 10))] * 2)
+    model = ABCClustering(affinity="precomputed", max_clusters=3, random_state=0).fit(two)
+    with pytest.warns(UserWarning, match="1 of 3 sets reached max_clusters=3"):
+        labels = model.predict_many([four, two, two])
+    assert [len(np.unique(set_labels)) for set_labels in labels] == [3, 2, 2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict_many([two, two])
+
+
 def test_generic_kernel_on_more_separate_blobs_than_max_clusters():
     """30 far-apart blobs, max_clusters=20: the 10-NN graph has 30 components; ABCClustering() said 1 cluster."""
     from sklearn.datasets import make_blobs

@@ -296,3 +296,37 @@ def test_fit_without_labels_names_the_ensemble(tiny_kernel):
     """A probe: KernelEnsemble().fit(X) said 'ContextualKernel requires y' (its first member's refusal)."""
     with pytest.raises(ValueError, match="KernelEnsemble requires y to be passed"):
         KernelEnsemble(ContextualKernel(**TINY), n_members=2).fit(np.zeros((10, 2)))
+
+
+def test_ctrl_c_stops_the_whole_ensemble_fit(blob_sets, monkeypatch):
+    """One Ctrl-C stopped only the member training then: the next members trained in full (probe
+    /work/probe39b/r07_ctrl_c_ensemble.py)."""
+    from skabc.training.callbacks import RedrawEachEpoch
+
+    X, y, groups = blob_sets
+    original, epochs = RedrawEachEpoch.on_epoch_begin, []
+
+    def interrupted_in_the_second_member(self, net, **kwargs):
+        epochs.append(1)
+        if len(epochs) == 3:  # the second member's first epoch (members train 2 each): the user presses Ctrl-C
+            raise KeyboardInterrupt
+        return original(self, net, **kwargs)
+
+    monkeypatch.setattr(RedrawEachEpoch, "on_epoch_begin", interrupted_in_the_second_member)
+    ensemble = KernelEnsemble(ContextualKernel(**{**TINY, "max_epochs": 2}), n_members=4, random_state=0)
+    with pytest.warns(RuntimeWarning) as caught:
+        ensemble.fit(X, y, groups=groups)
+    messages = [str(w.message) for w in caught]
+    assert any("interrupted during member 2 of 4: the ensemble keeps the 2 members" in m for m in messages)
+    assert len(epochs) == 3 and len(ensemble.kernels_) == 2
+    assert ensemble.transform(X[:30]).shape == (30, 30)
+
+
+def test_verbose_members_say_whose_log_follows(blob_sets, capsys):
+    """Members trained with verbose=1 printed identical epoch tables with nothing to tell them apart."""
+    X, y, groups = blob_sets
+    KernelEnsemble(ContextualKernel(**{**TINY, "verbose": 1}), n_members=2, random_state=0).fit(X, y, groups=groups)
+    out = capsys.readouterr().out
+    assert out.index("KernelEnsemble member 1 of 2") < out.index("KernelEnsemble member 2 of 2")
+    KernelEnsemble(ContextualKernel(**TINY), n_members=2, random_state=0).fit(X, y, groups=groups)
+    assert capsys.readouterr().out == ""

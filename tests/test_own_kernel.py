@@ -736,7 +736,33 @@ def test_the_epoch_that_ends_the_run_is_printed(blobs, capsys, monkeypatch, limi
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if re.match(r"^\s+\d+\s", line)]
     assert 0 < len(kernel.net_.history) < 30 and len(rows) == len(kernel.net_.history)
-    assert message in out and out.rstrip().splitlines()[-1].startswith(message.split(":")[0][:10])
+    lines = out.rstrip().splitlines()
+    # The stop, then what the run still does after its last epoch (it took seconds with nothing printed).
+    assert lines[-1].startswith("scoring the kept weights and clustering settings on ")
+    assert message in out and lines[-2].startswith(message.split(":")[0][:10])
+    # The last epoch's progress bar is closed (cleared) before the stop is printed, not left drawn with the
+    # next line glued to it (probe /work/probe39b/r01_bar_left_on_stop.py).
+    assert dict(kernel.net_.callbacks_)["progress"].pbar_.disable
+
+
+def test_ctrl_c_inside_an_epoch_clears_its_progress_bar(blobs, capsys, monkeypatch):
+    """Ctrl-C inside an epoch left that epoch's bar drawn, and the interruption warning was printed onto it
+    (probe /work/probe39b/r06_ctrl_c.py)."""
+    from skorch.callbacks import ProgressBar
+
+    X, y = blobs
+    drawn = ProgressBar.on_batch_end
+
+    def interrupted(self, net, **kwargs):
+        drawn(self, net, **kwargs)
+        if len(net.history) == 2:  # the user presses Ctrl-C during the second epoch
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ProgressBar, "on_batch_end", interrupted)
+    kernel = ContextualKernel(**TINY_NET, **FAST, init="scratch", max_epochs=5, verbose=1)
+    with pytest.warns(RuntimeWarning, match="interrupted after 1 of 5 epochs; .*loss so far \\([0-9.]+\\)\\.$"):
+        kernel.fit(X, y, groups=np.repeat(np.arange(6), 40))
+    assert dict(kernel.net_.callbacks_)["progress"].pbar_.disable
 
 
 def test_validation_scores_are_the_result_and_the_start_as_each_clusters(blobs, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import matplotlib
@@ -113,6 +114,18 @@ def test_cli_demo_prints_table_and_saves_picture(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "ABC multiplicative (eigengap k)" in text and "SpectralClustering rbf (true k)" in text
     assert out.stat().st_size > 10_000
+
+
+def test_demo_baselines_keep_their_own_remarks_out_of_the_output():
+    """The README's first command printed scikit-learn's 'Graph is not fully connected' warning from the kNN
+    baseline, pointing into scikit-learn (probe /work/probe39b/r12_demo_leak.sh; the demo's seed 2024 at 300)."""
+    from skabc.demo import compare_on_circles
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = compare_on_circles({}, set_sizes=(300,), n_sets=20, random_state=2024)
+    assert not [str(w.message) for w in caught]
+    assert [row["method"] for row in rows] == ["SpectralClustering rbf (true k)", "SpectralClustering kNN (true k)"]
 
 
 def test_cli_train_cluster_evaluate_round_trip(tmp_path, capsys):
@@ -648,3 +661,27 @@ def test_demo_table_of_one_set_shows_no_standard_error():
 
     assert "0.500 |" in format_table([_row("m", 100, [0.5], 1.0, None)])
     assert "0.500 ± 0.100" in format_table([_row("m", 100, [0.4, 0.6], 1.0, None)])
+
+
+def test_cli_says_a_warning_of_many_sets_once_and_as_a_command_line_message(tmp_path):
+    """cluster --groups repeated the max_clusters warning once per capped set, each printed into the progress bar
+    and attributed to '<frozen runpy>:88' (probe /work/probe39b/r11_cli_groups_warnings.sh)."""
+    import subprocess
+    import sys
+
+    from skabc.datasets import make_circles_sets
+
+    X, _, groups = make_circles_sets(n_sets=6, set_size=40, random_state=0)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "g.npy", groups)
+    argv = ["cluster", str(tmp_path / "X.npy"), "--groups", str(tmp_path / "g.npy"), "--max-clusters", "2",
+            "-o", str(tmp_path / "l.npy"), "-q"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(argv) == 0
+    said = [str(w.message) for w in caught if "max_clusters=2" in str(w.message)]
+    assert len(said) == 1 and re.search(r"\(in [1-6] of 6 sets\)$", said[0])
+    done = subprocess.run([sys.executable, "-m", "skabc", *argv], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [f"skabc: warning: {said[0]}"]

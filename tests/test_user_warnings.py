@@ -99,3 +99,37 @@ def test_k_unknown_with_a_disconnected_knn_graph_passes_no_spectral_embedding_wa
     caught = caught_warnings(
         lambda: ABCClustering(n_clusters=2, affinity="nearest_neighbors", n_neighbors=3, random_state=0).fit(X))
     assert ours(caught, "not fully connected")
+
+
+def test_every_warning_of_the_package_is_a_skabc_warning():
+    """Each call of warn_user names a SkabcWarning class: users filter the package's warnings by category (there
+    was no class of its own; filtering by module does not work, as the warnings are attributed to the caller)."""
+    import ast
+    from pathlib import Path
+
+    import skabc.exceptions
+
+    package = Path(skabc.exceptions.__file__).parent
+    calls = [(path.name, node) for path in package.rglob("*.py") for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "warn_user"]
+    assert len(calls) >= 10
+    for name, call in calls:
+        category = call.args[1] if len(call.args) > 1 else None
+        if category is None or not isinstance(category, ast.Name) or category.id == "category":
+            continue  # the default (SkabcWarning), or a warning raised again with the category it came with
+        assert issubclass(getattr(skabc.exceptions, category.id), skabc.exceptions.SkabcWarning), (name, category.id)
+
+
+def test_the_package_warnings_can_be_silenced_by_their_category_alone():
+    from skabc.exceptions import SkabcWarning, TrainingInterruptedWarning
+
+    blocks = np.kron(np.eye(4), np.ones((10, 10)))  # four components, max_clusters=3
+    model = ABCClustering(affinity="precomputed", max_clusters=3, random_state=0)
+    caught = caught_warnings(lambda: model.fit(blocks))
+    assert [type(w.message) for w in ours(caught, "max_clusters=3")] == [SkabcWarning]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=SkabcWarning)
+        model.fit(blocks)
+    # The interruption warning keeps the RuntimeWarning category it had.
+    assert issubclass(TrainingInterruptedWarning, RuntimeWarning) and issubclass(SkabcWarning, UserWarning)

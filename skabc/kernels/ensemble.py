@@ -21,8 +21,10 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .. import _schema, persistence
 from .._constraints import IntRange
-from .._user_warnings import each_warning_once
+from .._user_warnings import each_warning_once, warn_user
 from .._validation import KernelParamsMixin
+from ..exceptions import TrainingInterruptedWarning
+from ..training.early_stopping import interrupted_by_user
 from ..training.plan import network_of
 from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
 from ._contextual_io import check_contextual_part, described_width
@@ -56,7 +58,7 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
     Attributes
     ----------
     kernels_ : list of estimators
-        The fitted members.
+        The fitted members: ``n_members`` of them, or those trained when Ctrl-C stopped the fit.
     n_features_in_ : int
         Number of features of the members bound to an input width; absent
         when every member canonicalises its input (the generic kernel, or one
@@ -124,8 +126,18 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
                 if member.get_params().get("checkpoint_dir") is not None:
                     # One folder per member: members differ by seed, and each resumes only its own run.
                     member.set_params(checkpoint_dir=str(Path(member.checkpoint_dir) / f"member_{index}"))
+                if member.get_params().get("verbose"):  # each member prints its own log: say whose it is
+                    print(f"KernelEnsemble member {index + 1} of {self.n_members} (random_state={seed})", flush=True)
                 # groups only when given: a plain transformer kernel need not take it.
                 members.append(member.fit(X, y) if groups is None else member.fit(X, y, groups=groups))
+                net = getattr(member, "net_", None)
+                if index + 1 < self.n_members and net is not None and interrupted_by_user(net):
+                    # Ctrl-C stops the whole fit, as it stops one kernel's: the members trained so far are kept.
+                    warn_user(f"KernelEnsemble training was interrupted during member {index + 1} of "
+                              f"{self.n_members}: the ensemble keeps the {index + 1} members trained so far."
+                              + (" Call fit again to resume from checkpoint_dir." if member.get_params().get(
+                                  "checkpoint_dir") is not None else ""), TrainingInterruptedWarning)
+                    break
         self._set_members(members)
         return self
 

@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_symmetric
 
 from .._quiet_warnings import ignoring_warnings
 from .._user_warnings import warn_user
+from ..exceptions import SkabcWarning
 
 # Up to this size the eigengap uses LAPACK's dense eigvalsh (2,000 points: about 1 s). Learned affinities often
 # have dozens of eigenvalues close to 1, where ARPACK converges slowly (28-180 s per load_digits set, ~1 s dense).
@@ -439,7 +440,7 @@ def _component_eigenpairs(
         warn_user(
             f"eigen_solver={solver!r} did not converge on a component of {size} points "
             f"(largest residual {np.nanmax(residual):.2g}); solving it again with ARPACK.",
-            UserWarning,
+            SkabcWarning,
         )
         return _component_eigenpairs(adjacency, sqrt_degree, m, "arpack", rng, "auto", vectors, False)
     return values, (vecs if vectors else None)

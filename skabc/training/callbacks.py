@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import torch
-from skorch.callbacks import Callback
+from skorch.callbacks import Callback, ProgressBar
 
 from ..sampling import SampledSetsDataset
 
@@ -77,6 +77,19 @@ class KeepBestWeights(Callback):
         if loss is not None and loss <= self.best_loss_:
             self.best_loss_ = loss
             self.best_state_ = {k: v.detach().clone() for k, v in net.module_.state_dict().items()}
+
+
+def close_progress_bars(net) -> None:
+    """Close the open bar of every ProgressBar callback of ``net``.
+
+    skorch closes a bar when its epoch ends; a run ended inside an epoch, or by a callback that raises at the
+    end of one before the bar's own ``on_epoch_end``, would leave it drawn on the terminal, and the next line
+    printed would be glued to it.  Closing twice is harmless.
+    """
+    for _, callback in getattr(net, "callbacks_", ()):
+        bar = getattr(callback, "pbar_", None) if isinstance(callback, ProgressBar) else None
+        if bar is not None:
+            bar.close()
 
 
 class EveryNthEpoch:

@@ -13,6 +13,7 @@ import time
 import torch
 from skorch.callbacks import Callback
 
+from .callbacks import close_progress_bars
 from .validation import choose_partition, choose_settings, score_sets, settings_label
 
 
@@ -204,7 +205,8 @@ class ValidationSetsScoring(Callback):
             self.best_state_ = _copy_state(net.module_)
         elif self.patience is not None and epoch - self.best_epoch_ >= self.patience:
             self.stopped_ = True
-            _stop_after_epoch(net, f"early stopping: no better {self.name} in {self.patience} epochs; the weights of "
+            epochs = f"{self.patience} epoch" + ("s" if self.patience != 1 else "")
+            _stop_after_epoch(net, f"early stopping: no better {self.name} in {epochs}; the weights of "
                                    f"epoch {self.best_epoch_} ({self.best_score_:.4f}) are kept")
 
     def on_train_end(self, net, **kwargs):
@@ -219,6 +221,8 @@ class ValidationSetsScoring(Callback):
         self.final_score_ = self.final_start_score_ = None
         if not self.sets:
             return
+        if getattr(net, "verbose", 0):  # the work below takes seconds to minutes, with no bar of its own
+            print(f"scoring the kept weights and clustering settings on {len(self.sets)} held-out sets ...", flush=True)
         if self.choose_clustering:
             self.best_settings_, self.settings_scores_ = choose_settings(net.module_, self.sets, self.settings)
         elif self.knn_partition:
@@ -304,6 +308,7 @@ class TimeLimit(Callback):
                    f"(epoch {len(getattr(net, 'history', ()))}): training stops; {kept}")
         if after_epoch:
             _stop_after_epoch(net, message)
+        close_progress_bars(net)
         if getattr(net, "verbose", 0):
             print(message + ".", flush=True)  # a run cut inside an epoch prints no row for it: say what ended it
         raise KeyboardInterrupt
@@ -315,6 +320,7 @@ def _stop_after_epoch(net, message: str) -> None:
     skorch prints an epoch's row last of all its callbacks' ``on_epoch_end``: raising before it would leave
     the epoch that ends the run out of the log.
     """
+    close_progress_bars(net)
     if getattr(net, "verbose", 0):
         printer = dict(net.callbacks_).get("print_log")
         if printer is not None:
@@ -328,4 +334,11 @@ def planned_stop(net) -> bool:
     return any(getattr(cb, "stopped_", False) for _, cb in net.callbacks_)
 
 
-__all__ = ["StartWeightMix", "TimeLimit", "ValidationSetsScoring", "mix_weights", "planned_stop"]
+def interrupted_by_user(net) -> bool:
+    """Whether the run of ``net`` ended before its last epoch without one of these callbacks ending it (Ctrl-C)."""
+    finished = sum("train_loss" in row for row in net.history)
+    return finished < net.max_epochs and not planned_stop(net)
+
+
+__all__ = ["StartWeightMix", "TimeLimit", "ValidationSetsScoring", "interrupted_by_user", "mix_weights",
+           "planned_stop"]

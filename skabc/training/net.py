@@ -26,7 +26,7 @@ from .._runtime import float32_default, memory_limit_bytes, resolve_device, seed
 from .._schema import expected_tensors
 from .._user_warnings import warn_user
 from .._validation import format_bytes
-from ..exceptions import AffinityTooLargeError
+from ..exceptions import AffinityTooLargeError, SkabcWarning, TrainingInterruptedWarning
 from ..nn.build import build_module, set_transform
 from ..nn.loss import SameClusterBCELoss
 from ..persistence import json_ready
@@ -38,6 +38,7 @@ from .callbacks import (
     RandomStreamCheckpoint,
     RedrawEachEpoch,
     WarmupCosine,
+    close_progress_bars,
 )
 from .divergence import diverged_error
 from .early_stopping import TimeLimit, planned_stop
@@ -105,7 +106,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
             warn_user(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
                       f"({done} of {kernel.max_epochs} epochs) but not the kernel it fitted: nothing is trained, "
                       "the kernel is re-derived from the last epoch's checkpoint and may differ from the one that "
-                      "run returned; use another directory or remove it to train again", UserWarning)
+                      "run returned; use another directory or remove it to train again", SkabcWarning)
         # LoadInitState restores the checkpoint at train begin; partial_fit keeps that state and turns
         # Ctrl-C into a clean stop.
         net.partial_fit(dataset, y=None, epochs=max(0, kernel.max_epochs - done))
@@ -404,6 +405,7 @@ def _check_fits(name: str, content, net: NeuralNet) -> None:
 
 
 def _handle_interruption(kernel, net: NeuralNet) -> None:
+    close_progress_bars(net)  # a run stopped inside an epoch leaves its bar drawn
     finished = sum("train_loss" in row for row in net.history)
     keeper, mixer = dict(net.callbacks_)["keep_best"], dict(net.callbacks_).get("start_weight_mix")
     best_state, keeper.best_state_ = keeper.best_state_, None  # no second copy of the weights in pickles
@@ -420,7 +422,7 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
                 else "the kernel took only part of one epoch's steps")
         warn_user(f"max_time={float(limits[0]):g} s ended training inside its first epoch: {took} "
                   "(n_training_sets_ counts finished epochs: 0). Raise max_time, or lower sets_per_epoch, to "
-                  "train it.", UserWarning)
+                  "train it.", SkabcWarning)
         return
     if finished >= kernel.max_epochs or planned_stop(net):
         return
@@ -436,9 +438,9 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
             net.module_.load_state_dict(best_state)
     warn_user(
         f"ContextualKernel training was interrupted after {finished} of {kernel.max_epochs} epochs; "
-        f"the kernel keeps the weights with {kept}. "
-        + ("Call fit again to resume from checkpoint_dir." if kernel.checkpoint_dir is not None else ""),
-        RuntimeWarning,
+        f"the kernel keeps the weights with {kept}."
+        + (" Call fit again to resume from checkpoint_dir." if kernel.checkpoint_dir is not None else ""),
+        TrainingInterruptedWarning,
     )
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._user_warnings import warn_user
+from ..exceptions import SkabcWarning
 from ..nn.build import set_transform
 from ..sampling import check_set_size
 from .early_stopping import StartWeightMix, TimeLimit, ValidationSetsScoring
@@ -180,7 +181,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     if held_out is None and kernel.early_stopping is True:
         warn_user(f"early_stopping=True, but validation_fraction={kernel.validation_fraction} of these labels "
                   "leaves no useful held-out split (too few rows either side): training runs without validation",
-                  UserWarning)
+                  SkabcWarning)
     train_labels = labels if held_out is None else np.where(held_out, -1, labels)
 
     schedule = None
@@ -275,10 +276,10 @@ def warn_if_labels_teach_one_answer(labels: np.ndarray, group_codes) -> None:
         return  # no set can be drawn at all: the sampler says so
     if not (counts >= 2).any():
         warn_user("No two labelled rows of a group share a class in y: the kernel can only learn that no two "
-                  "points belong together.", UserWarning)
+                  "points belong together.", SkabcWarning)
     elif _classes_per_group(labels, group_codes) < 2:
         warn_user("y holds one class per group: the kernel can only learn that all points of a set belong "
-                  "together.", UserWarning)
+                  "together.", SkabcWarning)
 
 
 def _group_class_pairs(labels: np.ndarray, group_codes) -> tuple[np.ndarray, np.ndarray]:

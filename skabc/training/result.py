@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._user_warnings import warn_user
+from ..exceptions import SkabcWarning
 from .net import checkpointed_epochs
 
 #: The fitted kernel of a complete run, in ``checkpoint_dir`` (skabc's safe format).
@@ -60,5 +61,5 @@ def restore_result(kernel, spec, X, labels, group_codes) -> bool:
     warn_user(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
               f"({done} of {spec.max_epochs} epochs{stopped}): nothing is trained, the kernel that run fitted is "
               f"restored from {RESULT_FILE}; use another directory or remove it to train again",
-              UserWarning)
+              SkabcWarning)
     return True
