@@ -21,6 +21,7 @@ from skabc.datasets import (
     make_circles_sets,
     make_clustering_sets,
     make_curves_set,
+    make_informative_set,
     make_moons_set,
     make_rings_set,
     make_subspace_set,
@@ -28,6 +29,7 @@ from skabc.datasets import (
 )
 from skabc.preprocessing import canonicalize_set
 
+_make_informative_set = partial(make_informative_set, n_informative=1)
 GENERATORS = [
     (make_blobs_set, "n_clusters"),
     (make_rings_set, "n_rings"),
@@ -36,6 +38,7 @@ GENERATORS = [
     (make_subspace_set, "n_clusters"),
     (make_warped_set, "n_clusters"),
     (partial(make_chains_set, n_blobs=0), "n_chains"),
+    (_make_informative_set, "n_clusters"),
 ]
 
 
@@ -48,7 +51,7 @@ def test_single_set_shapes_and_label_counts(make, count, n_features):
     assert np.array_equal(np.unique(y), np.arange(4))
     assert np.all(np.isfinite(X))
     # Blobs fill their dimensions; planar shapes span a random plane, plus the others with embed_noise.
-    planar = make not in (make_blobs_set, make_subspace_set, make_warped_set)
+    planar = make not in (make_blobs_set, make_subspace_set, make_warped_set, _make_informative_set)
     assert np.linalg.matrix_rank(X - X.mean(axis=0)) == (2 if planar else n_features)
     if planar:
         X, _ = make(150, **{count: 4}, n_features=n_features, embed_noise=0.01, random_state=0)
@@ -375,8 +378,35 @@ def test_every_family_generates(family):
         assert_allclose(canonicalize_set(xs), canonicalize_set(xs[:, :width]), atol=1e-5)
 
 
+def test_informative_clusters_differ_in_their_informative_columns_only():
+    """The structure lies along the table's axes: the clusters' means differ in n_informative columns, and every
+    other column is the same noise for every cluster (not a rotation of the blobs into them)."""
+    X, y = make_informative_set(3000, n_clusters=3, n_features=7, n_informative=2, min_separation=3.0,
+                                random_state=0)
+    means = np.array([X[y == c].mean(axis=0) for c in range(3)])
+    spread = means.max(axis=0) - means.min(axis=0)
+    informative = np.argsort(spread)[-2:]
+    noise = np.setdiff1d(np.arange(7), informative)
+    assert spread[informative].min() > 10 * spread[noise].max()
+    # A noise column has the same spread in every cluster, and is independent of the informative ones.
+    stds = np.array([X[y == c][:, noise].std(axis=0) for c in range(3)])
+    assert_allclose(stds / stds.mean(axis=0), 1.0, atol=0.1)
+    assert np.abs(np.corrcoef(X.T)[np.ix_(noise, informative)]).max() < 0.1
+    # In make_clustering_sets the family keeps its own width and is never embedded at a random orientation.
+    X, y, groups = make_clustering_sets(n_sets=20, set_size=(200, 300), families="informative",
+                                        n_features=(1, 64), random_state=0)
+    for xs, ys in _sets(X, y, groups):
+        width = int(np.any(xs != 0, axis=0).sum())
+        xs = xs[:, :width]
+        kept = np.bincount(ys)[ys] > 1  # clusters, not background-noise singletons
+        means = np.array([xs[ys == c].mean(axis=0) for c in np.unique(ys[kept])])
+        apart = means.max(axis=0) - means.min(axis=0)
+        assert 1 <= width <= 14 and np.sum(apart > 0.5 * apart.max()) <= 4  # m <= 4 columns and 2m + 2 of noise
+
+
 def test_new_families_are_opt_in():
-    assert {"subspaces", "warped"} <= set(FAMILIES) and not {"subspaces", "warped"} & set(FAMILY_WEIGHTS)
+    new = {"subspaces", "warped", "informative"}
+    assert new <= set(FAMILIES) and not new & set(FAMILY_WEIGHTS)
 
 
 def test_subspace_clusters_are_apart_for_neighbours_not_for_principal_axes():
@@ -482,6 +512,9 @@ def test_family_weights_sum_to_one():
         (lambda: make_warped_set(10, strength=1.0), "strength must be below 1"),
         (lambda: make_warped_set(10, n_layers=(3, 1)), "n_layers must satisfy low <= high"),
         (lambda: discretize_columns(np.zeros((5, 2)), levels=1), "levels must be an integer >= 2"),
+        (lambda: make_informative_set(10, n_features=2, n_informative=3), "n_informative=3 is more than"),
+        (lambda: make_informative_set(10, n_informative=0), "n_informative must be an integer >= 1"),
+        (lambda: make_informative_set(10, noise_scale=0.0), "noise_scale must be positive"),
         (lambda: discretize_columns(np.zeros((5, 2)), fraction=1.5), "fraction must be a finite number"),
         (lambda: make_clustering_sets(0), "n_sets must be an integer >= 1"),
         (lambda: make_clustering_sets(2, set_size=(50, 10)), "set_size must satisfy low <= high"),

@@ -3,6 +3,7 @@
 from .blobs import make_blobs_set
 from .chains import make_chains_set
 from .circles import make_circles_sets
+from .informative import make_informative_set
 from .mixtures import make_subspace_set, make_warped_set
 from .omniglot import load_omniglot, load_omniglot_sample
 from .shapes import make_curves_set, make_moons_set, make_rings_set
@@ -23,6 +24,7 @@ __all__ = [
     "make_circles_sets",
     "make_clustering_sets",
     "make_curves_set",
+    "make_informative_set",
     "make_moons_set",
     "make_rings_set",
     "make_subspace_set",

@@ -38,6 +38,7 @@ from ._common import (
 )
 from .blobs import _blob_points
 from .chains import _chain_set_points
+from .informative import _informative_points
 from .mixtures import _subspace_points, _warped_points
 from .shapes import CURVE_KINDS, _curve_points, _moon_points, _ring_points
 
@@ -52,10 +53,10 @@ FAMILY_WEIGHTS = {
     "uniform": 0.10,
 }
 
-#: Every family :func:`make_clustering_sets` can draw.  The last six (``'scattered'`` ... ``'tapered'``) are
+#: Every family :func:`make_clustering_sets` can draw.  The last seven (``'scattered'`` ... ``'informative'``) are
 #: not in the default mixture (the shipped generic kernel's first phases were trained without them, and the
 #: default must keep drawing the same sets); name them in ``families`` to use them.
-FAMILIES = (*FAMILY_WEIGHTS, "scattered", "subspaces", "warped", "separated", "chains", "tapered")
+FAMILIES = (*FAMILY_WEIGHTS, "scattered", "subspaces", "warped", "separated", "chains", "tapered", "informative")
 
 # Families whose structure lives in a plane: they need n_features >= 2.
 _PLANAR_FAMILIES = frozenset({"rings", "moons", "curves", "mixed", "separated", "chains", "tapered"})
@@ -141,6 +142,13 @@ def _one_set(rng, family: str, n: int, d: int, max_clusters: int, noise_fraction
         X, y = _chain_set_points(rng, n_struct, n_chains, n_blobs, (2, 6), _log_uniform(rng, 0.01, 0.06),
                                  0.0 if tapered else 0.5, (4, 20), rng.uniform(0.1, 0.5), (0.03, 0.15), 0.25,
                                  (1.0, 4.0) if tapered else (0.0, 0.0))
+    elif family == "informative":
+        k = _draw_k(rng, 2, min(8, max_clusters), limit)
+        m = int(rng.randint(1, min(4, d) + 1))
+        d = m + int(rng.randint(0, min(d - m, 2 * m + 2) + 1))  # axis-aligned: never embedded wider
+        counts = _split_counts(rng, n_struct, _size_weights(rng, k, rng.uniform(0.0, 1.0)))
+        X, y = _informative_points(rng, counts, m, d, _log_uniform(rng, 1.0, 2.0, k),
+                                   (1.0, _log_uniform(rng, 1.0, 3.0)), rng.uniform(1.0, 3.0), (0.5, 2.0))
     elif family == "uniform":
         X = rng.uniform(-1, 1, (n_struct, d0)) * _log_uniform(rng, 0.2, 1.0, d0)
         y = np.zeros(n_struct, dtype=np.int64)
@@ -243,6 +251,10 @@ def make_clustering_sets(
     - ``'tapered'`` (not in the default mixture): the same, no chain beaded, each chain's points
       thinning out from one end to the other (``taper`` 1-4): sparse ends that a neighbourhood graph
       cuts off in small pieces.
+    - ``'informative'`` (not in the default mixture): 2-8 Gaussian blobs (at most ``max_clusters``) in
+      1-4 columns of a table, next to up to ``2m + 2`` columns of pure noise (``m`` informative columns),
+      never rotated (:func:`~skabc.datasets.make_informative_set`): the set is as wide as its columns,
+      at most ``d``, the other columns zero.
 
     Planar families need ``d >= 2``: they draw ``d`` from the part of
     ``n_features`` at or above 2, and a set of such a family with
