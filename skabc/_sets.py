@@ -25,7 +25,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import densify, is_pairwise
 from ._subsample import draw_rows, extend_labels, spread_affinity
-from ._user_warnings import warn_user
+from ._user_warnings import each_warning_once, warn_user
 from ._validation import N_JOBS_CONSTRAINT
 from .exceptions import AffinityTooLargeError, SkabcWarning
 from .kernels import as_kernel
@@ -174,7 +174,13 @@ def warn_if_more_clusters_than_points(n_clusters: int | None, sets: list, max_sa
 
 
 def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
-    """Cluster each set, in order: in this process for one set, else with joblib."""
+    """Cluster each set, in order: in this process for one set, else with joblib; a remark every set makes is
+    said once."""
+    with each_warning_once():
+        return _map_sets(model, sets, seeds, n_jobs)
+
+
+def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     kernel, max_samples = model.kernel_, model.max_samples_
     # The arbiter travels as its name (each process reads the shipped file once).
     clustering = (model.spectral_step_, getattr(model, "arbiter_", None))

@@ -8,6 +8,7 @@ pointed inside the package from all but one (Python 3.12's ``skip_file_prefixes`
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import warnings
@@ -31,9 +32,20 @@ def warn_user(message: str, category: type[Warning] = SkabcWarning) -> None:
             return
         raised.add((category, message))
     level, frame = 1, sys._getframe(0)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_passed_through()):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
+
+@functools.cache
+def _passed_through() -> tuple[str, ...]:
+    """The package, and the joblib machinery it clusters sets through (a set's warning, raised in this process,
+    has joblib's and scikit-learn's dispatch frames between the package's)."""
+    import joblib
+    import sklearn.utils.parallel
+
+    return (_PACKAGE_DIR, os.path.dirname(os.path.abspath(joblib.__file__)) + os.sep,
+            os.path.abspath(sklearn.utils.parallel.__file__))
 
 
 @contextlib.contextmanager

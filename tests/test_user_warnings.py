@@ -133,3 +133,20 @@ def test_the_package_warnings_can_be_silenced_by_their_category_alone():
         model.fit(blocks)
     # The interruption warning keeps the RuntimeWarning category it had.
     assert issubclass(TrainingInterruptedWarning, RuntimeWarning) and issubclass(SkabcWarning, UserWarning)
+
+
+def test_an_rbf_scale_far_too_small_for_x_is_said_once_at_the_callers_line():
+    """affinity='rbf' (gamma=1) on X in larger units: every point its own component; scikit-learn's and numpy's
+    internal warnings came once per set, pointing into their code, and nothing said why (probe
+    /work/probe39b/r09_unscaled_rbf.py)."""
+    from skabc.datasets import make_circles_sets
+    from skabc.exceptions import SkabcWarning
+
+    X, _, groups = make_circles_sets(n_sets=4, set_size=40, random_state=0)
+    caught = caught_warnings(lambda: ABCClustering(affinity="rbf", random_state=0).fit(X * 1000, groups=groups))
+    said = ours(caught, "leaves most points of a set with no neighbour")
+    assert len(said) == 1 and said[0].category is SkabcWarning and said[0].filename == __file__
+    assert "gamma is far too large" in str(said[0].message)
+    # At a scale that suits gamma, nothing is said.
+    assert not ours(caught_warnings(lambda: ABCClustering(affinity="rbf", random_state=0).fit(X, groups=groups)),
+                    "no neighbour")

@@ -22,6 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, validate_data
 
 from .._constraints import SPECTRAL_N_JOBS, IntRange
+from .._user_warnings import warn_user
 from ..exceptions import AffinityTooLargeError
 from .base import Kernel
 
@@ -47,6 +48,33 @@ def _physical_memory_bytes() -> float | None:
         return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):  # not POSIX: no reliable figure
         return None
+
+
+#: A point whose affinity to every other point is below this fraction of the largest affinity has no neighbour.
+NO_NEIGHBOUR = 1e-10
+
+
+def _warn_if_points_have_no_neighbour(affinity: np.ndarray, metric) -> None:
+    """Say so where most points have no neighbour: ``gamma`` is far too large for the distances in ``X``.
+
+    The spectral step then sees as many components as points: scikit-learn only notes that the graph is not
+    fully connected, k-means is handed embeddings of 1e150 and finds fewer distinct clusters than it was asked
+    for, and the labels mean nothing.
+    """
+    n = affinity.shape[0]
+    if n < 3:
+        return
+    largest = max(float(affinity.max()), np.finfo(float).tiny)
+    diagonal = affinity.diagonal().copy()
+    np.fill_diagonal(affinity, 0.0)  # in place and restored: no second n x n matrix
+    isolated = int(np.sum(affinity.max(axis=1) <= NO_NEIGHBOUR * largest))
+    np.fill_diagonal(affinity, diagonal)
+    if isolated > n // 2:
+        name = metric if isinstance(metric, str) else getattr(metric, "__name__", "callable")
+        warn_user(f"affinity={name!r} leaves most points of a set with no neighbour (every affinity to another point "
+                  "is below 1e-10 of the largest): gamma is far too large for the distances in X, and the clusters "
+                  "mean nothing. Standardise X (e.g. StandardScaler), lower gamma, or use "
+                  "affinity='nearest_neighbors'.")
 
 
 def _check_n_neighbors(n_neighbors: int, n_samples: int, affinity: str) -> None:
@@ -178,6 +206,7 @@ class PairwiseKernel(Kernel):
             raise ValueError(f"affinity={name!r} gives negative affinities on this X (down to {affinity.min():.3g}), "
                              "so some rows sum below zero and the normalised Laplacian is undefined; spectral "
                              "clustering needs non-negative affinities (e.g. 'rbf' or 'nearest_neighbors').")
+        _warn_if_points_have_no_neighbour(affinity, self.metric)
         return affinity
 
     def returns_sparse(self, n_samples: int) -> bool:
