@@ -621,3 +621,15 @@ def test_a_spread_graph_past_its_size_limit_is_the_plain_knn_graph(monkeypatch):
     monkeypatch.setattr(knn, "MAX_SPREAD_ENTRIES", spread.nnz // 2)
     plain = kneighbors_graph(X / np.abs(X).max(), n_neighbors=10)
     assert (knn.knn_graph(X) != 0.5 * (plain + plain.T)).nnz == 0
+
+
+def test_verbose_names_the_partition_kept_instead_of_every_candidates_k_means_log(capsys):
+    """verbose=1 printed the label-assignment logs of every candidate, those discarded too, with nothing saying
+    which partition was kept."""
+    X, _ = make_blobs(200, centers=3, random_state=0)
+    model = ABCClustering(random_state=0, verbose=1).fit(X)
+    out = capsys.readouterr().out
+    kept = [line for line in out.splitlines() if line.startswith("arbiter 'generic': kept ")]
+    assert len(kept) == 1 and f"(k={model.n_clusters_})" in kept[0] and "Computing label assignment" not in out
+    ABCClustering(random_state=0).fit(X)
+    assert capsys.readouterr().out == ""

@@ -309,9 +309,15 @@ class Arbiter:
         if links_every_row(X) or (self.given_k and step.n_clusters > n):
             # Nothing to choose between (every pair linked: cuts are arbitrary), or singletons; else the checks hold.
             return (*step.cluster(probabilities, eigen_seed, seed), None)
-        candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
-        best, _ = self.choose(candidates, np.shape(X)[1])
+        # Quiet candidates: with verbose, the k-means logs of the partitions not kept would read as the result's.
+        candidates = candidate_partitions(replace(step, verbose=0), probabilities, X, eigen_seed, seed,
+                                          self.candidates, self.spectrum_size)
+        best, scores = self.choose(candidates, np.shape(X)[1])
         c = candidates[best]
+        if step.verbose:
+            weighed = ", ".join(f"{o.name} k={o.n_clusters} ({score:.2f})" for o, score in zip(candidates, scores,
+                                                                                             strict=True))
+            print(f"arbiter {self.name!r}: kept {c.name} (k={c.n_clusters}) of {weighed} (predicted ARI)")
         if self.partition == "knn" and CANDIDATES[c.name][0] != "knn":
             # The kNN candidates' graph where the arbiter has one (every shipped arbiter does).
             graph = next((other.affinity for other in candidates if CANDIDATES[other.name][0] == "knn"), None)
