@@ -166,8 +166,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         affinity, ``None`` (every point, as SpectralClustering) for the
         others; resolved in ``fit`` into ``max_samples_``.
     verbose : int, default=0
-        Verbosity of the spectral step.  With an arbiter, one line per set names the partition kept
-        and the candidates weighed (their own label assignments run quietly).
+        Verbosity of the spectral step.  With an arbiter, each candidate partition's log comes under its
+        name, and one line per set names the partition kept.
 
     Attributes
     ----------

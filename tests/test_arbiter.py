@@ -623,13 +623,17 @@ def test_a_spread_graph_past_its_size_limit_is_the_plain_knn_graph(monkeypatch):
     assert (knn.knn_graph(X) != 0.5 * (plain + plain.T)).nnz == 0
 
 
-def test_verbose_names_the_partition_kept_instead_of_every_candidates_k_means_log(capsys):
+def test_verbose_names_each_candidates_log_and_the_partition_kept(capsys):
     """verbose=1 printed the label-assignment logs of every candidate, those discarded too, with nothing saying
-    which partition was kept."""
+    whose they were or which partition was kept."""
     X, _ = make_blobs(200, centers=3, random_state=0)
     model = ABCClustering(random_state=0, verbose=1).fit(X)
     out = capsys.readouterr().out
     kept = [line for line in out.splitlines() if line.startswith("arbiter 'generic': kept ")]
-    assert len(kept) == 1 and f"(k={model.n_clusters_})" in kept[0] and "Computing label assignment" not in out
+    assert len(kept) == 1 and f"(k={model.n_clusters_})" in kept[0] and out.rstrip().endswith(kept[0])
+    headers = [line for line in out.splitlines() if line.startswith("candidate ")]
+    assert [h.split()[1] for h in headers] == list(load_arbiter("generic").candidates)
+    # Every assignment's log comes under a candidate's name (SpectralClustering's own lines, as verbose asks).
+    assert out.index(headers[0]) < out.index("Computing label assignment using")
     ABCClustering(random_state=0).fit(X)
     assert capsys.readouterr().out == ""

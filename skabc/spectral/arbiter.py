@@ -309,9 +309,7 @@ class Arbiter:
         if links_every_row(X) or (self.given_k and step.n_clusters > n):
             # Nothing to choose between (every pair linked: cuts are arbitrary), or singletons; else the checks hold.
             return (*step.cluster(probabilities, eigen_seed, seed), None)
-        # Quiet candidates: with verbose, the k-means logs of the partitions not kept would read as the result's.
-        candidates = candidate_partitions(replace(step, verbose=0), probabilities, X, eigen_seed, seed,
-                                          self.candidates, self.spectrum_size)
+        candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
         best, scores = self.choose(candidates, np.shape(X)[1])
         c = candidates[best]
         if step.verbose:
