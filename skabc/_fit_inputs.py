@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, column_or_1d, validate_data
 
 from ._runtime import memory_limit_bytes
 from ._user_warnings import warn_user
@@ -139,6 +139,7 @@ def resolve_kernel(model, X, y, groups):
     if y is not None and (not fitted or fine_tune) and np.any(encode_labels(y, _num_samples(X)) >= 0):
         # A copy keeps the user's kernel as given: clone for a fresh one, deepcopy to keep the weights.
         kernel = copy.deepcopy(model.kernel) if fine_tune else clone(model.kernel)
+        y = column_or_1d(y) if np.ndim(y) == 2 else y  # a column vector was warned of above: not twice
         return kernel.fit(densify(X, kernel) if sp.issparse(X) else X, y, groups=groups)
     if not fitted:
         raise ValueError(

@@ -150,3 +150,14 @@ def test_an_rbf_scale_far_too_small_for_x_is_said_once_at_the_callers_line():
     # At a scale that suits gamma, nothing is said.
     assert not ours(caught_warnings(lambda: ABCClustering(affinity="rbf", random_state=0).fit(X, groups=groups)),
                     "no neighbour")
+
+
+def test_a_column_vector_y_is_warned_of_once():
+    """ABCClustering(kernel=...).fit(X, y[:, None]) gave scikit-learn's column-vector warning twice: its own
+    check of y and the kernel's (probe /work/probe39a/p14_dup_warnings.py)."""
+    from sklearn.exceptions import DataConversionWarning
+
+    X, y, groups = make_blob_sets(n_sets=8, set_size=30, random_state=0)
+    kernel = ContextualKernel(**TINY)
+    caught = caught_warnings(lambda: ABCClustering(kernel=kernel, random_state=0).fit(X, y[:, None], groups=groups))
+    assert len([w for w in caught if issubclass(w.category, DataConversionWarning)]) == 1
