@@ -55,8 +55,8 @@ def check_output(path: str, what: str) -> None:
 def read_array(path: str, what: str, ndim: int):
     """Load a .npy (never pickled objects) or comma-separated text file; a first line of no numbers is a header.
 
-    A header whose first name is empty marks pandas' row index (``DataFrame.to_csv()`` writes it by default):
-    that column is dropped.
+    A header whose first name is empty above a first column of distinct whole numbers is pandas' row index
+    (``DataFrame.to_csv()`` writes it by default): that column is dropped.
 
     Any name but .npy is read as text (``cluster -o labels.out`` writes text, which ``evaluate`` reads
     back), as UTF-8 with an optional byte-order mark (as spreadsheet programs write it), so a marked
@@ -94,8 +94,9 @@ def read_array(path: str, what: str, ndim: int):
                                                      or _pandas_header(fields, second))) else 0
             with warnings.catch_warnings():  # an empty file is refused below, by name
                 warnings.simplefilter("ignore", UserWarning)
-                data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig",
-                                  usecols=range(1, len(first.split(","))) if index_column else None)
+                data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig")
+            if index_column and data.shape[1] > 1 and _row_ids(data[:, 0]):
+                data = data[:, 1:]
     except (OSError, ValueError, EOFError, MemoryError) as exc:  # UnicodeDecodeError is a ValueError; EOF: empty
         raise ValueError(f"cannot read {what} from {path!r}: {exc or 'the file is empty'}") from None
     if data.size == 0:
@@ -113,6 +114,13 @@ def _index_header(first_line: str) -> bool:
     names = [v.strip() for v in first_line.split(",")]
     return (len(names) > 1 and not names[0] and all(names[1:])
             and (not any(_numeric([v]) for v in names[1:]) or names[1:] == [str(i) for i in range(len(names) - 1)]))
+
+
+def _row_ids(column) -> bool:
+    """Whether a column holds distinct whole numbers, as a table's row index does (a measured column rarely)."""
+    import numpy as np
+
+    return bool(np.all(np.mod(column, 1) == 0) and len(np.unique(column)) == len(column))
 
 
 def _pandas_header(fields: list[str], second_line: str) -> bool:

@@ -555,6 +555,10 @@ def test_cli_drops_the_row_index_that_pandas_writes_by_default(tmp_path, capsys)
     reference = np.loadtxt(tmp_path / "X.npy.txt")
     for name in ("named.csv", "unnamed.csv"):
         assert np.array_equal(np.loadtxt(tmp_path / f"{name}.txt"), reference)
+    # An empty first name above a column that is no row index (not distinct whole numbers) stays data.
+    (tmp_path / "blank.csv").write_text(",a,b\n" + "\n".join(f"{r[0]},{r[1]},{r[2]}" for r in X) + "\n")
+    assert main(["cluster", str(tmp_path / "blank.csv"), "-o", str(tmp_path / "blank.txt"), "-q"]) == 0
+    assert np.array_equal(np.loadtxt(tmp_path / "blank.txt"), reference)
     # A Series written the same way (index, value) gives its values, numbers or names.
     pd.Series(truth).to_csv(tmp_path / "truth.csv")
     pd.Series(np.where(truth == 0, "a", "b"), name="species").to_csv(tmp_path / "names.csv")
