@@ -36,6 +36,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 import skabc.spectral.arbiter as arbiter_module
+import skabc.spectral.candidates as candidates_module
 from skabc import ABCClustering
 from skabc.datasets import discretize_columns
 from skabc.spectral import knn
@@ -63,11 +64,16 @@ def make_table(seed: int, all_columns: bool) -> tuple[np.ndarray, np.ndarray, di
 
 
 def abc(X: np.ndarray, graph) -> np.ndarray:
-    arbiter_module.knn_graph = graph
+    # The candidates build the graph (skabc.spectral.candidates); the arbiter builds it where none of its
+    # candidates has (its kNN-partition variant).
+    modules = (candidates_module, arbiter_module)
+    for module in modules:
+        module.knn_graph = graph
     try:
         return ABCClustering(random_state=0).fit_predict(X)
     finally:
-        arbiter_module.knn_graph = DISTINCT_ROWS_GRAPH
+        for module in modules:
+            module.knn_graph = DISTINCT_ROWS_GRAPH
 
 
 def run(seeds_all: range, seeds_half: range) -> dict:

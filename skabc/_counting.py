@@ -74,6 +74,8 @@ def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed, c
         return (*step.cluster(affinity, eig_seed, seed), None)
     kernel, counting_step, arbiter = counting_setup(name, step)
     _, _, k, eigenvalues, chosen = arbiter.cluster(counting_step, kernel.affinity(counted), counted, eig_seed, seed)
+    if step.verbose:  # the arbiter above only counted: the partition is this affinity's, cut at its k
+        print(f"arbiter {name!r}: counted k={k} on the generic kernel's affinity; this affinity is cut into {k}")
     # Exactly SpectralClustering(n_clusters=k) on the model's affinity, ids renumbered as every k-unknown fit's;
     # given cut_random_state, seeded as SpectralClustering(random_state=cut_random_state) is.
     cut_seeds = (eig_seed, seed) if cut_random_state is None else (None, cut_random_state)

@@ -8,6 +8,7 @@ group after group so they are unique across groups.
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections.abc import Iterable, Mapping
 from itertools import pairwise
@@ -25,7 +26,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import densify, is_pairwise
 from ._subsample import draw_rows, extend_labels, spread_affinity
-from ._user_warnings import each_warning_once, warn_user
+from ._user_warnings import each_warning_once, recording_warnings, warn_user
 from ._validation import N_JOBS_CONSTRAINT
 from .exceptions import AffinityTooLargeError, SkabcWarning
 from .kernels import as_kernel
@@ -195,11 +196,13 @@ def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
     n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
     bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
-    tasks = (delayed(_cluster_chunk)(kernel, clustering, sets[a:b], seeds[a:b], max_samples, os.getpid())
+    caller = (os.getpid(), threading.get_ident())
+    tasks = (delayed(_cluster_chunk)(kernel, clustering, sets[a:b], seeds[a:b], max_samples, caller)
              for a, b in pairwise(bounds))
     chunks = Parallel(n_jobs=n_jobs)(tasks)
-    # Warnings raised in a worker process never reach the caller's filters: each chunk there records its own, and
-    # they are raised again here, so catch_warnings and simplefilter('error') see the same with any n_jobs or backend.
+    # Warnings raised in a worker process never reach the caller's filters, and those of a worker thread would point
+    # into the thread pool: each chunk there records its own, and they are raised again here, once each at the
+    # caller's line, so catch_warnings and simplefilter('error') see the same with any n_jobs or backend.
     for _, caught in chunks:
         for category, message in caught:
             warn_user(message, category)
@@ -254,18 +257,23 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
 
 
 def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_samples: int | None,
-                   caller_pid: int) -> tuple:
+                   caller: tuple[int, int]) -> tuple:
     """``_cluster_one`` over a chunk of sets, in order (one joblib task), and the warnings they raised.
 
-    In another process the warnings are recorded for the caller; in the caller's (one job, or joblib's
-    threading backend) they are raised as they come, into the caller's own filters: recording them there
-    would swap the process-global filters under threads running in parallel.
+    ``caller``: the process id and thread id of the caller.  On its own thread (one job) the warnings are raised
+    as they come; on another thread of its process (joblib's threading backend) the package's are recorded by a
+    context variable (a ``catch_warnings`` block would swap the process-global filters under threads running in
+    parallel); in another process every warning is recorded.
     """
     def run() -> list:
         return [_cluster_one(kernel, clustering, X, *seed, max_samples) for X, seed in zip(sets, seeds, strict=True)]
 
-    if os.getpid() == caller_pid:
-        return run(), []
+    if os.getpid() == caller[0]:
+        if threading.get_ident() == caller[1]:
+            return run(), []
+        with recording_warnings() as caught:
+            results = run()
+        return results, caught
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # the caller's filters decide when map_sets raises them again
         results = run()

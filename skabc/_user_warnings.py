@@ -24,8 +24,16 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _RAISED: ContextVar[set | None] = ContextVar("skabc_raised_warnings", default=None)
 
 
+#: Where :func:`recording_warnings` collects the package's warnings instead of raising them (``None``: raise).
+_RECORDER: ContextVar[list | None] = ContextVar("skabc_recorded_warnings", default=None)
+
+
 def warn_user(message: str, category: type[Warning] = SkabcWarning) -> None:
     """``warnings.warn(message, category)`` attributed to the first calling frame outside skabc."""
+    recorder = _RECORDER.get()
+    if recorder is not None:
+        recorder.append((category, message))
+        return
     raised = _RAISED.get()
     if raised is not None:
         if (category, message) in raised:
@@ -58,3 +66,19 @@ def each_warning_once():
     finally:
         if token is not None:
             _RAISED.reset(token)
+
+
+@contextlib.contextmanager
+def recording_warnings():
+    """Inside the block, the package's warnings are collected as ``(category, message)`` pairs, not raised.
+
+    For a worker thread: the caller raises them again on its own thread, where :func:`each_warning_once` and the
+    user's line are (a worker thread's stack ends in the thread pool).  A context variable, so threads running
+    in parallel neither see nor swap one another's record, as ``catch_warnings`` would.
+    """
+    caught: list = []
+    token = _RECORDER.set(caught)
+    try:
+        yield caught
+    finally:
+        _RECORDER.reset(token)

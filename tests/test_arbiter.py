@@ -637,3 +637,23 @@ def test_verbose_names_each_candidates_log_and_the_partition_kept(capsys):
     assert out.index(headers[0]) < out.index("Computing label assignment using")
     ABCClustering(random_state=0).fit(X)
     assert capsys.readouterr().out == ""
+
+
+def test_verbose_says_what_each_arbiter_kind_kept_and_survives_a_mixture_candidate(capsys):
+    """The line named the kernel candidate where the kNN-partition variant kept the kNN graph cut at its k, and
+    where a counting arbiter cut scikit-learn's affinity; a mixture candidate's header crashed (MixtureSource has
+    no partitions; probe /work/probe39d/r1_gmm_verbose.py, r3_verbose_kept.py)."""
+    X, _ = make_blobs(200, centers=3, random_state=0)
+    model = ABCClustering(arbiter="generic-knn", random_state=0, verbose=1).fit(X)
+    out = capsys.readouterr().out
+    if model.candidate_.startswith("knn-at-"):
+        assert "kept the kNN graph cut at " in out
+    else:
+        assert f"kept {model.candidate_} (k=" in out
+    ABCClustering(affinity="nearest_neighbors", random_state=0, verbose=1).fit(X)
+    assert "arbiter 'generic-count': counted k=" in capsys.readouterr().out
+    step = SpectralStep(n_clusters=None, max_clusters=10, selection="eigengap", verbose=1)
+    names = ("knn-eigengap", "gmm-bic")
+    found = candidate_partitions(step, np.ones((200, 200)), X, 0, 0, names)
+    assert [c.name for c in found] == list(names)
+    assert "candidate gmm-bic (k=" in capsys.readouterr().out

@@ -559,6 +559,13 @@ def test_cli_drops_the_row_index_that_pandas_writes_by_default(tmp_path, capsys)
     (tmp_path / "blank.csv").write_text(",a,b\n" + "\n".join(f"{r[0]},{r[1]},{r[2]}" for r in X) + "\n")
     assert main(["cluster", str(tmp_path / "blank.csv"), "-o", str(tmp_path / "blank.txt"), "-q"]) == 0
     assert np.array_equal(np.loadtxt(tmp_path / "blank.txt"), reference)
+    # An index of names is dropped too; a header wider than its rows is no index header.
+    pd.DataFrame(X, index=[f"row{i}" for i in range(len(X))]).to_csv(tmp_path / "names.csv")
+    assert main(["cluster", str(tmp_path / "names.csv"), "-o", str(tmp_path / "names.txt"), "-q"]) == 0
+    assert np.array_equal(np.loadtxt(tmp_path / "names.txt"), reference)
+    (tmp_path / "ragged.csv").write_text(",a,b\n" + "\n".join(f"{i},{r[0]}" for i, r in enumerate(X)) + "\n")
+    assert main(["cluster", str(tmp_path / "ragged.csv"), "-o", str(tmp_path / "ragged.txt"), "-q"]) == 0
+    assert len(np.loadtxt(tmp_path / "ragged.txt")) == len(X)
     # A Series written the same way (index, value) gives its values, numbers or names.
     pd.Series(truth).to_csv(tmp_path / "truth.csv")
     pd.Series(np.where(truth == 0, "a", "b"), name="species").to_csv(tmp_path / "names.csv")

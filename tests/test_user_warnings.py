@@ -147,9 +147,13 @@ def test_an_rbf_scale_far_too_small_for_x_is_said_once_at_the_callers_line():
     said = ours(caught, "leaves most points of a set with no neighbour")
     assert len(said) == 1 and said[0].category is SkabcWarning and said[0].filename == __file__
     assert "gamma is far too large" in str(said[0].message)
-    # At a scale that suits gamma, nothing is said.
+    # At a scale that suits gamma, nothing is said; nor for kernels without a gamma to blame (orthogonal points
+    # have cosine 0), where the advice would be wrong (probe /work/probe39d/r14_cosine_msg.py).
     assert not ours(caught_warnings(lambda: ABCClustering(affinity="rbf", random_state=0).fit(X, groups=groups)),
                     "no neighbour")
+    orthogonal = np.kron(np.eye(3), np.ones((10, 1)))  # 3 groups of identical one-hot rows
+    assert not ours(caught_warnings(lambda: ABCClustering(affinity="cosine", n_clusters=3, random_state=0).fit(
+        orthogonal + 1e-3 * np.random.default_rng(0).random((30, 3)))), "no neighbour")
 
 
 def test_a_column_vector_y_is_warned_of_once():
@@ -161,3 +165,18 @@ def test_a_column_vector_y_is_warned_of_once():
     kernel = ContextualKernel(**TINY)
     caught = caught_warnings(lambda: ABCClustering(kernel=kernel, random_state=0).fit(X, y[:, None], groups=groups))
     assert len([w for w in caught if issubclass(w.category, DataConversionWarning)]) == 1
+
+
+@pytest.mark.parametrize("backend", ["sequential", "threading", "loky"])
+def test_a_warning_of_every_set_is_said_once_at_the_callers_line_with_any_backend(backend):
+    """With joblib's threading backend each set's warning came once per set, attributed to the thread pool
+    (multiprocessing/pool.py): a worker thread's stack does not reach the caller (probe /work/probe39d/r4)."""
+    from joblib import parallel_config
+
+    X, _ = make_blobs(200, centers=3, random_state=0)
+    groups = np.repeat(np.arange(4), 50)
+    model = ABCClustering(affinity="rbf", gamma=1e4, n_clusters=3, arbiter=None, n_jobs=2, random_state=0)
+    with parallel_config(backend=backend):
+        caught = caught_warnings(lambda: model.fit(X, groups=groups))
+    said = ours(caught, "leaves most points of a set with no neighbour")
+    assert len(said) == 1 and said[0].filename == __file__

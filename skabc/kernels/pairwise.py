@@ -52,6 +52,8 @@ def _physical_memory_bytes() -> float | None:
 
 #: A point whose affinity to every other point is below this fraction of the largest affinity has no neighbour.
 NO_NEIGHBOUR = 1e-10
+#: Kernels ``exp(-gamma * distance)``: 1 on the diagonal, and 0 between every pair where ``gamma`` is far too large.
+DECAYING_KERNELS = ("rbf", "laplacian", "chi2")
 
 
 def _warn_if_points_have_no_neighbour(affinity: np.ndarray, metric) -> None:
@@ -62,7 +64,7 @@ def _warn_if_points_have_no_neighbour(affinity: np.ndarray, metric) -> None:
     for, and the labels mean nothing.
     """
     n = affinity.shape[0]
-    if n < 3:
+    if n < 3 or metric not in DECAYING_KERNELS:  # the others have no gamma to blame (cosine, linear, ...)
         return
     largest = max(float(affinity.max()), np.finfo(float).tiny)
     diagonal = affinity.diagonal().copy()
@@ -70,8 +72,7 @@ def _warn_if_points_have_no_neighbour(affinity: np.ndarray, metric) -> None:
     isolated = int(np.sum(affinity.max(axis=1) <= NO_NEIGHBOUR * largest))
     np.fill_diagonal(affinity, diagonal)
     if isolated > n // 2:
-        name = metric if isinstance(metric, str) else getattr(metric, "__name__", "callable")
-        warn_user(f"affinity={name!r} leaves most points of a set with no neighbour (every affinity to another point "
+        warn_user(f"affinity={metric!r} leaves most points of a set with no neighbour (every affinity to another point "
                   "is below 1e-10 of the largest): gamma is far too large for the distances in X, and the clusters "
                   "mean nothing. Standardise X (e.g. StandardScaler), lower gamma, or use "
                   "affinity='nearest_neighbors'.")

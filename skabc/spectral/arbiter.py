@@ -312,11 +312,14 @@ class Arbiter:
         candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
         best, scores = self.choose(candidates, np.shape(X)[1])
         c = candidates[best]
+        knn_partition = self.partition == "knn" and CANDIDATES[c.name][0] != "knn"
         if step.verbose:
-            weighed = ", ".join(f"{o.name} k={o.n_clusters} ({score:.2f})" for o, score in zip(candidates, scores,
-                                                                                             strict=True))
-            print(f"arbiter {self.name!r}: kept {c.name} (k={c.n_clusters}) of {weighed} (predicted ARI)")
-        if self.partition == "knn" and CANDIDATES[c.name][0] != "knn":
+            weighed = ", ".join(f"{o.name} k={o.n_clusters} ({score:.3f})"
+                                for o, score in zip(candidates, scores, strict=True))
+            kept = (f"the kNN graph cut at {c.name}'s k={c.n_clusters}" if knn_partition
+                    else f"{c.name} (k={c.n_clusters})")
+            print(f"arbiter {self.name!r}: kept {kept}; weighed {weighed} (predicted ARI)")
+        if knn_partition:
             # The kNN candidates' graph where the arbiter has one (every shipped arbiter does).
             graph = next((other.affinity for other in candidates if CANDIDATES[other.name][0] == "knn"), None)
             graph = knn_graph(X) if graph is None else graph

@@ -143,7 +143,8 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
         else:
             k, eigenvalues = found.k_by(rule, eigen_seed, seed)
         if step.verbose:  # the label assignments' logs that follow are this candidate's (an arbiter keeps one)
-            print(f"candidate {name} (k={k})" + (": the partition above" if k in found.partitions else ":"))
+            print(f"candidate {name} (k={k})" + (": the partition above" if k in getattr(found, "partitions", ())
+                                                 else ":"))
         found_by.append((name, found, found.labels_at(k, seed), eigenvalues))
     # Built once every rule has run: each candidate reads its affinity's whole spectrum.
     return [Candidate(name, labels, found.affinity, len(np.unique(labels)), eigenvalues,
