@@ -563,9 +563,12 @@ def test_cli_drops_the_row_index_that_pandas_writes_by_default(tmp_path, capsys)
     pd.DataFrame(X, index=[f"row{i}" for i in range(len(X))]).to_csv(tmp_path / "names.csv")
     assert main(["cluster", str(tmp_path / "names.csv"), "-o", str(tmp_path / "names.txt"), "-q"]) == 0
     assert np.array_equal(np.loadtxt(tmp_path / "names.txt"), reference)
-    (tmp_path / "ragged.csv").write_text(",a,b\n" + "\n".join(f"{i},{r[0]}" for i, r in enumerate(X)) + "\n")
-    assert main(["cluster", str(tmp_path / "ragged.csv"), "-o", str(tmp_path / "ragged.txt"), "-q"]) == 0
-    assert len(np.loadtxt(tmp_path / "ragged.txt")) == len(X)
+    two = np.c_[np.arange(len(X)), X[:, 0]]
+    np.save(tmp_path / "two.npy", two)
+    (tmp_path / "ragged.csv").write_text(",a,b\n" + "\n".join(f"{int(a)},{b:.17g}" for a, b in two) + "\n")
+    for name in ("two.npy", "ragged.csv"):
+        assert main(["cluster", str(tmp_path / name), "-o", str(tmp_path / f"{name}.txt"), "-q"]) == 0
+    assert np.array_equal(np.loadtxt(tmp_path / "ragged.csv.txt"), np.loadtxt(tmp_path / "two.npy.txt"))
     # A Series written the same way (index, value) gives its values, numbers or names.
     pd.Series(truth).to_csv(tmp_path / "truth.csv")
     pd.Series(np.where(truth == 0, "a", "b"), name="species").to_csv(tmp_path / "names.csv")
