@@ -26,7 +26,6 @@ absolute error of the estimated k) and writes the JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -128,12 +127,10 @@ def main(argv=None) -> int:
     result = run(args.seeds, args.centres)
     result["command"] = "python benchmarks/many_clusters.py " + " ".join(argv if argv is not None else sys.argv[1:])
     print(table(result["summary"]))
-    from result_files import output_path
+    from result_files import write_result
 
     partial = args.seeds < DEFAULT_SEEDS or not set(CENTRES) <= set(args.centres)
-    path = output_path("many_clusters.json", partial, args.output)
-    path.write_text(json.dumps(result, indent=1))
-    print(f"wrote {path}")
+    write_result("many_clusters.json", result, partial, args.output)
     return 0
 
 

@@ -24,7 +24,6 @@ mean k that ABC found against the true k) and writes the JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -179,13 +178,11 @@ def main(argv=None) -> int:
     result = run(names, args.seeds, args.sizes)
     result["command"] = " ".join(["python benchmarks/plain_tables.py", *(argv if argv is not None else sys.argv[1:])])
     print(table(result["summary"]))
-    from result_files import output_path
+    from result_files import write_result
 
     partial = (args.seeds < DEFAULT_SEEDS or not set(DEFAULT_SIZES) <= set(args.sizes)
                or not set(SCENARIOS) <= set(names))
-    path = output_path("plain_tables.json", partial, args.output)
-    path.write_text(json.dumps(result, indent=1))
-    print(f"wrote {path}")
+    write_result("plain_tables.json", result, partial, args.output)
     return 0
 
 

@@ -7,6 +7,7 @@ less than the file under ``benchmarks/results/`` that the docs quote: by default
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -34,3 +35,12 @@ def output_path(name: str, partial: bool, output: str | None = None) -> Path:
               "(pass --output to choose)", flush=True)
         return partial_path
     return RESULTS / name
+
+
+def write_result(name: str, result: dict, partial: bool, output: str | None = None) -> Path:
+    """Write ``result`` as indented JSON to :func:`output_path`'s file and say where; returns the path."""
+    path = output_path(name, partial, output)
+    path.parent.mkdir(parents=True, exist_ok=True)  # an --output in a folder not made yet
+    path.write_text(json.dumps(result, indent=1))
+    print(f"wrote {path}")
+    return path

@@ -18,7 +18,6 @@ Prints a markdown table and writes the JSON; skipped (exit 0) when the data are 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -119,12 +118,9 @@ def main(argv=None) -> int:
           f"{summary['ABC']['mean']:.3f} (seed means {summary['ABC']['min_seed_mean']:.3f}-"
           f"{summary['ABC']['max_seed_mean']:.3f}); SpectralClustering kNN given k {summary['SC_nn']['mean']:.3f}; "
           f"sets whose score moves with the seed: {', '.join(summary['varying_sets']) or 'none'}")
-    from result_files import output_path
+    from result_files import write_result
 
-    path = output_path("seed_spread.json", args.seeds < DEFAULT_SEEDS, args.output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1))
-    print(f"wrote {path}")
+    write_result("seed_spread.json", result, args.seeds < DEFAULT_SEEDS, args.output)
     return 0
 
 

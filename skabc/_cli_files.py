@@ -91,14 +91,15 @@ def read_array(path: str, what: str, ndim: int):
             fields = [v for v in first.split(",") if v.strip()]
             # pandas' row index: a first header name left empty over as many fields as every row has.  An index of
             # names is dropped as it is read; one of numbers only where they are distinct whole numbers.
-            index_column = _index_header(first) and len(first.split(",")) == len(second.split(","))
-            named_index = index_column and not _numeric([second.split(",")[0]])
+            header, row = first.split(","), second.split(",")
+            index_column = _index_header(first) and len(header) == len(row)
+            named_index = index_column and not _numeric(row[:1])
             skip = 1 if index_column or (fields and (not any(_numeric([v]) for v in fields)
                                                      or _pandas_header(fields, second))) else 0
             with warnings.catch_warnings():  # an empty file is refused below, by name
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig",
-                                  usecols=range(1, len(first.split(","))) if named_index else None)
+                                  usecols=range(1, len(header)) if named_index else None)
             if index_column and not named_index and data.shape[1] > 1 and _row_ids(data[:, 0]):
                 data = data[:, 1:]
     except (OSError, ValueError, EOFError, MemoryError) as exc:  # UnicodeDecodeError is a ValueError; EOF: empty

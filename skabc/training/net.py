@@ -41,7 +41,7 @@ from .callbacks import (
     close_progress_bars,
 )
 from .divergence import diverged_error
-from .early_stopping import TimeLimit, planned_stop
+from .early_stopping import TimeLimit, interrupted_by_user
 
 #: Largest training set for which the allocator is tuned while training (:func:`skabc._runtime.tuned_allocator`).
 #: Larger, variable sets make buffers of many sizes that, kept on the heap, fragment it: batches of 8 sets of
@@ -424,7 +424,7 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
                   "(n_training_sets_ counts finished epochs: 0). Raise max_time, or lower sets_per_epoch, to "
                   "train it.", SkabcWarning)
         return
-    if finished >= kernel.max_epochs or planned_stop(net):
+    if not interrupted_by_user(net):
         return
     if validation is not None and validation.best_epoch_ > 0:  # its on_train_end restored the best weights
         kept = f"the best validation score so far ({validation.best_score_:.4f} ARI)"
