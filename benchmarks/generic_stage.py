@@ -17,6 +17,7 @@ import torch
 
 from skabc import ContextualKernel
 from skabc.datasets import make_clustering_sets
+from skabc.sampling import SampledSetsDataset
 
 
 def run_stage(kernel_params: dict, directory: Path, pool: dict, families: dict, seed: int, threads: int,
@@ -31,7 +32,7 @@ def run_stage(kernel_params: dict, directory: Path, pool: dict, families: dict, 
 
     from skabc._runtime import seeded_torch, tune_allocator
     from skabc.nn.build import set_transform
-    from skabc.sampling import ClusterSetSampler, SampledSetsDataset
+    from skabc.sampling import ClusterSetSampler
     from skabc.training.net import make_net
 
     torch.set_num_threads(threads)
@@ -83,3 +84,76 @@ def export_checkpoint(kernel_params: dict, directory: Path, path: str) -> None:
     kernel.save(path)
     history = json.loads((directory / "history.json").read_text())
     print(f"exported epoch {len(history)} (train loss {history[-1].get('train_loss'):.4f}) to {path}")
+
+
+class FreshPoolDataset(SampledSetsDataset):
+    """``n_sets`` whole prior sets per epoch, a new pool every epoch; epoch ``e`` depends only on ``seed + e``.
+
+    Each training set is one whole pool set (subsets distort the densities the local geometry describes);
+    batches group sets of similar size (less padding) and their order is shuffled.  ``set_transform`` (the
+    kernel's input transform) is given by :func:`train_fresh_pools`.
+    """
+
+    def __init__(self, n_sets: int, batch_size: int, seed: int, families: dict, pool: dict) -> None:
+        self.n_sets, self.batch_size, self.seed = int(n_sets), int(batch_size), int(seed)
+        self.families, self.pool = dict(families), dict(pool)
+        self.set_transform = None
+        self.epoch, self._drawn_epoch, self._sets = 0, None, []
+
+    def _draw(self) -> None:
+        X, y, groups = make_clustering_sets(n_sets=self.n_sets, families=self.families,
+                                            random_state=self.seed + self.epoch, **self.pool)
+        sets = [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
+        by_size = sorted(range(len(sets)), key=lambda i: len(sets[i][1]))
+        batches = [by_size[i:i + self.batch_size] for i in range(0, len(by_size), self.batch_size)]
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(batches))
+        self._sets = [sets[i] for b in order for i in batches[b]]
+        self._drawn_epoch = self.epoch
+
+    def __getitem__(self, i: int):
+        if self._drawn_epoch != self.epoch:
+            self._draw()
+        points, labels = self._sets[i]
+        return self.set_transform(points), labels
+
+
+def train_fresh_pools(kernel_params: dict, directory: Path, build: Callable[[ContextualKernel], torch.nn.Module],
+                      dataset: FreshPoolDataset, seed: int, cpu_budget_seconds: float, threads: int,
+                      stop_after_minutes: float | None, label: str) -> dict:
+    """Train (or resume) one epoch at a time until the schedule, the CPU budget or the wall-time stop ends.
+
+    ``time.json`` in ``directory`` adds up every run's CPU time after every epoch, so an interrupted run loses
+    at most one epoch's count.  ``build(kernel)`` gives the network (called inside the seeded block); a
+    checkpoint in ``directory`` replaces its weights when training resumes.  Returns the ``time.json`` record.
+    """
+    from skabc._runtime import seeded_torch, tune_allocator
+    from skabc.nn.build import set_transform
+    from skabc.training.net import make_net
+
+    torch.set_num_threads(threads)
+    tune_allocator()
+    directory.mkdir(parents=True, exist_ok=True)
+    timing = directory / "time.json"
+    record = json.loads(timing.read_text()) if timing.exists() else {"cpu_seconds": 0.0, "runs": 0}
+    record["runs"] += 1
+    spent_before, cpu, wall = record["cpu_seconds"], time.process_time(), time.perf_counter()
+    kernel = ContextualKernel(**kernel_params, checkpoint_dir=directory, verbose=1)
+    dataset.set_transform = set_transform(kernel)
+    epochs = kernel_params["max_epochs"]
+    total_steps = epochs * (kernel_params["sets_per_epoch"] // kernel_params["batch_size"])
+    with seeded_torch(seed, torch.device("cpu")):
+        net = make_net(kernel, build(kernel), torch.device("cpu"), total_steps)
+        net.initialize()
+        while True:
+            history = directory / "history.json"
+            done = len(json.loads(history.read_text())) if history.exists() else 0
+            spent = spent_before + time.process_time() - cpu
+            out_of_time = stop_after_minutes is not None and time.perf_counter() - wall > 60 * stop_after_minutes
+            if done >= epochs or spent >= cpu_budget_seconds or out_of_time:
+                break
+            net.partial_fit(dataset, y=None, epochs=1)  # one at a time: time.json counts every epoch
+            record.update(cpu_seconds=spent_before + time.process_time() - cpu, epochs=len(net.history),
+                          threads=threads, train_loss=float(net.history[-1, "train_loss"]))
+            timing.write_text(json.dumps(record))
+    print(f"{label}: {record}", flush=True)
+    return record

@@ -69,7 +69,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -78,11 +77,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_generic_v2 as v2
 import train_generic_v3 as v3
-from generic_stage import checkpoint_kernel, export_checkpoint
+from generic_stage import FreshPoolDataset, checkpoint_kernel, export_checkpoint, train_fresh_pools
 
 from skabc import ContextualKernel
 from skabc.datasets import make_clustering_sets
-from skabc.sampling import SampledSetsDataset, collate_sets
+from skabc.sampling import collate_sets
 
 ROOT = v2.ROOT
 DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "generic_v5"
@@ -100,62 +99,13 @@ KERNEL = {**v2.KERNEL, "init": "scratch", "lr": PEAK_LR, "weight_decay": 0.01, "
           "sets_per_epoch": SETS_PER_EPOCH, "max_epochs": EPOCHS, "set_size": 500, "random_state": 0}
 
 
-class FreshPoolDataset(SampledSetsDataset):
-    """``n_sets`` whole prior sets per epoch, a new pool every epoch; epoch ``e`` depends only on ``seed + e``."""
-
-    def __init__(self, n_sets: int, batch_size: int, seed: int, set_transform) -> None:
-        self.n_sets, self.batch_size, self.seed = int(n_sets), int(batch_size), int(seed)
-        self.set_transform = set_transform
-        self.epoch, self._drawn_epoch, self._sets = 0, None, []
-
-    def _draw(self) -> None:
-        X, y, groups = make_clustering_sets(n_sets=self.n_sets, families=FAMILIES, random_state=self.seed + self.epoch,
-                                            **POOL)
-        sets = [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
-        by_size = sorted(range(len(sets)), key=lambda i: len(sets[i][1]))
-        batches = [by_size[i:i + self.batch_size] for i in range(0, len(by_size), self.batch_size)]
-        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(batches))
-        self._sets = [sets[i] for b in order for i in batches[b]]
-        self._drawn_epoch = self.epoch
-
-    def __getitem__(self, i: int):
-        if self._drawn_epoch != self.epoch:
-            self._draw()
-        points, labels = self._sets[i]
-        return self.set_transform(points), labels
-
-
 def train(threads: int, stop_after_minutes: float | None) -> None:
     """Train (or resume) until the schedule, the CPU budget or ``stop_after_minutes`` of wall time ends."""
-    from skabc._runtime import seeded_torch, tune_allocator
-    from skabc.nn.build import build_module, set_transform
-    from skabc.training.net import make_net
+    from skabc.nn.build import build_module
 
-    torch.set_num_threads(threads)
-    tune_allocator()
-    DIRECTORY.mkdir(parents=True, exist_ok=True)
-    timing = DIRECTORY / "time.json"
-    record = json.loads(timing.read_text()) if timing.exists() else {"cpu_seconds": 0.0, "runs": 0}
-    record["runs"] += 1
-    spent_before, cpu, wall = record["cpu_seconds"], time.process_time(), time.perf_counter()
-    kernel = ContextualKernel(**KERNEL, checkpoint_dir=DIRECTORY, verbose=1)
-    dataset = FreshPoolDataset(SETS_PER_EPOCH, BATCH_SIZE, SEED, set_transform(kernel))
-    total_steps = EPOCHS * (SETS_PER_EPOCH // BATCH_SIZE)
-    with seeded_torch(SEED, torch.device("cpu")):
-        net = make_net(kernel, build_module(kernel, KERNEL["canonical_features"]), torch.device("cpu"), total_steps)
-        net.initialize()
-        while True:
-            history = DIRECTORY / "history.json"
-            done = len(json.loads(history.read_text())) if history.exists() else 0
-            spent = spent_before + time.process_time() - cpu
-            out_of_time = stop_after_minutes is not None and time.perf_counter() - wall > 60 * stop_after_minutes
-            if done >= EPOCHS or spent >= CPU_BUDGET_SECONDS or out_of_time:
-                break
-            net.partial_fit(dataset, y=None, epochs=1)  # one at a time: time.json counts every epoch
-            record.update(cpu_seconds=spent_before + time.process_time() - cpu, epochs=len(net.history),
-                          threads=threads, train_loss=float(net.history[-1, "train_loss"]))
-            timing.write_text(json.dumps(record))
-    print(f"generic v5: {record}", flush=True)
+    train_fresh_pools(KERNEL, DIRECTORY, lambda kernel: build_module(kernel, KERNEL["canonical_features"]),
+                      FreshPoolDataset(SETS_PER_EPOCH, BATCH_SIZE, SEED, FAMILIES, POOL), SEED,
+                      CPU_BUDGET_SECONDS, threads, stop_after_minutes, "generic v5")
 
 
 def validation_sets() -> list:

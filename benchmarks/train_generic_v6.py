@@ -1,0 +1,144 @@
+"""Recipe of a candidate generic kernel v6: the shipped kernel fine-tuned on a prior that holds plain tables.
+
+Usage
+-----
+python benchmarks/train_generic_v6.py --train [--threads 1] [--stop-after MINUTES]  # resumable, checkpointed
+python benchmarks/train_generic_v6.py --evaluate                 # held-out BCE: latest checkpoint vs shipped kernel
+python benchmarks/train_generic_v6.py --export OUT.safetensors   # the latest checkpoint as a kernel file
+python benchmarks/train_generic_v6.py --compare OUT.safetensors  # step 2 of the ship rule (below)
+
+Why.  ``ABCClustering()`` fails on tables whose clusters differ in a few of their columns (Session 39,
+``benchmarks/plain_tables.py``: two Gaussian clusters apart along one column of five, ARI 0.505 against 0.974 for
+a Gaussian mixture with k by BIC).  Standardised per column, such clusters are flat slabs side by side, and
+every family the shipped kernel was trained on is embedded at a random orientation, so it never saw one.  A new
+arbiter pool of such tables did not help (``train_arbiter.py``, the ``informative`` record): the kernel's own
+affinity must change.  v5 showed that training every weight from scratch inside the budget loses the 2-D shape
+sets the shipped kernel solves (clustbench (13) 0.438 against 0.565); so v6 starts from the shipped weights.
+
+Design (fixed 2026-12-04 before the first step, not changed during the run)
+---------------------------------------------------------------------------
+* Network: the shipped generic kernel, its architecture and its weights (``skabc/pretrained/generic.safetensors``);
+  every weight trains.
+* Data: every epoch a new pool of :data:`SETS_PER_EPOCH` whole sets (``generic_stage.FreshPoolDataset``,
+  ``random_state = SEED + epoch``), v5's prior (:data:`train_generic_v5.FAMILIES`, which keeps the families the
+  shipped kernel learned) plus the public family ``'informative'`` (:func:`skabc.datasets.make_informative_set`:
+  clusters apart in 1-4 columns beside pure-noise columns, never rotated) at weight 0.35 of 2.25, about one set in
+  six.  The seeds are used by no validation group, recipe or benchmark.
+* Optimisation: AdamW, peak lr :data:`PEAK_LR` (a fifth of v5's from-scratch rate: the weights are already
+  trained), weight decay 0.01, warm-up then cosine decay over :data:`EPOCHS` x 16 steps of 16 sets, gradient
+  norm clipped at 1.
+* Budget: at most :data:`CPU_BUDGET_SECONDS` of training (1.75 CPU-hours, ``time.json`` in the checkpoint folder
+  adds up every run's CPU time), one thread.  The shipped kernel's own training already exceeds issue 20's 8
+  CPU-hours (its card says so), so whatever this adds is reported on top of it.
+
+Ship rule (fixed with the design)
+---------------------------------
+1. ``--evaluate``: held-out BCE on :data:`VALIDATION_SEED`'s 128 sets of this prior below the shipped kernel's.
+2. ``--compare``: ``train_generic_v2.compare`` (the kernel alone, its best power and k rule) on the union of the
+   validation groups of v5 (``train_generic_v2.validation_groups`` + ``train_generic_v3.extra_groups``) and the
+   arbiter recipe's ``informative`` group (``train_arbiter.informative_group``, 40 sets, seed 4646): paired gain
+   over the shipped kernel above its standard error, no group down by more than 0.01.
+3. The arbiter recollected for the candidate (``train_arbiter.py --kernel ... --collect``, ``--fit`` with the
+   shipped design) and the pipeline (candidate + its arbiter) against the shipped one on the arbiter's validation
+   union with the ``informative`` group: the same rule.  Only then ``benchmarks/zero_shot.py --eval`` and the
+   issue's lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import train_generic_v2 as v2
+import train_generic_v3 as v3
+import train_generic_v5 as v5
+from generic_stage import FreshPoolDataset, checkpoint_kernel, export_checkpoint, train_fresh_pools
+
+from skabc import ContextualKernel
+from skabc.datasets import make_clustering_sets
+
+ROOT = v2.ROOT
+DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "generic_v6"
+SHIPPED = v5.SHIPPED
+SEED = 7_300_000
+VALIDATION_SEED = 7_299_999
+FAMILIES = {**v5.FAMILIES, "informative": 0.35}
+POOL = v5.POOL
+SETS_PER_EPOCH, BATCH_SIZE = 256, 16
+EPOCHS = 300
+PEAK_LR = 1e-4
+CPU_BUDGET_SECONDS = 1.75 * 3600
+KERNEL = {**v5.KERNEL, "lr": PEAK_LR, "max_epochs": EPOCHS}
+
+
+def shipped_network(kernel: ContextualKernel) -> torch.nn.Module:
+    """The network of ``kernel``'s architecture holding the shipped generic kernel's weights."""
+    from skabc.nn.build import build_module
+
+    module = build_module(kernel, KERNEL["canonical_features"])
+    module.load_state_dict(ContextualKernel.load(SHIPPED, device="cpu").module_.state_dict())
+    return module
+
+
+def train(threads: int, stop_after_minutes: float | None) -> None:
+    """Train (or resume) until the schedule, the CPU budget or ``stop_after_minutes`` of wall time ends."""
+    train_fresh_pools(KERNEL, DIRECTORY, shipped_network, FreshPoolDataset(SETS_PER_EPOCH, BATCH_SIZE, SEED, FAMILIES,
+                                                                           POOL),
+                      SEED, CPU_BUDGET_SECONDS, threads, stop_after_minutes, "generic v6")
+
+
+def validation_sets() -> list:
+    """128 held-out sets of the training prior (:data:`VALIDATION_SEED`)."""
+    X, y, groups = make_clustering_sets(n_sets=128, families=FAMILIES, random_state=VALIDATION_SEED, **POOL)
+    return [(X[groups == g], y[groups == g]) for g in sorted(set(groups))]
+
+
+def evaluate() -> dict:
+    """Held-out BCE of the latest checkpoint and of the shipped kernel (step 1 of the ship rule)."""
+    torch.set_num_threads(1)
+    sets = validation_sets()
+    candidate = checkpoint_kernel(KERNEL, DIRECTORY)
+    history = json.loads((DIRECTORY / "history.json").read_text())
+    result = {"epochs": len(history), "candidate_bce": v5.held_out_bce(candidate, sets),
+              "shipped_bce": v5.held_out_bce(ContextualKernel.load(SHIPPED, device="cpu"), sets)}
+    timing = DIRECTORY / "time.json"
+    if timing.exists():
+        result["cpu_seconds"] = json.loads(timing.read_text())["cpu_seconds"]
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--train", action="store_true")
+    action.add_argument("--evaluate", action="store_true")
+    action.add_argument("--export", metavar="OUT")
+    action.add_argument("--compare", metavar="CANDIDATE")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--stop-after", type=float, default=None, metavar="MINUTES")
+    parser.add_argument("--data-home", default=None)
+    args = parser.parse_args(argv)
+    if args.train:
+        train(args.threads, args.stop_after)
+    elif args.evaluate:
+        evaluate()
+    elif args.export:
+        export_checkpoint(KERNEL, DIRECTORY, args.export)
+    else:
+        import train_arbiter
+
+        home = Path(args.data_home) if args.data_home else ROOT.parent / "shared" / "data" / "clustbench"
+        v2.compare(args.data_home, args.threads, baseline=SHIPPED, candidate=Path(args.compare),
+                   extra_groups={**v3.extra_groups(home), **train_arbiter.informative_group()},
+                   out=ROOT / "benchmarks" / "results" / "generic_v6_compare.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
