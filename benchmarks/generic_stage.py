@@ -7,6 +7,7 @@ its CPU time to ``time.json`` in the checkpoint folder, so a run split into shor
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from collections.abc import Callable
@@ -157,3 +158,60 @@ def train_fresh_pools(kernel_params: dict, directory: Path, build: Callable[[Con
             timing.write_text(json.dumps(record))
     print(f"{label}: {record}", flush=True)
     return record
+
+
+def held_out_bce(kernel: ContextualKernel, sets: list) -> float:
+    """Mean same-cluster BCE of ``kernel``'s network over ``sets`` (each set its own batch)."""
+    from skabc.nn.build import set_transform
+    from skabc.nn.loss import SameClusterBCELoss
+    from skabc.sampling import collate_sets
+
+    transform, criterion, module = set_transform(kernel), SameClusterBCELoss(None), kernel.module_.eval()
+    losses = []
+    with torch.inference_mode():
+        for X, y in sets:
+            batch, labels = collate_sets([(transform(X), y)])
+            losses.append(float(criterion(module(**batch), labels)))
+    return float(np.mean(losses))
+
+
+def evaluate_checkpoint(kernel_params: dict, directory: Path, sets: list, shipped: Path) -> dict:
+    """Held-out BCE of the latest checkpoint in ``directory`` and of the ``shipped`` kernel file over ``sets``."""
+    torch.set_num_threads(1)
+    candidate = checkpoint_kernel(kernel_params, directory)
+    history = json.loads((directory / "history.json").read_text())
+    result = {"epochs": len(history), "candidate_bce": held_out_bce(candidate, sets),
+              "shipped_bce": held_out_bce(ContextualKernel.load(shipped, device="cpu"), sets)}
+    timing = directory / "time.json"
+    if timing.exists():
+        result["cpu_seconds"] = json.loads(timing.read_text())["cpu_seconds"]
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def recipe_main(argv, description: str, *, train: Callable, evaluate: Callable, export: Callable,
+                compare: Callable) -> int:
+    """The command line of a fresh-pool recipe: ``--train``, ``--evaluate``, ``--export OUT``, ``--compare FILE``.
+
+    ``train(threads, stop_after_minutes)``, ``evaluate()``, ``export(path)``, ``compare(candidate, data_home,
+    threads)``.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--train", action="store_true")
+    action.add_argument("--evaluate", action="store_true")
+    action.add_argument("--export", metavar="OUT")
+    action.add_argument("--compare", metavar="CANDIDATE")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--stop-after", type=float, default=None, metavar="MINUTES")
+    parser.add_argument("--data-home", default=None)
+    args = parser.parse_args(argv)
+    if args.train:
+        train(args.threads, args.stop_after)
+    elif args.evaluate:
+        evaluate()
+    elif args.export:
+        export(args.export)
+    else:
+        compare(Path(args.compare), args.data_home, args.threads)
+    return 0

@@ -66,22 +66,17 @@ Record (2026-12-02)
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_generic_v2 as v2
 import train_generic_v3 as v3
-from generic_stage import FreshPoolDataset, checkpoint_kernel, export_checkpoint, train_fresh_pools
+from generic_stage import FreshPoolDataset, evaluate_checkpoint, export_checkpoint, recipe_main, train_fresh_pools
 
-from skabc import ContextualKernel
 from skabc.datasets import make_clustering_sets
-from skabc.sampling import collate_sets
 
 ROOT = v2.ROOT
 DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "generic_v5"
@@ -114,57 +109,21 @@ def validation_sets() -> list:
     return [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
 
 
-def held_out_bce(kernel: ContextualKernel, sets: list) -> float:
-    """Mean same-cluster BCE of ``kernel``'s network over ``sets`` (each set its own batch)."""
-    from skabc.nn.build import set_transform
-    from skabc.nn.loss import SameClusterBCELoss
-
-    transform, criterion, module = set_transform(kernel), SameClusterBCELoss(None), kernel.module_.eval()
-    losses = []
-    with torch.inference_mode():
-        for X, y in sets:
-            batch, labels = collate_sets([(transform(X), y)])
-            losses.append(float(criterion(module(**batch), labels)))
-    return float(np.mean(losses))
-
-
 def evaluate() -> dict:
     """Held-out BCE of the latest checkpoint and of the shipped kernel (step 1 of the ship rule)."""
-    torch.set_num_threads(1)
-    sets = validation_sets()
-    candidate = checkpoint_kernel(KERNEL, DIRECTORY)
-    history = json.loads((DIRECTORY / "history.json").read_text())
-    result = {"epochs": len(history), "candidate_bce": held_out_bce(candidate, sets),
-              "shipped_bce": held_out_bce(ContextualKernel.load(SHIPPED, device="cpu"), sets)}
-    timing = DIRECTORY / "time.json"
-    if timing.exists():
-        result["cpu_seconds"] = json.loads(timing.read_text())["cpu_seconds"]
-    print(json.dumps(result), flush=True)
-    return result
+    return evaluate_checkpoint(KERNEL, DIRECTORY, validation_sets(), SHIPPED)
+
+
+def compare(candidate: Path, data_home: str | None, threads: int) -> None:
+    """Step 2 of the ship rule: ``candidate`` against the shipped kernel on the validation groups."""
+    home = Path(data_home) if data_home else ROOT.parent / "shared" / "data" / "clustbench"
+    v2.compare(data_home, threads, baseline=SHIPPED, candidate=candidate, extra_groups=v3.extra_groups(home),
+               out=ROOT / "benchmarks" / "results" / "generic_v5_compare.json")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--train", action="store_true")
-    action.add_argument("--evaluate", action="store_true")
-    action.add_argument("--export", metavar="OUT")
-    action.add_argument("--compare", metavar="CANDIDATE")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--stop-after", type=float, default=None, metavar="MINUTES")
-    parser.add_argument("--data-home", default=None)
-    args = parser.parse_args(argv)
-    if args.train:
-        train(args.threads, args.stop_after)
-    elif args.evaluate:
-        evaluate()
-    elif args.export:
-        export_checkpoint(KERNEL, DIRECTORY, args.export)
-    else:
-        home = Path(args.data_home) if args.data_home else ROOT.parent / "shared" / "data" / "clustbench"
-        v2.compare(args.data_home, args.threads, baseline=SHIPPED, candidate=Path(args.compare),
-                   extra_groups=v3.extra_groups(home), out=ROOT / "benchmarks" / "results" / "generic_v5_compare.json")
-    return 0
+    return recipe_main(argv, __doc__.split("\n\n")[0], train=train, evaluate=evaluate,
+                       export=lambda path: export_checkpoint(KERNEL, DIRECTORY, path), compare=compare)
 
 
 if __name__ == "__main__":
