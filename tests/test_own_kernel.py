@@ -789,3 +789,17 @@ def test_validation_scores_are_the_result_and_the_start_as_each_clusters(blobs, 
     assert [row["valid_ari"] for row in kernel.net_.history] == [0.1, 0.2, 0.3]
     assert kernel.validation_score_ != 0.3  # the mix as it clusters, not the best epoch's own score
     assert kernel.validation_score_ >= kernel.start_validation_score_
+
+
+def test_verbose_says_when_the_labels_leave_nothing_to_validate_on(blobs, capsys):
+    """With the default early stopping, labels too few to hold out a split train unchecked: verbose says so."""
+    X, y = blobs
+    few = np.flatnonzero(y < 3)[:45]  # 3 classes of about 15 rows: 20% of each is under 20 rows in all
+    plan.plan_training(ContextualKernel(**TINY_NET, **FAST, init="scratch", verbose=1), X[few], y[few], None)
+    assert "No validation: the labels leave fewer than 20 rows to hold out" in capsys.readouterr().out
+    plan.plan_training(ContextualKernel(**FAST, verbose=1), X[few], y[few], None)  # fine-tuning the generic kernel
+    assert "fine_tune_alpha=0.5 of the trained weights are kept" in capsys.readouterr().out
+    for params, rows in [({"verbose": 0}, few), ({"verbose": 1}, np.arange(len(y))),
+                         ({"verbose": 1, "max_epochs": 3}, few)]:  # quiet; a split; no early stopping asked
+        plan.plan_training(ContextualKernel(**TINY_NET, **FAST, init="scratch", **params), X[rows], y[rows], None)
+        assert capsys.readouterr().out == "", params

@@ -31,7 +31,7 @@ from .schedule import (
     auto_batch_size,
     training_schedule,
 )
-from .validation import draw_validation_sets, holds_out_groups, validation_split
+from .validation import MIN_VALIDATION_ROWS, draw_validation_sets, holds_out_groups, validation_split
 
 #: Parameters that define the network (its architecture and input map); the others say how to train or infer.
 NETWORK_PARAMS = ("attention", "n_inducing", "window_size", "window_attention", "attention_options", "compat",
@@ -226,6 +226,13 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
                                                               start_is_candidate=init != "scratch" or continuing)))
     if held_out is None and alpha < 1.0:
         callbacks.append(("start_weight_mix", StartWeightMix(alpha, start_state)))
+    if held_out is None and early_stopping and kernel.verbose:
+        # The default asked for validation and got none: without this line a log without scores says nothing why.
+        print(f"No validation: the labels leave fewer than {MIN_VALIDATION_ROWS} rows to hold out "
+              f"(validation_fraction={kernel.validation_fraction}), so no held-out set scores the training "
+              "against its start and no early stopping ends it"
+              + (f"; fine_tune_alpha={alpha:g} of the trained weights are kept." if alpha < 1.0 else "."),
+              flush=True)
     max_time = kernel.max_time
     if max_time == "auto":
         max_time = AUTO_MAX_TIME if schedule is not None else None
