@@ -42,6 +42,24 @@ Ship rule (fixed with the design)
    shipped design) and the pipeline (candidate + its arbiter) against the shipped one on the arbiter's validation
    union with the ``informative`` group: the same rule.  Only then ``benchmarks/zero_shot.py --eval`` and the
    issue's lines.
+
+Record (2026-12-04)
+-------------------
+* ``--train``: 300 epochs (4,800 steps of 16 sets, 76,800 sets never repeated) in one run on one thread, from 21:09
+  to 22:14 by ``date``, 3,843 CPU-seconds = **1.07 CPU-hours** (``time.json``).  Training loss 0.294 (mean of
+  epochs 1-15), 0.278 (61-75), 0.271 (epoch 300).  The candidate's weights:
+  ``benchmarks/weights/generic_v6_candidate.safetensors`` (``--export``; sha256 55e93517...).
+* Step 1 (``--evaluate``): held-out BCE **0.266** against the shipped kernel's 0.328 on the 128 validation sets of
+  this prior: passes.  It was already 0.266 at epoch 133 (a copy of that checkpoint), so the second half of the
+  schedule bought nothing on held-out sets.
+* Step 2 (``--compare``, ``benchmarks/results/generic_v6_compare.json``): **fails; not shipped.**  The kernel alone
+  at its best setting (A**8, consensus) against the shipped one at its best on these groups (A**4, plain eigengap),
+  union of 220 validation sets 0.674 against 0.667 (paired +0.007 +- 0.011): clustbench (13) 0.514 vs 0.601 and
+  gaussians 0.378 vs 0.406 fall; wide 0.688 vs 0.629 and gallery toys 0.927 vs 0.918 gain; the ``informative``
+  group, the failure the design aimed at, gains only 0.644 vs 0.636 (0.673 at the candidate's A**4 eigengap; a
+  Gaussian mixture with k by BIC scores 0.819 there, ``train_arbiter.py``'s informative record).  Like v5's, a
+  lower same-cluster loss did not give partitions that score higher with k unknown, and any change of the weights
+  so far has cost the 13 listed clustbench sets.
 """
 
 from __future__ import annotations
