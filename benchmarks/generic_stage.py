@@ -3,6 +3,9 @@
 A stage draws a pool of synthetic sets, trains a network (every weight, or those a ``trained`` prefix names)
 through :func:`skabc.training.net.make_net` with skorch checkpoints every epoch, resumes from them, and adds
 its CPU time to ``time.json`` in the checkpoint folder, so a run split into shorter ones loses nothing.
+
+Recipes that draw a new prior pool every epoch (v5, v6) share :class:`FreshPoolDataset`, the budgeted epoch loop
+:func:`train_fresh_pools`, the held-out BCE of a checkpoint and the command line :func:`recipe_main`.
 """
 
 from __future__ import annotations
