@@ -67,6 +67,13 @@ Record (2026-12-04)
   0.208 -> 0.267, parallel bands 0.157 -> 0.251, two scales 0.607 -> 0.607, correlated 0.565 -> 0.557; the controls
   1.000 / 0.999 -> 0.999 / 0.998.  So the pipeline fixes most of the plain slab and label-column failures, while
   the kernel alone gains little on the ``informative`` group (above), whose sets hold 2-8 closer clusters.
+* Step 3, also for information (``train_arbiter.py --kernel benchmarks/weights/generic_v6_candidate.safetensors
+  --collect prior`` in two parts and ``--collect validation``, 22:16-22:40 by ``date`` on two cores, the shipped
+  kernel's validation rows recollected the same day; then ``--fit --kernel ... --output
+  benchmarks/results/arbiter_v6_compare.json``): the candidate with an arbiter of its own (the shipped design)
+  against the shipped pipeline on the arbiter's 260 validation sets: union 0.681 vs 0.688 (paired -0.008 +- 0.011):
+  fails too.  clustbench (13) 0.578 vs 0.702, gallery toys 0.890 vs 0.922, synthetic 0.699 vs 0.712; informative
+  0.682 vs 0.652, gaussians 0.541 vs 0.469, wide 0.705 vs 0.693.
 """
 
 from __future__ import annotations
