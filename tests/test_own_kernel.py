@@ -796,10 +796,14 @@ def test_verbose_says_when_the_labels_leave_nothing_to_validate_on(blobs, capsys
     X, y = blobs
     few = np.flatnonzero(y < 3)[:45]  # 3 classes of about 15 rows: 20% of each is under 20 rows in all
     plan.plan_training(ContextualKernel(**TINY_NET, **FAST, init="scratch", verbose=1), X[few], y[few], None)
-    assert "No validation: the labels leave fewer than 20 rows to hold out" in capsys.readouterr().out
+    assert "No validation: these labels leave no useful held-out split" in capsys.readouterr().out
     plan.plan_training(ContextualKernel(**FAST, verbose=1), X[few], y[few], None)  # fine-tuning the generic kernel
     assert "fine_tune_alpha=0.5 of the trained weights are kept" in capsys.readouterr().out
     for params, rows in [({"verbose": 0}, few), ({"verbose": 1}, np.arange(len(y))),
                          ({"verbose": 1, "max_epochs": 3}, few)]:  # quiet; a split; no early stopping asked
         plan.plan_training(ContextualKernel(**TINY_NET, **FAST, init="scratch", **params), X[rows], y[rows], None)
         assert capsys.readouterr().out == "", params
+    with pytest.warns(UserWarning, match="early_stopping=True, but"):  # asked for explicitly: the warning says it
+        plan.plan_training(ContextualKernel(**TINY_NET, **FAST, init="scratch", early_stopping=True, verbose=1),
+                           X[few], y[few], None)
+    assert capsys.readouterr().out == ""

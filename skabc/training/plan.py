@@ -226,11 +226,12 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
                                                               start_is_candidate=init != "scratch" or continuing)))
     if held_out is None and alpha < 1.0:
         callbacks.append(("start_weight_mix", StartWeightMix(alpha, start_state)))
-    if held_out is None and early_stopping and kernel.verbose:
-        # The default asked for validation and got none: without this line a log without scores says nothing why.
-        print(f"No validation: the labels leave fewer than {MIN_VALIDATION_ROWS} rows to hold out "
-              f"(validation_fraction={kernel.validation_fraction}), so no held-out set scores the training "
-              "against its start and no early stopping ends it"
+    if held_out is None and early_stopping and kernel.early_stopping == "auto" and kernel.verbose:
+        # The default asked for validation and got none (asked for explicitly, a warning said so above): without
+        # this line a log without scores says nothing why.
+        print(f"No validation: these labels leave no useful held-out split (validation_fraction="
+              f"{kernel.validation_fraction} holds out fewer than {MIN_VALIDATION_ROWS} rows, or too few are left "
+              "to train on), so no held-out set scores the training against its start and no early stopping ends it"
               + (f"; fine_tune_alpha={alpha:g} of the trained weights are kept." if alpha < 1.0 else "."),
               flush=True)
     max_time = kernel.max_time
