@@ -8,7 +8,7 @@ python benchmarks/train_generic_v6.py --export OUT.safetensors   # the latest ch
 python benchmarks/train_generic_v6.py --compare OUT.safetensors  # step 2 of the ship rule (below)
 
 Why.  ``ABCClustering()`` fails on tables whose clusters differ in a few of their columns (Session 39,
-``benchmarks/plain_tables.py``: two Gaussian clusters apart along one column of five, ARI 0.505 against 0.974 for
+``benchmarks/plain_tables.py``: two Gaussian clusters apart along one of 3 columns, ARI 0.505 against 0.974 for
 a Gaussian mixture with k by BIC).  Standardised per column, such clusters are flat slabs side by side, and
 every family the shipped kernel was trained on is embedded at a random orientation, so it never saw one.  A new
 arbiter pool of such tables did not help (``train_arbiter.py``, the ``informative`` record): the kernel's own
@@ -18,7 +18,8 @@ sets the shipped kernel solves (clustbench (13) 0.438 against 0.565); so v6 star
 Design (fixed 2026-12-04 before the first step, not changed during the run)
 ---------------------------------------------------------------------------
 * Network: the shipped generic kernel, its architecture and its weights (``skabc/pretrained/generic.safetensors``);
-  every weight trains.
+  every weight trains.  (The recipe loads those weights into the network itself, so the exported file's ``init``
+  parameter reads ``'scratch'``, as v5's does.)
 * Data: every epoch a new pool of :data:`SETS_PER_EPOCH` whole sets (``generic_stage.FreshPoolDataset``,
   ``random_state = SEED + epoch``), v5's prior (:data:`train_generic_v5.FAMILIES`, which keeps the families the
   shipped kernel learned) plus the public family ``'informative'`` (:func:`skabc.datasets.make_informative_set`:
@@ -71,7 +72,7 @@ Record (2026-12-04)
   --collect prior`` in two parts and ``--collect validation``, 22:16-22:40 by ``date`` on two cores, the shipped
   kernel's validation rows recollected the same day; then ``--fit --kernel ... --output
   benchmarks/results/arbiter_v6_compare.json``): the candidate with an arbiter of its own (the shipped design)
-  against the shipped pipeline on the arbiter's 260 validation sets: union 0.681 vs 0.688 (paired -0.008 +- 0.011):
+  against the shipped pipeline on the arbiter's 260 validation sets: union 0.681 vs 0.688 (paired -0.007 +- 0.011):
   fails too.  clustbench (13) 0.578 vs 0.702, gallery toys 0.890 vs 0.922, synthetic 0.699 vs 0.712; informative
   0.682 vs 0.652, gaussians 0.541 vs 0.469, wide 0.705 vs 0.693.
 """

@@ -803,6 +803,10 @@ def test_verbose_says_when_the_labels_leave_nothing_to_validate_on(blobs, capsys
                          ({"verbose": 1, "max_epochs": 3}, few)]:  # quiet; a split; no early stopping asked
         plan.plan_training(ContextualKernel(**TINY_NET, **FAST, init="scratch", **params), X[rows], y[rows], None)
         assert capsys.readouterr().out == "", params
+    groups = np.r_[np.zeros(200, dtype=int), np.ones(40, dtype=int)]  # group 1 holds a single labelled row
+    one_group = np.where(np.arange(len(y)) > 200, -1, y)
+    plan.plan_training(ContextualKernel(**TINY_NET, **FAST, init="scratch", verbose=1), X, one_group, groups)
+    assert "with groups 2 groups of 2 or more labelled rows" in capsys.readouterr().out
     with pytest.warns(UserWarning, match="early_stopping=True, but"):  # asked for explicitly: the warning says it
         plan.plan_training(ContextualKernel(**TINY_NET, **FAST, init="scratch", early_stopping=True, verbose=1),
                            X[few], y[few], None)

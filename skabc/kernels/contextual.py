@@ -137,8 +137,9 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         others), ``k`` unknown, after every epoch; keep the best weights,
         the starting ones included; stop after ``n_iter_no_change`` epochs
         without progress.  ``'auto'``: on with ``max_epochs='auto'``.  Labels
-        that leave fewer than 20 rows to hold out train without validation
-        (said with ``verbose=1``; ``early_stopping=True`` warns).
+        with no useful split (under 20 rows held out, or fewer than two
+        groups of two labelled rows) train without validation (said with
+        ``verbose=1``; ``early_stopping=True`` warns).
     validation_fraction : float, default=0.2
         Share of the groups, or of the classes and rows, held out.
     n_iter_no_change : int, default=5

@@ -230,8 +230,9 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         # The default asked for validation and got none (asked for explicitly, a warning said so above): without
         # this line a log without scores says nothing why.
         print(f"No validation: these labels leave no useful held-out split (validation_fraction="
-              f"{kernel.validation_fraction} holds out fewer than {MIN_VALIDATION_ROWS} rows, or too few are left "
-              "to train on), so no held-out set scores the training against its start and no early stopping ends it"
+              f"{kernel.validation_fraction}; a split needs at least {MIN_VALIDATION_ROWS} held-out rows and 2 left "
+              "to train on, and with groups 2 groups of 2 or more labelled rows), so no held-out set scores the "
+              "training against its start and no early stopping ends it"
               + (f"; fine_tune_alpha={alpha:g} of the trained weights are kept." if alpha < 1.0 else "."),
               flush=True)
     max_time = kernel.max_time
