@@ -192,12 +192,20 @@ def evaluate_checkpoint(kernel_params: dict, directory: Path, sets: list, shippe
     return result
 
 
-def recipe_main(argv, description: str, *, train: Callable, evaluate: Callable, export: Callable,
-                compare: Callable) -> int:
+def prior_validation_sets(families: dict, pool: dict, seed: int, n_sets: int = 128) -> list:
+    """``n_sets`` held-out sets of a recipe's training prior, drawn from ``seed``, as (X, y) pairs."""
+    X, y, groups = make_clustering_sets(n_sets=n_sets, families=families, random_state=seed, **pool)
+    return [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
+
+
+def recipe_main(argv, description: str, *, train: Callable, kernel_params: dict, directory: Path, shipped: Path,
+                validation_sets: Callable[[], list], extra_groups: Callable[[Path], dict], out: Path) -> int:
     """The command line of a fresh-pool recipe: ``--train``, ``--evaluate``, ``--export OUT``, ``--compare FILE``.
 
-    ``train(threads, stop_after_minutes)``, ``evaluate()``, ``export(path)``, ``compare(candidate, data_home,
-    threads)``.
+    ``train(threads, stop_after_minutes)`` trains; ``--evaluate`` is :func:`evaluate_checkpoint` on
+    ``validation_sets()``; ``--export`` writes the latest checkpoint of ``directory``; ``--compare`` is
+    ``train_generic_v2.compare`` against ``shipped`` on its validation groups plus ``extra_groups(clustbench
+    folder)``, written to ``out``.
     """
     parser = argparse.ArgumentParser(description=description)
     action = parser.add_mutually_exclusive_group(required=True)
@@ -212,9 +220,13 @@ def recipe_main(argv, description: str, *, train: Callable, evaluate: Callable, 
     if args.train:
         train(args.threads, args.stop_after)
     elif args.evaluate:
-        evaluate()
+        evaluate_checkpoint(kernel_params, directory, validation_sets(), shipped)
     elif args.export:
-        export(args.export)
+        export_checkpoint(kernel_params, directory, args.export)
     else:
-        compare(Path(args.compare), args.data_home, args.threads)
+        import train_generic_v2 as v2  # not at the top: v2's stages import this module
+
+        home = Path(args.data_home) if args.data_home else v2.ROOT.parent / "shared" / "data" / "clustbench"
+        v2.compare(args.data_home, args.threads, baseline=shipped, candidate=Path(args.compare),
+                   extra_groups=extra_groups(home), out=out)
     return 0

@@ -69,14 +69,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_generic_v2 as v2
 import train_generic_v3 as v3
-from generic_stage import FreshPoolDataset, evaluate_checkpoint, export_checkpoint, recipe_main, train_fresh_pools
-
-from skabc.datasets import make_clustering_sets
+from generic_stage import FreshPoolDataset, prior_validation_sets, recipe_main, train_fresh_pools
 
 ROOT = v2.ROOT
 DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "generic_v5"
@@ -103,27 +99,10 @@ def train(threads: int, stop_after_minutes: float | None) -> None:
                       CPU_BUDGET_SECONDS, threads, stop_after_minutes, "generic v5")
 
 
-def validation_sets() -> list:
-    """128 held-out sets of the training prior (:data:`VALIDATION_SEED`)."""
-    X, y, groups = make_clustering_sets(n_sets=128, families=FAMILIES, random_state=VALIDATION_SEED, **POOL)
-    return [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
-
-
-def evaluate() -> dict:
-    """Held-out BCE of the latest checkpoint and of the shipped kernel (step 1 of the ship rule)."""
-    return evaluate_checkpoint(KERNEL, DIRECTORY, validation_sets(), SHIPPED)
-
-
-def compare(candidate: Path, data_home: str | None, threads: int) -> None:
-    """Step 2 of the ship rule: ``candidate`` against the shipped kernel on the validation groups."""
-    home = Path(data_home) if data_home else ROOT.parent / "shared" / "data" / "clustbench"
-    v2.compare(data_home, threads, baseline=SHIPPED, candidate=candidate, extra_groups=v3.extra_groups(home),
-               out=ROOT / "benchmarks" / "results" / "generic_v5_compare.json")
-
-
 def main(argv=None) -> int:
-    return recipe_main(argv, __doc__.split("\n\n")[0], train=train, evaluate=evaluate,
-                       export=lambda path: export_checkpoint(KERNEL, DIRECTORY, path), compare=compare)
+    return recipe_main(argv, __doc__.split("\n\n")[0], train=train, kernel_params=KERNEL, directory=DIRECTORY,
+                       shipped=SHIPPED, validation_sets=lambda: prior_validation_sets(FAMILIES, POOL, VALIDATION_SEED),
+                       extra_groups=v3.extra_groups, out=ROOT / "benchmarks" / "results" / "generic_v5_compare.json")
 
 
 if __name__ == "__main__":

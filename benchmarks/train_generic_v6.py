@@ -88,10 +88,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_generic_v2 as v2
 import train_generic_v3 as v3
 import train_generic_v5 as v5
-from generic_stage import FreshPoolDataset, evaluate_checkpoint, export_checkpoint, recipe_main, train_fresh_pools
+from generic_stage import FreshPoolDataset, prior_validation_sets, recipe_main, train_fresh_pools
 
 from skabc import ContextualKernel
-from skabc.datasets import make_clustering_sets
 
 ROOT = v2.ROOT
 DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "generic_v6"
@@ -123,30 +122,17 @@ def train(threads: int, stop_after_minutes: float | None) -> None:
                       SEED, CPU_BUDGET_SECONDS, threads, stop_after_minutes, "generic v6")
 
 
-def validation_sets() -> list:
-    """128 held-out sets of the training prior (:data:`VALIDATION_SEED`)."""
-    X, y, groups = make_clustering_sets(n_sets=128, families=FAMILIES, random_state=VALIDATION_SEED, **POOL)
-    return [(X[groups == g], y[groups == g]) for g in sorted(set(groups))]
-
-
-def evaluate() -> dict:
-    """Held-out BCE of the latest checkpoint and of the shipped kernel (step 1 of the ship rule)."""
-    return evaluate_checkpoint(KERNEL, DIRECTORY, validation_sets(), SHIPPED)
-
-
-def compare(candidate: Path, data_home: str | None, threads: int) -> None:
-    """Step 2 of the ship rule: ``candidate`` against the shipped kernel on v5's groups and ``informative``."""
+def extra_groups(home: Path) -> dict:
+    """Step 2's groups besides train_generic_v2's: v5's and the arbiter recipe's ``informative``."""
     import train_arbiter
 
-    home = Path(data_home) if data_home else ROOT.parent / "shared" / "data" / "clustbench"
-    v2.compare(data_home, threads, baseline=SHIPPED, candidate=candidate,
-               extra_groups={**v3.extra_groups(home), **train_arbiter.informative_group()},
-               out=ROOT / "benchmarks" / "results" / "generic_v6_compare.json")
+    return {**v3.extra_groups(home), **train_arbiter.informative_group()}
 
 
 def main(argv=None) -> int:
-    return recipe_main(argv, __doc__.split("\n\n")[0], train=train, evaluate=evaluate,
-                       export=lambda path: export_checkpoint(KERNEL, DIRECTORY, path), compare=compare)
+    return recipe_main(argv, __doc__.split("\n\n")[0], train=train, kernel_params=KERNEL, directory=DIRECTORY,
+                       shipped=SHIPPED, validation_sets=lambda: prior_validation_sets(FAMILIES, POOL, VALIDATION_SEED),
+                       extra_groups=extra_groups, out=ROOT / "benchmarks" / "results" / "generic_v6_compare.json")
 
 
 if __name__ == "__main__":
