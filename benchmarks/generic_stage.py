@@ -123,12 +123,14 @@ class FreshPoolDataset(SampledSetsDataset):
 
 def train_fresh_pools(kernel_params: dict, directory: Path, build: Callable[[ContextualKernel], torch.nn.Module],
                       dataset: FreshPoolDataset, seed: int, cpu_budget_seconds: float, threads: int,
-                      stop_after_minutes: float | None, label: str) -> dict:
+                      stop_after_minutes: float | None, label: str,
+                      on_initialized: Callable | None = None) -> dict:
     """Train (or resume) one epoch at a time until the schedule, the CPU budget or the wall-time stop ends.
 
     ``time.json`` in ``directory`` adds up every run's CPU time after every epoch, so an interrupted run loses
     at most one epoch's count.  ``build(kernel)`` gives the network (called inside the seeded block); a
-    checkpoint in ``directory`` replaces its weights when training resumes.  Returns the ``time.json`` record.
+    checkpoint in ``directory`` replaces its weights when training resumes; ``on_initialized(net)``, if given,
+    runs once the net (and its optimizer) exists.  Returns the ``time.json`` record.
     """
     from skabc._runtime import seeded_torch, tune_allocator
     from skabc.nn.build import set_transform
@@ -148,6 +150,8 @@ def train_fresh_pools(kernel_params: dict, directory: Path, build: Callable[[Con
     with seeded_torch(seed, torch.device("cpu")):
         net = make_net(kernel, build(kernel), torch.device("cpu"), total_steps)
         net.initialize()
+        if on_initialized is not None:
+            on_initialized(net)
         while True:
             history = directory / "history.json"
             done = len(json.loads(history.read_text())) if history.exists() else 0
