@@ -124,13 +124,14 @@ class FreshPoolDataset(SampledSetsDataset):
 def train_fresh_pools(kernel_params: dict, directory: Path, build: Callable[[ContextualKernel], torch.nn.Module],
                       dataset: FreshPoolDataset, seed: int, cpu_budget_seconds: float, threads: int,
                       stop_after_minutes: float | None, label: str,
-                      on_initialized: Callable | None = None) -> dict:
+                      on_initialized: Callable | None = None, criterion: torch.nn.Module | None = None) -> dict:
     """Train (or resume) one epoch at a time until the schedule, the CPU budget or the wall-time stop ends.
 
     ``time.json`` in ``directory`` adds up every run's CPU time after every epoch, so an interrupted run loses
     at most one epoch's count.  ``build(kernel)`` gives the network (called inside the seeded block); a
     checkpoint in ``directory`` replaces its weights when training resumes; ``on_initialized(net)``, if given,
-    runs once the net (and its optimizer) exists.  Returns the ``time.json`` record.
+    runs once the net (and its optimizer) exists; ``criterion`` replaces the same-cluster BCE.  Returns the
+    ``time.json`` record.
     """
     from skabc._runtime import seeded_torch, tune_allocator
     from skabc.nn.build import set_transform
@@ -148,7 +149,7 @@ def train_fresh_pools(kernel_params: dict, directory: Path, build: Callable[[Con
     epochs = kernel_params["max_epochs"]
     total_steps = epochs * (kernel_params["sets_per_epoch"] // kernel_params["batch_size"])
     with seeded_torch(seed, torch.device("cpu")):
-        net = make_net(kernel, build(kernel), torch.device("cpu"), total_steps)
+        net = make_net(kernel, build(kernel), torch.device("cpu"), total_steps, criterion=criterion)
         net.initialize()
         if on_initialized is not None:
             on_initialized(net)
