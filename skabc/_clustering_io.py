@@ -121,6 +121,9 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
                        optional=("kernel_param", "fitted", "feature_names_in", "candidate"))
     allowed = [name for name in cls().get_params(deep=False) if name != "kernel"]
     _schema.check_params(cls, meta["params"], prefix + "params", allowed)
+    if meta["params"].get("affinity", "learned") != "learned":  # save() refuses the others: their model is not it
+        raise _schema.fail(prefix + "params.affinity", f"{meta['params']['affinity']!r}, but a saved model's "
+                                                       "affinity is 'learned' (its saved kernel)")
     n_features = _schema.check_int(meta["n_features_in"], prefix + "n_features_in", 1, _schema.MAX_FEATURES)
     _schema.check_names(meta.get("feature_names_in"), prefix + "feature_names_in", n_features)
     _schema.check_int(meta["n_clusters"], prefix + "n_clusters", 1, _schema.MAX_COUNT)
@@ -131,6 +134,10 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
                                 optional=[name + "_" for name in CLUSTERING_SETTINGS])
     _schema.check_recommended({name[:-1]: value for name, value in fitted.items()}, prefix + "fitted")
     _schema.check_labels(header, "labels_", where or "tensors")
+    n_rows = header["labels_"][1][0]
+    if meta["n_clusters"] > n_rows:  # every cluster found holds at least one of the fitted rows
+        raise _schema.fail(prefix + "n_clusters", f"{meta['n_clusters']} clusters, but the model was fitted on "
+                                                  f"{n_rows} rows")
     kernel_header = {name: spec for name, spec in header.items() if name != "labels_"}
     stray = sorted(name for name in kernel_header if not name.startswith(_KERNEL))
     if stray:

@@ -31,6 +31,8 @@ MAX_DESCRIPTION_CHARS = 1 << 20
 MAX_WIDTH = 1 << 16  # d_model, canonical_features, n_inducing, n_heads
 MAX_FEATURES = 1 << 24  # n_features_in
 MAX_COUNT = 1 << 31  # window_size, set sizes, epochs, numbers of points
+#: Most tensors in a model file (the shipped Omniglot ensemble has 225): checking a file costs time per tensor.
+MAX_TENSORS = 20_000
 
 _SAFETENSORS_DTYPES = {
     torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
@@ -195,8 +197,10 @@ def tensor_header(path) -> dict[str, tuple[str, tuple[int, ...]]]:
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
-        out = {}
-        for name in f.keys():
+        names, out = f.keys(), {}
+        if len(names) > MAX_TENSORS:
+            raise fail("tensors", f"the file holds {len(names)} tensors, more than any skabc model ({MAX_TENSORS})")
+        for name in names:
             tensor = f.get_slice(name)
             out[name] = (tensor.get_dtype(), tuple(tensor.get_shape()))
     return out

@@ -214,6 +214,8 @@ def _file_mode(path: Path) -> int:
 def read_description(path) -> dict:
     """The JSON description stored in a file written by skabc."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"no saved skabc model at {str(path)!r}: it is a directory; give the model's file")
     if not path.is_file():
         raise FileNotFoundError(f"no saved skabc model at {str(path)!r}")
     try:

@@ -141,6 +141,15 @@ def test_forest_matches_scikit_learn_gradient_boosting(tmp_path):
     np.testing.assert_allclose(Arbiter.from_file(path).forest.predict(probe), mean, atol=1e-10)
 
 
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "9" * 5000], ids=["deep", "huge-int"])
+def test_unparsable_arbiter_files_are_value_errors_naming_the_file(tmp_path, text):
+    """Probe 41a: deep nesting raised a RecursionError, a 5,000-digit number a ValueError not naming the file."""
+    path = tmp_path / "forged.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=r"forged\.json is not a readable arbiter file"):
+        Arbiter.from_file(path)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

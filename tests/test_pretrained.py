@@ -32,6 +32,8 @@ def test_every_shipped_kernel_loads_without_unpickling(monkeypatch):
         assert all(isinstance(k, ContextualKernel) and hasattr(k, "module_") for k in members)
     with pytest.raises(ValueError, match="unknown pretrained kernel"):
         pretrained.load("imagenet")
+    with pytest.raises(TypeError, match="a str"):  # probe 41a: "unhashable type: 'list'"
+        pretrained.load(["generic"])
 
 
 # ------------------------------------------------------------------- circles

@@ -102,7 +102,7 @@ def test_a_model_file_cannot_choose_where_training_writes(saved, tmp_path, blob_
         ("n_heads", 3, r"d_model=16 is not divisible by n_heads=3"),
         ("d_model", 2**40, r"out of range"),
         ("d_model", 2**20, r"larger than any skabc network"),
-        ("n_blocks", 10**6, r"kernel\.params\.n_blocks: 1000000 blocks, but the file holds \d+ tensors"),
+        ("n_blocks", 10**6, r"lacks the weights 'kernel\.blocks\.1\.\*' .* \(kernel\.params\.n_blocks=1000000\)"),
         ("set_size", [50, 10], r"kernel\.params\.set_size"),
         ("attention_options", {"evil": 1}, r"unknown option 'evil'"),
         ("attention_options", {"x": {"y": [1]}}, r"expected a string, number, boolean or null"),
@@ -235,6 +235,9 @@ def test_forged_class_is_refused_clearly(forged_class, loader, match, saved, tmp
         (lambda m, t: t.update(stray=torch.zeros(1)), r"unexpected tensors \['stray'\]"),
         # A probe: it loaded, and then no X could be predicted (each width refused by the model or its kernel).
         (lambda m, t: m.update(n_features_in=5), r"n_features_in: 5 features, but the model's kernel takes 2"),
+        # Probe 41a: both loaded; the first then clustered with an RBF affinity, ignoring the saved kernel.
+        (lambda m, t: m["params"].update(affinity="rbf"), r"params\.affinity: 'rbf', but a saved model's affinity"),
+        (lambda m, t: m.update(n_clusters=10**6), r"n_clusters: 1000000 clusters, but the model was fitted on 30 rows"),
     ],
 )
 def test_forged_clustering_model_is_refused_clearly(mutate, match, saved, tmp_path):
@@ -260,6 +263,34 @@ def test_corrupt_description_is_refused_naming_the_file(raw, match, saved, tmp_p
     refused(load_saved_kernel, forge(tmp_path / "k.safetensors", raw=raw, tensors=saved.kernel_tensors), match)
 
 
+def test_blocks_a_file_does_not_hold_are_refused_before_the_network_is_laid_out(saved, tmp_path, monkeypatch):
+    """Probe 41a: every block of a forged n_blocks was laid out on 'meta' before the tensor names were compared
+    (13.5 s for n_blocks=5000 with 5,000 one-number tensors); now the file must hold each block's weights first."""
+    import skabc.kernels._contextual_io as contextual_io
+
+    built = []
+    real_build = contextual_io.build_module
+    monkeypatch.setattr(contextual_io, "build_module", lambda kernel, n: built.append(kernel.n_blocks) or
+                        real_build(kernel, n))
+    meta = copy.deepcopy(saved.kernel_meta)
+    meta["kernel"]["params"]["n_blocks"] = 300
+    tensors = {**saved.kernel_tensors, **{f"kernel.blocks.{i}.x": torch.zeros(1) for i in range(1, 300)}}
+    refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", meta, tensors),
+            r"tensors: the file lacks the weights 'kernel\.blocks\.1\.")
+    assert 300 not in built  # refused from one block's layout, never the whole forged network's
+    meta["kernel"]["params"]["n_blocks"] = 2  # a block missing altogether
+    refused(ContextualKernel.load, forge(tmp_path / "k2.safetensors", meta, saved.kernel_tensors),
+            r"lacks the weights 'kernel\.blocks\.1\.\*'")
+
+
+def test_a_file_of_more_tensors_than_any_model_is_refused_before_reading_them(saved, tmp_path, monkeypatch):
+    import skabc._schema as schema
+
+    monkeypatch.setattr(schema, "MAX_TENSORS", len(saved.kernel_tensors) - 1)
+    refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", saved.kernel_meta, saved.kernel_tensors),
+            rf"tensors: the file holds {len(saved.kernel_tensors)} tensors, more than any skabc model")
+
+
 def test_forged_ensemble_members_are_refused(tiny_kernel, tmp_path):
     path = tmp_path / "e.safetensors"
     KernelEnsemble.from_fitted([tiny_kernel, tiny_kernel]).save(path)
@@ -270,6 +301,12 @@ def test_forged_ensemble_members_are_refused(tiny_kernel, tmp_path):
     bad = copy.deepcopy(meta)
     bad["members"][1]["params"]["checkpoint_dir"] = "/tmp/x"
     refused(KernelEnsemble.load, forge(path, bad, tensors), r"members\.1\.params: unknown entry 'checkpoint_dir'")
+    # Probe 41a: 120 members of 120 blocks each were laid out before any name was compared (26.7 s).
+    many = copy.deepcopy(meta)
+    many["members"] = [dict(copy.deepcopy(meta["members"][0]), params={**meta["members"][0]["params"],
+                                                                         "n_blocks": 50}) for _ in range(len(tensors))]
+    refused(KernelEnsemble.load, forge(path, many, tensors),
+            r"lacks the weights 'members\.0\.blocks\.1\.\*' .*members\.0\.params\.n_blocks=50")
     # A probe: members of other column names loaded, and the ensemble then refused every DataFrame.
     bad = copy.deepcopy(meta)
     bad["members"][0]["feature_names_in"], bad["members"][1]["feature_names_in"] = ["a", "b"], ["c", "d"]
@@ -289,6 +326,23 @@ def test_ensemble_members_of_different_widths_are_refused_before_building(tiny_k
     tensors = {name: value for name, value in tensors.items() if not name.startswith("members.1.")}
     tensors.update({"members.1." + name[len("kernel."):]: value for name, value in read_tensors(wide_path).items()})
     refused(KernelEnsemble.load, forge(path, meta, tensors), r"members\.1\.n_features_in: 3 features, but member 0")
+
+
+def test_inference_samples_are_bounded_in_files_and_in_the_constructor(saved, tmp_path):
+    """Probe 41a: n_attention_samples=2**31 in a file loaded, and transform then ran a forward pass per sample."""
+    meta = copy.deepcopy(saved.kernel_meta)
+    meta["kernel"]["params"]["n_attention_samples"] = 2**31
+    refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", meta, saved.kernel_tensors),
+            r"'n_attention_samples' parameter .* in the range \[1, 1024\]")
+    with pytest.raises(ValueError, match="n_attention_samples"):
+        ContextualKernel(n_attention_samples=1025).fit(saved.X, np.zeros(len(saved.X), dtype=int))
+
+
+def test_a_folder_or_a_missing_path_is_named_as_such(tmp_path):
+    with pytest.raises(IsADirectoryError, match="it is a directory"):
+        ContextualKernel.load(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no saved skabc model"):
+        ContextualKernel.load(tmp_path / "missing.safetensors")
 
 
 def test_finite_weights_that_overflow_give_a_clear_error_not_nan(saved, tmp_path):

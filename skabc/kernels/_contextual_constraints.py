@@ -14,12 +14,15 @@ from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: Most window samples a sampled-attention kernel averages at inference: each is a forward pass of every block, and
+#: beyond a few dozen the average no longer changes (a saved file, too, must not ask for a billion passes).
+MAX_ATTENTION_SAMPLES = 1024
 
 CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "attention": [StrOptions(set(ATTENTION_BACKENDS)), callable],
     "n_inducing": [IntRange(1, None, closed="left")],
     "window_size": [IntRange(2, None, closed="left")],
-    "n_attention_samples": [IntRange(1, None, closed="left")],
+    "n_attention_samples": [IntRange(1, MAX_ATTENTION_SAMPLES, closed="both")],
     "window_attention": [StrOptions({"hamiltonian", "dense"})],
     "attention_options": [dict, None],
     "compat": [StrOptions(set(COMPAT_FUNCTIONS))],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
@@ -15,6 +17,9 @@ from .base import check_recommended_clustering
 
 # Prefix of the weights' tensor names in a saved file.
 WEIGHTS = "kernel."
+
+# A block's tensor names (relative to the kernel's prefix) start so; at most 9 digits (int() of more is slow).
+_BLOCK_NAME = re.compile(r"blocks\.(\d{1,9})\.")
 
 # Parameters save() does not write: machine-specific, or (checkpoint_dir) where later training would write.
 UNSAVED_PARAMS = ("checkpoint_dir", "checkpoint_every", "verbose", "device")
@@ -120,16 +125,19 @@ def check_contextual(cls, meta: dict, header: dict, where: str = "") -> None:
     prefix = f"{where}." if where else ""
     _schema.check_keys(meta, where or "description", required=("kernel",), optional=("recommended_clustering",))
     _schema.check_recommended(meta.get("recommended_clustering"), prefix + "recommended_clustering")
-    expected = check_contextual_part(cls, meta["kernel"], prefix + "kernel", len(header))
+    expected = check_contextual_part(cls, meta["kernel"], prefix + "kernel", header, WEIGHTS)
     _schema.check_tensors(header, {WEIGHTS + k: v for k, v in expected.items()}, where or "tensors")
 
 
-def check_contextual_part(cls, part, where: str, n_tensors: int) -> dict:
+def check_contextual_part(cls, part, where: str, header: dict, tensor_prefix: str) -> dict:
     """Validate one kernel's entry (params, n_features_in, feature_names_in); return the tensors it implies.
 
     Only the parameters :func:`describe_contextual` writes are accepted (a file must not choose, say,
     the ``checkpoint_dir`` later training writes into), each valid for the constructor, and sizes are
-    bounded before the implied network is laid out on torch's 'meta' device (no memory).
+    bounded before the implied network is laid out on torch's 'meta' device (no memory).  Laying out
+    costs time per block, so the file's tensors under ``tensor_prefix`` must first be exactly those of
+    ``n_blocks`` blocks of this configuration (one block laid out gives their names, dtypes and shapes):
+    a forged ``n_blocks`` costs no more than the tensors the file holds (:data:`skabc._schema.MAX_TENSORS`).
     """
     _schema.check_keys(part, where, required=("params", "n_features_in"),
                        optional=("feature_names_in", "network_params", "fit_record"))
@@ -144,9 +152,27 @@ def check_contextual_part(cls, part, where: str, n_tensors: int) -> dict:
         network = _schema.check_params(cls, part["network_params"], f"{where}.network_params", list(NETWORK_PARAMS))
         params = {**params, **network}
     kernel = cls(**params)
-    _check_saved_sizes(kernel, f"{where}.params", n_tensors)
+    _check_saved_sizes(kernel, f"{where}.params")
+    blocks = {int(m.group(1)) for name in header
+              if name.startswith(tensor_prefix) and (m := _BLOCK_NAME.match(name, len(tensor_prefix)))}
+    missing, unknown = sorted(set(range(kernel.n_blocks)) - blocks), sorted(blocks - set(range(kernel.n_blocks)))
+    if missing:
+        raise _schema.fail("tensors", f"the file lacks the weights '{tensor_prefix}blocks.{missing[0]}.*' that its "
+                                      f"configuration needs ({where}.params.n_blocks={kernel.n_blocks})")
+    if unknown:
+        raise _schema.fail("tensors", f"the file holds unexpected tensors '{tensor_prefix}blocks.{unknown[0]}.*' "
+                                      f"({where}.params.n_blocks={kernel.n_blocks})")
     try:
+        if kernel.n_blocks:  # every block's tensors, from one block's layout, before all are laid out
+            one_block = _schema.expected_tensors(lambda: build_module(cls(**{**params, "n_blocks": 1}), n_features))
+            block = {name[len("blocks.0."):]: spec for name, spec in one_block.items() if name.startswith("blocks.0.")}
+            in_blocks = tensor_prefix + "blocks."
+            _schema.check_tensors({name: spec for name, spec in header.items() if name.startswith(in_blocks)},
+                                  {f"{in_blocks}{i}.{rest}": spec for i in range(kernel.n_blocks)
+                                   for rest, spec in block.items()}, "tensors")
         return _schema.expected_tensors(lambda: build_module(kernel, n_features))
+    except _schema.DescriptionError:
+        raise
     except (TypeError, ValueError, RuntimeError, AssertionError, ArithmeticError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise _schema.fail(f"{where}.params", f"this configuration cannot be built ({message})") from None
@@ -187,7 +213,7 @@ def _check_record_range(name: str, value, at: str) -> None:
                                f"{')' if np.isinf(high) else ']'}")
 
 
-def _check_saved_sizes(kernel, where: str, n_tensors: int) -> None:
+def _check_saved_sizes(kernel, where: str) -> None:
     """Bounds and cross-parameter rules of a saved configuration that ``_parameter_constraints`` cannot say."""
     for name in ("d_model", "n_heads", "n_inducing", "canonical_features"):
         value = getattr(kernel, name)
@@ -195,8 +221,6 @@ def _check_saved_sizes(kernel, where: str, n_tensors: int) -> None:
             raise _schema.fail(f"{where}.{name}", f"{value} is larger than any skabc network ({_schema.MAX_WIDTH})")
     if kernel.d_model % kernel.n_heads:
         raise _schema.fail(where, f"d_model={kernel.d_model} is not divisible by n_heads={kernel.n_heads}")
-    if kernel.n_blocks > n_tensors:  # every block has weights: more blocks than tensors cannot fit the file
-        raise _schema.fail(f"{where}.n_blocks", f"{kernel.n_blocks} blocks, but the file holds {n_tensors} tensors")
     for name, check in (("set_size", check_set_size), ("clusters_per_set", check_clusters_per_set)):
         try:
             check(getattr(kernel, name))

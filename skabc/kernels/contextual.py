@@ -46,7 +46,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         ``attention='sampled'``: points per random window.  A set of at most this many points is one
         window: dense attention with ``window_attention='dense'``, one random cycle with ``'hamiltonian'``.
     n_attention_samples : int, default=4
-        ``attention='sampled'``: window samples averaged at inference (more samples, less variance,
+        ``attention='sampled'``: window samples averaged at inference, at most 1024 (more samples, less variance,
         proportionally more time; sets that fit in one dense window are computed once).  Inference-only:
         changing it with ``set_params`` on a fitted kernel takes effect without refitting.
     window_attention : {'dense', 'hamiltonian'}, default='dense'

@@ -337,7 +337,7 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
                                                    f"{_schema.describe_value(members)}")
         expected, widths, names = {}, {}, {}
         for i, part in enumerate(members):
-            own = check_contextual_part(ContextualKernel, part, f"{prefix}members.{i}", len(header))
+            own = check_contextual_part(ContextualKernel, part, f"{prefix}members.{i}", header, _member_prefix(i))
             expected.update({_member_prefix(i) + k: v for k, v in own.items()})
             if (width := described_width(part)) is not None:  # bound to its input width, as from_fitted checks
                 widths.setdefault(width, i)

@@ -66,6 +66,9 @@ def load(name: str, device: str = "auto") -> ContextualKernel | KernelEnsemble:
         A fitted kernel (a fresh object on every call); ``'omniglot'`` is a
         :class:`~skabc.KernelEnsemble` of three set encoders on one CNN.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be the name of a pretrained kernel (a str), got {type(name).__name__}; "
+                        f"available: {sorted(AVAILABLE)}")
     if name not in AVAILABLE:
         raise ValueError(f"unknown pretrained kernel {name!r}; available: {sorted(AVAILABLE)}")
     resolve_device(device)  # a clear error before the cache hashes the device (a list raised "unhashable")

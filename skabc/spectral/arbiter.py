@@ -190,8 +190,9 @@ class Arbiter:
         path = Path(path)
         try:
             data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"{path} is not a readable arbiter file: {error}") from None
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:  # JSONDecodeError is a ValueError
+            # (so is a number of more digits than Python converts); RecursionError: nesting deeper than the parser.
+            raise ValueError(f"{path} is not a readable arbiter file: {type(error).__name__}: {error}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != 1:
             raise ValueError(f"{path} is not an arbiter file (format {FORMAT!r}, version 1)")
         candidates = data.get("candidates")
