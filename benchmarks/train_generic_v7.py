@@ -41,6 +41,21 @@ Ship rule (v6's, fixed with the design)
 3. The arbiter recollected for the candidate (``train_arbiter.py --kernel ... --collect``, ``--fit``) and the
    pipeline against the shipped one on the arbiter's validation union with ``informative``: the same rule.
    Only then ``benchmarks/zero_shot.py --eval`` and the issue's lines.
+
+Record (2026-12-04)
+-------------------
+* ``--train``: 100 epochs (1,600 steps of 16 sets) in one run on one thread, 23:27 to 23:57 by ``date`` (the
+  other core busy with v8 and tests), **1,324 CPU-seconds = 0.37 CPU-hours** (``time.json``); training loss 0.282
+  at epoch 100.  The weights moved a fifteenth of v6's: median |change| 0.00017 (v6 0.0025), 0.13 % of the
+  weights' norm (v6 2.1 %).  ``benchmarks/weights/generic_v7_candidate.safetensors`` (``--export``; sha256
+  1c015c8f...).
+* Step 1 (``--evaluate``): held-out BCE **0.261** against the shipped kernel's 0.275 on this prior's 128 validation
+  sets: passes.
+* Step 2 (``--compare``, ``benchmarks/results/generic_v7_compare.json``): **fails; not shipped.**  Both kernels at
+  their best setting, A**4 with the plain eigengap: union of 220 sets 0.668 against 0.667 (paired +0.001 +- 0.004),
+  below the rule's standard error.  The anchor kept what v6 lost (clustbench (13) 0.637 against 0.601, the other 19
+  clustbench sets 0.601 against 0.591, gaussians 0.416 against 0.406) and also what v6 gained: ``informative``
+  0.636 against 0.636, wide 0.624 against 0.629, synthetic 0.699 against 0.704, gallery toys 0.917 against 0.918.
 """
 
 from __future__ import annotations
