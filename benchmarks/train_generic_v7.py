@@ -86,8 +86,8 @@ CPU_BUDGET_SECONDS = 0.75 * 3600
 KERNEL = {**v6.KERNEL, "lr": PEAK_LR, "max_epochs": EPOCHS, "weight_decay": 0.0}
 
 
-def anchor_to_shipped(net) -> None:
-    """Pull every weight towards its shipped value after each optimiser step (decoupled L2-SP)."""
+def anchor_to_shipped(net, strength: float = ANCHOR) -> None:
+    """Pull every weight towards its shipped value after each optimiser step (decoupled L2-SP of ``strength``)."""
     from skabc import ContextualKernel
 
     anchors = ContextualKernel.load(SHIPPED, device="cpu").module_.state_dict()
@@ -97,7 +97,7 @@ def anchor_to_shipped(net) -> None:
         lr = optimizer.param_groups[0]["lr"]
         with torch.no_grad():
             for weight, anchor in pairs:
-                weight.sub_(lr * ANCHOR * (weight - anchor))
+                weight.sub_(lr * strength * (weight - anchor))
 
     net.optimizer_.register_step_post_hook(pull)
 
