@@ -189,7 +189,11 @@ def write(path, meta: dict, tensors: dict) -> None:
         path = Path(os.path.realpath(path))
     if path.is_dir():
         raise ValueError(f"cannot save to {str(path)!r}: it is a directory; give a file name (e.g. model.safetensors)")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a part of the folder path is a file
+        blocking = next(p for p in reversed(path.parents) if p.exists() and not p.is_dir())
+        raise ValueError(f"cannot save to {str(path)!r}: {str(blocking)!r} is a file, not a folder") from None
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:

@@ -338,6 +338,13 @@ def test_inference_samples_are_bounded_in_files_and_in_the_constructor(saved, tm
         ContextualKernel(n_attention_samples=1025).fit(saved.X, np.zeros(len(saved.X), dtype=int))
 
 
+def test_saving_under_a_file_names_the_file(tiny_kernel, tmp_path):
+    """Probe 41a: a raw FileExistsError '[Errno 17] File exists' came from creating the folders."""
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(ValueError, match=r"afile' is a file, not a folder"):
+        tiny_kernel.save(tmp_path / "afile" / "sub" / "k.safetensors")
+
+
 def test_a_folder_or_a_missing_path_is_named_as_such(tmp_path):
     with pytest.raises(IsADirectoryError, match="it is a directory"):
         ContextualKernel.load(tmp_path)
