@@ -29,6 +29,19 @@ Design (fixed 2026-12-04 before the first step, not changed during the run)
 
 Ship rule: v6's and v7's three steps (``train_generic_v7.py``), step 1 on :data:`VALIDATION_SEED`'s 128 sets of
 the same mixture with true labels.
+
+Record (2026-12-04)
+-------------------
+* ``--train``: 100 epochs (1,600 steps of 16 sets) in one run on one thread, 23:33 to 00:12 by ``date`` (the other
+  core busy), **1,848 CPU-seconds = 0.51 CPU-hours** (``time.json``; the teacher's forward pass included).  The
+  weights moved between v7's and v6's: median |change| 0.00092 (v7 0.00017, v6 0.0025), 0.79 % of their norm.
+  ``benchmarks/weights/generic_v8_candidate.safetensors`` (``--export``; sha256 0edaf61e...).
+* Step 1 (``--evaluate``): held-out BCE (true labels) **0.277** against the shipped kernel's 0.306: passes.
+* Step 2 (``--compare``, ``benchmarks/results/generic_v8_compare.json``): **passes.**  Both at their best setting,
+  A**4 with the plain eigengap: union of 220 validation sets 0.680 against 0.667 (paired +0.013 +- 0.006); per
+  group clustbench (13) 0.627 vs 0.601, gaussians 0.491 vs 0.406, wide 0.649 vs 0.629, ``informative`` 0.649 vs
+  0.636, the other 19 clustbench sets 0.591 vs 0.591, synthetic 0.701 vs 0.704, gallery toys 0.911 vs 0.918 (the
+  largest loss, -0.007, inside the rule's 0.01).
 """
 
 from __future__ import annotations
