@@ -42,6 +42,16 @@ Record (2026-12-04)
   group clustbench (13) 0.627 vs 0.601, gaussians 0.491 vs 0.406, wide 0.649 vs 0.629, ``informative`` 0.649 vs
   0.636, the other 19 clustbench sets 0.591 vs 0.591, synthetic 0.701 vs 0.704, gallery toys 0.911 vs 0.918 (the
   largest loss, -0.007, inside the rule's 0.01).
+* Step 3 (``train_arbiter.py --kernel benchmarks/weights/generic_v8_candidate.safetensors --collect prior`` in two
+  parts and ``--collect validation``, 00:19-00:42 by ``date`` on two cores; ``--fit --kernel ... --output
+  benchmarks/results/arbiter_v8_compare.json``): **fails; not shipped.**  The candidate with an arbiter of its own
+  against the shipped pipeline on the arbiter's 260 validation sets: union 0.700 against 0.688 (paired +0.011 +-
+  0.008), but clustbench (13) 0.687 against 0.702 and gallery toys 0.901 against 0.922 fall by more than 0.01
+  (gaussians 0.549 vs 0.469, the other 19 clustbench sets 0.707 vs 0.678, ``informative`` 0.675 vs 0.652, many
+  clusters 0.628 vs 0.608, wide 0.703 vs 0.693, synthetic 0.707 vs 0.712; |k error| 3.66 against 3.71).  For
+  information only, after the rule had decided: the candidate's rows chosen by the shipped arbiter file
+  (``/work/exp41/v8_shipped_arbiter.py``) give 0.702 against 0.688, with the same two groups down (0.687 vs 0.702,
+  0.892 vs 0.922).
 """
 
 from __future__ import annotations
