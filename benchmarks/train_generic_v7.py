@@ -27,7 +27,9 @@ Design (fixed 2026-12-04 before the first step, not changed during the run)
 * Data: every epoch a new pool of :data:`SETS_PER_EPOCH` whole sets (``generic_stage.FreshPoolDataset``,
   ``random_state = SEED + epoch``) from the shipped kernel's own prior (``train_generic_v2.POOL_FAMILIES``: the
   default families, scattered points, blobs at 0.40; 150-500 points, 1-64 features, up to 15 clusters) plus
-  ``'informative'`` at weight 0.35 of 2.45 in all (about one set in seven).  Seeds used by nothing else.
+  ``'informative'`` at weight 0.35 of 1.60 in all (22 %, about one set in five; 55 of 256 an epoch on average).
+  Seeds used by nothing else.  (This line first said "0.35 of 2.45, about one set in seven", a slip of the
+  arithmetic found in review after the run; v8 copied that share, see its docstring.)
 * Optimisation: AdamW, peak lr 1e-4 (v6's), warm-up then cosine over :data:`EPOCHS` x 16 steps of 16 sets (v6's
   held-out loss had reached its final value by epoch 133), gradient norm clipped at 1.
 * Budget: at most :data:`CPU_BUDGET_SECONDS` (0.75 CPU-hours) on one thread, on top of the shipped kernel's own.

@@ -18,9 +18,10 @@ Design (fixed 2026-12-04 before the first step, not changed during the run)
 ---------------------------------------------------------------------------
 * Network: the shipped generic kernel, its architecture and its weights; every weight trains.
 * Data: every epoch :data:`SETS_PER_EPOCH` new whole sets, a share :data:`TABLES_SHARE` of them ``'informative'``
-  (37 of 256, v7's share) and the rest from the shipped kernel's prior (``train_generic_v2.POOL_FAMILIES``; 150-500
-  points, 1-64 features, up to 15 clusters), each drawn from its own seed (``SEED + epoch``, ``TABLES_SEED +
-  epoch``); batches of similar-sized sets, shuffled.
+  (37 of 256, 14 %; meant as v7's share, which v7's docstring then misstated: v7 and v9 drew 22 %, so v8 saw
+  about a third fewer tables than they did) and the rest from the shipped kernel's prior
+  (``train_generic_v2.POOL_FAMILIES``; 150-500 points, 1-64 features, up to 15 clusters), each drawn from its own
+  seed (``SEED + epoch``, ``TABLES_SEED + epoch``); batches of similar-sized sets, shuffled.
 * Loss: the same-cluster BCE of every real pair, against the shipped kernel's probability of the pair (the frozen
   shipped network run on the same padded batch) on the prior's sets and against the true label on the tables.
 * Optimisation: v6's (AdamW, peak lr 1e-4, weight decay 0.01, warm-up then cosine), over :data:`EPOCHS` x 16 steps
@@ -28,7 +29,7 @@ Design (fixed 2026-12-04 before the first step, not changed during the run)
 * Budget: at most :data:`CPU_BUDGET_SECONDS` (0.75 CPU-hours) on one thread, on top of the shipped kernel's own.
 
 Ship rule: v6's and v7's three steps (``train_generic_v7.py``), step 1 on :data:`VALIDATION_SEED`'s 128 sets of
-the same mixture with true labels.
+v7's mixture (22 % tables, not the 14 % v8 trained on) with true labels.
 
 Record (2026-12-04)
 -------------------
@@ -80,7 +81,7 @@ VALIDATION_SEED = 7_499_999
 FAMILIES = v7.FAMILIES  # for the held-out sets of step 1: the prior and the tables at their training share
 POOL = v7.POOL
 SETS_PER_EPOCH, BATCH_SIZE = 256, 16
-#: Share of the tables among an epoch's sets (v7's weight of 0.35 in 2.45).
+#: Share of the tables among an epoch's sets (0.35 in 2.45: meant as v7's, whose share is 0.35 in 1.60).
 TABLES_SHARE = 0.35 / 2.45
 EPOCHS = 100
 CPU_BUDGET_SECONDS = 0.75 * 3600

@@ -13,6 +13,20 @@ else either (``informative`` 0.636 -> 0.636; union +0.001 +- 0.004, step 2 fails
 them, chosen from those two results on the validation groups before v9 ran: everything as in v7 (prior, tables,
 schedule, budget, ship rule) but :data:`ANCHOR` = 50, which lets a steady gradient hold a weight about four times
 as far from its shipped value (``1 / ANCHOR``) and forgets a step's noise over 200 steps instead of 50.  New seeds.
+
+Record (2026-12-04/05)
+----------------------
+* ``--train``: 100 epochs on one thread in three runs (the first stopped at epoch 48 to free its core for v8's
+  arbiter rows, the second ended by ``--stop-after 5``; each resumed from its checkpoint), 00:07 to 00:47 by
+  ``date``, **1,174 CPU-seconds = 0.33 CPU-hours** (``time.json``; the stopped epoch's part is not counted).  Median
+  |change| of the weights 0.00040 (v7 0.00017, v8 0.00092, v6 0.0025), 0.32 % of their norm.
+  ``benchmarks/weights/generic_v9_candidate.safetensors`` (sha256 244480f7...).
+* Step 1 (``--evaluate``): held-out BCE **0.258** against the shipped kernel's 0.275 on v7's 128 held-out sets:
+  passes.
+* Step 2 (``--compare``, ``benchmarks/results/generic_v9_compare.json``): **passes.**  Both at A**4 with the plain
+  eigengap: union of 220 validation sets 0.681 against 0.667 (paired +0.014 +- 0.007); clustbench (13) 0.618 vs
+  0.601, the other 19 clustbench sets 0.613 vs 0.591, gaussians 0.491 vs 0.406, ``informative`` 0.660 vs 0.636, wide
+  0.634 vs 0.629, synthetic 0.700 vs 0.704, gallery toys 0.915 vs 0.918 (the largest loss, -0.003).
 """
 
 from __future__ import annotations
