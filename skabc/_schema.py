@@ -33,6 +33,8 @@ MAX_FEATURES = 1 << 24  # n_features_in
 MAX_COUNT = 1 << 31  # window_size, set sizes, epochs, numbers of points
 #: Most tensors in a model file (the shipped Omniglot ensemble has 225): checking a file costs time per tensor.
 MAX_TENSORS = 20_000
+#: Most members of a saved KernelEnsemble (the shipped one has 3): each is laid out when its file is checked.
+MAX_MEMBERS = 256
 
 _SAFETENSORS_DTYPES = {
     torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
@@ -199,7 +201,8 @@ def tensor_header(path) -> dict[str, tuple[str, tuple[int, ...]]]:
     with safe_open(str(path), framework="pt") as f:
         names, out = f.keys(), {}
         if len(names) > MAX_TENSORS:
-            raise fail("tensors", f"the file holds {len(names)} tensors, more than any skabc model ({MAX_TENSORS})")
+            raise fail("tensors", f"the file holds {len(names)} tensors, more than a skabc model file may "
+                                  f"({MAX_TENSORS})")
         for name in names:
             tensor = f.get_slice(name)
             out[name] = (tensor.get_dtype(), tuple(tensor.get_shape()))

@@ -184,6 +184,8 @@ def write(path, meta: dict, tensors: dict) -> None:
         "versions": {"skabc": __version__, "torch": torch.__version__, "sklearn": sklearn.__version__},
         **meta,
     }
+    if len(tensors) > _schema.MAX_TENSORS:  # load refuses more: say so now, not when the file is read
+        raise ValueError(f"cannot save {len(tensors)} tensors in one skabc model file (at most {_schema.MAX_TENSORS})")
     path = Path(path)
     if path.is_symlink():  # write where the link points, as open(path, 'w') would, not over the link
         path = Path(os.path.realpath(path))
@@ -191,8 +193,10 @@ def write(path, meta: dict, tensors: dict) -> None:
         raise ValueError(f"cannot save to {str(path)!r}: it is a directory; give a file name (e.g. model.safetensors)")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):  # a part of the folder path is a file
-        blocking = next(p for p in reversed(path.parents) if p.exists() and not p.is_dir())
+    except (FileExistsError, NotADirectoryError):  # a part of the folder path is a file (or a dangling link)
+        blocking = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), None)
+        if blocking is None:
+            raise
         raise ValueError(f"cannot save to {str(path)!r}: {str(blocking)!r} is a file, not a folder") from None
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)

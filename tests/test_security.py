@@ -283,12 +283,42 @@ def test_blocks_a_file_does_not_hold_are_refused_before_the_network_is_laid_out(
             r"lacks the weights 'kernel\.blocks\.1\.\*'")
 
 
-def test_a_file_of_more_tensors_than_any_model_is_refused_before_reading_them(saved, tmp_path, monkeypatch):
+def test_a_huge_forged_n_blocks_costs_nothing(saved, tmp_path):
+    """Probe 41b: the first block check built range(n_blocks): 5e7 took 25 s and 4.7 GB, 2**31 ran out of memory."""
+    meta = copy.deepcopy(saved.kernel_meta)
+    meta["kernel"]["params"]["n_blocks"] = 2**31 - 1
+    refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", meta, saved.kernel_tensors),
+            r"lacks the weights 'kernel\.blocks\.1\.\*'")
+
+
+def test_a_file_of_more_tensors_than_any_model_is_refused_before_reading_them(saved, tiny_kernel, tmp_path,
+                                                                             monkeypatch):
     import skabc._schema as schema
 
     monkeypatch.setattr(schema, "MAX_TENSORS", len(saved.kernel_tensors) - 1)
     refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", saved.kernel_meta, saved.kernel_tensors),
-            rf"tensors: the file holds {len(saved.kernel_tensors)} tensors, more than any skabc model")
+            rf"tensors: the file holds {len(saved.kernel_tensors)} tensors, more than a skabc model file may")
+    # ... and save does not write what load refuses (probe 41b: it did, and load then said "more than any model").
+    with pytest.raises(ValueError, match=r"cannot save \d+ tensors in one skabc model file"):
+        tiny_kernel.save(tmp_path / "k2.safetensors")
+    assert not (tmp_path / "k2.safetensors").exists()
+
+
+def test_ensembles_of_more_members_than_a_file_may_hold_are_refused_both_ways(tiny_kernel, tmp_path, monkeypatch):
+    """Probe 41b: a file of 20,000 members (one tensor each) took 45 s to refuse, each member scanning every name."""
+    import skabc._schema as schema
+
+    path = tmp_path / "e.safetensors"
+    KernelEnsemble.from_fitted([tiny_kernel, tiny_kernel]).save(path)
+    meta, tensors = read_meta(path), read_tensors(path)
+    many = {**meta, "members": [meta["members"][0]] * (schema.MAX_MEMBERS + 1)}
+    tensors = {**tensors, **{f"x{i}": torch.zeros(1) for i in range(schema.MAX_MEMBERS)}}
+    refused(KernelEnsemble.load, forge(tmp_path / "many.safetensors", many, tensors),
+            rf"members: expected a list of kernels, at least one and at most one per tensor .* and "
+            rf"{schema.MAX_MEMBERS}")
+    monkeypatch.setattr(schema, "MAX_MEMBERS", 1)
+    with pytest.raises(ValueError, match=r"an ensemble of 2 members cannot be saved \(at most 1\)"):
+        KernelEnsemble.from_fitted([tiny_kernel, tiny_kernel]).save(tmp_path / "e2.safetensors")
 
 
 def test_forged_ensemble_members_are_refused(tiny_kernel, tmp_path):
@@ -345,7 +375,15 @@ def test_saving_under_a_file_names_the_file(tiny_kernel, tmp_path):
         tiny_kernel.save(tmp_path / "afile" / "sub" / "k.safetensors")
 
 
+def test_saving_under_a_dangling_link_keeps_the_os_error(tiny_kernel, tmp_path):
+    """Probe 41b: the search for the file in the way found none and raised a bare StopIteration."""
+    os.symlink(tmp_path / "nowhere" / "x", tmp_path / "dangling")
+    with pytest.raises(OSError):
+        tiny_kernel.save(tmp_path / "dangling" / "k.safetensors")
+
+
 def test_a_folder_or_a_missing_path_is_named_as_such(tmp_path):
+    """Probe 41a: a folder was reported as "no saved skabc model at ...", as a missing file is."""
     with pytest.raises(IsADirectoryError, match="it is a directory"):
         ContextualKernel.load(tmp_path)
     with pytest.raises(FileNotFoundError, match="no saved skabc model"):

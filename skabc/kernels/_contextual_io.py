@@ -18,7 +18,7 @@ from .base import check_recommended_clustering
 # Prefix of the weights' tensor names in a saved file.
 WEIGHTS = "kernel."
 
-# A block's tensor names (relative to the kernel's prefix) start so; at most 9 digits (int() of more is slow).
+# A block's tensor names (relative to the kernel's prefix) start so (an index of more digits is no real block).
 _BLOCK_NAME = re.compile(r"blocks\.(\d{1,9})\.")
 
 # Parameters save() does not write: machine-specific, or (checkpoint_dir) where later training would write.
@@ -138,6 +138,24 @@ def check_contextual_part(cls, part, where: str, header: dict, tensor_prefix: st
     costs time per block, so the file's tensors under ``tensor_prefix`` must first be exactly those of
     ``n_blocks`` blocks of this configuration (one block laid out gives their names, dtypes and shapes):
     a forged ``n_blocks`` costs no more than the tensors the file holds (:data:`skabc._schema.MAX_TENSORS`).
+
+    Parameters
+    ----------
+    cls : type
+        :class:`~skabc.ContextualKernel`.
+    part : dict
+        The kernel's entry of the description.
+    where : str
+        The entry's path in the description, for messages (``'kernel'``, ``'members.0'``).
+    header : dict
+        ``{name: (dtype, shape)}`` of the file's tensors (those of this kernel at least).
+    tensor_prefix : str
+        The prefix of this kernel's tensor names in ``header`` (``'kernel.'``, ``'members.0.'``).
+
+    Returns
+    -------
+    expected : dict
+        ``{name: (dtype, shape)}`` of the network's state dict, names without ``tensor_prefix``.
     """
     _schema.check_keys(part, where, required=("params", "n_features_in"),
                        optional=("feature_names_in", "network_params", "fit_record"))
@@ -155,12 +173,14 @@ def check_contextual_part(cls, part, where: str, header: dict, tensor_prefix: st
     _check_saved_sizes(kernel, f"{where}.params")
     blocks = {int(m.group(1)) for name in header
               if name.startswith(tensor_prefix) and (m := _BLOCK_NAME.match(name, len(tensor_prefix)))}
-    missing, unknown = sorted(set(range(kernel.n_blocks)) - blocks), sorted(blocks - set(range(kernel.n_blocks)))
-    if missing:
-        raise _schema.fail("tensors", f"the file lacks the weights '{tensor_prefix}blocks.{missing[0]}.*' that its "
+    # Compared without a range of n_blocks: a forged one of 2**31 must cost nothing.
+    missing = next(i for i in range(len(blocks) + 1) if i not in blocks)
+    if missing < kernel.n_blocks:
+        raise _schema.fail("tensors", f"the file lacks the weights '{tensor_prefix}blocks.{missing}.*' that its "
                                       f"configuration needs ({where}.params.n_blocks={kernel.n_blocks})")
-    if unknown:
-        raise _schema.fail("tensors", f"the file holds unexpected tensors '{tensor_prefix}blocks.{unknown[0]}.*' "
+    if blocks and max(blocks) >= kernel.n_blocks:
+        raise _schema.fail("tensors", f"the file holds unexpected tensors "
+                                      f"'{tensor_prefix}blocks.{min(i for i in blocks if i >= kernel.n_blocks)}.*' "
                                       f"({where}.params.n_blocks={kernel.n_blocks})")
     try:
         if kernel.n_blocks:  # every block's tensors, from one block's layout, before all are laid out

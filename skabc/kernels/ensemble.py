@@ -308,6 +308,9 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
     def _describe(self) -> tuple[dict, dict]:
         """JSON description and tensors for :mod:`skabc.persistence` (members: ContextualKernels)."""
         check_is_fitted(self, "kernels_")
+        if len(self.kernels_) > _schema.MAX_MEMBERS:  # load refuses more: say so now, not when the file is read
+            raise ValueError(f"an ensemble of {len(self.kernels_)} members cannot be saved (at most "
+                             f"{_schema.MAX_MEMBERS})")
         members, tensors = [], {}
         for i, member in enumerate(self.kernels_):
             # A frozen member is its kernel, fitted: it is saved as such and loads as a ContextualKernel.
@@ -331,13 +334,20 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         _schema.check_params(cls, meta["params"], prefix + "params", allowed=("n_members", "random_state"))
         _schema.check_recommended(meta.get("recommended_clustering"), prefix + "recommended_clustering")
         members = meta["members"]
-        if not isinstance(members, list) or not 1 <= len(members) <= max(1, len(header)):
+        if not isinstance(members, list) or not 1 <= len(members) <= min(_schema.MAX_MEMBERS, max(1, len(header))):
             raise _schema.fail(prefix + "members", f"expected a list of kernels, at least one and at most one per "
-                                                   f"tensor of the file ({len(header)}), got "
+                                                   f"tensor of the file ({len(header)}) and {_schema.MAX_MEMBERS}, got "
                                                    f"{_schema.describe_value(members)}")
+        # Each member's tensors, found in one pass (a pass per member would cost members x tensors).
+        own_tensors = [{} for _ in members]
+        for name, spec in header.items():
+            index = name.split(".", 2)[1] if name.startswith("members.") and name.count(".") >= 2 else ""
+            if index.isdigit() and len(index) < 10 and int(index) < len(members):
+                own_tensors[int(index)][name] = spec
         expected, widths, names = {}, {}, {}
         for i, part in enumerate(members):
-            own = check_contextual_part(ContextualKernel, part, f"{prefix}members.{i}", header, _member_prefix(i))
+            own = check_contextual_part(ContextualKernel, part, f"{prefix}members.{i}", own_tensors[i],
+                                        _member_prefix(i))
             expected.update({_member_prefix(i) + k: v for k, v in own.items()})
             if (width := described_width(part)) is not None:  # bound to its input width, as from_fitted checks
                 widths.setdefault(width, i)
