@@ -104,10 +104,14 @@ class FreshPoolDataset(SampledSetsDataset):
         self.set_transform = None
         self.epoch, self._drawn_epoch, self._sets = 0, None, []
 
-    def _draw(self) -> None:
+    def epoch_sets(self) -> list:
+        """This epoch's ``(X, y)`` sets (a recipe with another mixture overrides this, not the batching)."""
         X, y, groups = make_clustering_sets(n_sets=self.n_sets, families=self.families,
                                             random_state=self.seed + self.epoch, **self.pool)
-        sets = [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
+        return [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
+
+    def _draw(self) -> None:
+        sets = self.epoch_sets()
         by_size = sorted(range(len(sets)), key=lambda i: len(sets[i][1]))
         batches = [by_size[i:i + self.batch_size] for i in range(0, len(by_size), self.batch_size)]
         order = np.random.default_rng([self.seed, self.epoch]).permutation(len(batches))

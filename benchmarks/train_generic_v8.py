@@ -94,18 +94,14 @@ TRUE_LABELS = 1_000_000
 class DistillationDataset(FreshPoolDataset):
     """Fresh sets of the shipped prior and ``'informative'`` tables, the tables' labels marked (:data:`TRUE_LABELS`)."""
 
-    def _draw(self) -> None:
+    def epoch_sets(self) -> list:
         sets, n_tables = [], round(self.n_sets * TABLES_SHARE)
         for families, n_sets, seed, offset in ((v2.POOL_FAMILIES, self.n_sets - n_tables, self.seed, 0),
                                                ("informative", n_tables, TABLES_SEED, TRUE_LABELS)):
             X, y, groups = make_clustering_sets(n_sets=n_sets, families=families, random_state=seed + self.epoch,
                                                 **self.pool)
             sets += [(X[groups == g], y[groups == g] + offset) for g in np.unique(groups)]
-        by_size = sorted(range(len(sets)), key=lambda i: len(sets[i][1]))
-        batches = [by_size[i:i + self.batch_size] for i in range(0, len(by_size), self.batch_size)]
-        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(batches))
-        self._sets = [sets[i] for b in order for i in batches[b]]
-        self._drawn_epoch = self.epoch
+        return sets
 
 
 class DistillationLoss(torch.nn.Module):
