@@ -27,6 +27,14 @@ Record (2026-12-04/05)
   eigengap: union of 220 validation sets 0.681 against 0.667 (paired +0.014 +- 0.007); clustbench (13) 0.618 vs
   0.601, the other 19 clustbench sets 0.613 vs 0.591, gaussians 0.491 vs 0.406, ``informative`` 0.660 vs 0.636, wide
   0.634 vs 0.629, synthetic 0.700 vs 0.704, gallery toys 0.915 vs 0.918 (the largest loss, -0.003).
+* Step 3 (``train_arbiter.py --kernel benchmarks/weights/generic_v9_candidate.safetensors --collect prior`` in two
+  parts and ``--collect validation``, 00:55-01:20 by ``date`` on two cores, shared with tests; ``--fit --kernel ...
+  --output benchmarks/results/arbiter_v9_compare.json``): **fails; not shipped.**  The candidate with an arbiter of
+  its own against the shipped pipeline on the arbiter's 260 validation sets: union 0.701 against 0.688 (paired
+  +0.012 +- 0.009), but clustbench (13) 0.670 against 0.702, gallery toys 0.906 against 0.922 and synthetic 0.699
+  against 0.712 fall by more than 0.01 (gaussians 0.612 vs 0.469, the other 19 clustbench sets 0.717 vs 0.678,
+  ``informative`` 0.679 vs 0.652, many clusters 0.622 vs 0.608, wide 0.691 vs 0.693; |k error| 3.58 against 3.64).
+  As with v8, the kernel alone gains on the 13 listed sets and the pipeline with its arbiter loses there.
 """
 
 from __future__ import annotations
