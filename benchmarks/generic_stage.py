@@ -106,9 +106,7 @@ class FreshPoolDataset(SampledSetsDataset):
 
     def epoch_sets(self) -> list:
         """This epoch's ``(X, y)`` sets (a recipe with another mixture overrides this, not the batching)."""
-        X, y, groups = make_clustering_sets(n_sets=self.n_sets, families=self.families,
-                                            random_state=self.seed + self.epoch, **self.pool)
-        return [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
+        return draw_sets(self.n_sets, self.families, self.pool, self.seed + self.epoch)
 
     def _draw(self) -> None:
         sets = self.epoch_sets()
@@ -201,10 +199,15 @@ def evaluate_checkpoint(kernel_params: dict, directory: Path, sets: list, shippe
     return result
 
 
-def prior_validation_sets(families: dict, pool: dict, seed: int, n_sets: int = 128) -> list:
-    """``n_sets`` held-out sets of a recipe's training prior, drawn from ``seed``, as (X, y) pairs."""
+def draw_sets(n_sets: int, families, pool: dict, seed: int) -> list:
+    """``n_sets`` whole sets of :func:`skabc.datasets.make_clustering_sets` drawn from ``seed``, as (X, y) pairs."""
     X, y, groups = make_clustering_sets(n_sets=n_sets, families=families, random_state=seed, **pool)
     return [(X[groups == g], y[groups == g]) for g in np.unique(groups)]
+
+
+def prior_validation_sets(families: dict, pool: dict, seed: int, n_sets: int = 128) -> list:
+    """``n_sets`` held-out sets of a recipe's training prior, drawn from ``seed``, as (X, y) pairs."""
+    return draw_sets(n_sets, families, pool, seed)
 
 
 def recipe_main(argv, description: str, *, train: Callable, kernel_params: dict, directory: Path, shipped: Path,

@@ -62,6 +62,7 @@ Record (2026-12-04)
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -104,11 +105,18 @@ def anchor_to_shipped(net, strength: float = ANCHOR) -> None:
     net.optimizer_.register_step_post_hook(pull)
 
 
+def train_anchored(directory: Path, seed: int, strength: float, threads: int, stop_after_minutes: float | None,
+                   label: str) -> None:
+    """This recipe's training (prior, schedule, budget) with an anchor of ``strength``, checkpoints in ``directory``."""
+    train_fresh_pools(KERNEL, directory, v6.shipped_network,
+                      FreshPoolDataset(SETS_PER_EPOCH, BATCH_SIZE, seed, FAMILIES, POOL), seed, CPU_BUDGET_SECONDS,
+                      threads, stop_after_minutes, label,
+                      on_initialized=functools.partial(anchor_to_shipped, strength=strength))
+
+
 def train(threads: int, stop_after_minutes: float | None) -> None:
     """Train (or resume) until the schedule, the CPU budget or ``stop_after_minutes`` of wall time ends."""
-    train_fresh_pools(KERNEL, DIRECTORY, v6.shipped_network,
-                      FreshPoolDataset(SETS_PER_EPOCH, BATCH_SIZE, SEED, FAMILIES, POOL), SEED, CPU_BUDGET_SECONDS,
-                      threads, stop_after_minutes, "generic v7", on_initialized=anchor_to_shipped)
+    train_anchored(DIRECTORY, SEED, ANCHOR, threads, stop_after_minutes, "generic v7")
 
 
 def main(argv=None) -> int:

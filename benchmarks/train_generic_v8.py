@@ -60,7 +60,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -68,9 +67,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_generic_v2 as v2
 import train_generic_v6 as v6
 import train_generic_v7 as v7
-from generic_stage import FreshPoolDataset, prior_validation_sets, recipe_main, train_fresh_pools
+from generic_stage import FreshPoolDataset, draw_sets, prior_validation_sets, recipe_main, train_fresh_pools
 
-from skabc.datasets import make_clustering_sets
 from skabc.nn.loss import same_cluster_matrix
 
 ROOT = v2.ROOT
@@ -98,9 +96,7 @@ class DistillationDataset(FreshPoolDataset):
         sets, n_tables = [], round(self.n_sets * TABLES_SHARE)
         for families, n_sets, seed, offset in ((v2.POOL_FAMILIES, self.n_sets - n_tables, self.seed, 0),
                                                ("informative", n_tables, TABLES_SEED, TRUE_LABELS)):
-            X, y, groups = make_clustering_sets(n_sets=n_sets, families=families, random_state=seed + self.epoch,
-                                                **self.pool)
-            sets += [(X[groups == g], y[groups == g] + offset) for g in np.unique(groups)]
+            sets += [(X, y + offset) for X, y in draw_sets(n_sets, families, self.pool, seed + self.epoch)]
         return sets
 
 

@@ -39,14 +39,13 @@ Record (2026-12-04/05)
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_generic_v6 as v6
 import train_generic_v7 as v7
-from generic_stage import FreshPoolDataset, prior_validation_sets, recipe_main, train_fresh_pools
+from generic_stage import prior_validation_sets, recipe_main
 
 ROOT = v7.ROOT
 DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "generic_v9"
@@ -57,10 +56,7 @@ ANCHOR = 50.0
 
 def train(threads: int, stop_after_minutes: float | None) -> None:
     """Train (or resume) until the schedule, the CPU budget or ``stop_after_minutes`` of wall time ends."""
-    train_fresh_pools(v7.KERNEL, DIRECTORY, v6.shipped_network,
-                      FreshPoolDataset(v7.SETS_PER_EPOCH, v7.BATCH_SIZE, SEED, v7.FAMILIES, v7.POOL), SEED,
-                      v7.CPU_BUDGET_SECONDS, threads, stop_after_minutes, "generic v9",
-                      on_initialized=functools.partial(v7.anchor_to_shipped, strength=ANCHOR))
+    v7.train_anchored(DIRECTORY, SEED, ANCHOR, threads, stop_after_minutes, "generic v9")
 
 
 def main(argv=None) -> int:
