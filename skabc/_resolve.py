@@ -13,6 +13,8 @@ from numbers import Integral
 
 from ._fit_inputs import is_learned, is_pairwise
 from ._subsample import resolve_max_samples
+from ._user_warnings import warn_user
+from .exceptions import SkabcWarning
 from .kernels.base import check_recommended_clustering
 from .spectral import SpectralStep
 from .spectral.arbiter import GIVEN_K_ARBITERS
@@ -68,6 +70,27 @@ def check_setting_combinations(model) -> None:
             and model.max_samples < model.n_clusters):
         raise ValueError(f"max_samples={model.max_samples} is below n_clusters={model.n_clusters}: a subsample "
                          "clustered first holds fewer points than the clusters asked for. Raise max_samples.")
+
+
+#: SpectralClustering's parameters of a scikit-learn affinity, with their defaults (ABCClustering's too).
+AFFINITY_PARAMETER_DEFAULTS = {"gamma": 1.0, "n_neighbors": 10, "degree": 3, "coef0": 1, "kernel_params": None}
+
+
+def warn_unread_affinity_parameters(model) -> None:
+    """Warn where a scikit-learn affinity's parameter is set but the learned affinity, which does not read it, is used.
+
+    ``SpectralClustering(gamma=0.01)`` means an RBF affinity of that width (its ``affinity`` defaults to
+    ``'rbf'``); with the class name swapped, ``affinity`` defaults to ``'learned'`` and the same keyword would have
+    no effect without a word.
+    """
+    if not is_learned(model.affinity):
+        return
+    unread = [f"{name}={getattr(model, name)!r}" for name, default in AFFINITY_PARAMETER_DEFAULTS.items()
+              if getattr(model, name) != default]
+    if unread:
+        warn_user(f"{', '.join(unread)} set, but affinity='learned' (ABCClustering's default; SpectralClustering's "
+                  "is 'rbf') does not read it: pass affinity='rbf' (or the affinity it was meant for) to use it, or "
+                  "leave it at its default.", SkabcWarning)
 
 
 def counts_with_generic(model) -> bool:

@@ -24,7 +24,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
-from ._fit_inputs import densify, is_pairwise
+from ._fit_inputs import densify, is_pairwise, validate_set
 from ._subsample import draw_rows, extend_labels, spread_affinity
 from ._user_warnings import each_warning_once, recording_warnings, warn_user
 from ._validation import N_JOBS_CONSTRAINT
@@ -33,6 +33,7 @@ from .kernels import as_kernel
 from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
 from .spectral import compact
 from .spectral.arbiter import arbiter_for
+from .spectral.candidates import CANDIDATES
 
 
 def cluster_groups(model, X, n_samples: int, group_codes):
@@ -280,10 +281,11 @@ def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_sampl
     return results, [(w.category, str(w.message)) for w in caught]
 
 
-def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:
+def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int, bool]:
     """Every candidate partition a fitted ``model``'s arbiter weighs for the set ``X``, as ``fit(X)`` would.
 
-    ``X`` is one whole set, seeded as a fit on it alone seeds it (no ``max_samples`` subsample).
+    ``X`` is one whole set, validated as ``predict`` validates it (width, feature names) and seeded as a fit on it
+    alone seeds it (no ``max_samples`` subsample).
 
     Returns
     -------
@@ -292,6 +294,10 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:
         The forest's predicted ARI of each.
     kept : int
         Index of the partition the arbiter keeps.
+    partition_kept : bool
+        Whether the model's labels are that candidate's partition; ``False`` for an arbiter that only keeps
+        its ``k`` (a kNN-partition arbiter cuts the set's kNN graph into it, a counting arbiter the model's own
+        affinity).
 
     Raises
     ------
@@ -310,6 +316,8 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:
     if getattr(model, "arbiter_", None) is None:
         raise ValueError("this model was fitted without an arbiter (arbiter_ is None): there are no candidates")
     step = model.spectral_step_
+    # The rows predict would take: a set of another width or other feature names is refused, not drawn.
+    validate_set(model, X, reset=False, ensure_min_samples=1)
     rows = check_array(X, accept_sparse="csr")
     if sp.issparse(rows):
         rows = rows.toarray()  # the network reads dense rows, as fit gives them to it
@@ -320,4 +328,6 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int]:
         kernel, arbiter = as_kernel(model.kernel_), arbiter_for(model.arbiter_, step)
     candidates = arbiter.candidates_of(step, kernel.affinity(rows), rows, eig_seed, seed)
     kept, scores = arbiter.choose(candidates, rows.shape[1])
-    return candidates, scores, kept
+    partition_kept = model.arbiter_ not in COUNTING_ARBITERS and not (
+        arbiter.partition == "knn" and CANDIDATES[candidates[kept].name][0] != "knn")
+    return candidates, scores, kept, partition_kept

@@ -22,7 +22,7 @@ from ._fit_inputs import (
     warn_if_square,
     without_unseen_names,
 )
-from ._resolve import check_setting_combinations, resolve_settings
+from ._resolve import check_setting_combinations, resolve_settings, warn_unread_affinity_parameters
 from ._sets import check_n_jobs, check_sets, cluster_groups, map_sets, set_seeds, warn_at_max_clusters
 from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
@@ -334,6 +334,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         """
         self._validate_params()
         check_setting_combinations(self)  # before any fitted attribute changes: a refused refit keeps the last fit
+        warn_unread_affinity_parameters(self)
         check_not_masked_or_missing(X)
         checked = validate_set(self, X, reset=True, ensure_min_samples=2)
         group_codes = encode_groups(groups, checked.shape[0])

@@ -258,10 +258,15 @@ def plot_candidates(model, X, axes=None, s=10):
     """The partitions a fitted ``ABCClustering``'s arbiter weighs for the set ``X``, the kept one in bold.
 
     One panel per candidate (:mod:`skabc.spectral.arbiter`), titled with its name, its number of
-    clusters and the forest's predicted ARI. ``X`` is clustered as one whole set, seeded as
-    ``model.fit(X)`` seeds it (without ``max_samples``' subsample); data with more than two features
-    is projected by PCA, as in :func:`plot_clusters`. ``axes``, if given, holds one Axes per
-    candidate.
+    clusters and the forest's predicted ARI. ``X`` is validated as ``model.predict`` validates it
+    and clustered as one whole set, seeded as ``model.fit(X)`` seeds it (without ``max_samples``'
+    subsample); data with more than two features is projected by PCA, as in :func:`plot_clusters`.
+    ``axes``, if given, holds one Axes per candidate.
+
+    An arbiter that keeps only a candidate's ``k`` (``arbiter_`` ``'generic-knn'``, which cuts the
+    set's kNN graph into it, or ``'generic-count'``, which cuts the model's own affinity) marks that
+    panel "(k kept)": the model's partition is another one, which
+    ``plot_clusters(X, model.fit_predict(X))`` draws.
 
     Parameters
     ----------
@@ -281,19 +286,21 @@ def plot_candidates(model, X, axes=None, s=10):
     Raises
     ------
     ValueError
-        If ``model`` was fitted without an arbiter (``arbiter_`` is None), or ``axes`` does not hold
-        one Axes per candidate.
+        If ``model`` was fitted without an arbiter (``arbiter_`` is None), ``X`` is not what ``predict``
+        takes (another number of features, other feature names), or ``axes`` does not hold one Axes per
+        candidate.
     TypeError
         If ``model`` is not an ``ABCClustering``.
     """
     from ._sets import arbiter_candidates
 
-    candidates, scores, kept = arbiter_candidates(model, X)
+    candidates, scores, kept, partition_kept = arbiter_candidates(model, X)
     points = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=float)
     axes = np.ravel(_axes(axes, ncols=len(candidates), what="axes"))
+    mark = " (kept)" if partition_kept else " (k kept)"
     for i, (ax, candidate) in enumerate(zip(axes, candidates, strict=True)):
         title = f"{candidate.name}: k = {candidate.n_clusters}\npredicted ARI {scores[i]:.2f}"
-        plot_clusters(points, candidate.labels, ax=ax, title=title + (" (kept)" if i == kept else ""), s=s)
+        plot_clusters(points, candidate.labels, ax=ax, title=title + (mark if i == kept else ""), s=s)
         if i == kept:
             ax.title.set_fontweight("bold")
     return axes

@@ -395,7 +395,8 @@ def test_the_candidates_of_a_counting_model_are_the_generic_kernels(moons):
 
     X, _ = moons
     model = ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X)
-    candidates, _, kept = arbiter_candidates(model, X)
+    candidates, _, kept, partition_kept = arbiter_candidates(model, X)
+    assert not partition_kept  # it gave k; the labels are the model's own affinity cut into it
     assert {c.name for c in candidates} >= {"kernel-consensus", "knn-rotation"}
     assert model.candidate_ == f"affinity-at-{candidates[kept].name}"
     assert candidates[kept].n_clusters == model.n_clusters_
@@ -462,3 +463,17 @@ def test_a_set_too_small_for_the_counting_arbiter_keeps_its_affinitys_own_rule()
     assert adjusted_rand_score([0, 0, 0, 1, 1], model.labels_) == 1.0
     own = ABCClustering(affinity="rbf", arbiter=None, n_clusters_selection="eigengap", random_state=0).fit(X)
     np.testing.assert_array_equal(model.labels_, own.labels_)
+
+
+def test_a_scikit_learn_affinity_parameter_the_learned_affinity_does_not_read_warns(moons):
+    """A probe (/work/probe42b): SpectralClustering(n_clusters=3, gamma=0.01) means an RBF of that width; with the
+    class name swapped, affinity defaults to 'learned' and gamma (n_neighbors, degree, ...) had no effect unsaid."""
+    from skabc.exceptions import SkabcWarning
+
+    X, _ = moons
+    with pytest.warns(SkabcWarning, match=r"gamma=0\.01, n_neighbors=5 set, but affinity='learned'"):
+        ABCClustering(n_clusters=2, gamma=0.01, n_neighbors=5, random_state=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ABCClustering(n_clusters=2, affinity="rbf", gamma=0.01, random_state=0).fit(X)
+        ABCClustering(n_clusters=2, random_state=0).fit(X)

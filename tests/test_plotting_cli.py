@@ -283,6 +283,44 @@ def test_plot_candidates_shows_every_partition_and_marks_the_kept_one(n_clusters
     plt.close("all")
 
 
+def test_plot_candidates_marks_a_panel_that_only_gave_k():
+    """A probe (/work/probe42b): a counting arbiter (any scikit-learn affinity, k unknown) keeps a generic
+    candidate's k and cuts the model's own affinity into it, yet its panel was titled "(kept)" though its partition
+    was not the model's (ARI 0.26 with labels_ on moons); likewise the kNN-partition arbiter's."""
+    from sklearn.datasets import make_moons
+
+    from skabc import ABCClustering
+    from skabc.plotting import plot_candidates
+
+    X, _ = make_moons(120, noise=0.05, random_state=0)
+    for model in (ABCClustering(affinity="rbf", random_state=0).fit(X),
+                  ABCClustering(arbiter="generic-knn", random_state=0).fit(X)):
+        titles = [ax.get_title() for ax in plot_candidates(model, X)]
+        assert not any(t.endswith("(kept)") for t in titles)
+        marked = [t for t in titles if t.endswith("(k kept)")]
+        assert len(marked) == 1 and f"k = {model.n_clusters_}" in marked[0]
+    plt.close("all")
+
+
+def test_plot_candidates_refuses_a_set_predict_would_refuse():
+    """A probe (/work/probe42b): X of another width or other feature names than fit saw was drawn without a word,
+    where predict raises."""
+    import pandas as pd
+    from sklearn.datasets import make_blobs
+
+    from skabc import ABCClustering
+    from skabc.plotting import plot_candidates
+
+    X, _ = make_blobs(n_samples=120, centers=3, cluster_std=0.5, random_state=0)
+    model = ABCClustering(random_state=0).fit(X)
+    with pytest.raises(ValueError, match="features"):
+        plot_candidates(model, np.c_[X, X])
+    named = ABCClustering(random_state=0).fit(pd.DataFrame(X, columns=["a", "b"]))
+    with pytest.raises(ValueError, match="feature names"):
+        plot_candidates(named, pd.DataFrame(X, columns=["x", "y"]))
+    plt.close("all")
+
+
 def test_plot_affinity_rejects_labels_of_another_length_and_non_square_matrices():
     A = np.eye(50)
     # Labels for 5 of the 50 rows used to draw a 5x5 sub-block without a word.
