@@ -637,3 +637,40 @@ def test_range_messages_and_omniglot_arguments_are_checked_first(tmp_path):
         load_omniglot(data_home=tmp_path, expect_complete="yes")
     with pytest.raises(TypeError, match="data_home must be a folder"):
         load_omniglot(data_home=5)
+
+
+@pytest.mark.parametrize("make", [
+    partial(make_blobs_set, cluster_std=1e308), partial(make_blobs_set, spacing=1e308),
+    partial(make_blobs_set, min_separation=1e308), partial(make_informative_set, min_separation=1e308),
+])
+def test_centres_that_overflow_are_refused_not_searched_for_ever(make):
+    """A probe (/work/probe42a): the box search for centres widened its box without end once the separations
+    overflowed float64 (still running when killed)."""
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match="cannot place"):
+        make(random_state=0)
+
+
+@pytest.mark.parametrize("make", [
+    partial(make_warped_set, cluster_std=1e200), partial(make_rings_set, noise=1e308),
+    partial(make_moons_set, noise=1e308), partial(make_circles_sets, 3, noise=1e308),
+    lambda random_state: add_background_noise(np.ones((10, 2)) * np.arange(10)[:, None], np.zeros(10, int),
+                                              margin=1e308, random_state=random_state),
+])
+def test_points_that_overflow_are_refused(make):
+    """A probe (/work/probe42a): these returned all-NaN or infinite points without a word."""
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match="not finite"):
+        make(random_state=0)
+
+
+def test_families_of_other_types_are_unknown_names():
+    """A probe (/work/probe42a): a name that is not a string raised sorting's TypeError ('<' not supported)."""
+    for families in ([5, "zz"], {"blobs", 5}, {"blobs": 1.0, None: 1.0}):
+        with pytest.raises(ValueError, match="families must name some of"):
+            make_clustering_sets(2, 10, families=families, random_state=0)
+
+
+def test_embed_in_dimensions_refuses_missing_values_and_no_rows():
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        embed_in_dimensions(np.array([[np.nan, 1.0]]), 3)
+    with pytest.raises(ValueError, match="non-empty"):
+        embed_in_dimensions(np.zeros((0, 2)), 3)

@@ -130,8 +130,16 @@ def _finish(rng, X, y, n_noise: int, n_features: int, embed_noise: float, margin
         y = np.concatenate([y, y.max() + 1 + np.arange(n_noise)])
     if n_features > X.shape[1]:
         X = _embed(rng, X, n_features, embed_noise)
+    check_finite_points(X)
     order = rng.permutation(len(X))
     return X[order], y[order].astype(np.int64)
+
+
+def check_finite_points(X: np.ndarray) -> None:
+    """Refuse drawn points that overflowed float64 (a spread, noise or margin near 1e308), by the cause."""
+    if not np.all(np.isfinite(X)):
+        raise ValueError("the drawn points are not finite: a spread, noise, margin or scale parameter overflows "
+                         "float64; use values of an ordinary scale.")
 
 
 def _discretize(rng, X: np.ndarray, fraction: float, levels: tuple[int, int]) -> np.ndarray:

@@ -19,6 +19,9 @@ from ._common import (
     _split_noise,
 )
 
+#: Most 10% widenings of the box a centre may need (1.1**1000 is about 1e41): where the separations overflow
+#: float64 no candidate ever fits, and the search would never end.
+_MAX_WIDENINGS = 1000
 #: Fewest degrees of freedom of Student-t blobs: below about 0.03 some chi-square draws underflow to 0.
 MIN_TAIL_DF = 0.1
 
@@ -31,15 +34,21 @@ def _place_centers(rng, radius: np.ndarray, d: int, min_separation: float, box=N
     its box by 10%.
     """
     k = len(radius)
-    if box is None:
-        half = np.full(d, spacing * 1.5 * max(min_separation, 0.5) * radius.mean() * k ** (1 / d))
-        mid = np.zeros(d)
-    else:
-        mid, half = (box[1] + box[0]) / 2, np.maximum((box[1] - box[0]) / 2, 1e-12)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused below, by name
+        if box is None:
+            half = np.full(d, spacing * 1.5 * max(min_separation, 0.5) * radius.mean() * k ** (1 / d))
+            mid = np.zeros(d)
+        else:
+            mid, half = (box[1] + box[0]) / 2, np.maximum((box[1] - box[0]) / 2, 1e-12)
+        finite = bool(np.all(np.isfinite(half)) and np.all(np.isfinite(mid)) and np.all(np.isfinite(radius))
+                      and np.isfinite(min_separation * 2 * radius.max()))
+    if not finite:
+        raise ValueError("cannot place the cluster centres: the spreads, min_separation or spacing overflow float64 "
+                         f"(largest spread {radius.max():.3g}, min_separation {min_separation!r}).")
     centers = np.empty((k, d))
     for i in range(k):
         grow = 1.0
-        while True:
+        for _ in range(_MAX_WIDENINGS):
             cand = mid + half * grow * rng.uniform(-1, 1, (32, d))
             if i == 0 or min_separation == 0:
                 centers[i] = cand[0]
@@ -51,6 +60,9 @@ def _place_centers(rng, radius: np.ndarray, d: int, min_separation: float, box=N
                 centers[i] = cand[ok[0]]
                 break
             grow *= 1.1
+        else:
+            raise ValueError(f"cannot place {k} cluster centres min_separation={min_separation!r} apart in "
+                             f"{_MAX_WIDENINGS} widenings of the box (the spreads or min_separation overflow it).")
     return centers
 
 
@@ -118,8 +130,9 @@ def make_blobs_set(
         a wide range gives clusters of very different densities.
     anisotropy : float or (float, float), default=(1.0, 3.0)
         Ratio of a cluster's largest to smallest axis spread (``1``: round),
-        or the range it is drawn from per cluster (log-uniformly).  Ignored
-        in one dimension.
+        or the range it is drawn from per cluster (log-uniformly).  In one
+        dimension a cluster has one spread: the ratio scales it by a
+        factor drawn between ``ratio ** -0.5`` and ``ratio ** 0.5``.
     weights : array-like of shape (n_clusters,), default=None
         Relative cluster sizes.  ``None`` draws them log-normally with
         spread ``imbalance``.

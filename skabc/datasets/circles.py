@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._common import _check_int, _check_range, _check_real
+from ._common import _check_int, _check_range, _check_real, check_finite_points
 
 
 def make_circles_sets(
@@ -26,7 +26,9 @@ def make_circles_sets(
     distribution clipped to ``radius_range``, splits the set's points among
     the circles (every circle gets at least one; a set of fewer points than
     ``n_circles`` has one circle per point) and spreads each circle's
-    points evenly in angle with a random phase.  Which circle a point belongs
+    points around it: ``c`` points get one angle each, drawn uniformly in
+    its own of ``c`` equal arcs (stratified, so no stretch of a circle is
+    left empty).  Which circle a point belongs
     to can only be told from the other points of its set: that is the context.
 
     Parameters
@@ -93,4 +95,6 @@ def make_circles_sets(
         X.append(points[order])
         y.append(labels[order])
         groups.append(np.full(n, s))
-    return np.concatenate(X), np.concatenate(y), np.concatenate(groups)
+    X = np.concatenate(X)
+    check_finite_points(X)
+    return X, np.concatenate(y), np.concatenate(groups)

@@ -62,20 +62,26 @@ FAMILIES = (*FAMILY_WEIGHTS, "scattered", "subspaces", "warped", "separated", "c
 _PLANAR_FAMILIES = frozenset({"rings", "moons", "curves", "mixed", "separated", "chains", "tapered"})
 
 
+def _name_order(name) -> tuple:
+    """Sort key of a family name: strings in order, anything else after them (by repr)."""
+    return (0, name) if isinstance(name, str) else (1, repr(name))
+
+
 def _check_families(families) -> tuple[list[str], np.ndarray]:
     if families is None:
         families = FAMILY_WEIGHTS
     elif isinstance(families, str):
         families = {families: 1.0}
     elif isinstance(families, (set, frozenset)):  # no order of its own: sorted, so a seed gives the same sets
-        families = dict.fromkeys(sorted(families), 1.0)
+        # Names of other types cannot be sorted with strings: they are unknown names, refused below.
+        families = dict.fromkeys(sorted(families, key=_name_order), 1.0)
     elif not isinstance(families, Mapping):
         try:
             families = dict.fromkeys(families, 1.0)
         except TypeError:
             raise TypeError(f"families must be a family name, a sequence of names or a mapping of names to "
                             f"weights, got {families!r}.") from None
-    unknown = sorted(set(families) - set(FAMILIES))
+    unknown = [name for name in families if not isinstance(name, str) or name not in FAMILIES]
     if unknown or not families:
         raise ValueError(f"families must name some of {sorted(FAMILIES)}, got {families!r}.")
     names = list(families)

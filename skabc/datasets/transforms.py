@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._common import _background, _check_int, _check_range, _check_real, _discretize, _embed, _log_uniform
+from ._common import (
+    _background,
+    _check_int,
+    _check_range,
+    _check_real,
+    _discretize,
+    _embed,
+    _log_uniform,
+    check_finite_points,
+)
 
 
 def _check_labelled_set(X, y) -> tuple[np.ndarray, np.ndarray]:
@@ -54,6 +63,7 @@ def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1, ra
     rng = check_random_state(random_state)
     n_noise = round(fraction * len(X) / (1 - fraction))
     noise = _background(rng, X, n_noise, margin)
+    check_finite_points(noise)
     labels = int(y.max()) + 1 + np.arange(n_noise, dtype=np.int64)  # int: a uint8 max of 255 would wrap
     return np.concatenate([X, noise]), np.concatenate([y.astype(np.int64), labels])
 
@@ -143,8 +153,10 @@ def embed_in_dimensions(X, n_features: int, *, noise_std: float = 0.0, random_st
     X_embedded : ndarray of shape (n_samples, n_features)
     """
     X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[1] < 1:
-        raise ValueError(f"X must be a 2-D array with at least one column, got shape {X.shape}.")
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}.")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or infinity.")
     n_features = _check_int("n_features", n_features)
     if n_features < X.shape[1]:
         raise ValueError(f"n_features={n_features} is smaller than the {X.shape[1]} columns of X.")
