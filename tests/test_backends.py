@@ -420,3 +420,23 @@ def test_a_sampled_seed_that_is_not_a_small_integer_is_refused(seed):
 
     with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*62\)"):
         SampledAttentionBlock(8, 2, 16, seed=seed)
+
+
+@pytest.mark.parametrize(("attention", "options", "match"), [
+    ("opa", {"chunk_size": 2.5}, r"attention_options\['chunk_size'\] must be int, got 2.5"),
+    ("opa", {"chunk_size": "a"}, r"attention_options\['chunk_size'\] must be int"),
+    ("opa", {"chunk_size": True}, r"attention_options\['chunk_size'\] must be int, got True"),
+    ("sampled", {"seed": 1.5}, r"attention_options\['seed'\] must be None or int"),
+])
+def test_a_built_in_backends_option_of_another_type_is_refused_by_name(attention, options, match):
+    """A probe (/work/probe42c): chunk_size=2.5 raised range()'s TypeError naming no option, and True was taken."""
+    from sklearn.datasets import make_blobs
+
+    from skabc import ContextualKernel
+
+    X, y = make_blobs(60, random_state=0)
+    kernel = ContextualKernel(attention=attention, attention_options=options, d_model=8, n_heads=2, n_blocks=1,
+                              max_epochs=1, set_size=20, random_state=0, device="cpu", verbose=0)
+    with pytest.raises(TypeError, match=match):
+        kernel.fit(X, y, groups=[0] * 20 + [1] * 20 + [2] * 20)
+

@@ -772,6 +772,8 @@ def test_counts_scikit_learn_takes_as_flags_still_run():
     ({"weight_decay": 1e300}, ValueError, "'weight_decay' parameter"),
     ({"canonical_features": 10**12}, AffinityTooLargeError, "canonical_features"),
     ({"d_model": 10**6}, AffinityTooLargeError, "d_model"),
+    # A probe (/work/probe42c): the message blamed d_model or canonical_features only.
+    ({"attention": "isab", "n_inducing": 10**12}, AffinityTooLargeError, "or n_inducing"),
 ])
 def test_an_impossible_network_is_refused_before_torch_meets_it(params, error, match):
     """float32 overflow in the optimizer, or weights allocated by torch until it fails: named first."""

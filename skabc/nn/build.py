@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -49,6 +50,24 @@ def check_attention_options(kernel) -> None:
             f"attention_options: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
             f"for the attention backend {name!r}; it takes {', '.join(map(repr, accepted)) or 'no other options'}."
         )
+    if isinstance(kernel.attention, str):  # a built-in backend: its options' types are its annotations
+        for key, value in options.items():
+            _check_option_type(key, value, str(parameters[key].annotation))
+
+
+def _check_option_type(key: str, value, annotation: str) -> None:
+    """Refuse an option of a built-in backend whose value is not of its annotated type (bools are not ints)."""
+    kinds = {part.strip() for part in annotation.split("|")}
+    if value is None and "None" in kinds:
+        return
+    if "int" in kinds and isinstance(value, Integral) and not isinstance(value, bool):
+        return
+    if "float" in kinds and isinstance(value, Real) and not isinstance(value, bool) and np.isfinite(value):
+        return
+    if "str" in kinds and isinstance(value, str):
+        return
+    if kinds <= {"int", "float", "str", "None"}:
+        raise TypeError(f"attention_options[{key!r}] must be {' or '.join(sorted(kinds))}, got {value!r}.")
 
 
 def build_module(kernel, n_features: int) -> ABCNet:

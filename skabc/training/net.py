@@ -230,7 +230,8 @@ def check_training_memory(kernel, largest_set: int, n_features: int | None = Non
             raise AffinityTooLargeError(
                 f"the network of d_model={kernel.d_model}, n_blocks={kernel.n_blocks} on "
                 f"{kernel.canonical_features or n_features} input features needs about {format_bytes(weights)} "
-                f"to train, over memory_limit={format_bytes(limit)}; lower d_model or canonical_features.")
+                f"to train, over memory_limit={format_bytes(limit)}; lower d_model"
+                + (", canonical_features or n_inducing." if kernel.attention == "isab" else " or canonical_features."))
 
 
 def _load_warm_start(net: NeuralNet, state: dict) -> None:
