@@ -14,6 +14,7 @@ from .kernels import ContextualKernel, as_kernel
 from .kernels._contextual_io import described_width
 from .kernels.base import CLUSTERING_SETTINGS, Kernel
 from .spectral.arbiter import CANDIDATES
+from .spectral.split import SPLIT_SUFFIX
 
 # Prefix of the kernel's tensors in a saved model.
 _KERNEL = "kernel."
@@ -165,8 +166,10 @@ def _kernel_width(kernel: dict) -> int | None:
 
 def _check_candidate(value, where: str) -> None:
     """``candidate_`` as fit sets it: null, an arbiter candidate's name (``'affinity-at-<name>'`` for a counting
-    arbiter, ``'knn-at-<name>'`` for a kNN-partition one), or one such entry per group."""
+    arbiter, ``'knn-at-<name>'`` for a kNN-partition one, ending ``'+gaussian-split'`` where clusters were split),
+    or one such entry per group."""
     names = set(CANDIDATES) | {f"{prefix}-at-{name}" for prefix in ("affinity", "knn") for name in CANDIDATES}
+    names |= {name + SPLIT_SUFFIX for name in names}
     entries = value if isinstance(value, list) else [value]
     if isinstance(value, list) and not 1 <= len(value) <= _schema.MAX_COUNT:
         raise _schema.fail(where, f"expected one entry per group, got a list of {len(value)}")

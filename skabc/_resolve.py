@@ -45,11 +45,12 @@ def resolve_settings(model, recommended: dict) -> None:
     model.n_clusters_selection_ = resolved("n_clusters_selection")
     model.arbiter_ = resolve_arbiter(model, recommended["arbiter"])
     model.max_samples_ = resolve_max_samples(model.max_samples, is_learned(model.affinity))
+    model.gaussian_split_ = resolve_gaussian_split(model)
     model.spectral_step_ = SpectralStep(
         n_clusters=model.n_clusters, max_clusters=model.max_clusters, selection=model.n_clusters_selection_,
         affinity_power=model.affinity_power_, assign_labels=model.assign_labels_, eigen_solver=model.eigen_solver,
         n_components=model.n_components, n_init=model.n_init, eigen_tol=model.eigen_tol, verbose=model.verbose,
-        follows_sklearn=model._follows_sklearn(),
+        follows_sklearn=model._follows_sklearn(), gaussian_split=model.gaussian_split_,
     )
 
 
@@ -66,6 +67,10 @@ def check_setting_combinations(model) -> None:
     if is_pairwise(model.affinity) and model.max_samples not in ("auto", None):
         raise ValueError(f"max_samples={model.max_samples!r} subsamples sets of points; affinity="
                          f"{model.affinity!r} takes the whole matrix. Leave max_samples='auto' (or None).")
+    if model.gaussian_split and (model.n_clusters is not None or is_pairwise(model.affinity)):
+        raise ValueError("gaussian_split=True splits clusters of a partition whose k was estimated from rows; "
+                         f"n_clusters={model.n_clusters!r} and affinity={model.affinity!r} leave nothing to split. "
+                         "Leave gaussian_split=False.")
     if (isinstance(model.max_samples, Integral) and model.n_clusters is not None
             and model.max_samples < model.n_clusters):
         raise ValueError(f"max_samples={model.max_samples} is below n_clusters={model.n_clusters}: a subsample "
@@ -91,6 +96,12 @@ def warn_unread_affinity_parameters(model) -> None:
         warn_user(f"{', '.join(unread)} set, but affinity='learned' (ABCClustering's default; SpectralClustering's "
                   "is 'rbf') does not read it: pass affinity='rbf' (or the affinity it was meant for) to use it, or "
                   "leave it at its default.", SkabcWarning)
+
+
+def resolve_gaussian_split(model) -> bool:
+    """Whether each set's partition gets :func:`~skabc.spectral.split.split_gaussian_clusters`: asked for, and
+    ``k`` estimated from rows (``check_setting_combinations`` refuses it asked for otherwise)."""
+    return bool(model.gaussian_split) and model.n_clusters is None and not is_pairwise(model.affinity)
 
 
 def counts_with_generic(model) -> bool:

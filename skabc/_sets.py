@@ -34,6 +34,7 @@ from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
 from .spectral import compact
 from .spectral.arbiter import arbiter_for
 from .spectral.candidates import CANDIDATES
+from .spectral.split import SPLIT_SUFFIX, split_gaussian_clusters
 
 
 def cluster_groups(model, X, n_samples: int, group_codes):
@@ -211,7 +212,8 @@ def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
 
 
 def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples: int | None = None):
-    """Cluster one set: the kernel's affinity, then the spectral step (on a subsample past ``max_samples``).
+    """Cluster one set: the kernel's affinity, then the spectral step (on a subsample past ``max_samples``),
+    then, where the step says so, the split of its clusters that are two touching Gaussian blobs (whole set).
 
     ``clustering``: the :class:`~skabc.spectral.SpectralStep`, the arbiter's name (or ``None``) and, for a
     counting arbiter, optionally the int ``random_state`` its cut is seeded with.
@@ -220,11 +222,28 @@ def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples:
     function so joblib can ship it, with the fitted kernel, to worker processes
     or Dask workers.
     """
+    result = _partition_one(kernel, clustering, X, eig_seed, seed, max_samples)
+    step = clustering[0]
+    if not step.gaussian_split:
+        return result
+    labels, affinity, _, eigenvalues, chosen = result
+    split = split_gaussian_clusters(check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32)), labels,
+                                    step.max_clusters)
+    if split is labels:
+        return result
+    if step.verbose:
+        print(f"gaussian split: {int(labels.max()) + 1} clusters -> {int(split.max()) + 1} (two touching Gaussian "
+              "blobs each)")
+    return split, affinity, int(split.max()) + 1, eigenvalues, None if chosen is None else chosen + SPLIT_SUFFIX
+
+
+def _partition_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples: int | None = None):
     rows = draw_rows(_num_samples(X), max_samples, seed)
     if rows is not None:
         subset = _safe_indexing(X, rows)
         try:
-            labels, affinity, found, eigenvalues, chosen = _cluster_one(kernel, clustering, subset, eig_seed, seed)
+            labels, affinity, found, eigenvalues, chosen = _partition_one(kernel, clustering, subset, eig_seed,
+                                                                          seed)
         except AffinityTooLargeError as error:  # the set is the subsample: its size is the user's max_samples
             raise AffinityTooLargeError(f"{error} This set of {_num_samples(X)} rows was clustered on a subsample "
                                         f"of max_samples={max_samples} rows: a lower max_samples needs less.") from None
@@ -281,7 +300,7 @@ def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_sampl
     return results, [(w.category, str(w.message)) for w in caught]
 
 
-def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int, bool]:
+def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int, str]:
     """Every candidate partition a fitted ``model``'s arbiter weighs for the set ``X``, as ``fit(X)`` would.
 
     ``X`` is one whole set, validated as ``predict`` validates it (width, feature names) and seeded as a fit on it
@@ -294,10 +313,10 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int, bool]:
         The forest's predicted ARI of each.
     kept : int
         Index of the partition the arbiter keeps.
-    partition_kept : bool
-        Whether the model's labels are that candidate's partition; ``False`` for an arbiter that only keeps
-        its ``k`` (a kNN-partition arbiter cuts the set's kNN graph into it, a counting arbiter the model's own
-        affinity).
+    kept_as : {'partition', 'k', 'split'}
+        What the model's labels keep of that candidate: its partition; only its ``k`` (a kNN-partition arbiter
+        cuts the set's kNN graph into it, a counting arbiter the model's own affinity); or its partition with
+        some clusters split (``gaussian_split_``).
 
     Raises
     ------
@@ -328,6 +347,9 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int, bool]:
         kernel, arbiter = as_kernel(model.kernel_), arbiter_for(model.arbiter_, step)
     candidates = arbiter.candidates_of(step, kernel.affinity(rows), rows, eig_seed, seed)
     kept, scores = arbiter.choose(candidates, rows.shape[1])
-    partition_kept = model.arbiter_ not in COUNTING_ARBITERS and not (
-        arbiter.partition == "knn" and CANDIDATES[candidates[kept].name][0] != "knn")
-    return candidates, scores, kept, partition_kept
+    if model.arbiter_ in COUNTING_ARBITERS or (arbiter.partition == "knn"
+                                                and CANDIDATES[candidates[kept].name][0] != "knn"):
+        return candidates, scores, kept, "k"
+    labels = candidates[kept].labels
+    split = model.gaussian_split_ and split_gaussian_clusters(rows, labels, step.max_clusters) is not labels
+    return candidates, scores, kept, "split" if split else "partition"

@@ -118,6 +118,12 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         unknown only when ``n_clusters_selection`` is ``'auto'`` too; with ``k`` and its rule unset, a
         scikit-learn affinity of the rows gets ``'generic-count'`` (its own eigengap overcounts); resolved
         in ``fit`` into ``arbiter_``.
+    gaussian_split : bool, default=False
+        With ``k`` estimated, split each cluster that is two touching Gaussian blobs, which every partition
+        an arbiter weighs tends to merge: two Gaussians explain it better than one, each half is one
+        Gaussian, and the density dips where they meet (:mod:`skabc.spectral.split`; sets of at most 8
+        mixture columns; chosen after the generic kernel's arbiter, ``benchmarks/gaussian_split.py``).
+        ``True`` with ``n_clusters`` given or a precomputed affinity is refused.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:
@@ -200,9 +206,12 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         What ``n_clusters_selection`` resolved to.
     arbiter_ : str or None
         What ``arbiter`` resolved to.
+    gaussian_split_ : bool
+        Whether the split applies (``gaussian_split`` and ``k`` estimated).
     candidate_ : str, list of str, or None
         The candidate partition the arbiter kept (one per group; ``'affinity-at-<candidate>'`` where it
-        only counted); ``None`` without an arbiter, and for a set of at most 11 distinct rows, whose kNN
+        only counted; ending ``'+gaussian-split'`` where ``gaussian_split_`` split some of its clusters);
+        ``None`` without an arbiter, and for a set of at most 11 distinct rows, whose kNN
         graph links every row to every other (the kernel's own partition, or the affinity's own count).
     max_samples_ : int or None
         What ``max_samples`` resolved to.
@@ -244,6 +253,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         "max_clusters": [IntRange(1, None, closed="left")],
         "n_clusters_selection": [StrOptions(set(N_CLUSTERS_SELECTORS) | {"auto"})],
         "arbiter": [StrOptions(set(ARBITERS) | {"auto"}), None],
+        "gaussian_split": ["boolean"],
         "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
         "n_components": [IntRange(1, None, closed="left"), None],
@@ -275,6 +285,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         max_clusters=50,
         n_clusters_selection="auto",
         arbiter="auto",
+        gaussian_split=False,
         affinity_power="auto",
         eigen_solver=None,
         n_components=None,
@@ -297,6 +308,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         self.max_clusters = max_clusters
         self.n_clusters_selection = n_clusters_selection
         self.arbiter = arbiter
+        self.gaussian_split = gaussian_split
         self.affinity_power = affinity_power
         self.eigen_solver = eigen_solver
         self.n_components = n_components

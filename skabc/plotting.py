@@ -266,7 +266,8 @@ def plot_candidates(model, X, axes=None, s=10):
     An arbiter that keeps only a candidate's ``k`` (``arbiter_`` ``'generic-knn'``, which cuts the
     set's kNN graph into it, or ``'generic-count'``, which cuts the model's own affinity) marks that
     panel "(k kept)": the model's partition is another one, which
-    ``plot_clusters(X, model.fit_predict(X))`` draws.
+    ``plot_clusters(X, model.fit_predict(X))`` draws; so does "(kept, split)", where
+    ``gaussian_split_`` split some of the kept partition's clusters.
 
     Parameters
     ----------
@@ -294,10 +295,10 @@ def plot_candidates(model, X, axes=None, s=10):
     """
     from ._sets import arbiter_candidates
 
-    candidates, scores, kept, partition_kept = arbiter_candidates(model, X)
+    candidates, scores, kept, kept_as = arbiter_candidates(model, X)
     points = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=float)
     axes = np.ravel(_axes(axes, ncols=len(candidates), what="axes"))
-    mark = " (kept)" if partition_kept else " (k kept)"
+    mark = {"partition": " (kept)", "k": " (k kept)", "split": " (kept, split)"}[kept_as]
     for i, (ax, candidate) in enumerate(zip(axes, candidates, strict=True)):
         title = f"{candidate.name}: k = {candidate.n_clusters}\npredicted ARI {scores[i]:.2f}"
         plot_clusters(points, candidate.labels, ax=ax, title=title + (mark if i == kept else ""), s=s)

@@ -395,8 +395,8 @@ def test_the_candidates_of_a_counting_model_are_the_generic_kernels(moons):
 
     X, _ = moons
     model = ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X)
-    candidates, _, kept, partition_kept = arbiter_candidates(model, X)
-    assert not partition_kept  # it gave k; the labels are the model's own affinity cut into it
+    candidates, _, kept, kept_as = arbiter_candidates(model, X)
+    assert kept_as == "k"  # it gave k; the labels are the model's own affinity cut into it
     assert {c.name for c in candidates} >= {"kernel-consensus", "knn-rotation"}
     assert model.candidate_ == f"affinity-at-{candidates[kept].name}"
     assert candidates[kept].n_clusters == model.n_clusters_

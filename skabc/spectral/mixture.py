@@ -87,9 +87,9 @@ def bic_mixture_partition(X, max_clusters: int, random_state: int) -> np.ndarray
     covariance = "full" if Z.shape[1] <= FULL_COVARIANCE_MAX_FEATURES else "diag"
     best_k, best_labels = 1, np.zeros(n, dtype=np.int64)
     largest = min(max_clusters, MAX_MIXTURE_CLUSTERS, n - 1)
-    best_bic = _fit(Z, 1, covariance, random_state).bic(Z) if largest >= 2 else np.inf
+    best_bic = fit_mixture(Z, 1, covariance, random_state).bic(Z) if largest >= 2 else np.inf
     for k in range(2, largest + 1):
-        mixture = _fit(Z, k, covariance, random_state)
+        mixture = fit_mixture(Z, k, covariance, random_state)
         bic = mixture.bic(Z)
         if bic < best_bic:
             best_bic, best_k, best_labels = bic, k, mixture.predict(Z)
@@ -98,7 +98,8 @@ def bic_mixture_partition(X, max_clusters: int, random_state: int) -> np.ndarray
     return np.unique(best_labels, return_inverse=True)[1].astype(np.int64)
 
 
-def _fit(Z: np.ndarray, k: int, covariance: str, random_state: int) -> GaussianMixture:
+def fit_mixture(Z: np.ndarray, k: int, covariance: str, random_state: int) -> GaussianMixture:
+    """A ``k``-component mixture of ``covariance`` type fitted to ``Z`` (:data:`REG_COVAR`), unconverged or not."""
     with ignoring_warnings({"category": ConvergenceWarning}):  # a mixture that has not converged still has a BIC
         return GaussianMixture(k, covariance_type=covariance, reg_covar=REG_COVAR,
                                random_state=random_state).fit(Z)
@@ -135,4 +136,4 @@ class MixtureSource:
         return self.found["bic"][1]
 
 
-__all__ = ["MixtureSource", "bic_mixture_partition", "mixture_features"]
+__all__ = ["MixtureSource", "bic_mixture_partition", "fit_mixture", "mixture_features"]

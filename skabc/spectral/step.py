@@ -34,6 +34,9 @@ class SpectralStep:
         (:func:`~skabc.spectral.assign.sklearn_spectral_labels`: its labels, ids
         and dtype, its warnings), for the non-learned affinities; the learned
         ones keep this package's spectral step (``False``).
+    gaussian_split : bool
+        With ``k`` estimated, split each cluster of the set's partition that is two touching Gaussian blobs
+        (:func:`~skabc.spectral.split.split_gaussian_clusters`; applied by the caller, which holds the rows).
     """
 
     n_clusters: int | None
@@ -47,6 +50,7 @@ class SpectralStep:
     eigen_tol: float | str = "auto"
     verbose: int = 0
     follows_sklearn: bool = False
+    gaussian_split: bool = False
 
     def __post_init__(self) -> None:
         if self.selection not in N_CLUSTERS_SELECTORS:

@@ -1,0 +1,146 @@
+"""Splitting a cluster that is two touching Gaussian blobs: the last step of an estimate of ``k``.
+
+Blobs that touch are where every partition an arbiter weighs counts one
+cluster too few: the learned kernel gives two touching blobs one block of
+high affinity, and a kNN graph links them, yet cut into the right number of
+pieces the same affinity separates them.  A Gaussian mixture tells them
+apart, and cuts curved shapes into pieces.  This step asks the narrower
+question once per cluster of the chosen partition (G-means, Hamerly & Elkan
+2003, one level, with a density test): do two Gaussians explain it better
+than one (BIC), is each of the two itself one Gaussian rather than two, and
+is the density lower where they meet than inside?  A moon or a ring cut in
+two leaves curved halves, and one curved cluster has no density valley
+between its arms, so shapes stay whole.
+
+Only sets whose mixture features (:func:`~skabc.spectral.mixture.mixture_features`)
+have at most :data:`MAX_SPLIT_FEATURES` columns are tested, and only
+clusters large enough for a full covariance to be told from two.  The step is
+deterministic: its mixtures start from a fixed seed, so the labels depend on
+``random_state`` only through the partition it splits.  Designed and chosen
+by ``benchmarks/gaussian_split.py`` (design v3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.neighbors import NearestNeighbors
+
+from .mixture import fit_mixture, mixture_features
+from .step import compact
+
+#: Widest mixture features tested (full covariances need points; wider sets are left as they are).
+MAX_SPLIT_FEATURES = 8
+#: Points per parameter of one full-covariance component that each half must hold (the half's own test of
+#: one Gaussian against two needs the power: with fewer, a non-Gaussian half passes as one).
+CHILD_POINTS_PER_PARAMETER = 5
+#: Smallest share of its cluster either half may hold.
+MIN_CHILD_SHARE = 0.1
+#: Neighbours whose distance measures the density of a point within its cluster.
+VALLEY_NEIGHBORS = 10
+#: Largest density where the halves meet, relative to the cluster's median density, that still counts as a
+#: valley between them.
+MAX_VALLEY_DENSITY = 0.7
+#: Seed of every mixture this step fits.
+SPLIT_SEED = 0
+#: Ending of ``candidate_`` where this step split some clusters of the kept candidate.
+SPLIT_SUFFIX = "+gaussian-split"
+
+
+def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndarray:
+    """``labels`` with every cluster that is two touching Gaussian blobs split in two.
+
+    A cluster is split when a two-component full-covariance Gaussian mixture
+    has a lower BIC on it than one component, each half (the mixture's
+    assignment) holds at least :data:`CHILD_POINTS_PER_PARAMETER` points per
+    parameter of a component and :data:`MIN_CHILD_SHARE` of the cluster, each
+    half has a lower BIC with one component than with two, and the density
+    where the halves meet is below :data:`MAX_VALLEY_DENSITY` of the cluster's
+    median density.  Clusters are tested in order of their ids, one split
+    each, while fewer than ``max_clusters``.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        The set's rows.
+    labels : ndarray of shape (n_samples,)
+        Its partition, compact ids.
+    max_clusters : int
+        Most clusters after the splits.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,)
+        Compact ids, in order of first appearance; ``labels`` unchanged where nothing is split.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skabc.spectral.split import split_gaussian_clusters
+    >>> rng = np.random.default_rng(0)
+    >>> touching = np.vstack([rng.normal(0, 1, (200, 2)), rng.normal([4, 0], 1, (200, 2))])
+    >>> np.bincount(split_gaussian_clusters(touching, np.zeros(400, dtype=int), max_clusters=10))
+    array([200, 200])
+    """
+    labels = np.asarray(labels)
+    Z = mixture_features(X, SPLIT_SEED)
+    d = Z.shape[1]
+    if d > MAX_SPLIT_FEATURES:
+        return labels
+    parameters = d + d * (d + 1) // 2
+    smallest = max(10, CHILD_POINTS_PER_PARAMETER * (parameters + 1))
+    out, next_id, split = labels.copy(), int(labels.max()) + 1, False
+    for cluster in np.unique(labels):
+        rows = np.flatnonzero(labels == cluster)
+        if next_id >= max_clusters:
+            break
+        if len(rows) < 2 * smallest:
+            continue
+        half = _two_gaussians(Z[rows], max(smallest, MIN_CHILD_SHARE * len(rows)))
+        if half is not None:
+            out[rows[half]] = next_id
+            next_id, split = next_id + 1, True
+    return compact(out) if split else labels
+
+
+def _two_gaussians(Z: np.ndarray, smallest: float) -> np.ndarray | None:
+    """The mask of the second half where the cluster ``Z`` passes every test, else ``None``."""
+    one, two = fit_mixture(Z, 1, "full", SPLIT_SEED), fit_mixture(Z, 2, "full", SPLIT_SEED)
+    if two.bic(Z) >= one.bic(Z):
+        return None
+    half = two.predict(Z).astype(bool)
+    if min(half.sum(), (~half).sum()) < smallest:
+        return None
+    for part in (Z[~half], Z[half]):
+        if fit_mixture(part, 1, "full", SPLIT_SEED).bic(part) > fit_mixture(part, 2, "full", SPLIT_SEED).bic(part):
+            return None  # a half that is itself two Gaussians: a curved or chained shape, not two blobs
+    return half if valley_density(Z, half) < MAX_VALLEY_DENSITY else None
+
+
+def valley_density(Z: np.ndarray, half: np.ndarray) -> float:
+    """Density where the two halves of ``Z`` meet, over the median density of ``Z``.
+
+    A point's density is measured by the distance ``r`` to its
+    :data:`VALLEY_NEIGHBORS`-th neighbour within ``Z`` (``r ** -d``); the halves meet at
+    the points whose neighbours lie in both.  ``0`` where no point has: the halves do not touch.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n_samples, d)
+        One cluster's mixture features.
+    half : ndarray of bool of shape (n_samples,)
+        Which half each point is in.
+
+    Returns
+    -------
+    ratio : float
+    """
+    m = min(VALLEY_NEIGHBORS, len(Z) - 1)
+    distances, neighbors = NearestNeighbors(n_neighbors=m + 1).fit(Z).kneighbors(Z)
+    radius = np.maximum(distances[:, -1], 1e-12)
+    meeting = (half[neighbors[:, 1:]] != half[:, None]).any(axis=1)
+    if not meeting.any():
+        return 0.0
+    return float((np.median(radius) / np.median(radius[meeting])) ** Z.shape[1])
+
+
+__all__ = ["SPLIT_SUFFIX", "split_gaussian_clusters", "valley_density"]

@@ -1,0 +1,122 @@
+"""The split of clusters that are two touching Gaussian blobs (skabc.spectral.split) and ABCClustering's use of it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+from sklearn.preprocessing import StandardScaler
+
+from skabc import ABCClustering
+from skabc.spectral.split import MAX_VALLEY_DENSITY, SPLIT_SUFFIX, split_gaussian_clusters, valley_density
+
+
+def _touching(seed: int = 0, gap: float = 4.0, n: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(0, 1, (n, 2)), rng.normal([gap, 0], 1, (n, 2))])
+    return X, np.repeat([0, 1], n)
+
+
+def _arc(n: int = 400, seed: int = 0, span: float = 1.6 * np.pi) -> np.ndarray:
+    """One evenly dense arc: two arms that a mixture sees as two lobes, with no density valley between them."""
+    rng = np.random.default_rng(seed)
+    angle = rng.uniform(0, span, n)
+    return np.column_stack([np.cos(angle), np.sin(angle)]) * 3 + rng.normal(0, 0.15, (n, 2))
+
+
+def test_two_touching_blobs_labelled_one_cluster_are_split():
+    X, y = _touching()
+    labels = split_gaussian_clusters(X, np.zeros(len(X), dtype=int), max_clusters=10)
+    assert adjusted_rand_score(y, labels) > 0.9
+    assert labels[0] == 0 and set(np.unique(labels)) == {0, 1}  # compact ids, in order of first appearance
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.random.default_rng(0).normal(size=(400, 2)),          # one Gaussian
+    lambda: _arc(),                                                  # one curved cluster of two arms
+    lambda: np.random.default_rng(0).uniform(-1, 1, (400, 2)),       # one uniform square
+])
+def test_one_cluster_that_is_not_two_blobs_is_kept_whole(make):
+    X = make()
+    labels = np.zeros(len(X), dtype=int)
+    assert split_gaussian_clusters(X, labels, max_clusters=10) is labels
+
+
+def test_an_arc_has_no_density_valley_where_touching_blobs_have_one():
+    """What tells one curved cluster (two lobes to a mixture) from two blobs: the split was designed on it."""
+    X, y = _touching(gap=5.0)
+    assert valley_density(X, y.astype(bool)) < MAX_VALLEY_DENSITY - 0.2  # 0.40
+    arc = _arc()
+    arms = np.arctan2(arc[:, 1], arc[:, 0]) % (2 * np.pi) > 0.8 * np.pi  # the two halves of the arc
+    assert valley_density(arc, arms) > MAX_VALLEY_DENSITY + 0.05  # 0.80
+    apart = np.vstack([X[:200], X[200:] + np.array([50.0, 0.0])])
+    assert valley_density(apart, y.astype(bool)) == 0.0  # no point has neighbours in both: no interface
+
+
+def test_wide_sets_small_clusters_and_max_clusters_are_left_alone():
+    X, _ = _touching()
+    wide = np.hstack([X, np.random.default_rng(1).normal(size=(len(X), 10))])
+    labels = np.zeros(len(X), dtype=int)
+    assert split_gaussian_clusters(wide, labels, max_clusters=10) is labels  # 12 columns: not tested
+    few, _ = _touching(n=20)
+    assert split_gaussian_clusters(few, np.zeros(40, dtype=int), max_clusters=10).max() == 0  # 40 points: too few
+    assert split_gaussian_clusters(X, labels, max_clusters=1) is labels  # one cluster at most: none split
+    assert split_gaussian_clusters(X, labels, max_clusters=2).max() == 1
+
+
+def _gallery_blobs():
+    """Three blobs of scikit-learn's gallery generator (a seed no benchmark uses) where two touch: every arbiter
+    candidate counts two."""
+    X, y = make_blobs(n_samples=500, random_state=211)
+    return StandardScaler().fit_transform(X), y
+
+
+def test_abc_splits_touching_blobs_after_its_arbiter_and_says_so():
+    X, y = _gallery_blobs()
+    model = ABCClustering(random_state=0, gaussian_split=True).fit(X)
+    assert model.gaussian_split_ and model.n_clusters_ == 3 and model.candidate_.endswith(SPLIT_SUFFIX)
+    assert adjusted_rand_score(y, model.labels_) > 0.95
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
+    off = ABCClustering(random_state=0).fit(X)  # the default
+    assert not off.gaussian_split_ and off.n_clusters_ == 2 and not off.candidate_.endswith(SPLIT_SUFFIX)
+    # The split labels are the unsplit partition with one cluster cut in two.
+    assert adjusted_rand_score(off.labels_, model.labels_) < 1
+    assert all(len(np.unique(off.labels_[model.labels_ == c])) == 1 for c in range(3))
+
+
+def test_gaussian_split_applies_wherever_k_is_estimated_from_rows_and_is_refused_elsewhere():
+    X, _ = _gallery_blobs()
+    assert not ABCClustering(n_clusters=3, random_state=0).fit(X).gaussian_split_
+    rbf = ABCClustering(affinity="rbf", gaussian_split=True, random_state=0).fit(X)  # a counting arbiter's k
+    assert rbf.gaussian_split_ and rbf.n_clusters_ == 3
+    assert ABCClustering(arbiter=None, gaussian_split=True, random_state=0).fit(X).gaussian_split_
+    with pytest.raises(ValueError, match="gaussian_split=True splits clusters of a partition whose k was estimated"):
+        ABCClustering(n_clusters=3, gaussian_split=True).fit(X)
+    with pytest.raises(ValueError, match="gaussian_split=True splits"):
+        ABCClustering(affinity="precomputed", gaussian_split=True).fit(np.eye(30))
+    with pytest.raises(ValueError, match="gaussian_split"):
+        ABCClustering(gaussian_split="yes").fit(X)
+
+
+def test_a_split_model_saves_and_loads_as_it_clusters(tmp_path):
+    X, _ = _gallery_blobs()
+    model = ABCClustering(random_state=0, gaussian_split=True).fit(X)
+    model.save(tmp_path / "model.safetensors")
+    loaded = ABCClustering.load(tmp_path / "model.safetensors")
+    assert loaded.candidate_ == model.candidate_ and loaded.gaussian_split_
+    np.testing.assert_array_equal(loaded.predict(X), model.labels_)
+
+
+def test_plot_candidates_marks_a_split_partition():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from skabc.plotting import plot_candidates
+
+    X, _ = _gallery_blobs()
+    titles = [ax.get_title() for ax in plot_candidates(ABCClustering(random_state=0, gaussian_split=True).fit(X), X)]
+    assert sum(t.endswith("(kept, split)") for t in titles) == 1
+    plt.close("all")
