@@ -90,8 +90,9 @@ def warn_unread_affinity_parameters(model) -> None:
     """
     if not is_learned(model.affinity):
         return
+    # An empty kernel_params changes nothing, as None.
     unread = [f"{name}={getattr(model, name)!r}" for name, default in AFFINITY_PARAMETER_DEFAULTS.items()
-              if getattr(model, name) != default]
+              if getattr(model, name) != default and not (name == "kernel_params" and getattr(model, name) == {})]
     if unread:
         warn_user(f"{', '.join(unread)} set, but affinity='learned' (ABCClustering's default; SpectralClustering's "
                   "is 'rbf') does not read it: pass affinity='rbf' (or the affinity it was meant for) to use it, or "

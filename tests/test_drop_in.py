@@ -477,3 +477,4 @@ def test_a_scikit_learn_affinity_parameter_the_learned_affinity_does_not_read_wa
         warnings.simplefilter("error")
         ABCClustering(n_clusters=2, affinity="rbf", gamma=0.01, random_state=0).fit(X)
         ABCClustering(n_clusters=2, random_state=0).fit(X)
+        ABCClustering(n_clusters=2, kernel_params={}, gamma=np.float64(1.0), random_state=0).fit(X)  # the defaults

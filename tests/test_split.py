@@ -43,6 +43,25 @@ def test_one_cluster_that_is_not_two_blobs_is_kept_whole(make):
     assert split_gaussian_clusters(X, labels, max_clusters=10) is labels
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_one_heavy_tailed_blob_is_not_cut_into_a_core_and_a_shell(seed):
+    """A review (/work/probe42r): with the valley measured against the whole cluster's median, 7 of 10 Student-t
+    clusters (df 3) were split into a dense core and the sparse shell around it, which meet where the density only
+    falls off; the valley is now measured against each half."""
+    X = np.random.default_rng(seed).standard_t(3, (600, 2))
+    labels = np.zeros(600, dtype=int)
+    assert split_gaussian_clusters(X, labels, max_clusters=10) is labels
+
+
+def test_split_gaussian_clusters_checks_its_inputs():
+    X, _ = _touching()
+    assert split_gaussian_clusters(X.tolist(), [0] * len(X), max_clusters=10).max() == 1  # array-likes
+    with pytest.raises(ValueError, match="labels must be 400 non-negative integer ids"):
+        split_gaussian_clusters(X, np.zeros(300, dtype=int), max_clusters=10)
+    with pytest.raises(ValueError, match="labels must be"):
+        split_gaussian_clusters(X, np.zeros(400), max_clusters=10)
+
+
 def test_an_arc_has_no_density_valley_where_touching_blobs_have_one():
     """What tells one curved cluster (two lobes to a mixture) from two blobs: the split was designed on it."""
     X, y = _touching(gap=5.0)

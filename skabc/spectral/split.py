@@ -8,22 +8,24 @@ apart, and cuts curved shapes into pieces.  This step asks the narrower
 question once per cluster of the chosen partition (G-means, Hamerly & Elkan
 2003, one level, with a density test): do two Gaussians explain it better
 than one (BIC), is each of the two itself one Gaussian rather than two, and
-is the density lower where they meet than inside?  A moon or a ring cut in
-two leaves curved halves, and one curved cluster has no density valley
-between its arms, so shapes stay whole.
+is the density lower where they meet than inside each of them?  A moon or a
+ring cut in two leaves curved halves, one curved cluster has no density
+valley between its arms, and one heavy-tailed blob is no dense core beside
+a sparse shell, so all stay whole.
 
 Only sets whose mixture features (:func:`~skabc.spectral.mixture.mixture_features`)
 have at most :data:`MAX_SPLIT_FEATURES` columns are tested, and only
 clusters large enough for a full covariance to be told from two.  The step is
 deterministic: its mixtures start from a fixed seed, so the labels depend on
 ``random_state`` only through the partition it splits.  Designed and chosen
-by ``benchmarks/gaussian_split.py`` (design v3).
+by ``benchmarks/gaussian_split.py`` (design v4).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
+from sklearn.utils import check_array, column_or_1d
 
 from .mixture import fit_mixture, mixture_features
 from .step import compact
@@ -37,7 +39,7 @@ CHILD_POINTS_PER_PARAMETER = 5
 MIN_CHILD_SHARE = 0.1
 #: Neighbours whose distance measures the density of a point within its cluster.
 VALLEY_NEIGHBORS = 10
-#: Largest density where the halves meet, relative to the cluster's median density, that still counts as a
+#: Largest density where the halves meet, relative to the median density of each half, that still counts as a
 #: valley between them.
 MAX_VALLEY_DENSITY = 0.7
 #: Seed of every mixture this step fits.
@@ -54,8 +56,8 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
     assignment) holds at least :data:`CHILD_POINTS_PER_PARAMETER` points per
     parameter of a component and :data:`MIN_CHILD_SHARE` of the cluster, each
     half has a lower BIC with one component than with two, and the density
-    where the halves meet is below :data:`MAX_VALLEY_DENSITY` of the cluster's
-    median density.  Clusters are tested in order of their ids, one split
+    where the halves meet is below :data:`MAX_VALLEY_DENSITY` of the median
+    density of each half (:func:`valley_density`).  Clusters are tested in order of their ids, one split
     each, while fewer than ``max_clusters``.
 
     Parameters
@@ -70,7 +72,7 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
     Returns
     -------
     labels : ndarray of shape (n_samples,)
-        Compact ids, in order of first appearance; ``labels`` unchanged where nothing is split.
+        Compact ids, in order of first appearance; the ``labels`` given (the same object) where nothing is split.
 
     Examples
     --------
@@ -81,11 +83,17 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
     >>> np.bincount(split_gaussian_clusters(touching, np.zeros(400, dtype=int), max_clusters=10))
     array([200, 200])
     """
-    labels = np.asarray(labels)
+    X = check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32), ensure_min_samples=2)
+    # Nothing split: the caller's own array back (a caller may test identity), or the checked copy of a list.
+    given = column_or_1d(labels)
+    given, labels = (labels if isinstance(labels, np.ndarray) and labels.ndim == 1 else given), given
+    if len(labels) != X.shape[0] or labels.dtype.kind not in "iu" or labels.min() < 0:
+        raise ValueError(f"labels must be {X.shape[0]} non-negative integer ids, one per row of X; got "
+                         f"{len(labels)} of dtype {labels.dtype}.")
     Z = mixture_features(X, SPLIT_SEED)
     d = Z.shape[1]
     if d > MAX_SPLIT_FEATURES:
-        return labels
+        return given
     parameters = d + d * (d + 1) // 2
     smallest = max(10, CHILD_POINTS_PER_PARAMETER * (parameters + 1))
     out, next_id, split = labels.copy(), int(labels.max()) + 1, False
@@ -99,7 +107,7 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
         if half is not None:
             out[rows[half]] = next_id
             next_id, split = next_id + 1, True
-    return compact(out) if split else labels
+    return compact(out) if split else given
 
 
 def _two_gaussians(Z: np.ndarray, smallest: float) -> np.ndarray | None:
@@ -117,11 +125,14 @@ def _two_gaussians(Z: np.ndarray, smallest: float) -> np.ndarray | None:
 
 
 def valley_density(Z: np.ndarray, half: np.ndarray) -> float:
-    """Density where the two halves of ``Z`` meet, over the median density of ``Z``.
+    """Density where the two halves of ``Z`` meet, over the median density of the sparser half.
 
     A point's density is measured by the distance ``r`` to its
     :data:`VALLEY_NEIGHBORS`-th neighbour within ``Z`` (``r ** -d``); the halves meet at
-    the points whose neighbours lie in both.  ``0`` where no point has: the halves do not touch.
+    the points whose neighbours lie in both.  Below 1, the density dips where they meet below
+    the typical density of both halves; a dense core and the sparse shell around it (one
+    heavy-tailed cluster) meet at a density above the shell's.  ``0`` where no point has
+    neighbours in both halves: they do not touch.
 
     Parameters
     ----------
@@ -140,7 +151,8 @@ def valley_density(Z: np.ndarray, half: np.ndarray) -> float:
     meeting = (half[neighbors[:, 1:]] != half[:, None]).any(axis=1)
     if not meeting.any():
         return 0.0
-    return float((np.median(radius) / np.median(radius[meeting])) ** Z.shape[1])
+    sparser = max(np.median(radius[half]), np.median(radius[~half]))
+    return float((sparser / np.median(radius[meeting])) ** Z.shape[1])
 
 
 __all__ = ["SPLIT_SUFFIX", "split_gaussian_clusters", "valley_density"]
