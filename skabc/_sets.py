@@ -227,8 +227,7 @@ def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples:
     if not step.gaussian_split:
         return result
     labels, affinity, _, eigenvalues, chosen = result
-    split = split_gaussian_clusters(check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32)), labels,
-                                    step.max_clusters)
+    split = split_gaussian_clusters(X, labels, step.max_clusters)  # it validates X as any array-like
     if split is labels:
         return result
     if step.verbose:

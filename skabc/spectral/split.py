@@ -84,9 +84,10 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
     array([200, 200])
     """
     X = check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32), ensure_min_samples=2)
+    checked = column_or_1d(labels)
     # Nothing split: the caller's own array back (a caller may test identity), or the checked copy of a list.
-    given = column_or_1d(labels)
-    given, labels = (labels if isinstance(labels, np.ndarray) and labels.ndim == 1 else given), given
+    given = labels if isinstance(labels, np.ndarray) and labels.ndim == 1 else checked
+    labels = checked
     if len(labels) != X.shape[0] or labels.dtype.kind not in "iu" or labels.min() < 0:
         raise ValueError(f"labels must be {X.shape[0]} non-negative integer ids, one per row of X; got "
                          f"{len(labels)} of dtype {labels.dtype}.")
