@@ -92,7 +92,9 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
         kernel = ContextualKernel._restore({"kernel": meta["kernel"]}, tensors, device)
     fitted = FrozenEstimator(kernel) if meta.get("kernel_param") == "frozen" else kernel
     param = {"none": None, "trained": clone(kernel)}.get(meta.get("kernel_param"), fitted)
-    model = cls(kernel=param, **persistence.unlist(meta["params"]))
+    # Files written before gaussian_split existed clustered without the split; its default is now 'auto'.
+    params = {"gaussian_split": False, **persistence.unlist(meta["params"])}
+    model = cls(kernel=param, **params)
     remember_fitted_params(model)
     model.kernel_ = fitted
     model.n_features_in_ = meta["n_features_in"]

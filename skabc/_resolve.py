@@ -67,10 +67,10 @@ def check_setting_combinations(model) -> None:
     if is_pairwise(model.affinity) and model.max_samples not in ("auto", None):
         raise ValueError(f"max_samples={model.max_samples!r} subsamples sets of points; affinity="
                          f"{model.affinity!r} takes the whole matrix. Leave max_samples='auto' (or None).")
-    if model.gaussian_split and (model.n_clusters is not None or is_pairwise(model.affinity)):
+    if _asks_split(model) and (model.n_clusters is not None or is_pairwise(model.affinity)):
         raise ValueError("gaussian_split=True splits clusters of a partition whose k was estimated from rows; "
                          f"n_clusters={model.n_clusters!r} and affinity={model.affinity!r} leave nothing to split. "
-                         "Leave gaussian_split=False.")
+                         "Leave gaussian_split='auto' (or False).")
     if (isinstance(model.max_samples, Integral) and model.n_clusters is not None
             and model.max_samples < model.n_clusters):
         raise ValueError(f"max_samples={model.max_samples} is below n_clusters={model.n_clusters}: a subsample "
@@ -100,9 +100,21 @@ def warn_unread_affinity_parameters(model) -> None:
 
 
 def resolve_gaussian_split(model) -> bool:
-    """Whether each set's partition gets :func:`~skabc.spectral.split.split_gaussian_clusters`: asked for, and
-    ``k`` estimated from rows (``check_setting_combinations`` refuses it asked for otherwise)."""
-    return bool(model.gaussian_split) and model.n_clusters is None and not is_pairwise(model.affinity)
+    """Whether each set's partition gets :func:`~skabc.spectral.split.split_gaussian_clusters`: ``k`` estimated
+    from rows, and the split asked for or, for ``'auto'``, the partition kept by the ``'generic'`` arbiter (the
+    one it was chosen after, ``benchmarks/gaussian_split.py``: that arbiter's partitions merge touching blobs;
+    after the others it was not measured, and a kernel trained to its own partition knows its clusters).
+    Needs ``arbiter_`` resolved; ``check_setting_combinations`` refuses it asked for with ``k`` given."""
+    if model.n_clusters is not None or is_pairwise(model.affinity):
+        return False
+    if isinstance(model.gaussian_split, str):
+        return model.arbiter_ == "generic"
+    return bool(model.gaussian_split)
+
+
+def _asks_split(model) -> bool:
+    """``gaussian_split`` set to true (not ``'auto'``, which also means off where nothing is estimated)."""
+    return not isinstance(model.gaussian_split, str) and bool(model.gaussian_split)
 
 
 def counts_with_generic(model) -> bool:

@@ -111,19 +111,23 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         the set's 10-NN graph, each with two ``k`` rules (about three more spectral steps); with
         ``n_clusters`` given: both cut into ``n_clusters`` (one more).  ``'generic-knn'``: the same choice
         of ``k``, the 10-NN graph cut into it.  ``'generic-count'``: ``k`` as ``ABCClustering()`` finds it
-        (the generic kernel and its arbiter, on at most 2,000 of the rows, sparse ones made dense), this model's
+        (the generic kernel and its arbiter, on at most 2,000 of the rows, sparse ones made dense; before any
+        ``gaussian_split``), this model's
         affinity cut into it.  ``None``: the kernel's affinity only.  ``'auto'``:
         the kernel's recommendation (``'generic'`` for the generic kernel, or ``'generic-knn'`` for one
         fine-tuned on held-out classes, :func:`~skabc.training.validation.choose_partition`), with ``k``
         unknown only when ``n_clusters_selection`` is ``'auto'`` too; with ``k`` and its rule unset, a
         scikit-learn affinity of the rows gets ``'generic-count'`` (its own eigengap overcounts); resolved
         in ``fit`` into ``arbiter_``.
-    gaussian_split : bool, default=False
+    gaussian_split : bool or 'auto', default='auto'
         With ``k`` estimated, split each cluster that is two touching Gaussian blobs, which every partition
         an arbiter weighs tends to merge: two Gaussians explain it better than one, each half is one
         Gaussian, and the density dips where they meet (:mod:`skabc.spectral.split`; sets of at most 8
         mixture columns; chosen after the generic kernel's arbiter, ``benchmarks/gaussian_split.py``).
-        ``True`` with ``n_clusters`` given or a precomputed affinity is refused.
+        ``'auto'``: on where ``k`` is estimated and ``arbiter_`` is ``'generic'`` (the arbiter it was
+        chosen after; ``ABCClustering()``'s), off otherwise; resolved in ``fit`` into ``gaussian_split_``.
+        ``True`` splits after any estimate of ``k`` (another arbiter's, none, a scikit-learn affinity's);
+        with ``n_clusters`` given or a precomputed affinity it is refused.
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:
@@ -207,7 +211,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
     arbiter_ : str or None
         What ``arbiter`` resolved to.
     gaussian_split_ : bool
-        Whether the split applies (``gaussian_split`` and ``k`` estimated).
+        Whether the split applies (what ``gaussian_split`` resolved to).
     candidate_ : str, list of str, or None
         The candidate partition the arbiter kept (one per group; ``'affinity-at-<candidate>'`` where it
         only counted; ending ``'+gaussian-split'`` where ``gaussian_split_`` split some of its clusters);
@@ -253,7 +257,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         "max_clusters": [IntRange(1, None, closed="left")],
         "n_clusters_selection": [StrOptions(set(N_CLUSTERS_SELECTORS) | {"auto"})],
         "arbiter": [StrOptions(set(ARBITERS) | {"auto"}), None],
-        "gaussian_split": ["boolean"],
+        "gaussian_split": ["boolean", StrOptions({"auto"})],
         "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
         "n_components": [IntRange(1, None, closed="left"), None],
@@ -285,7 +289,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         max_clusters=50,
         n_clusters_selection="auto",
         arbiter="auto",
-        gaussian_split=False,
+        gaussian_split="auto",
         affinity_power="auto",
         eigen_solver=None,
         n_components=None,

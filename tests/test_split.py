@@ -60,6 +60,10 @@ def test_split_gaussian_clusters_checks_its_inputs():
         split_gaussian_clusters(X, np.zeros(300, dtype=int), max_clusters=10)
     with pytest.raises(ValueError, match="labels must be"):
         split_gaussian_clusters(X, np.zeros(400), max_clusters=10)
+    # Too few rows for two halves of 10: the labels come back as given (one row has no spread to fit).
+    for rows in (X[:1], X[:19]):
+        labels = np.zeros(len(rows), dtype=int)
+        assert split_gaussian_clusters(rows, labels, max_clusters=10) is labels
 
 
 def test_an_arc_has_no_density_valley_where_touching_blobs_have_one():
@@ -93,11 +97,13 @@ def _gallery_blobs():
 
 def test_abc_splits_touching_blobs_after_its_arbiter_and_says_so():
     X, y = _gallery_blobs()
-    model = ABCClustering(random_state=0, gaussian_split=True).fit(X)
-    assert model.gaussian_split_ and model.n_clusters_ == 3 and model.candidate_.endswith(SPLIT_SUFFIX)
+    model = ABCClustering(random_state=0).fit(X)  # the default: 'auto', on with k estimated and a learned affinity
+    assert model.gaussian_split == "auto" and model.gaussian_split_
+    assert model.n_clusters_ == 3 and model.candidate_.endswith(SPLIT_SUFFIX)
     assert adjusted_rand_score(y, model.labels_) > 0.95
     np.testing.assert_array_equal(model.predict(X), model.labels_)
-    off = ABCClustering(random_state=0).fit(X)  # the default
+    np.testing.assert_array_equal(ABCClustering(random_state=0, gaussian_split=True).fit_predict(X), model.labels_)
+    off = ABCClustering(random_state=0, gaussian_split=False).fit(X)
     assert not off.gaussian_split_ and off.n_clusters_ == 2 and not off.candidate_.endswith(SPLIT_SUFFIX)
     # The split labels are the unsplit partition with one cluster cut in two.
     assert adjusted_rand_score(off.labels_, model.labels_) < 1
@@ -110,6 +116,14 @@ def test_gaussian_split_applies_wherever_k_is_estimated_from_rows_and_is_refused
     rbf = ABCClustering(affinity="rbf", gaussian_split=True, random_state=0).fit(X)  # a counting arbiter's k
     assert rbf.gaussian_split_ and rbf.n_clusters_ == 3
     assert ABCClustering(arbiter=None, gaussian_split=True, random_state=0).fit(X).gaussian_split_
+    # 'auto' splits after the generic arbiter only (measured there), and leaves another arbiter's or none,
+    # a scikit-learn affinity's count, a given k and a matrix alone.
+    assert not ABCClustering(arbiter=None, random_state=0).fit(X).gaussian_split_
+    assert not ABCClustering(arbiter="generic-knn", random_state=0).fit(X).gaussian_split_
+    assert ABCClustering(arbiter="generic", random_state=0).fit(X).gaussian_split_
+    assert not ABCClustering(affinity="rbf", random_state=0).fit(X).gaussian_split_
+    assert not ABCClustering(affinity="precomputed", n_clusters=2).fit(np.eye(30)).gaussian_split_
+    assert not ABCClustering(affinity="precomputed", random_state=0).fit(np.eye(30)).gaussian_split_
     with pytest.raises(ValueError, match="gaussian_split=True splits clusters of a partition whose k was estimated"):
         ABCClustering(n_clusters=3, gaussian_split=True).fit(X)
     with pytest.raises(ValueError, match="gaussian_split=True splits"):
@@ -125,6 +139,27 @@ def test_a_split_model_saves_and_loads_as_it_clusters(tmp_path):
     loaded = ABCClustering.load(tmp_path / "model.safetensors")
     assert loaded.candidate_ == model.candidate_ and loaded.gaussian_split_
     np.testing.assert_array_equal(loaded.predict(X), model.labels_)
+
+
+def test_a_file_saved_before_the_split_existed_loads_without_it(tmp_path):
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    X, _ = _gallery_blobs()
+    path = tmp_path / "model.safetensors"
+    unsplit = ABCClustering(random_state=0, gaussian_split=False).fit(X)
+    unsplit.save(path)
+    with safe_open(str(path), framework="pt") as f:
+        meta = json.loads(f.metadata()["skabc"])
+    tensors = {name: value.clone() for name, value in load_file(str(path)).items()}
+    del meta["params"]["gaussian_split"]  # as written before the parameter existed
+    save_file(tensors, str(path), metadata={"skabc": json.dumps(meta)})
+    loaded = ABCClustering.load(path)
+    assert loaded.gaussian_split is False and not loaded.gaussian_split_
+    np.testing.assert_array_equal(loaded.predict(X), unsplit.labels_)
+    assert unsplit.n_clusters_ == 2  # so the default's split would have shown
 
 
 def test_plot_candidates_marks_a_split_partition():

@@ -35,6 +35,8 @@ MAX_SPLIT_FEATURES = 8
 #: Points per parameter of one full-covariance component that each half must hold (the half's own test of
 #: one Gaussian against two needs the power: with fewer, a non-Gaussian half passes as one).
 CHILD_POINTS_PER_PARAMETER = 5
+#: Fewest points either half may hold, however few columns (its own one-or-two-Gaussians test needs them).
+MIN_CHILD_POINTS = 10
 #: Smallest share of its cluster either half may hold.
 MIN_CHILD_SHARE = 0.1
 #: Neighbours whose distance measures the density of a point within its cluster.
@@ -83,7 +85,7 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
     >>> np.bincount(split_gaussian_clusters(touching, np.zeros(400, dtype=int), max_clusters=10))
     array([200, 200])
     """
-    X = check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32), ensure_min_samples=2)
+    X = check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32))
     checked = column_or_1d(labels)
     # Nothing split: the caller's own array back (a caller may test identity), or the checked copy of a list.
     given = labels if isinstance(labels, np.ndarray) and labels.ndim == 1 else checked
@@ -91,12 +93,14 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
     if len(labels) != X.shape[0] or labels.dtype.kind not in "iu" or labels.min() < 0:
         raise ValueError(f"labels must be {X.shape[0]} non-negative integer ids, one per row of X; got "
                          f"{len(labels)} of dtype {labels.dtype}.")
+    if X.shape[0] < 2 * MIN_CHILD_POINTS:  # no cluster to split (a set of one row has no features to fit)
+        return given
     Z = mixture_features(X, SPLIT_SEED)
     d = Z.shape[1]
     if d > MAX_SPLIT_FEATURES:
         return given
     parameters = d + d * (d + 1) // 2
-    smallest = max(10, CHILD_POINTS_PER_PARAMETER * (parameters + 1))
+    smallest = max(MIN_CHILD_POINTS, CHILD_POINTS_PER_PARAMETER * (parameters + 1))
     out, next_id, split = labels.copy(), int(labels.max()) + 1, False
     for cluster in np.unique(labels):
         rows = np.flatnonzero(labels == cluster)
