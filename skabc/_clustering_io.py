@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 from sklearn.base import clone
@@ -57,6 +59,8 @@ def describe_clustering(model) -> tuple[dict, dict]:
         "feature_names_in": [str(f) for f in getattr(model, "feature_names_in_", [])] or None,
         "n_clusters": int(model.n_clusters_),
         "candidate": model.candidate_,
+        # What gaussian_split resolved to: a later version's 'auto' may resolve otherwise, the file predicts as fit.
+        "gaussian_split": bool(model.gaussian_split_),
     }
     return meta, tensors
 
@@ -114,6 +118,9 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
     # stored none: resolve them as fit would, from the loaded kernel.
     resolved = {name[:-1]: value for name, value in meta.get("fitted", {}).items()}
     model._resolve_auto(resolved or as_kernel(fitted).recommended_clustering())
+    if "gaussian_split" in meta:  # files written before it was stored: as the parameter resolves (False if absent)
+        model.gaussian_split_ = meta["gaussian_split"]
+        model.spectral_step_ = replace(model.spectral_step_, gaussian_split=meta["gaussian_split"])
     return model
 
 
@@ -121,7 +128,7 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     """Validate a saved model's description and its file's tensors before anything is built (:mod:`skabc._schema`)."""
     prefix = f"{where}." if where else ""
     _schema.check_keys(meta, where or "description", required=("params", "kernel", "n_features_in", "n_clusters"),
-                       optional=("kernel_param", "fitted", "feature_names_in", "candidate"))
+                       optional=("kernel_param", "fitted", "feature_names_in", "candidate", "gaussian_split"))
     allowed = [name for name in cls().get_params(deep=False) if name != "kernel"]
     _schema.check_params(cls, meta["params"], prefix + "params", allowed)
     if meta["params"].get("affinity", "learned") != "learned":  # save() refuses the others: their model is not it
@@ -131,6 +138,7 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     _schema.check_names(meta.get("feature_names_in"), prefix + "feature_names_in", n_features)
     _schema.check_int(meta["n_clusters"], prefix + "n_clusters", 1, _schema.MAX_COUNT)
     _check_candidate(meta.get("candidate"), prefix + "candidate")
+    _check_split(meta, prefix)
     if "kernel_param" in meta:
         _schema.check_str(meta["kernel_param"], prefix + "kernel_param", {"none", "frozen", "kernel", "trained"})
     fitted = _schema.check_keys(meta.get("fitted", {}), prefix + "fitted",
@@ -178,6 +186,22 @@ def _check_candidate(value, where: str) -> None:
     for entry in entries:
         if entry is not None:
             _schema.check_str(entry, where, names)
+
+
+def _check_split(meta: dict, prefix: str) -> None:
+    """The stored ``gaussian_split_``: a boolean, false with ``n_clusters`` given, true where a candidate was split."""
+    if "gaussian_split" not in meta:
+        return
+    value = meta["gaussian_split"]
+    if not isinstance(value, bool):
+        raise _schema.fail(prefix + "gaussian_split", f"expected true or false, got {_schema.describe_value(value)}")
+    if value and meta["params"].get("n_clusters") is not None:
+        raise _schema.fail(prefix + "gaussian_split", "true, but params.n_clusters is given: fit splits only where "
+                                                      "it estimated k")
+    entries = meta.get("candidate") if isinstance(meta.get("candidate"), list) else [meta.get("candidate")]
+    if not value and any(isinstance(e, str) and e.endswith(SPLIT_SUFFIX) for e in entries):
+        raise _schema.fail(prefix + "gaussian_split", f"false, but candidate names a partition split by it "
+                                                      f"({SPLIT_SUFFIX!r})")
 
 
 class ClusteringPersistenceMixin:

@@ -108,6 +108,8 @@ def _cluster(args: argparse.Namespace) -> int:
     X = read_array(args.X, "X", 2)
     groups = read_array(args.groups, "groups", 1) if args.groups else None
     bound = {} if args.max_clusters is None else {"max_clusters": args.max_clusters}  # else ABCClustering's
+    if args.no_gaussian_split:
+        bound["gaussian_split"] = False
     if args.kernel:
         model = ABCClustering(n_clusters=args.n_clusters, kernel=load_saved_kernel(args.kernel),
                               random_state=args.seed, **bound)
@@ -286,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="default: estimated, as ABCClustering() estimates it")
     cluster.add_argument("--max-clusters", type=_positive_int, default=None,
                          help="largest estimate (default: ABCClustering's max_clusters)")
+    cluster.add_argument("--no-gaussian-split", action="store_true",
+                         help="keep clusters that are two touching Gaussian blobs whole (gaussian_split=False)")
     cluster.add_argument("--groups", help="group of every row, (n,), numbers or names: each group is clustered as "
                          "its own set")
     cluster.add_argument("--plot", metavar="PNG", help="also save a scatter plot of the clusters")

@@ -110,9 +110,9 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         labels (:mod:`skabc.spectral.arbiter`).  With ``n_clusters=None``: the kernel's affinity and
         the set's 10-NN graph, each with two ``k`` rules (about three more spectral steps); with
         ``n_clusters`` given: both cut into ``n_clusters`` (one more).  ``'generic-knn'``: the same choice
-        of ``k``, the 10-NN graph cut into it.  ``'generic-count'``: ``k`` as ``ABCClustering()`` finds it
-        (the generic kernel and its arbiter, on at most 2,000 of the rows, sparse ones made dense; before any
-        ``gaussian_split``), this model's
+        of ``k``, the 10-NN graph cut into it.  ``'generic-count'``: ``k`` as the generic kernel and its
+        arbiter count it (``ABCClustering()``'s count before its ``gaussian_split``; on at most 2,000 of the
+        rows, sparse ones made dense), this model's
         affinity cut into it.  ``None``: the kernel's affinity only.  ``'auto'``:
         the kernel's recommendation (``'generic'`` for the generic kernel, or ``'generic-knn'`` for one
         fine-tuned on held-out classes, :func:`~skabc.training.validation.choose_partition`), with ``k``
@@ -124,8 +124,9 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         an arbiter weighs tends to merge: two Gaussians explain it better than one, each half is one
         Gaussian, and the density dips where they meet (:mod:`skabc.spectral.split`; sets of at most 8
         mixture columns; chosen after the generic kernel's arbiter, ``benchmarks/gaussian_split.py``).
-        ``'auto'``: on where ``k`` is estimated and ``arbiter_`` is ``'generic'`` (the arbiter it was
-        chosen after; ``ABCClustering()``'s), off otherwise; resolved in ``fit`` into ``gaussian_split_``.
+        ``'auto'``: on where ``k`` is estimated with the learned affinity and ``arbiter_`` is ``'generic'``
+        (what it was chosen after; ``ABCClustering()``'s), off otherwise; resolved in ``fit`` into
+        ``gaussian_split_`` (and saved with the model).
         ``True`` splits after any estimate of ``k`` (another arbiter's, none, a scikit-learn affinity's);
         with ``n_clusters`` given or a precomputed affinity it is refused.
     affinity_power : float or 'auto', default='auto'

@@ -202,6 +202,22 @@ def test_cli_cluster_defaults_to_the_generic_kernel_zero_shot(tmp_path, capsys):
     assert "3 clusters" in capsys.readouterr().out
 
 
+def test_cli_cluster_no_gaussian_split_keeps_touching_blobs_whole(tmp_path, capsys):
+    from sklearn.datasets import make_blobs
+    from sklearn.preprocessing import StandardScaler
+
+    from skabc import ABCClustering
+
+    X = StandardScaler().fit_transform(make_blobs(n_samples=500, random_state=211)[0])  # two of three blobs touch
+    np.save(tmp_path / "X.npy", X)
+    assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "on.npy"), "-q"]) == 0
+    assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "off.npy"), "-q", "--no-gaussian-split"]) == 0
+    on, off = np.load(tmp_path / "on.npy"), np.load(tmp_path / "off.npy")
+    np.testing.assert_array_equal(on, ABCClustering(random_state=0).fit_predict(X))
+    np.testing.assert_array_equal(off, ABCClustering(random_state=0, gaussian_split=False).fit_predict(X))
+    assert len(np.unique(on)) == 3 and len(np.unique(off)) == 2
+
+
 def test_cli_cluster_max_clusters_lets_the_estimate_past_50(tmp_path, capsys):
     from sklearn.datasets import make_blobs
 

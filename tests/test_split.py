@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
@@ -66,6 +68,18 @@ def test_split_gaussian_clusters_checks_its_inputs():
         assert split_gaussian_clusters(rows, labels, max_clusters=10) is labels
 
 
+@pytest.mark.parametrize("scale", [1e-160, 1e-13, 1e160])
+def test_the_split_does_not_depend_on_the_units(scale):
+    """Spreads of 1e160-scale values overflowed (a RuntimeWarning, then no split); tiny units lost every column."""
+    X, _ = _touching()
+    expected = split_gaussian_clusters(X, np.zeros(len(X), dtype=int), max_clusters=10)
+    assert expected.max() == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = split_gaussian_clusters(X * scale, np.zeros(len(X), dtype=int), max_clusters=10)
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_an_arc_has_no_density_valley_where_touching_blobs_have_one():
     """What tells one curved cluster (two lobes to a mixture) from two blobs: the split was designed on it."""
     X, y = _touching(gap=5.0)
@@ -121,6 +135,7 @@ def test_gaussian_split_applies_wherever_k_is_estimated_from_rows_and_is_refused
     assert not ABCClustering(arbiter=None, random_state=0).fit(X).gaussian_split_
     assert not ABCClustering(arbiter="generic-knn", random_state=0).fit(X).gaussian_split_
     assert ABCClustering(arbiter="generic", random_state=0).fit(X).gaussian_split_
+    assert not ABCClustering(affinity="rbf", arbiter="generic", random_state=0).fit(X).gaussian_split_
     assert not ABCClustering(affinity="rbf", random_state=0).fit(X).gaussian_split_
     assert not ABCClustering(affinity="precomputed", n_clusters=2).fit(np.eye(30)).gaussian_split_
     assert not ABCClustering(affinity="precomputed", random_state=0).fit(np.eye(30)).gaussian_split_
@@ -162,6 +177,38 @@ def test_a_file_saved_before_the_split_existed_loads_without_it(tmp_path):
     assert unsplit.n_clusters_ == 2  # so the default's split would have shown
 
 
+def _resave(path, edit):
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = json.loads(f.metadata()["skabc"])
+    tensors = {name: value.clone() for name, value in load_file(str(path)).items()}
+    edit(meta)
+    save_file(tensors, str(path), metadata={"skabc": json.dumps(meta)})
+
+
+def test_a_file_keeps_what_auto_resolved_to_and_refuses_a_contradiction(tmp_path):
+    X, _ = _gallery_blobs()
+    path = tmp_path / "model.safetensors"
+    model = ABCClustering(random_state=0).fit(X)
+    model.save(path)
+    # A later rule for 'auto' must not change how a saved model predicts: the file's resolution wins.
+    _resave(path, lambda meta: meta.update(candidate=None, gaussian_split=False))
+    loaded = ABCClustering.load(path)
+    assert loaded.gaussian_split == "auto" and not loaded.gaussian_split_
+    assert loaded.predict(X).max() + 1 == 2
+    for edit, match in [(lambda m: m.update(gaussian_split="yes"), "gaussian_split: expected true or false"),
+                        (lambda m: m.update(gaussian_split=False), "false, but candidate names a partition split"),
+                        (lambda m: m["params"].update(n_clusters=3), "true, but params.n_clusters is given")]:
+        model.save(path)
+        _resave(path, edit)
+        with pytest.raises(ValueError, match=match):
+            ABCClustering.load(path)
+
+
 def test_plot_candidates_marks_a_split_partition():
     import matplotlib
 
@@ -174,3 +221,11 @@ def test_plot_candidates_marks_a_split_partition():
     titles = [ax.get_title() for ax in plot_candidates(ABCClustering(random_state=0, gaussian_split=True).fit(X), X)]
     assert sum(t.endswith("(kept, split)") for t in titles) == 1
     plt.close("all")
+
+
+def test_the_split_module_examples_run_as_written():
+    import doctest
+
+    import skabc.spectral.split as module
+
+    assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0

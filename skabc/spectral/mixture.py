@@ -34,6 +34,9 @@ MAX_MIXTURE_FEATURES = 16
 FULL_COVARIANCE_MAX_FEATURES = 8
 #: Regularisation added to the covariances' diagonal, in units of the standardised columns.
 REG_COVAR = 1e-4
+#: Largest absolute values outside this range are scaled to 1 first: the spreads square the values (overflow
+#: past ~1e154), and the standardised columns do not depend on the scale.
+SAFE_MAGNITUDE = (1e-100, 1e100)
 
 
 def mixture_features(X, random_state: int) -> np.ndarray:
@@ -51,6 +54,9 @@ def mixture_features(X, random_state: int) -> np.ndarray:
     """
     n = X.shape[0]
     n_components = min(MAX_MIXTURE_FEATURES, X.shape[1], max(n - 1, 1))
+    top = float(abs(X).max()) if X.size else 0.0
+    if top > 0.0 and not SAFE_MAGNITUDE[0] <= top <= SAFE_MAGNITUDE[1]:
+        X = X / top
     if sp.issparse(X):
         if X.shape[1] > n_components:
             X = TruncatedSVD(n_components, random_state=random_state).fit_transform(X)
@@ -60,7 +66,8 @@ def mixture_features(X, random_state: int) -> np.ndarray:
     if X.shape[1] > n_components:
         X = PCA(n_components, random_state=random_state).fit_transform(X)
     spread = X.std(axis=0)
-    kept = spread > 1e-12 * max(float(np.abs(X).max()), 1.0)
+    # Relative to the values' magnitude: a set measured in tiny units keeps its columns.
+    kept = spread > 1e-12 * float(np.abs(X).max())
     Z = X[:, kept]
     Z = (Z - Z.mean(axis=0)) / spread[kept]
     return Z if Z.shape[1] else np.zeros((n, 1))

@@ -83,7 +83,7 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
     >>> rng = np.random.default_rng(0)
     >>> touching = np.vstack([rng.normal(0, 1, (200, 2)), rng.normal([4, 0], 1, (200, 2))])
     >>> np.bincount(split_gaussian_clusters(touching, np.zeros(400, dtype=int), max_clusters=10))
-    array([200, 200])
+    array([204, 196])
     """
     X = check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32))
     checked = column_or_1d(labels)
