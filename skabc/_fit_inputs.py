@@ -142,8 +142,9 @@ def resolve_kernel(model, X, y, groups):
         y = column_or_1d(y) if np.ndim(y) == 2 else y  # a column vector was warned of above: not twice
         return kernel.fit(densify(X, kernel) if sp.issparse(X) else X, y, groups=groups)
     if not fitted:
+        given = "no labels" if y is None else "y with no labels (every row -1, unlabelled)"
         raise ValueError(
-            "ABCClustering was given no labels and its `kernel` is not fitted: pass y to train "
+            f"ABCClustering was given {given} and its `kernel` is not fitted: pass labels in y to train "
             "the kernel, or a fitted kernel."
         )
     return model.kernel

@@ -355,9 +355,10 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         check_not_masked_or_missing(X)
         checked = validate_set(self, X, reset=True, ensure_min_samples=2)
         group_codes = encode_groups(groups, checked.shape[0])
-        warn_if_square(self, checked, group_codes)
         X_in = kernel_input(self, X, checked)
         self.kernel_ = resolve_kernel(self, X_in, y, groups)
+        if self.kernel is None or self.kernel_ is self.kernel:  # rows that trained a kernel on y are points
+            warn_if_square(self, checked, group_codes)
         X_in = without_unseen_names(X_in, X, checked, self.kernel_)
         self._resolve_auto(as_kernel(self.kernel_).recommended_clustering())
         labels, affinities, n_found, eigenvalues, chosen = cluster_groups(self, X_in, checked.shape[0], group_codes)

@@ -19,6 +19,8 @@ from ._threads import single_native_thread
 
 def check_set_size(set_size) -> tuple[int, int]:
     """Validate ``set_size`` (an int or a ``(min, max)`` pair) into ``(min, max)``."""
+    if isinstance(set_size, np.ndarray) and set_size.ndim == 1:  # an array-like pair, as the constraint allows
+        set_size = tuple(set_size.tolist())
     if isinstance(set_size, Integral) and not isinstance(set_size, bool):
         low = high = int(set_size)
     elif (

@@ -811,3 +811,59 @@ def test_verbose_says_when_the_labels_leave_nothing_to_validate_on(blobs, capsys
         plan.plan_training(ContextualKernel(**TINY_NET, **FAST, init="scratch", early_stopping=True, verbose=1),
                            X[few], y[few], None)
     assert capsys.readouterr().out == ""
+
+
+# ------------------------------------------------------------------------------------- inputs of a kernel's fit
+def _three_blobs(n: int = 120) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    X, y = make_blobs(n_samples=n, centers=3, n_features=4, random_state=0)
+    return X, y, np.arange(n) % 4
+
+
+def test_a_raw_coordinate_network_warns_of_columns_far_from_standardised():
+    """Such a network learned nothing from X + 10 or X / 100 (loss flat at 0.64) and said nothing."""
+    X, y, g = _three_blobs()
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    tiny = dict(d_model=16, n_heads=2, n_blocks=1, set_size=(10, 40), sets_per_epoch=8, batch_size=8,
+                max_epochs=1, random_state=0, device="cpu", init="scratch")
+    for shifted in (X + 10, X / 100):
+        with pytest.warns(UserWarning, match="reads raw coordinates .* far from standardised"):
+            ContextualKernel(**tiny).fit(shifted, y, groups=g)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ContextualKernel(**tiny).fit(X, y, groups=g)  # standardised: no word
+        ContextualKernel(**tiny, canonical_features=4).fit(X + 10, y, groups=g)  # canonicalised: no word
+
+
+def test_a_fit_from_the_generic_network_takes_any_magnitude_as_its_result_does():
+    X, y, g = _three_blobs()
+    # It was refused ("too large for the network's float32 arithmetic"), though the fitted kernel takes it.
+    kernel = ContextualKernel(init="generic", max_epochs=1, sets_per_epoch=8, set_size=40, random_state=0,
+                              device="cpu").fit(X * 1e20, y, groups=g)
+    np.testing.assert_allclose(kernel.transform(X[:40] * 1e20), kernel.transform(X[:40]), atol=1e-5)
+    with pytest.raises(ValueError, match="too large for the network's float32"):
+        ContextualKernel(init="scratch", max_epochs=1, sets_per_epoch=8, set_size=40).fit(X * 1e20, y, groups=g)
+
+
+def test_set_size_as_an_array_is_a_pair():
+    from skabc.sampling import check_set_size
+
+    assert check_set_size(np.array([10, 40])) == (10, 40)
+    assert check_set_size(np.array([10, 40], dtype=np.int32)) == (10, 40)
+    with pytest.raises(ValueError, match="set_size must be an int or a"):
+        check_set_size(np.array([10.5, 40]))
+
+
+def test_square_rows_that_train_a_kernel_get_no_precomputed_warning_and_unlabelled_y_is_named():
+    from skabc import ABCClustering
+
+    X, y, _ = _three_blobs(4)  # 4 rows of 4 features: square
+    tiny = dict(d_model=16, n_heads=2, n_blocks=1, set_size=(2, 4), sets_per_epoch=4, batch_size=4, max_epochs=1,
+                random_state=0, device="cpu", init="scratch")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ABCClustering(kernel=ContextualKernel(**tiny), random_state=0).fit((X - X.mean(0)) / X.std(0), y)
+    assert not [w for w in caught if "API has changed" in str(w.message)]
+    with pytest.warns(UserWarning, match="API has changed"):  # a fitted kernel reads square rows as before
+        ABCClustering(random_state=0).fit(X)
+    with pytest.raises(ValueError, match=r"y with no labels \(every row -1"):
+        ABCClustering(kernel=ContextualKernel(**tiny)).fit(X, np.full(4, -1))

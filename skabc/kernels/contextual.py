@@ -10,7 +10,7 @@ from .._validation import check_magnitude, check_not_masked_or_missing, encode_g
 from ..inference import check_dense_memory, learned_affinity, working_bytes
 from ..nn.build import apply_inference_options, check_architecture_unchanged, set_transform
 from ..training.fitting import fit_kernel, unchanged_on_failure
-from ..training.plan import network_of
+from ..training.plan import network_of, reads_canonical_input
 from ._contextual_constraints import CONTEXTUAL_KERNEL_CONSTRAINTS
 from ._contextual_io import check_contextual, describe_contextual, restore_contextual
 from .base import AffinityTransformerMixin, Kernel, save_with_settings
@@ -335,7 +335,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         check_not_masked_or_missing(X)
         with unchanged_on_failure(self):
             X = validate_data(self, X, dtype=self._input_dtype(), ensure_min_samples=2)
-            scale_free = network_of(self).canonical_features is not None  # any magnitude: the cast rescales it
+            scale_free = reads_canonical_input(self)  # any magnitude: the cast rescales it
             X = to_network_float32(X if scale_free else check_magnitude(X), scale_free=scale_free)
             group_codes = encode_groups(groups, X.shape[0])
             fit_kernel(self, X, encode_labels(y, X.shape[0]), group_codes)

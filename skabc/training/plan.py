@@ -117,6 +117,41 @@ def resolve_init(kernel, continuing: bool) -> str:
     return GENERIC if own == default_network_params(kernel) else "scratch"
 
 
+def reads_canonical_input(kernel) -> bool:
+    """Whether the network ``kernel``'s fit trains canonicalises every set (so any magnitude fits its float32
+    cast): its own ``canonical_features``, or the generic network that ``init`` starts it from."""
+    continuing = kernel.warm_start and hasattr(kernel, "module_")
+    return network_of(kernel).canonical_features is not None or resolve_init(kernel, continuing) == GENERIC
+
+
+#: A network that reads raw coordinates (no canonical_features, the MLP embedder) learns slowly or not at all from
+#: columns whose typical offset exceeds this many spreads, or whose typical spread lies outside this range.
+RAW_MAX_OFFSET = 5.0
+RAW_SPREAD_RANGE = (0.05, 50.0)
+
+
+def warn_if_raw_columns_unscaled(X: np.ndarray, network: dict) -> None:
+    """Warn where a network of raw coordinates is trained on columns far from standardised.
+
+    Such a network (the paper's recipes) sees the coordinates as they come: a constant offset of a few spreads,
+    or spreads of 0.01, leave its first layer's units saturated or flat, and the loss does not fall.  The median
+    over the varying columns decides, so a few near-constant columns (image borders) do not.
+    """
+    if network.get("canonical_features") is not None or network.get("embedder") not in (None, "mlp"):
+        return
+    spread = X.std(axis=0, dtype=np.float64)
+    varying = spread > 0
+    if not varying.any():
+        return
+    offset = float(np.median(np.abs(X.mean(axis=0, dtype=np.float64))[varying] / spread[varying]))
+    typical = float(np.median(spread[varying]))
+    if offset > RAW_MAX_OFFSET or not RAW_SPREAD_RANGE[0] <= typical <= RAW_SPREAD_RANGE[1]:
+        warn_user(f"this network reads raw coordinates (canonical_features=None), and X's columns are far from "
+                  f"standardised (median |mean| / std {offset:.3g}, median std {typical:.3g}): it may learn little "
+                  "or nothing. Standardise X first (sklearn.preprocessing.StandardScaler, also before transform), or "
+                  "set canonical_features.", SkabcWarning)
+
+
 def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> TrainingPlan:
     """Resolve where ``kernel``'s fit starts, how long it trains and how it validates.
 
@@ -175,6 +210,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         start_state = start.module_.state_dict()
         recommended = start.recommended_clustering() or _shipped_recommendation()
 
+    warn_if_raw_columns_unscaled(X, network)
     rng = np.random.default_rng(check_random_state(kernel.random_state).randint(np.iinfo(np.int32).max))
     early_stopping = kernel.early_stopping if kernel.early_stopping != "auto" else kernel.max_epochs == "auto"
     held_out = validation_split(labels, group_codes, kernel.validation_fraction, rng) if early_stopping else None
