@@ -110,6 +110,19 @@ def warn_if_square(model, X, group_codes) -> None:
         )
 
 
+def kernel_is_fitted(kernel) -> bool:
+    """Whether a ``kernel`` parameter is ready to use (else ``fit`` trains it on ``y``)."""
+    try:
+        if hasattr(kernel, "fit"):
+            check_is_fitted(kernel)
+        # A Kernel with no fit of its own (only affinity(X)) is ready unless it says otherwise.
+        elif not getattr(kernel, "__sklearn_is_fitted__", lambda: True)():
+            raise NotFittedError(f"{type(kernel).__name__} is not fitted")
+    except NotFittedError:
+        return False
+    return True
+
+
 def resolve_kernel(model, X, y, groups):
     """The fitted kernel of ``model``: scikit-learn's for a non-learned ``affinity``, else the learned one."""
     if not is_learned(model.affinity):
@@ -126,15 +139,7 @@ def resolve_kernel(model, X, y, groups):
         from .pretrained import load
 
         return load("generic")  # zero-shot: y is ignored, as by any clusterer
-    try:
-        if hasattr(model.kernel, "fit"):
-            check_is_fitted(model.kernel)
-        # A Kernel with no fit of its own (only affinity(X)) is ready unless it says otherwise.
-        elif not getattr(model.kernel, "__sklearn_is_fitted__", lambda: True)():
-            raise NotFittedError(f"{type(model.kernel).__name__} is not fitted")
-        fitted = True
-    except NotFittedError:
-        fitted = False
+    fitted = kernel_is_fitted(model.kernel)
     fine_tune = fitted and bool(model.kernel.get_params(deep=False).get("warm_start", False))
     if y is not None and (not fitted or fine_tune) and np.any(encode_labels(y, _num_samples(X)) >= 0):
         # A copy keeps the user's kernel as given: clone for a fresh one, deepcopy to keep the weights.
@@ -142,11 +147,11 @@ def resolve_kernel(model, X, y, groups):
         y = column_or_1d(y) if np.ndim(y) == 2 else y  # a column vector was warned of above: not twice
         return kernel.fit(densify(X, kernel) if sp.issparse(X) else X, y, groups=groups)
     if not fitted:
-        given = "no labels" if y is None else "y with no labels (every row -1, unlabelled)"
-        raise ValueError(
-            f"ABCClustering was given {given} and its `kernel` is not fitted: pass labels in y to train "
-            "the kernel, or a fitted kernel."
-        )
+        # scikit-learn's wording for a missing y first (its checks and users' handlers look for it).
+        given = ("requires y to be passed, but the target y is None" if y is None
+                 else "was given y with no labels (every row -1, unlabelled)")
+        raise ValueError(f"ABCClustering {given}: its `kernel` is not fitted, and fit trains it on the labels in y; "
+                         "pass labelled y, or a fitted kernel.")
     return model.kernel
 
 

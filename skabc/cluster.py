@@ -17,6 +17,7 @@ from ._fit_inputs import (
     is_learned,
     is_pairwise,
     kernel_input,
+    kernel_is_fitted,
     resolve_kernel,
     validate_set,
     warn_if_square,
@@ -458,4 +459,6 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         tags.input_tags.allow_nan = False
         tags.input_tags.sparse = True
         tags.input_tags.pairwise = tags.input_tags.positive_only = is_pairwise(self.affinity)  # non-negative
+        # An unfitted kernel is trained on y: fit cannot run without labels.
+        tags.target_tags.required = self.kernel is not None and not kernel_is_fitted(self.kernel)
         return tags

@@ -867,3 +867,15 @@ def test_square_rows_that_train_a_kernel_get_no_precomputed_warning_and_unlabell
         ABCClustering(random_state=0).fit(X)
     with pytest.raises(ValueError, match=r"y with no labels \(every row -1"):
         ABCClustering(kernel=ContextualKernel(**tiny)).fit(X, np.full(4, -1))
+
+
+def test_abc_with_a_kernel_to_train_says_it_requires_y():
+    from sklearn.frozen import FrozenEstimator
+
+    from skabc import ABCClustering
+
+    assert ABCClustering(kernel=ContextualKernel()).__sklearn_tags__().target_tags.required
+    assert not ABCClustering().__sklearn_tags__().target_tags.required
+    assert not ABCClustering(kernel=FrozenEstimator(pretrained.load("generic"))).__sklearn_tags__().target_tags.required
+    with pytest.raises(ValueError, match="requires y to be passed, but the target y is None"):
+        ABCClustering(kernel=ContextualKernel()).fit(np.zeros((5, 2)) + np.arange(5)[:, None])
