@@ -198,6 +198,10 @@ def _check_split(meta: dict, prefix: str) -> None:
     if value and meta["params"].get("n_clusters") is not None:
         raise _schema.fail(prefix + "gaussian_split", "true, but params.n_clusters is given: fit splits only where "
                                                       "it estimated k")
+    asked = meta["params"].get("gaussian_split", "auto")
+    if isinstance(asked, bool) and value != (asked and meta["params"].get("n_clusters") is None):
+        raise _schema.fail(prefix + "gaussian_split", f"{str(value).lower()} contradicts params.gaussian_split="
+                                                      f"{str(asked).lower()}")
     entries = meta.get("candidate") if isinstance(meta.get("candidate"), list) else [meta.get("candidate")]
     if not value and any(isinstance(e, str) and e.endswith(SPLIT_SUFFIX) for e in entries):
         raise _schema.fail(prefix + "gaussian_split", f"false, but candidate names a partition split by it "

@@ -103,8 +103,8 @@ def resolve_gaussian_split(model) -> bool:
     """Whether each set's partition gets :func:`~skabc.spectral.split.split_gaussian_clusters`: ``k`` estimated
     from rows, and the split asked for or, for ``'auto'``, a learned affinity's partition kept by the
     ``'generic'`` arbiter (what it was chosen after, ``benchmarks/gaussian_split.py``: that arbiter's partitions
-    merge touching blobs; after the others, or on a scikit-learn affinity, it was not measured, and a kernel
-    trained to its own partition knows its clusters).  Needs ``arbiter_`` resolved;
+    merge touching blobs; after the others, or on a scikit-learn affinity, it was not measured; a fine-tuned
+    kernel that keeps the generic arbiter gets it too).  Needs ``arbiter_`` resolved;
     ``check_setting_combinations`` refuses it asked for with ``k`` given."""
     if model.n_clusters is not None or is_pairwise(model.affinity):
         return False

@@ -825,13 +825,20 @@ def test_a_raw_coordinate_network_warns_of_columns_far_from_standardised():
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     tiny = dict(d_model=16, n_heads=2, n_blocks=1, set_size=(10, 40), sets_per_epoch=8, batch_size=8,
                 max_epochs=1, random_state=0, device="cpu", init="scratch")
-    for shifted in (X + 10, X / 100):
+    wide_spread = X * np.array([1.0, 1.0, 1.0, 300.0])  # one column in other units (raw wine's proline)
+    for unscaled in (X + 10, X / 100, X * 100, wide_spread):
         with pytest.warns(UserWarning, match="reads raw coordinates .* far from standardised"):
-            ContextualKernel(**tiny).fit(shifted, y, groups=g)
+            ContextualKernel(**tiny).fit(unscaled, y, groups=g)
+    from sklearn.datasets import load_digits
+
+    images, labels = load_digits(return_X_y=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ContextualKernel(**tiny).fit(X, y, groups=g)  # standardised: no word
         ContextualKernel(**tiny, canonical_features=4).fit(X + 10, y, groups=g)  # canonicalised: no word
+        # Pixels in [0, 1], ink on black or on white (an offset of about 1 is no trouble): no word.
+        for pixels in (images[:200] / 16, 1 - images[:200] / 16):
+            ContextualKernel(**tiny).fit(pixels, labels[:200])
 
 
 def test_a_fit_from_the_generic_network_takes_any_magnitude_as_its_result_does():

@@ -169,7 +169,7 @@ def test_a_file_saved_before_the_split_existed_loads_without_it(tmp_path):
     with safe_open(str(path), framework="pt") as f:
         meta = json.loads(f.metadata()["skabc"])
     tensors = {name: value.clone() for name, value in load_file(str(path)).items()}
-    del meta["params"]["gaussian_split"]  # as written before the parameter existed
+    del meta["params"]["gaussian_split"], meta["gaussian_split"]  # as written before the parameter existed
     save_file(tensors, str(path), metadata={"skabc": json.dumps(meta)})
     loaded = ABCClustering.load(path)
     assert loaded.gaussian_split is False and not loaded.gaussian_split_
@@ -202,7 +202,10 @@ def test_a_file_keeps_what_auto_resolved_to_and_refuses_a_contradiction(tmp_path
     assert loaded.predict(X).max() + 1 == 2
     for edit, match in [(lambda m: m.update(gaussian_split="yes"), "gaussian_split: expected true or false"),
                         (lambda m: m.update(gaussian_split=False), "false, but candidate names a partition split"),
-                        (lambda m: m["params"].update(n_clusters=3), "true, but params.n_clusters is given")]:
+                        (lambda m: m["params"].update(n_clusters=3), "true, but params.n_clusters is given"),
+                        (lambda m: m["params"].update(gaussian_split=False), "contradicts params.gaussian_split"),
+                        (lambda m: m.update(candidate=None, gaussian_split=False) or m["params"].update(
+                            gaussian_split=True), "contradicts params.gaussian_split")]:
         model.save(path)
         _resave(path, edit)
         with pytest.raises(ValueError, match=match):
@@ -229,3 +232,18 @@ def test_the_split_module_examples_run_as_written():
     import skabc.spectral.split as module
 
     assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
+
+
+def test_wide_sets_are_judged_before_their_projection_and_low_rank_ones_still_split():
+    from skabc.spectral.split import _certainly_wider_than
+
+    rng = np.random.default_rng(0)
+    wide = rng.normal(size=(3000, 64))
+    labels = np.zeros(len(wide), dtype=int)
+    assert _certainly_wider_than(wide, 8) and split_gaussian_clusters(wide, labels, max_clusters=10) is labels
+    # Two touching blobs seen through 30 linear columns span 2 directions: not "wide", and still split.
+    X, _ = _touching()
+    embedded = X @ rng.normal(size=(2, 30))
+    assert not _certainly_wider_than(embedded, 8)
+    np.testing.assert_array_equal(split_gaussian_clusters(embedded, np.zeros(len(X), dtype=int), max_clusters=10),
+                                  split_gaussian_clusters(X, np.zeros(len(X), dtype=int), max_clusters=10))

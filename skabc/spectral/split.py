@@ -24,8 +24,10 @@ by ``benchmarks/gaussian_split.py`` (design v4).
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, column_or_1d
+from sklearn.utils.extmath import randomized_svd
 
 from .mixture import fit_mixture, mixture_features
 from .step import compact
@@ -44,6 +46,10 @@ VALLEY_NEIGHBORS = 10
 #: Largest density where the halves meet, relative to the median density of each half, that still counts as a
 #: valley between them.
 MAX_VALLEY_DENSITY = 0.7
+#: Rows a set's width is judged on before its mixture features are computed (wide sets are never split).
+WIDTH_CHECK_ROWS = 2000
+#: A direction counts where its singular value exceeds this share of the largest (round-off stays far below).
+WIDTH_CHECK_TOLERANCE = 1e-6
 #: Seed of every mixture this step fits.
 SPLIT_SEED = 0
 #: Ending of ``candidate_`` where this step split some clusters of the kept candidate.
@@ -95,6 +101,8 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
                          f"{len(labels)} of dtype {labels.dtype}.")
     if X.shape[0] < 2 * MIN_CHILD_POINTS:  # no cluster to split (a set of one row has no features to fit)
         return given
+    if _certainly_wider_than(X, MAX_SPLIT_FEATURES):  # before the projection of every row, which it would discard
+        return given
     Z = mixture_features(X, SPLIT_SEED)
     d = Z.shape[1]
     if d > MAX_SPLIT_FEATURES:
@@ -127,6 +135,25 @@ def _two_gaussians(Z: np.ndarray, smallest: float) -> np.ndarray | None:
         if fit_mixture(part, 1, "full", SPLIT_SEED).bic(part) > fit_mixture(part, 2, "full", SPLIT_SEED).bic(part):
             return None  # a half that is itself two Gaussians: a curved or chained shape, not two blobs
     return half if valley_density(Z, half) < MAX_VALLEY_DENSITY else None
+
+
+def _certainly_wider_than(X, width: int) -> bool:
+    """Whether ``X`` spans more than ``width`` directions, judged on at most :data:`WIDTH_CHECK_ROWS` of its rows.
+
+    A subset spans no more directions than the set, and a randomised SVD does not overstate a singular value, so
+    ``True`` means the mixture features have more than ``width`` columns too; ``False`` leaves it to them.
+    """
+    n, d = X.shape
+    if min(n - 1, d) <= width:
+        return False
+    rows = X[:: -(-n // WIDTH_CHECK_ROWS)]
+    rows = rows.toarray() if sp.issparse(rows) else np.asarray(rows, dtype=np.float64)
+    rows = rows / max(float(np.abs(rows).max()), np.finfo(np.float64).tiny)  # extreme magnitudes: no overflow
+    rows -= rows.mean(axis=0)
+    if rows.shape[0] <= width:
+        return False
+    values = randomized_svd(rows, width + 1, random_state=SPLIT_SEED)[1]
+    return bool(values[0] > 0 and values[width] > WIDTH_CHECK_TOLERANCE * values[0])
 
 
 def valley_density(Z: np.ndarray, half: np.ndarray) -> float:

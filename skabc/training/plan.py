@@ -125,17 +125,21 @@ def reads_canonical_input(kernel) -> bool:
 
 
 #: A network that reads raw coordinates (no canonical_features, the MLP embedder) learns slowly or not at all from
-#: columns whose typical offset exceeds this many spreads, or whose typical spread lies outside this range.
-RAW_MAX_OFFSET = 5.0
+#: columns offset by many spreads (X + 10: the median over the columns of |mean| / std above RAW_MAX_OFFSET, with
+#: |mean| above RAW_MIN_OFFSET), of a typical spread outside RAW_SPREAD_RANGE (X / 100, X * 100), or where one
+#: column spreads RAW_MAX_SPREAD_RATIO times more than the typical one (raw wine: proline).
+RAW_MAX_OFFSET, RAW_MIN_OFFSET = 5.0, 2.0
 RAW_SPREAD_RANGE = (0.05, 50.0)
+RAW_MAX_SPREAD_RATIO = 50.0
 
 
 def warn_if_raw_columns_unscaled(X: np.ndarray, network: dict) -> None:
     """Warn where a network of raw coordinates is trained on columns far from standardised.
 
-    Such a network (the paper's recipes) sees the coordinates as they come: a constant offset of a few spreads,
-    or spreads of 0.01, leave its first layer's units saturated or flat, and the loss does not fall.  The median
-    over the varying columns decides, so a few near-constant columns (image borders) do not.
+    Such a network (the paper's recipes) sees the coordinates as they come: a large common offset, or spreads
+    of 0.01 or 100, leave its first layer's units saturated or flat, and the loss does not fall; one column of
+    a far larger spread is all its distances see.  Medians over the varying columns decide, so a few odd
+    columns (image borders) do not, nor does an offset of about 1 (images on a white background).
     """
     if network.get("canonical_features") is not None or network.get("embedder") not in (None, "mlp"):
         return
@@ -143,13 +147,16 @@ def warn_if_raw_columns_unscaled(X: np.ndarray, network: dict) -> None:
     varying = spread > 0
     if not varying.any():
         return
-    offset = float(np.median(np.abs(X.mean(axis=0, dtype=np.float64))[varying] / spread[varying]))
-    typical = float(np.median(spread[varying]))
-    if offset > RAW_MAX_OFFSET or not RAW_SPREAD_RANGE[0] <= typical <= RAW_SPREAD_RANGE[1]:
+    offset, spread = np.abs(X.mean(axis=0, dtype=np.float64))[varying], spread[varying]
+    typical = float(np.median(spread))
+    shifted = float(np.median(offset / spread)) > RAW_MAX_OFFSET and float(np.median(offset)) > RAW_MIN_OFFSET
+    if shifted or not RAW_SPREAD_RANGE[0] <= typical <= RAW_SPREAD_RANGE[1] or spread.max() > (
+            RAW_MAX_SPREAD_RATIO * typical):
         warn_user(f"this network reads raw coordinates (canonical_features=None), and X's columns are far from "
-                  f"standardised (median |mean| / std {offset:.3g}, median std {typical:.3g}): it may learn little "
-                  "or nothing. Standardise X first (sklearn.preprocessing.StandardScaler, also before transform), or "
-                  "set canonical_features.", SkabcWarning)
+                  f"standardised (median |mean| {np.median(offset):.3g}, median std {typical:.3g}, largest std "
+                  f"{spread.max():.3g}): it may learn little or nothing. Standardise X first "
+                  "(sklearn.preprocessing.StandardScaler, also before transform), or set canonical_features.",
+                  SkabcWarning)
 
 
 def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> TrainingPlan:
