@@ -84,7 +84,11 @@ def check_not_masked_or_missing(X, input_name: str = "X") -> None:
     if pandas is None:
         return
     if isinstance(X, (pandas.DataFrame, pandas.Series)):
-        missing = X.isna().to_numpy().any()
+        # NumPy float columns hold NaN, which scikit-learn's own checks report (after the feature names): only the
+        # object and extension columns, where pd.NA lives, are checked here.
+        frame = X.to_frame() if isinstance(X, pandas.Series) else X
+        held = [i for i, dtype in enumerate(frame.dtypes) if not (isinstance(dtype, np.dtype) and dtype.kind in "fiub")]
+        missing = bool(frame.iloc[:, held].isna().to_numpy().any()) if held else False
     elif isinstance(X, np.ndarray) and X.dtype == object:
         missing = bool(np.any(pandas.isna(X)))
     else:

@@ -786,3 +786,18 @@ def test_predict_many_names_what_it_takes(tiny_kernel):
     model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(np.random.default_rng(0).normal(size=(20, 2)))
     with pytest.raises(TypeError, match="predict_many takes an iterable of sets"):
         model.predict_many(None)
+
+
+def test_other_feature_names_are_named_before_the_nan_they_bring(tiny_kernel):
+    """A probe (43q): a frame reindexed to other names (all NaN) got 'contains NaN', where scikit-learn's
+    estimators name the mismatch (its check_dataframe_column_names_consistency expects that)."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(n_samples=120, centers=3, n_features=2, random_state=0)
+    named = pd.DataFrame(X, columns=["a", "b"])
+    renamed = pd.DataFrame(named, columns=["c", "d"])  # pandas reindexes: every value NaN
+    model = ABCClustering(n_clusters=3, random_state=0).fit(named)
+    with pytest.raises(ValueError, match="feature names should match"):
+        model.predict(renamed)
+    with pytest.raises(ValueError, match="feature names should match"):
+        ABCClustering(kernel=FrozenEstimator(tiny_kernel), n_clusters=3).fit(named).predict(renamed)
