@@ -247,3 +247,14 @@ def test_wide_sets_are_judged_before_their_projection_and_low_rank_ones_still_sp
     assert not _certainly_wider_than(embedded, 8)
     np.testing.assert_array_equal(split_gaussian_clusters(embedded, np.zeros(len(X), dtype=int), max_clusters=10),
                                   split_gaussian_clusters(X, np.zeros(len(X), dtype=int), max_clusters=10))
+
+
+def test_a_large_cluster_is_tested_on_a_draw_and_every_row_takes_its_half(monkeypatch):
+    import skabc.spectral.split as split_module
+
+    X, y = _touching(n=400)
+    whole = split_gaussian_clusters(X, np.zeros(len(X), dtype=int), max_clusters=10)
+    monkeypatch.setattr(split_module, "MAX_TESTED_ROWS", 300)  # the cluster's 800 rows: tested on 300
+    drawn = split_gaussian_clusters(X, np.zeros(len(X), dtype=int), max_clusters=10)
+    assert drawn.max() == 1 and adjusted_rand_score(y, drawn) > 0.9
+    assert adjusted_rand_score(whole, drawn) > 0.95

@@ -46,6 +46,8 @@ VALLEY_NEIGHBORS = 10
 #: Largest density where the halves meet, relative to the median density of each half, that still counts as a
 #: valley between them.
 MAX_VALLEY_DENSITY = 0.7
+#: Rows of one cluster its tests are run on (a seeded draw beyond; the halves then come from the fitted mixture).
+MAX_TESTED_ROWS = 20_000
 #: Rows a set's width is judged on before its mixture features are computed (wide sets are never split).
 WIDTH_CHECK_ROWS = 2000
 #: A direction counts where its singular value exceeds this share of the largest (round-off stays far below).
@@ -66,7 +68,8 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
     half has a lower BIC with one component than with two, and the density
     where the halves meet is below :data:`MAX_VALLEY_DENSITY` of the median
     density of each half (:func:`valley_density`).  Clusters are tested in order of their ids, one split
-    each, while fewer than ``max_clusters``.
+    each, while fewer than ``max_clusters``; a cluster of more than :data:`MAX_TESTED_ROWS` rows is tested on
+    a seeded draw of that many, and all its rows take the half the fitted mixture gives them.
 
     Parameters
     ----------
@@ -116,15 +119,20 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
             break
         if len(rows) < 2 * smallest:
             continue
-        half = _two_gaussians(Z[rows], max(smallest, MIN_CHILD_SHARE * len(rows)))
-        if half is not None:
-            out[rows[half]] = next_id
+        # Tested on at most MAX_TESTED_ROWS of the cluster's rows (its cost grows with them, the rest of the fit's
+        # does not past max_samples); every row then takes the half the two Gaussians give it.
+        tested = rows if len(rows) <= MAX_TESTED_ROWS else np.sort(
+            np.random.default_rng(SPLIT_SEED).choice(rows, MAX_TESTED_ROWS, replace=False))
+        two = _two_gaussians(Z[tested], max(smallest, MIN_CHILD_SHARE * len(tested)))
+        if two is not None:
+            out[rows[two.predict(Z[rows]).astype(bool)]] = next_id
             next_id, split = next_id + 1, True
     return compact(out) if split else given
 
 
-def _two_gaussians(Z: np.ndarray, smallest: float) -> np.ndarray | None:
-    """The mask of the second half where the cluster ``Z`` passes every test, else ``None``."""
+def _two_gaussians(Z: np.ndarray, smallest: float):
+    """The two-component mixture where the cluster ``Z`` passes every test (its ``predict`` gives the halves),
+    else ``None``."""
     one, two = fit_mixture(Z, 1, "full", SPLIT_SEED), fit_mixture(Z, 2, "full", SPLIT_SEED)
     if two.bic(Z) >= one.bic(Z):
         return None
@@ -134,7 +142,7 @@ def _two_gaussians(Z: np.ndarray, smallest: float) -> np.ndarray | None:
     for part in (Z[~half], Z[half]):
         if fit_mixture(part, 1, "full", SPLIT_SEED).bic(part) > fit_mixture(part, 2, "full", SPLIT_SEED).bic(part):
             return None  # a half that is itself two Gaussians: a curved or chained shape, not two blobs
-    return half if valley_density(Z, half) < MAX_VALLEY_DENSITY else None
+    return two if valley_density(Z, half) < MAX_VALLEY_DENSITY else None
 
 
 def _certainly_wider_than(X, width: int) -> bool:
