@@ -241,6 +241,20 @@ def test_wide_sets_are_judged_before_their_projection_and_low_rank_ones_still_sp
     wide = rng.normal(size=(3000, 64))
     labels = np.zeros(len(wide), dtype=int)
     assert _certainly_wider_than(wide, 8) and split_gaussian_clusters(wide, labels, max_clusters=10) is labels
+    # The shortcut answers True only where the mixture features are wider too: a huge constant column (the
+    # features keep spreads relative to the largest value), or an outlier the row draw misses, leave them narrow.
+    from skabc.spectral.mixture import mixture_features
+
+    blobs, _ = _touching()
+    constant = np.column_stack([blobs * 10, rng.normal(size=(400, 8)), np.full(400, 1.7e12)])
+    outlier = rng.normal(size=(2001, 20))
+    outlier[1] = 1e13
+    for X in (constant, outlier, rng.normal(size=(2001, 20))):
+        if _certainly_wider_than(X, 8):
+            assert mixture_features(X, 0).shape[1] > 8
+    assert not _certainly_wider_than(constant, 8) and not _certainly_wider_than(outlier, 8)
+    np.testing.assert_array_equal(np.bincount(split_gaussian_clusters(constant, np.zeros(400, dtype=int), 10)),
+                                  np.bincount(split_gaussian_clusters(blobs, np.zeros(400, dtype=int), 10)))
     # Two touching blobs seen through 30 linear columns span 2 directions: not "wide", and still split.
     X, _ = _touching()
     embedded = X @ rng.normal(size=(2, 30))

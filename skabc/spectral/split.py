@@ -27,9 +27,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, column_or_1d
-from sklearn.utils.extmath import randomized_svd
+from sklearn.utils.extmath import randomized_svd, row_norms
 
-from .mixture import fit_mixture, mixture_features
+from .mixture import MAX_MIXTURE_FEATURES, fit_mixture, mixture_features
 from .step import compact
 
 #: Widest mixture features tested (full covariances need points; wider sets are left as they are).
@@ -50,7 +50,8 @@ MAX_VALLEY_DENSITY = 0.7
 MAX_TESTED_ROWS = 20_000
 #: Rows a set's width is judged on before its mixture features are computed (wide sets are never split).
 WIDTH_CHECK_ROWS = 2000
-#: A direction counts where its singular value exceeds this share of the largest (round-off stays far below).
+#: A direction counts as kept by the features where its spread exceeds this share of the set's largest centred row
+#: norm (the features keep spreads above 1e-12 of their largest value: a margin for the randomised projection).
 WIDTH_CHECK_TOLERANCE = 1e-6
 #: Seed of every mixture this step fits.
 SPLIT_SEED = 0
@@ -124,8 +125,9 @@ def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndar
         tested = rows if len(rows) <= MAX_TESTED_ROWS else np.sort(
             np.random.default_rng(SPLIT_SEED).choice(rows, MAX_TESTED_ROWS, replace=False))
         two = _two_gaussians(Z[tested], max(smallest, MIN_CHILD_SHARE * len(tested)))
-        if two is not None:
-            out[rows[two.predict(Z[rows]).astype(bool)]] = next_id
+        half = None if two is None else two.predict(Z[rows]).astype(bool)
+        if half is not None and half.any() and not half.all():  # a draw's halves could leave one side empty
+            out[rows[half]] = next_id
             next_id, split = next_id + 1, True
     return compact(out) if split else given
 
@@ -146,22 +148,26 @@ def _two_gaussians(Z: np.ndarray, smallest: float):
 
 
 def _certainly_wider_than(X, width: int) -> bool:
-    """Whether ``X`` spans more than ``width`` directions, judged on at most :data:`WIDTH_CHECK_ROWS` of its rows.
+    """Whether the mixture features of ``X`` have more than ``width`` columns, judged before they are computed.
 
-    A subset spans no more directions than the set, and a randomised SVD does not overstate a singular value, so
-    ``True`` means the mixture features have more than ``width`` columns too; ``False`` leaves it to them.
+    Only for dense sets wider than :data:`~skabc.spectral.mixture.MAX_MIXTURE_FEATURES` (the features are then a
+    projection of every row on its leading principal components, costly and discarded when too wide): ``True``
+    where the ``width + 1``-th direction of at most :data:`WIDTH_CHECK_ROWS` rows spreads beyond
+    :data:`WIDTH_CHECK_TOLERANCE` of the largest centred row norm of ``X``.  A row subset spreads no more in
+    any direction than the set, a randomised SVD does not overstate, and no projected value exceeds that norm,
+    so the features keep that direction too (their rule drops spreads under 1e-12 of their largest value):
+    ``True`` never changes a split; ``False`` leaves it to the features.
     """
     n, d = X.shape
-    if min(n - 1, d) <= width:
+    if sp.issparse(X) or d <= MAX_MIXTURE_FEATURES or n - 1 <= width:
         return False
-    rows = X[:: -(-n // WIDTH_CHECK_ROWS)]
-    rows = rows.toarray() if sp.issparse(rows) else np.asarray(rows, dtype=np.float64)
-    rows = rows / max(float(np.abs(rows).max()), np.finfo(np.float64).tiny)  # extreme magnitudes: no overflow
-    rows -= rows.mean(axis=0)
+    rows = np.asarray(X[:: -(-n // WIDTH_CHECK_ROWS)], dtype=np.float64)
     if rows.shape[0] <= width:
         return False
-    values = randomized_svd(rows, width + 1, random_state=SPLIT_SEED)[1]
-    return bool(values[0] > 0 and values[width] > WIDTH_CHECK_TOLERANCE * values[0])
+    with np.errstate(over="ignore", invalid="ignore"):  # extreme magnitudes overflow to inf: answered False
+        largest = float(row_norms(X).max() + np.linalg.norm(X.mean(axis=0, dtype=np.float64)))
+        values = randomized_svd(rows - rows.mean(axis=0), width + 1, random_state=SPLIT_SEED)[1]
+        return bool(values[width] / np.sqrt(n) > WIDTH_CHECK_TOLERANCE * largest)
 
 
 def valley_density(Z: np.ndarray, half: np.ndarray) -> float:
