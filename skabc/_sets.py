@@ -86,14 +86,15 @@ def warn_at_max_clusters(model, n_found: list, spectra: list | None = None) -> N
     ``max_clusters + 1`` zero Laplacian eigenvalues in the spectrum the ``k`` rule read (``spectra``, one per
     set), also where the rule settled below the cap (the eigengap of an all-zero spectrum is anywhere).
     """
-    if model.n_clusters is not None or model.max_clusters < 2:  # max_clusters=1 asks for one cluster
+    step = model.spectral_step_  # the fitted settings: predict clusters with them whatever set_params did since
+    if step.n_clusters is not None or step.max_clusters < 2:  # max_clusters=1 asks for one cluster
         return
     spectra = [None] * len(n_found) if spectra is None else spectra
-    capped = sum(found >= model.max_clusters or _more_components_than(values, model.max_clusters)
+    capped = sum(found >= step.max_clusters or _more_components_than(values, step.max_clusters)
                  for found, values in zip(n_found, spectra, strict=True))
     if capped:
         where = "the set" if len(n_found) == 1 else f"{capped} of {len(n_found)} sets"
-        warn_user(f"The estimated number of clusters of {where} reached max_clusters={model.max_clusters}, or its "
+        warn_user(f"The estimated number of clusters of {where} reached max_clusters={step.max_clusters}, or its "
                   "spectrum shows more separate groups than that; the data may hold more clusters. Raise "
                   "max_clusters to let the estimate go higher.",
                   SkabcWarning)

@@ -100,6 +100,24 @@ def test_the_max_clusters_warning_counts_the_sets_that_reached_it():
     assert model.n_clusters_ == 3 + 2
 
 
+def test_predict_warns_of_the_fitted_max_clusters_not_one_set_since():
+    """A probe (42r/43): after set_params(max_clusters=2), predict warned 'reached max_clusters=2' while it
+    clustered with the fitted bound (three clusters)."""
+    from scipy.linalg import block_diag
+
+    blocks = block_diag(*[np.ones((10, 10))] * 3)
+    model = ABCClustering(affinity="precomputed", random_state=0).fit(blocks)
+    assert model.n_clusters_ == 3
+    model.set_params(max_clusters=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(np.unique(model.predict(blocks))) == 3
+    model = ABCClustering(affinity="precomputed", max_clusters=2, random_state=0).fit(blocks[:20, :20])
+    model.set_params(max_clusters=50)
+    with pytest.warns(UserWarning, match="reached max_clusters=2"):
+        model.predict(blocks)
+
+
 def test_predict_many_warns_where_sets_reached_max_clusters_as_predict_with_groups_does():
     """predict(X, groups=...) warned '7 of 16 sets reached max_clusters'; predict_many on the same sets was silent
     (probe /work/probe39b/r10_predict_many_silent.py)."""
