@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import torch
 from sklearn.base import clone
@@ -117,10 +115,8 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
     # The settings resolved at fit (they fill in every 'auto' as they did then); version-1 files
     # stored none: resolve them as fit would, from the loaded kernel.
     resolved = {name[:-1]: value for name, value in meta.get("fitted", {}).items()}
-    model._resolve_auto(resolved or as_kernel(fitted).recommended_clustering())
-    if "gaussian_split" in meta:  # files written before it was stored: as the parameter resolves (False if absent)
-        model.gaussian_split_ = meta["gaussian_split"]
-        model.spectral_step_ = replace(model.spectral_step_, gaussian_split=meta["gaussian_split"])
+    # gaussian_split_ as the fit resolved it; files written before it was stored: as the parameter resolves.
+    model._resolve_auto(resolved or as_kernel(fitted).recommended_clustering(), meta.get("gaussian_split"))
     return model
 
 

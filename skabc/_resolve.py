@@ -24,9 +24,10 @@ SPECTRAL_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_cluste
                      "arbiter": None}
 
 
-def resolve_settings(model, recommended: dict) -> None:
+def resolve_settings(model, recommended: dict, gaussian_split: bool | None = None) -> None:
     """Set ``model``'s ``affinity_power_``, ``assign_labels_``, ``n_clusters_selection_``, ``arbiter_``,
-    ``max_samples_`` and ``spectral_step_`` from its parameters, ``'auto'`` taken from ``recommended``.
+    ``max_samples_``, ``gaussian_split_`` and ``spectral_step_`` from its parameters, ``'auto'`` taken from
+    ``recommended``; ``gaussian_split``: what a saved model's fit resolved it to (else resolved here).
 
     Raises
     ------
@@ -45,7 +46,7 @@ def resolve_settings(model, recommended: dict) -> None:
     model.n_clusters_selection_ = resolved("n_clusters_selection")
     model.arbiter_ = resolve_arbiter(model, recommended["arbiter"])
     model.max_samples_ = resolve_max_samples(model.max_samples, is_learned(model.affinity))
-    model.gaussian_split_ = resolve_gaussian_split(model)
+    model.gaussian_split_ = resolve_gaussian_split(model) if gaussian_split is None else gaussian_split
     model.spectral_step_ = SpectralStep(
         n_clusters=model.n_clusters, max_clusters=model.max_clusters, selection=model.n_clusters_selection_,
         affinity_power=model.affinity_power_, assign_labels=model.assign_labels_, eigen_solver=model.eigen_solver,

@@ -416,9 +416,9 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         """
         return self.fit(X, y, groups=groups).labels_
 
-    def _resolve_auto(self, recommended: dict) -> None:
+    def _resolve_auto(self, recommended: dict, gaussian_split: bool | None = None) -> None:
         """Resolve every ``'auto'`` once, from the kernel's recommendation (:func:`skabc._resolve.resolve_settings`)."""
-        resolve_settings(self, recommended)
+        resolve_settings(self, recommended, gaussian_split)
 
     def _follows_sklearn(self) -> bool:
         """Whether the spectral step is SpectralClustering's own: a non-learned affinity with ``n_clusters`` given."""

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from skabc import ContextualKernel
 
@@ -27,6 +32,24 @@ def make_blob_sets(n_sets=40, set_size=30, max_clusters=4, spread=0.08, random_s
         y.append(labels)
         groups.append(np.full(set_size, g))
     return np.concatenate(X), np.concatenate(y), np.concatenate(groups)
+
+
+def read_meta(path) -> dict:
+    """The ``skabc`` description of a saved safetensors file."""
+    with safe_open(str(path), framework="pt") as f:
+        return json.loads(f.metadata()["skabc"])
+
+
+def read_tensors(path) -> dict:
+    """A file's tensors as copies: ``load_file`` maps the file, and a forgery written over it would change them
+    under the test (a bus error with safetensors 0.4)."""
+    return {name: value.clone() for name, value in load_file(str(path)).items()}
+
+
+def forge(path, meta=None, tensors=None, raw=None) -> Path:
+    """Write a safetensors file with the given description (or raw metadata string) and tensors."""
+    save_file(tensors, str(path), metadata={"skabc": raw if raw is not None else json.dumps(meta)})
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ tiny; the module runs in seconds.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 import subprocess
@@ -20,11 +19,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import TINY, make_blob_sets
+from conftest import TINY, forge, make_blob_sets, read_meta, read_tensors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
 from sklearn.frozen import FrozenEstimator
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble
@@ -46,23 +43,6 @@ def saved(tmp_path_factory, tiny_kernel):
     return SimpleNamespace(kernel=kernel_path, model=model_path, X=X,
                            kernel_meta=read_meta(kernel_path), kernel_tensors=read_tensors(kernel_path),
                            model_meta=read_meta(model_path), model_tensors=read_tensors(model_path))
-
-
-def read_meta(path) -> dict:
-    with safe_open(str(path), framework="pt") as f:
-        return json.loads(f.metadata()["skabc"])
-
-
-def read_tensors(path) -> dict:
-    """A file's tensors as copies: ``load_file`` maps the file, and a forgery written over it would change them
-    under the test (a bus error with safetensors 0.4)."""
-    return {name: value.clone() for name, value in load_file(str(path)).items()}
-
-
-def forge(path, meta=None, tensors=None, raw=None) -> Path:
-    """Write a safetensors file with the given description (or raw metadata string) and tensors."""
-    save_file(tensors, str(path), metadata={"skabc": raw if raw is not None else json.dumps(meta)})
-    return path
 
 
 def refused(load, path, match: str) -> str:

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import forge, read_meta, read_tensors
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
@@ -157,20 +158,11 @@ def test_a_split_model_saves_and_loads_as_it_clusters(tmp_path):
 
 
 def test_a_file_saved_before_the_split_existed_loads_without_it(tmp_path):
-    import json
-
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
-
     X, _ = _gallery_blobs()
     path = tmp_path / "model.safetensors"
     unsplit = ABCClustering(random_state=0, gaussian_split=False).fit(X)
     unsplit.save(path)
-    with safe_open(str(path), framework="pt") as f:
-        meta = json.loads(f.metadata()["skabc"])
-    tensors = {name: value.clone() for name, value in load_file(str(path)).items()}
-    del meta["params"]["gaussian_split"], meta["gaussian_split"]  # as written before the parameter existed
-    save_file(tensors, str(path), metadata={"skabc": json.dumps(meta)})
+    _resave(path, lambda meta: (meta["params"].pop("gaussian_split"), meta.pop("gaussian_split")))  # as before it
     loaded = ABCClustering.load(path)
     assert loaded.gaussian_split is False and not loaded.gaussian_split_
     np.testing.assert_array_equal(loaded.predict(X), unsplit.labels_)
@@ -178,16 +170,10 @@ def test_a_file_saved_before_the_split_existed_loads_without_it(tmp_path):
 
 
 def _resave(path, edit):
-    import json
-
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
-
-    with safe_open(str(path), framework="pt") as f:
-        meta = json.loads(f.metadata()["skabc"])
-    tensors = {name: value.clone() for name, value in load_file(str(path)).items()}
+    """Rewrite a saved model's description with ``edit(meta)``, its tensors kept."""
+    meta = read_meta(path)
     edit(meta)
-    save_file(tensors, str(path), metadata={"skabc": json.dumps(meta)})
+    forge(path, meta, read_tensors(path))
 
 
 def test_a_file_keeps_what_auto_resolved_to_and_refuses_a_contradiction(tmp_path):

@@ -64,8 +64,9 @@ _SAFE_SCALE = (1e-100, 1e100)
 
 
 def scale_free(affinity):
-    """``affinity`` over its largest entry where that lies outside ``_SAFE_SCALE``, else untouched."""
-    top = float(affinity.data.max() if sp.issparse(affinity) else affinity.max()) if affinity.size else 0.0
+    """``affinity`` (or any matrix: signs allowed) over its largest |entry| outside ``_SAFE_SCALE``, else untouched."""
+    values = affinity.data if sp.issparse(affinity) else affinity
+    top = float(max(values.max(), -values.min())) if values.size else 0.0  # no |values| copy of an n x n matrix
     if top <= 0.0 or _SAFE_SCALE[0] <= top <= _SAFE_SCALE[1]:
         return affinity
     if not sp.issparse(affinity):

@@ -23,6 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 
 from .._quiet_warnings import ignoring_warnings
+from .eigen import scale_free
 
 #: Largest ``k`` the BIC search tries (each mixture fit costs more than a spectral cut).
 MAX_MIXTURE_CLUSTERS = 20
@@ -34,9 +35,6 @@ MAX_MIXTURE_FEATURES = 16
 FULL_COVARIANCE_MAX_FEATURES = 8
 #: Regularisation added to the covariances' diagonal, in units of the standardised columns.
 REG_COVAR = 1e-4
-#: Largest absolute values outside this range are scaled to 1 first: the spreads square the values (overflow
-#: past ~1e154), and the standardised columns do not depend on the scale.
-SAFE_MAGNITUDE = (1e-100, 1e100)
 
 
 def mixture_features(X, random_state: int) -> np.ndarray:
@@ -54,9 +52,9 @@ def mixture_features(X, random_state: int) -> np.ndarray:
     """
     n = X.shape[0]
     n_components = min(MAX_MIXTURE_FEATURES, X.shape[1], max(n - 1, 1))
-    top = float(abs(X).max()) if X.size else 0.0
-    if top > 0.0 and not SAFE_MAGNITUDE[0] <= top <= SAFE_MAGNITUDE[1]:
-        X = X / top
+    # Extreme magnitudes scaled first: the spreads square the values (overflow past ~1e154), and the
+    # standardised columns do not depend on the scale.
+    X = scale_free(X)
     if sp.issparse(X):
         if X.shape[1] > n_components:
             X = TruncatedSVD(n_components, random_state=random_state).fit_transform(X)
