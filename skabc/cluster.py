@@ -24,7 +24,7 @@ from ._fit_inputs import (
     without_unseen_names,
 )
 from ._resolve import check_setting_combinations, resolve_settings, warn_unread_affinity_parameters
-from ._sets import check_n_jobs, check_sets, cluster_groups, map_sets, set_seeds, warn_at_max_clusters
+from ._sets import check_n_jobs, check_sets, cluster_groups, map_sets, set_seeds, warn_about_estimates
 from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
 from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
@@ -451,7 +451,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         sets = [self._predict_input(s) for s in check_sets(sets)]
         seeds = set_seeds(self, len(sets))  # those predict(s) would draw, set after set
         results = map_sets(self, sets, seeds, check_n_jobs(n_jobs))
-        warn_at_max_clusters(self, [found for _, _, found, *_ in results], [values for _, _, _, values, _ in results])
+        warn_about_estimates(self, [found for _, _, found, *_ in results], [values for _, _, _, values, _ in results],
+                             [_num_samples(s) for s in sets])
         return [labels for labels, *_ in results]
 
     def __sklearn_tags__(self):

@@ -100,6 +100,32 @@ def test_the_max_clusters_warning_counts_the_sets_that_reached_it():
     assert model.n_clusters_ == 3 + 2
 
 
+def test_the_generic_kernel_warns_where_it_estimates_k_on_a_small_set(tiny_kernel):
+    """A probe (44b): 20 rows of one iris class got 17 clusters, silently; the generic kernel was trained on sets
+    of 150 to 500 rows and over-estimates k below SMALL_SET_ROWS (benchmarks/small_sets.py)."""
+    from skabc._sets import SMALL_SET_ROWS
+    from skabc.exceptions import SkabcWarning
+
+    assert SMALL_SET_ROWS == 80
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    with pytest.warns(SkabcWarning, match="estimated on a set of 20 rows: the shipped generic kernel"):
+        model = ABCClustering(random_state=0).fit(X[:20])
+    with pytest.warns(SkabcWarning, match="on a set of 79 rows"):
+        model.predict(X[:79])
+    with pytest.warns(SkabcWarning, match=r"1 of 2 sets of fewer than 80 rows \(the smallest 30\)"):
+        model.predict_many([X[:30], X[:100]])
+    with pytest.warns(SkabcWarning, match=r"2 of 3 sets of fewer than 80 rows \(the smallest 20\)"):
+        ABCClustering(random_state=0).fit(X[:130], groups=np.repeat([0, 1, 2], [30, 20, 80]))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*estimated on")
+        ABCClustering(random_state=0).fit(X[:80])  # large enough
+        ABCClustering(n_clusters=2, random_state=0).fit(X[:20])  # k given
+        ABCClustering(max_clusters=1, random_state=0).fit(X[:20])  # one cluster asked for
+        ABCClustering(affinity="nearest_neighbors", n_neighbors=5, random_state=0).fit(X[:20])  # no learned kernel
+        ABCClustering(kernel=tiny_kernel, random_state=0).fit(X[:20, :2])  # a kernel of the user's own sets
+        model.predict(X[:1])  # one row has one answer
+
+
 def test_predict_warns_of_the_fitted_max_clusters_not_one_set_since():
     """A probe (42r/43): after set_params(max_clusters=2), predict warned 'reached max_clusters=2' while it
     clustered with the fitted bound (three clusters)."""
