@@ -258,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("-o", "--output", required=True, help="where to save the kernel (.safetensors)")
     train.add_argument("--groups", help="group of every row, (n,), numbers or names: training sets are drawn "
                        "within groups")
-    network = "; any network option trains a new network from scratch (default: fine-tune the generic kernel)"
+    network = ("; a value other than the generic kernel's trains a new network from scratch (default: fine-tune "
+               "the generic kernel)")
     train.add_argument("--attention", choices=["sab", "isab", "sampled", "opa"], help="attention backend" + network)
     train.add_argument("--compat", choices=["multiplicative", "additive"], help="similarity head" + network)
     train.add_argument("--d-model", type=_positive_int, help="embedding width" + network)
