@@ -827,10 +827,11 @@ def test_a_raw_coordinate_network_warns_of_columns_far_from_standardised():
     tiny = dict(d_model=16, n_heads=2, n_blocks=1, set_size=(10, 40), sets_per_epoch=8, batch_size=8,
                 max_epochs=1, random_state=0, device="cpu", init="scratch")
     wide_spread = X * np.array([1.0, 1.0, 1.0, 300.0])  # one column in other units (raw wine's proline)
-    for unscaled in (X + 10, X / 100, X / 10, X * 100, wide_spread):
+    a_year = X + np.array([0.0, 0.0, 0.0, 2000.0])  # one column far off (probe 44b: the medians missed it)
+    for unscaled in (X + 10, X / 100, X / 10, X * 100, wide_spread, a_year):
         with pytest.warns(UserWarning, match="reads raw coordinates .* far from standardised"):
             ContextualKernel(**tiny).fit(unscaled, y, groups=g)
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits, load_iris
 
     images, labels = load_digits(return_X_y=True)
     with warnings.catch_warnings():
@@ -838,8 +839,10 @@ def test_a_raw_coordinate_network_warns_of_columns_far_from_standardised():
         ContextualKernel(**tiny).fit(X, y, groups=g)  # standardised: no word
         ContextualKernel(**tiny, canonical_features=4).fit(X + 10, y, groups=g)  # canonicalised: no word
         # Pixels in [0, 1], ink on black or on white (an offset of about 1 is no trouble): no word.
-        for pixels in (images[:200] / 16, 1 - images[:200] / 16):
+        for pixels in (images[:200] / 16, 1 - images[:200] / 16, images[:200]):
             ContextualKernel(**tiny).fit(pixels, labels[:200])
+        iris, species = load_iris(return_X_y=True)  # means up to 7 of their spreads, under 8 typical ones
+        ContextualKernel(**{**tiny, "set_size": (10, 30)}).fit(iris, species)
 
 
 def test_a_fit_from_the_generic_network_takes_any_magnitude_as_its_result_does():

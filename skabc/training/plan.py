@@ -130,8 +130,11 @@ def reads_canonical_input(kernel) -> bool:
 #: column spreads RAW_MAX_SPREAD_RATIO times more than the typical one (raw wine: proline).  Small spreads hurt
 #: first: blob sets standardised then scaled, one block, 10 epochs, the loss fell 0.67 -> 0.34 at spread 1,
 #: 0.70 -> 0.51 at 0.3, 0.70 -> 0.61 at 0.2 and not at all at 0.1 or below (load_diabetes' columns: 0.048);
-#: 0.65 -> 0.44 at 30.  Pixels / 16 spread 0.27.
-RAW_MAX_OFFSET, RAW_MIN_OFFSET = 5.0, 2.0
+#: 0.65 -> 0.44 at 30.  Pixels / 16 spread 0.27.  One column offset alone (a year beside standardised columns) is
+#: flagged past RAW_MAX_COLUMN_OFFSET times both its own and the typical spread: with a third column of unit noise
+#: offset by 100 or 2,000 the loss stayed at 0.69 (0.70 -> 0.43 at 0, 0.60 at 10, 0.45 at 5); raw iris (5.8 at a
+#: spread of 0.8) and pixels on white stay below it.
+RAW_MAX_OFFSET, RAW_MIN_OFFSET, RAW_MAX_COLUMN_OFFSET = 5.0, 2.0, 8.0
 RAW_SPREAD_RANGE = (0.2, 50.0)
 RAW_MAX_SPREAD_RATIO = 50.0
 
@@ -153,6 +156,7 @@ def warn_if_raw_columns_unscaled(X: np.ndarray, network: dict) -> None:
     offset, spread = np.abs(X.mean(axis=0, dtype=np.float64))[varying], spread[varying]
     typical = float(np.median(spread))
     shifted = float(np.median(offset / spread)) > RAW_MAX_OFFSET and float(np.median(offset)) > RAW_MIN_OFFSET
+    shifted = shifted or bool(np.any(offset > RAW_MAX_COLUMN_OFFSET * np.maximum(spread, typical)))
     if shifted or not RAW_SPREAD_RANGE[0] <= typical <= RAW_SPREAD_RANGE[1] or spread.max() > (
             RAW_MAX_SPREAD_RATIO * typical):
         warn_user(f"this network reads raw coordinates (canonical_features=None), and X's columns are far from "
