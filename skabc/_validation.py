@@ -98,6 +98,38 @@ def check_not_masked_or_missing(X, input_name: str = "X") -> None:
             f"Input {input_name} contains NaN (missing values such as pd.NA or None); drop or impute them "
             "first (e.g. with sklearn.impute.SimpleImputer)."
         )
+    if isinstance(X, (pandas.DataFrame, pandas.Series)) and held:
+        _check_numeric_columns(frame, held, input_name)
+
+
+def _is_number(value) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _check_numeric_columns(frame, held: list, input_name: str) -> None:
+    """Name the columns of a DataFrame that hold no numbers (pandas' own error quotes a value, not its column)."""
+    text = {}
+    for i in held:
+        column = frame.iloc[:, i]
+        if getattr(column.dtype, "kind", "") in "mM":  # dates and durations: numbers only once chosen how
+            text[frame.columns[i]] = column.iloc[0] if len(column) else None
+            continue
+        try:
+            np.asarray(column, dtype=np.float64)
+        except (TypeError, ValueError):
+            text[frame.columns[i]] = next((value for value in column if not _is_number(value)), None)
+    if text:
+        names = ", ".join(repr(name) for name in text)
+        column, value = next(iter(text.items()))
+        raise ValueError(
+            f"{input_name} has columns that hold values other than numbers ({names}; e.g. {value!r} in {column!r}): "
+            "turn them into numbers first (categories: sklearn.preprocessing.OneHotEncoder or OrdinalEncoder, "
+            "e.g. in a sklearn.compose.ColumnTransformer; dates: e.g. days since a start), or drop them."
+        )
 
 
 def to_network_float32(X: np.ndarray, scale_free: bool) -> np.ndarray:

@@ -545,6 +545,20 @@ def test_pandas_NA_in_an_object_column_raises_clearly(route, container, X30, ctx
         run_route(route, X, ctx)
 
 
+@pytest.mark.parametrize("route", FIT_ROUTES)
+@pytest.mark.parametrize("kind", ["text", "category", "date"])
+def test_a_dataframe_column_of_no_numbers_is_named(route, kind, X30, ctx):
+    """Probe 44b: pandas' own error quoted a value ('could not convert string to float: ...'), not its column; a
+    date column gave numpy's 'DType ... could not be promoted'."""
+    other = {"text": pd.Series(["a", "b", "c"] * 10), "category": pd.Categorical(["x", "y"] * 15),
+             "date": pd.date_range("2026-01-01", periods=30)}[kind]
+    df = pd.DataFrame({"a": X30[:, 0], "species": other})
+    with pytest.raises(ValueError, match=r"columns that hold values other than numbers \('species'; e.g. "):
+        run_route(route, df, ctx)
+    df["species"] = df["a"].astype(str)  # numbers written as text convert, as scikit-learn converts them
+    run_route(route, df, ctx)
+
+
 @pytest.mark.parametrize("estimator", ["kernel", "abc"])
 def test_y_mixing_strings_and_numbers_raises(estimator, X30):
     y = np.array(["a", 1, "b"] * 10, dtype=object)
