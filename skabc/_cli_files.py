@@ -41,8 +41,8 @@ def check_output(path: str, what: str) -> None:
     import os
 
     out = Path(path)
-    if out.is_dir():
-        raise ValueError(f"{what} {path!r} is a directory; give a file name inside it")
+    if out.is_dir() or path.endswith(("/", os.sep)):  # Path() drops a trailing separator: 'out/' names a folder
+        raise ValueError(f"{what} {path!r} {'is' if out.is_dir() else 'names'} a directory; give a file name inside it")
     folder = out.parent
     while not folder.exists():  # the first existing ancestor is where the missing folders would be made
         folder = folder.parent

@@ -43,6 +43,8 @@ def describe_clustering(model) -> tuple[dict, dict]:
             f"{', '.join(changed)} changed with set_params after fit; predict still clusters with the fitted "
             "settings, so the saved file would not predict as this model does. Refit, or set them back, first."
         )
+    if model.n_init > MAX_SAVED_N_INIT:  # load refuses it: say so now, not when the file is read
+        raise ValueError(f"n_init={model.n_init}: a model file may ask for at most {MAX_SAVED_N_INIT} k-means restarts")
     kernel_meta, kernel_tensors = persistence.describe(kernel)
     tensors = {_KERNEL + k: v for k, v in kernel_tensors.items()}
     tensors["labels_"] = torch.as_tensor(np.asarray(model.labels_, dtype=np.int64))
@@ -120,6 +122,10 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
     return model
 
 
+#: Most k-means restarts (``n_init``) a model file may ask for.
+MAX_SAVED_N_INIT = 1000
+
+
 def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     """Validate a saved model's description and its file's tensors before anything is built (:mod:`skabc._schema`)."""
     prefix = f"{where}." if where else ""
@@ -127,6 +133,8 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
                        optional=("kernel_param", "fitted", "feature_names_in", "candidate", "gaussian_split"))
     allowed = [name for name in cls().get_params(deep=False) if name != "kernel"]
     _schema.check_params(cls, meta["params"], prefix + "params", allowed)
+    # More k-means restarts than any setting needs: a forged n_init of 1e9 made predict run for hours.
+    _schema.check_int(meta["params"].get("n_init", 10), prefix + "params.n_init", 1, MAX_SAVED_N_INIT)
     if meta["params"].get("affinity", "learned") != "learned":  # save() refuses the others: their model is not it
         raise _schema.fail(prefix + "params.affinity", f"{meta['params']['affinity']!r}, but a saved model's "
                                                        "affinity is 'learned' (its saved kernel)")

@@ -108,7 +108,7 @@ def registered_class(meta: dict, where: str = "class", base: type | None = None)
         raise _schema.fail(where, f"{name!r} is not a class this version of skabc can load "
                                   f"(known: {', '.join(sorted(_REGISTRY))})")
     if base is not None and not issubclass(cls, base):
-        raise _schema.fail(where, f"a {name} here is not a {base.__name__}")
+        raise _schema.fail(where, f"{_a(name)} here is not {_a(base.__name__)}")
     return cls
 
 
@@ -186,6 +186,8 @@ def write(path, meta: dict, tensors: dict) -> None:
     }
     if len(tensors) > _schema.MAX_TENSORS:  # load refuses more: say so now, not when the file is read
         raise ValueError(f"cannot save {len(tensors)} tensors in one skabc model file (at most {_schema.MAX_TENSORS})")
+    if str(path).endswith(("/", os.sep)):  # Path() drops the separator: 'out/' became a file named 'out'
+        raise ValueError(f"cannot save to {str(path)!r}: it names a folder; give a file name (e.g. model.safetensors)")
     path = Path(path)
     if path.is_symlink():  # write where the link points, as open(path, 'w') would, not over the link
         path = Path(os.path.realpath(path))

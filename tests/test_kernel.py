@@ -215,7 +215,8 @@ def test_device_is_checked_where_it_is_used(tiny_kernel):
      r"params\.pt.*weights do not fit"),
     (lambda d: torch.save({"state": {}, "param_groups": []}, d / "optimizer.pt"), r"optimizer\.pt.*optimizer state"),
     (lambda d: (d / "history.json").write_text("[{}]"), r"history\.json.*epoch 1 of the history"),
-    (lambda d: (d / "history.json").write_text('[{"epoch": 1, "event_cp": false}]'), r"records no saved epoch"),
+    (lambda d: (d / "history.json").write_text('[{"epoch": 1, "event_cp": false, "batches": []}]'),
+     r"records no saved epoch"),
     (lambda d: torch.save({"cpu": torch.zeros(3)}, d / "random_stream.pt"), r"random_stream\.pt.*not a checkpoint"),
     (lambda d: torch.save({"cpu": torch.zeros(3, dtype=torch.uint8)}, d / "random_stream.pt"),
      r"random_stream\.pt.*not a checkpoint"),
@@ -263,7 +264,8 @@ def test_checkpoint_resume_matches_uninterrupted(blob_data, tmp_path, draws):
     params = {**TINY, "max_epochs": 3, **draws}
     full = ContextualKernel(**params).fit(X, y, groups=g)
     part_first = ContextualKernel(**{**params, "checkpoint_dir": tmp_path})
-    with pytest.warns(RuntimeWarning, match="interrupted after 1 of 3 epochs"):
+    with pytest.warns(RuntimeWarning, match="interrupted after 1 of 3 epochs; the kernel keeps the weights of the "
+                                            "best training loss so far"):
         _train_epochs(part_first, X, y, g, epochs=1)
     resumed = ContextualKernel(**{**params, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
     assert len(resumed.net_.history) == 3
@@ -772,7 +774,8 @@ def test_a_run_stopped_inside_its_first_epoch_says_so(blob_data, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(skorch.NeuralNet, "train_step", interrupted)
-    with pytest.warns(RuntimeWarning, match="interrupted after 0 of 3 epochs.*reached when it stopped, inside the "
-                                            "first epoch") as record:
+    # Probe 44d: it said "keeps the weights with the weights reached when it stopped".
+    with pytest.warns(RuntimeWarning, match="interrupted after 0 of 3 epochs; the kernel keeps the weights reached "
+                                            "when it stopped, inside the first epoch") as record:
         ContextualKernel(**{**TINY, "max_epochs": 3}).fit(X, y, groups=g)
     assert not any("inf" in str(w.message) for w in record)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TINY, make_blob_sets
+from conftest import TINY, forge, make_blob_sets, read_meta, read_tensors
 from sklearn.frozen import FrozenEstimator
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble, persistence, pretrained
@@ -172,6 +172,9 @@ def test_save_refusals_name_the_problem(tmp_path):
     kernel = ContextualKernel(**TINY).fit(X, y, groups=groups)
     with pytest.raises(ValueError, match="it is a directory"):
         kernel.save(tmp_path / "folder")
+    with pytest.raises(ValueError, match="it names a folder"):  # probe 44d: 'out/' became a file named 'out'
+        kernel.save(f"{tmp_path}/out/")
+    assert not (tmp_path / "out").exists()
     with pytest.raises(TypeError, match="affinity='rbf' learns nothing to store"):
         ABCClustering(affinity="rbf", n_clusters=2, random_state=0).fit(X).save(tmp_path / "rbf.safetensors")
     with pytest.raises(ValueError, match=r"groups must be a 1-D array .* shape \(120, 2\)"):
@@ -242,3 +245,17 @@ def test_saving_through_a_symbolic_link_writes_its_target(tiny_kernel, tmp_path)
     tiny_kernel.save(link)
     assert link.is_symlink()
     assert ContextualKernel.load(target, device="cpu").d_model == tiny_kernel.d_model
+
+
+def test_a_model_file_asks_for_at_most_1000_k_means_restarts(tmp_path):
+    """Probe 44d: a forged n_init of 1e9 loaded, and predict ran for hours."""
+    X, y, groups = make_blob_sets(n_sets=2, set_size=30, random_state=3)
+    kernel = ContextualKernel(**TINY).fit(X, y, groups=groups)
+    ABCClustering(kernel=kernel, n_init=1000, random_state=0).fit(X).save(tmp_path / "m.safetensors")
+    meta = read_meta(tmp_path / "m.safetensors")
+    meta["params"]["n_init"] = 10**9
+    forge(tmp_path / "forged.safetensors", meta, read_tensors(tmp_path / "m.safetensors"))
+    with pytest.raises(ValueError, match=r"params\.n_init.*1000000000 is out of range \[1, 1000\]"):
+        ABCClustering.load(tmp_path / "forged.safetensors")
+    with pytest.raises(ValueError, match="n_init=1001: a model file may ask for at most 1000"):
+        ABCClustering(kernel=kernel, n_init=1001, random_state=0).fit(X).save(tmp_path / "many.safetensors")

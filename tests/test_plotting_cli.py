@@ -648,6 +648,18 @@ def test_cli_never_writes_an_output_over_an_input(tmp_path, capsys, command, cla
     assert {name: (tmp_path / f"{name}.csv").read_bytes() for name in ("X", "y")} == before
 
 
+@pytest.mark.parametrize("command", [["train", "{X}", "{y}", "-o", "{d}/out/", "--epochs", "1"],
+                                     ["cluster", "{X}", "-o", "{d}/out/"]])
+def test_cli_refuses_an_output_that_names_a_folder_before_any_work(tmp_path, capsys, command):
+    """Probe 44d: `train -o outdir/` trained, then wrote a file named 'outdir'."""
+    paths = {"X": str(tmp_path / "X.csv"), "y": str(tmp_path / "y.csv"), "d": str(tmp_path)}
+    np.savetxt(paths["X"], np.random.default_rng(0).normal(size=(30, 2)), delimiter=",")
+    np.savetxt(paths["y"], np.arange(30) % 2, fmt="%d")
+    assert main([part.format(**paths) for part in command]) == 1
+    assert "names a directory; give a file name inside it" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_pictures_need_matplotlib_and_no_latex(tmp_path, capsys, monkeypatch):
     np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(30, 2)))
     argv = ["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.txt"), "--plot", str(tmp_path / "p.pgf")]

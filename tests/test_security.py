@@ -8,6 +8,7 @@ tiny; the module runs in seconds.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import subprocess
@@ -211,7 +212,8 @@ def test_forged_class_is_refused_clearly(forged_class, loader, match, saved, tmp
         (lambda m, t: m.update(fitted={"affinity_power_": -1}), r"fitted: invalid recommended value -1"),
         (lambda m, t: m.update(fitted={"labels_": [1]}), r"fitted: unknown entry 'labels_'"),
         (lambda m, t: m["params"].update(n_clusters="5"), r"The 'n_clusters' parameter"),
-        (lambda m, t: m["kernel"].update({"class": "ABCClustering"}), r"kernel\.class: a ABCClustering here is not"),
+        (lambda m, t: m["kernel"].update({"class": "ABCClustering"}),
+         r"kernel\.class: an ABCClustering here is not a Kernel"),
         (lambda m, t: t.update(stray=torch.zeros(1)), r"unexpected tensors \['stray'\]"),
         # A probe: it loaded, and then no X could be predicted (each width refused by the model or its kernel).
         (lambda m, t: m.update(n_features_in=5), r"n_features_in: 5 features, but the model's kernel takes 2"),
@@ -522,6 +524,45 @@ def test_corrupt_or_missing_checkpoint_files_are_named(blob_data, tmp_path):
     (folder / "params.pt").write_bytes(good)
     (folder / "history.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"cannot resume from .*history\.json"):
+        ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+
+
+def test_a_forged_history_is_refused_before_skorch_reads_it(blob_data, tmp_path):
+    """Probe 44d: an empty history failed inside skorch (IndexError), one without batches with a KeyError, and
+    50 epochs for a run of max_epochs=1 were accepted."""
+    X, y, g = blob_data
+    folder = tmp_path / "ckpt"
+    ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+    (folder / "fitted_kernel.safetensors").unlink()  # as after an interruption: the checkpoint is resumed
+    history = json.loads((folder / "history.json").read_text())
+    forgeries = {"the history is not a list of epochs": [],
+                 "epoch 1 of the history has no list of batches": [{k: v for k, v in history[0].items()
+                                                                   if k != "batches"}],
+                 "the history holds 50 epochs, more than max_epochs=1": [dict(history[0], epoch=i + 1)
+                                                                          for i in range(50)]}
+    for message, forged in forgeries.items():
+        (folder / "history.json").write_text(json.dumps(forged))
+        with pytest.raises(ValueError, match=rf"cannot resume from .*history\.json.*\({message}\)"):
+            ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+
+
+def test_a_kept_result_of_other_parameters_is_refused(blob_data, tmp_path):
+    """Probe 44d: a finished run's kernel came back for other fine_tune_alpha or n_iter_no_change (left out of the
+    checkpoint's configuration, which is the network's), and a kernel of another architecture dropped into the
+    folder was restored as it was."""
+    X, y, g = blob_data
+    fine_tune = dict(init="generic", max_epochs=1, sets_per_epoch=8, batch_size=8, set_size=(20, 30), random_state=0,
+                     device="cpu", checkpoint_dir=tmp_path / "fine")
+    ContextualKernel(**fine_tune).fit(X, y, groups=g)
+    for changed in ({"fine_tune_alpha": 0.9}, {"n_iter_no_change": 1}):
+        with pytest.raises(ValueError, match=rf"made with other parameters: {next(iter(changed))}="):
+            ContextualKernel(**{**fine_tune, **changed}).fit(X, y, groups=g)
+    with pytest.warns(UserWarning, match="holds a finished run"):  # what a finished run does not depend on
+        ContextualKernel(**fine_tune, max_time=100, verbose=0).fit(X, y, groups=g)
+    folder = tmp_path / "ckpt"
+    ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+    ContextualKernel(**{**TINY, "d_model": 32}).fit(X, y, groups=g).save(folder / "fitted_kernel.safetensors")
+    with pytest.raises(ValueError, match="made with other parameters: d_model=32 there, 16 here"):
         ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
 
 

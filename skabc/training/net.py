@@ -320,12 +320,12 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
             )
         if kernel.verbose and announce:
             print(f"Resuming from the checkpoint in {str(directory)!r}.")
-        return _check_checkpoint_files(directory, net)
+        return _check_checkpoint_files(directory, net, kernel.max_epochs)
     config_file.write_text(json.dumps({**params, "_data": data}, sort_keys=True))
     return 0
 
 
-def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None) -> int:
+def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_epochs=None) -> int:
     """Read every checkpoint file once before skorch restores them; return the epochs in the history.
 
     skorch's LoadInitState would fail inside ``partial_fit`` with torch's message for a refused pickle
@@ -341,7 +341,7 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None) -> in
         try:
             if file.suffix == ".json":
                 history = json.loads(file.read_text())
-                _check_history(history)
+                _check_history(history, max_epochs)
             else:
                 content = torch.load(file, map_location="cpu", weights_only=True)
                 if net is not None:
@@ -377,14 +377,19 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None) -> in
     return len(history)
 
 
-def _check_history(history) -> None:
-    """skorch's epochs as its Checkpoint writes them: numbered from 1, each saying whether it was saved."""
-    if not isinstance(history, list) or not all(isinstance(row, dict) for row in history):
+def _check_history(history, max_epochs=None) -> None:
+    """skorch's epochs as its Checkpoint writes them: 1 to ``max_epochs``, numbered from 1, each with its batches
+    and whether it was saved (an empty history or one without batches failed inside skorch)."""
+    if not isinstance(history, list) or not history or not all(isinstance(row, dict) for row in history):
         raise ValueError("the history is not a list of epochs")
+    if isinstance(max_epochs, int) and len(history) > max_epochs:
+        raise ValueError(f"the history holds {len(history)} epochs, more than max_epochs={max_epochs}")
     for number, row in enumerate(history, start=1):
         if row.get("epoch") != number or not isinstance(row.get("event_cp"), bool):
             raise ValueError(f"epoch {number} of the history has no epoch number {number} or checkpoint flag")
-    if history and not any(row["event_cp"] for row in history):
+        if not isinstance(row.get("batches"), list):
+            raise ValueError(f"epoch {number} of the history has no list of batches")
+    if not any(row["event_cp"] for row in history):
         raise ValueError("the history records no saved epoch")
 
 
@@ -428,18 +433,18 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
     if not interrupted_by_user(net):
         return
     if validation is not None and validation.best_epoch_ > 0:  # its on_train_end restored the best weights
-        kept = f"the best validation score so far ({validation.best_score_:.4f} ARI)"
+        kept = f"the weights of the best validation score so far ({validation.best_score_:.4f} ARI)"
     elif restored_start:
         kept = f"its starting weights (no epoch scored better than their {validation.start_score_:.4f} ARI)"
     elif not finished:  # no epoch's loss to compare ('inf' said nothing)
         kept = "the weights reached when it stopped, inside the first epoch"
     else:
-        kept = f"the best training loss so far ({keeper.best_loss_:.4f})"
+        kept = f"the weights of the best training loss so far ({keeper.best_loss_:.4f})"
         if best_state is not None:
             net.module_.load_state_dict(best_state)
     warn_user(
         f"ContextualKernel training was interrupted after {finished} of {kernel.max_epochs} epochs; "
-        f"the kernel keeps the weights with {kept}."
+        f"the kernel keeps {kept}."
         + (" Call fit again to resume from checkpoint_dir." if kernel.checkpoint_dir is not None else ""),
         TrainingInterruptedWarning,
     )

@@ -15,10 +15,16 @@ from pathlib import Path
 
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
+from ..persistence import json_ready
 from .net import checkpointed_epochs
 
 #: The fitted kernel of a complete run, in ``checkpoint_dir`` (skabc's safe format).
 RESULT_FILE = "fitted_kernel.safetensors"
+#: Parameters that do not change what a complete run fitted: inference and bookkeeping, and a time limit that a
+#: complete run did not reach.  Every other one must equal the kept kernel's (the checkpoint's configuration is
+#: that of the network trained, which leaves out the fit's own early stopping and mixing with the start).
+NOT_IN_RESULT = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit", "affinity_mode",
+                 "n_neighbors", "n_random_neighbors", "warm_start", "max_time")
 
 
 def run_is_complete(spec, net) -> bool:
@@ -53,6 +59,14 @@ def restore_result(kernel, spec, X, labels, group_codes) -> bool:
     if not done:
         return False
     restored = type(kernel).load(Path(kernel.checkpoint_dir) / RESULT_FILE, device=kernel.device)
+    mine, kept = kernel.get_params(deep=False), restored.get_params(deep=False)
+    differ = [name for name in mine if name not in NOT_IN_RESULT
+              and json_ready(mine[name], repr) != json_ready(kept.get(name), repr)]
+    if differ:
+        values = ", ".join(f"{name}={kept.get(name)!r} there, {mine[name]!r} here" for name in differ)
+        raise ValueError(
+            f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run whose fitted kernel ({RESULT_FILE}) "
+            f"was made with other parameters: {values}; use another directory or remove it to train again.")
     kernel.__dict__.pop("net_", None)  # a previous fit's training net says nothing about this kernel
     for name, value in vars(restored).items():
         if name.endswith("_"):
