@@ -829,8 +829,9 @@ def test_a_raw_coordinate_network_warns_of_columns_far_from_standardised():
     wide_spread = X * np.array([1.0, 1.0, 1.0, 300.0])  # one column in other units (raw wine's proline)
     a_year = X + np.array([0.0, 0.0, 0.0, 2000.0])  # one column far off (probe 44b: the medians missed it)
     for unscaled in (X + 10, X / 100, X / 10, X * 100, wide_spread, a_year):
-        with pytest.warns(UserWarning, match="reads raw coordinates .* far from standardised"):
+        with pytest.warns(UserWarning, match="reads raw coordinates .* far from standardised") as record:
             ContextualKernel(**tiny).fit(unscaled, y, groups=g)
+    assert "column 3 lies at 2e+03, " in str(record[-1].message)  # the column the medians hide is named
     from sklearn.datasets import load_digits, load_iris
 
     images, labels = load_digits(return_X_y=True)

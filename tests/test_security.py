@@ -497,7 +497,7 @@ class _Exploit:
         return (os.system, (f"touch {self.marker}",))
 
 
-@pytest.mark.parametrize("name", ["params.pt", "optimizer.pt"])
+@pytest.mark.parametrize("name", ["params.pt", "optimizer.pt", "random_stream.pt"])  # the stream: probe 44d
 def test_pickled_checkpoint_in_checkpoint_dir_is_refused_naming_the_file(name, blob_data, tmp_path):
     X, y, g = blob_data
     folder = tmp_path / "ckpt"
@@ -535,15 +535,17 @@ def test_a_forged_history_is_refused_before_skorch_reads_it(blob_data, tmp_path)
     ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
     (folder / "fitted_kernel.safetensors").unlink()  # as after an interruption: the checkpoint is resumed
     history = json.loads((folder / "history.json").read_text())
-    forgeries = {"the history is not a list of epochs": [],
-                 "epoch 1 of the history has no list of batches": [{k: v for k, v in history[0].items()
-                                                                   if k != "batches"}],
-                 "the history holds 50 epochs, more than max_epochs=1": [dict(history[0], epoch=i + 1)
-                                                                          for i in range(50)]}
-    for message, forged in forgeries.items():
+    fifty = [dict(history[0], epoch=i + 1) for i in range(50)]
+    forgeries = [("the history is not a list of epochs", [], 1),
+                 ("epoch 1 of the history has no list of batches", [{k: v for k, v in history[0].items()
+                                                                    if k != "batches"}], 1),
+                 ("epoch 1 of the history has no list of batches", [dict(history[0], batches=[])], 1),  # review 44f
+                 ("the history holds 50 epochs, more than max_epochs=1", fifty, 1),
+                 ("the history holds 50 epochs, more than max_epochs=1", fifty, np.int64(1))]  # review 44f
+    for message, forged, max_epochs in forgeries:
         (folder / "history.json").write_text(json.dumps(forged))
         with pytest.raises(ValueError, match=rf"cannot resume from .*history\.json.*\({message}\)"):
-            ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+            ContextualKernel(**{**TINY, "max_epochs": max_epochs, "checkpoint_dir": folder}).fit(X, y, groups=g)
 
 
 def test_a_kept_result_of_other_parameters_is_refused(blob_data, tmp_path):
@@ -552,17 +554,27 @@ def test_a_kept_result_of_other_parameters_is_refused(blob_data, tmp_path):
     folder was restored as it was."""
     X, y, g = blob_data
     fine_tune = dict(init="generic", max_epochs=1, sets_per_epoch=8, batch_size=8, set_size=(20, 30), random_state=0,
-                     device="cpu", checkpoint_dir=tmp_path / "fine")
+                     device="cpu", early_stopping=True, checkpoint_dir=tmp_path / "fine")
     ContextualKernel(**fine_tune).fit(X, y, groups=g)
-    for changed in ({"fine_tune_alpha": 0.9}, {"n_iter_no_change": 1}):
-        with pytest.raises(ValueError, match=rf"made with other parameters: {next(iter(changed))}="):
+    kept = ContextualKernel(**fine_tune).fit(X, y, groups=g)
+    assert kept.validation_score_ is not None  # it validates: its early stopping shapes the result
+    for changed, shown in (({"fine_tune_alpha": 0.9}, f"fine_tune_alpha_={kept.fine_tune_alpha_} there, 0.9 here"),
+                           ({"n_iter_no_change": 1}, "n_iter_no_change=5 there, 1 here")):
+        with pytest.raises(ValueError, match=rf"made with other settings: {shown}"):
             ContextualKernel(**{**fine_tune, **changed}).fit(X, y, groups=g)
-    with pytest.warns(UserWarning, match="holds a finished run"):  # what a finished run does not depend on
-        ContextualKernel(**fine_tune, max_time=100, verbose=0).fit(X, y, groups=g)
+    # What the finished run does not depend on, or the values its 'auto' became (the review of probe 44d's fix).
+    for same in ({"max_time": 100, "verbose": 0}, {"fine_tune_alpha": kept.fine_tune_alpha_},
+                 {"batch_size": kept.batch_size_}):
+        with pytest.warns(UserWarning, match="holds a finished run"):
+            ContextualKernel(**{**fine_tune, **same}).fit(X, y, groups=g)
     folder = tmp_path / "ckpt"
-    ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+    scratch = ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
+    validated = scratch.validation_score_ is not None
+    for same in ({"init": "scratch"}, {"fine_tune_alpha": 1.0}, {"early_stopping": validated}):
+        with pytest.warns(UserWarning, match="holds a finished run"):
+            ContextualKernel(**{**TINY, **same, "checkpoint_dir": folder}).fit(X, y, groups=g)
     ContextualKernel(**{**TINY, "d_model": 32}).fit(X, y, groups=g).save(folder / "fitted_kernel.safetensors")
-    with pytest.raises(ValueError, match="made with other parameters: d_model=32 there, 16 here"):
+    with pytest.raises(ValueError, match=r"made with other settings: network_params_=.*'d_model': 32.*there"):
         ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
 
 

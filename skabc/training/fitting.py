@@ -45,7 +45,7 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
     """
     check_checkpoint_dir(kernel.checkpoint_dir)
     plan = plan_training(kernel, X, labels, group_codes)
-    if restore_result(kernel, plan.spec, X, plan.train_labels, group_codes):
+    if restore_result(kernel, plan, X, group_codes):
         return
     keep_result(kernel, complete=False)  # a kernel kept before no longer matches what this run will leave
     net, n_sets = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(kernel.set_size),

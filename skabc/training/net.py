@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import pickle
+from numbers import Integral
 from pathlib import Path
 
 import numpy as np
@@ -347,22 +348,11 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
                 if net is not None:
                     _check_fits(name, content, net)
         except pickle.UnpicklingError as exc:
-            if "GLOBAL" in str(exc):  # torch names the Python global it refused to unpickle
-                raise ValueError(
-                    f"refusing to resume from {str(file)!r}: it holds pickled Python objects besides tensors, "
-                    "and unpickling them could run arbitrary code. skabc only reads checkpoints it wrote; "
-                    "remove the file (or use another checkpoint_dir) to start afresh."
-                ) from None
-            raise ValueError(
-                f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote (corrupt or truncated); "
-                "remove it (or use another checkpoint_dir) to start afresh."
-            ) from None
+            raise _unpickling_refusal(file, exc) from None
         except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ValueError(
-                f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote ({first_line}); "
-                "remove it (or use another checkpoint_dir) to start afresh."
-            ) from None
+            raise ValueError(f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote ({first_line}); "
+                             "remove it (or use another checkpoint_dir) to start afresh.") from None
     stream = directory / RANDOM_STREAM_FILE
     if stream.is_file():  # absent from checkpoints of earlier versions: those resume without it
         try:
@@ -370,24 +360,35 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
             if not (isinstance(state, dict) and isinstance(state.get("cpu"), torch.Tensor)
                     and state["cpu"].dtype == torch.uint8 and state["cpu"].shape == torch.get_rng_state().shape):
                 raise ValueError("not a saved random stream")
-        except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError) as exc:
+        except pickle.UnpicklingError as exc:
+            raise _unpickling_refusal(stream, exc) from None
+        except (RuntimeError, OSError, EOFError, ValueError) as exc:
             raise ValueError(f"cannot resume from {str(stream)!r}: it is not a checkpoint skabc wrote "
                              f"({type(exc).__name__}); remove it (or use another checkpoint_dir) to start "
                              "afresh.") from None
     return len(history)
 
 
+def _unpickling_refusal(file: Path, exc: pickle.UnpicklingError) -> ValueError:
+    """What a ``.pt`` checkpoint file that torch's safe unpickler refused is: pickled objects, or not a checkpoint."""
+    if "GLOBAL" in str(exc):  # torch names the Python global it refused to unpickle
+        return ValueError(f"refusing to resume from {str(file)!r}: it holds pickled Python objects besides tensors, "
+                          "and unpickling them could run arbitrary code. skabc only reads checkpoints it wrote; "
+                          "remove the file (or use another checkpoint_dir) to start afresh.")
+    return ValueError(f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote (corrupt or truncated); "
+                      "remove it (or use another checkpoint_dir) to start afresh.")
+
+
 def _check_history(history, max_epochs=None) -> None:
-    """skorch's epochs as its Checkpoint writes them: 1 to ``max_epochs``, numbered from 1, each with its batches
-    and whether it was saved (an empty history or one without batches failed inside skorch)."""
+    """skorch's Checkpoint history: 1 to ``max_epochs`` epochs numbered from 1, each with batches and a saved flag."""
     if not isinstance(history, list) or not history or not all(isinstance(row, dict) for row in history):
         raise ValueError("the history is not a list of epochs")
-    if isinstance(max_epochs, int) and len(history) > max_epochs:
+    if isinstance(max_epochs, Integral) and len(history) > max_epochs:
         raise ValueError(f"the history holds {len(history)} epochs, more than max_epochs={max_epochs}")
     for number, row in enumerate(history, start=1):
         if row.get("epoch") != number or not isinstance(row.get("event_cp"), bool):
             raise ValueError(f"epoch {number} of the history has no epoch number {number} or checkpoint flag")
-        if not isinstance(row.get("batches"), list):
+        if not isinstance(row.get("batches"), list) or not row["batches"]:
             raise ValueError(f"epoch {number} of the history has no list of batches")
     if not any(row["event_cp"] for row in history):
         raise ValueError("the history records no saved epoch")

@@ -40,6 +40,8 @@ NETWORK_PARAMS = ("attention", "n_inducing", "window_size", "window_attention", 
 
 #: The shipped kernel ``init='generic'`` fine-tunes (loaded through :func:`skabc.pretrained.load`).
 GENERIC = "generic"
+#: ``init_`` of a fit that continues a fitted kernel's own weights (``warm_start=True``).
+WARM_START = "warm_start"
 
 #: Fixed held-out sets scored after every epoch when early stopping is on.
 N_VALIDATION_SETS = 24
@@ -110,7 +112,7 @@ def resolve_init(kernel, continuing: bool) -> str:
     default (the user asked for no particular network), else ``'scratch'``.
     """
     if continuing:
-        return "warm_start"
+        return WARM_START
     if kernel.init != "auto":
         return kernel.init
     own = {name: getattr(kernel, name) for name in NETWORK_PARAMS}
@@ -144,8 +146,9 @@ def warn_if_raw_columns_unscaled(X: np.ndarray, network: dict) -> None:
 
     Such a network (the paper's recipes) sees the coordinates as they come: a large common offset, or spreads
     of 0.01 or 100, leave its first layer's units saturated or flat, and the loss does not fall; one column of
-    a far larger spread is all its distances see.  Medians over the varying columns decide, so a few odd
-    columns (image borders) do not, nor does an offset of about 1 (images on a white background).
+    a far larger spread is all its distances see.  Medians over the varying columns decide the offset and the
+    spread, so a few odd columns (image borders) do not, nor does an offset of about 1 (images on a white
+    background); one column far off by its own and the typical spreads (a year) does, and is named.
     """
     if network.get("canonical_features") is not None or network.get("embedder") not in (None, "mlp"):
         return
@@ -156,12 +159,15 @@ def warn_if_raw_columns_unscaled(X: np.ndarray, network: dict) -> None:
     offset, spread = np.abs(X.mean(axis=0, dtype=np.float64))[varying], spread[varying]
     typical = float(np.median(spread))
     shifted = float(np.median(offset / spread)) > RAW_MAX_OFFSET and float(np.median(offset)) > RAW_MIN_OFFSET
-    shifted = shifted or bool(np.any(offset > RAW_MAX_COLUMN_OFFSET * np.maximum(spread, typical)))
-    if shifted or not RAW_SPREAD_RANGE[0] <= typical <= RAW_SPREAD_RANGE[1] or spread.max() > (
+    far = np.flatnonzero(offset > RAW_MAX_COLUMN_OFFSET * np.maximum(spread, typical))
+    if shifted or far.size or not RAW_SPREAD_RANGE[0] <= typical <= RAW_SPREAD_RANGE[1] or spread.max() > (
             RAW_MAX_SPREAD_RATIO * typical):
+        column = np.flatnonzero(varying)[far[0]] if far.size else None
+        apart = "" if column is None else (f"; column {column} lies at {X[:, column].mean(dtype=np.float64):.3g}, "
+                                           f"{offset[far[0]] / spread[far[0]]:.3g} of its stds from 0")
         warn_user(f"this network reads raw coordinates (canonical_features=None), and X's columns are far from "
                   f"standardised (median |mean| {np.median(offset):.3g}, median std {typical:.3g}, largest std "
-                  f"{spread.max():.3g}): it may learn little or nothing. Standardise X first "
+                  f"{spread.max():.3g}{apart}): it may learn little or nothing. Standardise X first "
                   "(sklearn.preprocessing.StandardScaler, also before transform), or set canonical_features.",
                   SkabcWarning)
 

@@ -17,14 +17,12 @@ from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from ..persistence import json_ready
 from .net import checkpointed_epochs
+from .plan import WARM_START
 
 #: The fitted kernel of a complete run, in ``checkpoint_dir`` (skabc's safe format).
 RESULT_FILE = "fitted_kernel.safetensors"
-#: Parameters that do not change what a complete run fitted: inference and bookkeeping, and a time limit that a
-#: complete run did not reach.  Every other one must equal the kept kernel's (the checkpoint's configuration is
-#: that of the network trained, which leaves out the fit's own early stopping and mixing with the start).
-NOT_IN_RESULT = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit", "affinity_mode",
-                 "n_neighbors", "n_random_neighbors", "warm_start", "max_time")
+#: Parameters of the fit's held-out validation (early stopping) that shape its result where it validates.
+VALIDATION_PARAMS = ("n_iter_no_change", "validation_fraction")
 
 
 def run_is_complete(spec, net) -> bool:
@@ -48,25 +46,24 @@ def keep_result(kernel, complete: bool) -> None:
     path.unlink(missing_ok=True)
 
 
-def restore_result(kernel, spec, X, labels, group_codes) -> bool:
-    """Make ``kernel`` the fitted kernel a complete run of ``spec`` on these data kept; ``False`` if there is none.
+def restore_result(kernel, plan, X, group_codes) -> bool:
+    """Make ``kernel`` the fitted kernel a complete run of ``plan`` on these data kept; ``False`` if there is none.
 
-    The checkpoint's configuration and data are checked as for a resume (a different one is refused).
+    The checkpoint's configuration (the network trained, ``plan.spec``) and data are checked as for a resume (a
+    different one is refused), and so is what the fit resolved around it (:func:`_resolved_otherwise`).
     """
+    spec = plan.spec
     if kernel.checkpoint_dir is None or not (Path(kernel.checkpoint_dir) / RESULT_FILE).is_file():
         return False
-    done = checkpointed_epochs(spec, X, labels, group_codes, announce=False)
+    done = checkpointed_epochs(spec, X, plan.train_labels, group_codes, announce=False)
     if not done:
         return False
     restored = type(kernel).load(Path(kernel.checkpoint_dir) / RESULT_FILE, device=kernel.device)
-    mine, kept = kernel.get_params(deep=False), restored.get_params(deep=False)
-    differ = [name for name in mine if name not in NOT_IN_RESULT
-              and json_ready(mine[name], repr) != json_ready(kept.get(name), repr)]
+    differ = _resolved_otherwise(kernel, plan, restored)
     if differ:
-        values = ", ".join(f"{name}={kept.get(name)!r} there, {mine[name]!r} here" for name in differ)
         raise ValueError(
             f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run whose fitted kernel ({RESULT_FILE}) "
-            f"was made with other parameters: {values}; use another directory or remove it to train again.")
+            f"was made with other settings: {differ}; use another directory or remove it to train again.")
     kernel.__dict__.pop("net_", None)  # a previous fit's training net says nothing about this kernel
     for name, value in vars(restored).items():
         if name.endswith("_"):
@@ -77,3 +74,25 @@ def restore_result(kernel, spec, X, labels, group_codes) -> bool:
               f"restored from {RESULT_FILE}; use another directory or remove it to train again",
               SkabcWarning)
     return True
+
+
+def _resolved_otherwise(kernel, plan, kept) -> str:
+    """What ``kept`` (a finished run's kernel) resolved otherwise than this fit's ``plan``, as ``'name=there, here'``.
+
+    The checkpoint's configuration leaves these out (it is the network's, and older checkpoints lack them): where
+    the fit started and its share of the trained weights (unless it continues the kernel with ``warm_start``,
+    which the guide promises returns the kept run), the network, the batches, and, where it validates, its early
+    stopping.  Resolved values are compared, so ``'auto'`` and the value it became are the same.
+    """
+    ours = {"network_params_": plan.network_params, "batch_size_": plan.batch_size}
+    if plan.init != WARM_START:  # continuing the kept kernel itself: no start of its own to compare
+        ours.update({"init_": plan.init, "fine_tune_alpha_": plan.fine_tune_alpha})
+    validates = "validation" in dict(plan.callbacks)
+    ours["validated"] = validates
+    theirs = {name: getattr(kept, name, None) for name in ours}
+    theirs["validated"] = kept.__dict__.get("validation_score_") is not None
+    if validates:
+        ours.update({name: kernel.get_params(deep=False)[name] for name in VALIDATION_PARAMS})
+        theirs.update({name: kept.get_params(deep=False)[name] for name in VALIDATION_PARAMS})
+    differ = [name for name in ours if json_ready(ours[name], repr) != json_ready(theirs[name], repr)]
+    return ", ".join(f"{name}={theirs[name]!r} there, {ours[name]!r} here" for name in differ)
