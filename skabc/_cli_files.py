@@ -40,8 +40,10 @@ def check_output(path: str, what: str) -> None:
     """Refuse an output path that cannot be written, before any work is done (e.g. before training)."""
     import os
 
+    from .persistence import names_a_folder
+
     out = Path(path)
-    if out.is_dir() or path.endswith(("/", os.sep)):  # Path() drops a trailing separator: 'out/' names a folder
+    if out.is_dir() or names_a_folder(path):
         raise ValueError(f"{what} {path!r} {'is' if out.is_dir() else 'names'} a directory; give a file name inside it")
     folder = out.parent
     while not folder.exists():  # the first existing ancestor is where the missing folders would be made

@@ -44,7 +44,8 @@ def describe_clustering(model) -> tuple[dict, dict]:
             "settings, so the saved file would not predict as this model does. Refit, or set them back, first."
         )
     if model.n_init > MAX_SAVED_N_INIT:  # load refuses it: say so now, not when the file is read
-        raise ValueError(f"n_init={model.n_init}: a model file may ask for at most {MAX_SAVED_N_INIT} k-means restarts")
+        raise ValueError(f"n_init={model.n_init}: a model file may ask for at most {MAX_SAVED_N_INIT} k-means "
+                         f"restarts; refit with n_init <= {MAX_SAVED_N_INIT} to save the model")
     kernel_meta, kernel_tensors = persistence.describe(kernel)
     tensors = {_KERNEL + k: v for k, v in kernel_tensors.items()}
     tensors["labels_"] = torch.as_tensor(np.asarray(model.labels_, dtype=np.int64))
@@ -134,7 +135,7 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     allowed = [name for name in cls().get_params(deep=False) if name != "kernel"]
     _schema.check_params(cls, meta["params"], prefix + "params", allowed)
     # More k-means restarts than any setting needs: a forged n_init of 1e9 made predict run for hours.
-    _schema.check_int(meta["params"].get("n_init", 10), prefix + "params.n_init", 1, MAX_SAVED_N_INIT)
+    _schema.check_int(meta["params"].get("n_init", cls().n_init), prefix + "params.n_init", 1, MAX_SAVED_N_INIT)
     if meta["params"].get("affinity", "learned") != "learned":  # save() refuses the others: their model is not it
         raise _schema.fail(prefix + "params.affinity", f"{meta['params']['affinity']!r}, but a saved model's "
                                                        "affinity is 'learned' (its saved kernel)")

@@ -24,7 +24,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
-from ._fit_inputs import densify, is_learned, is_pairwise, validate_set
+from ._fit_inputs import densify, is_pairwise, validate_set
 from ._subsample import draw_rows, extend_labels, spread_affinity
 from ._user_warnings import each_warning_once, recording_warnings, warn_user
 from ._validation import N_JOBS_CONSTRAINT
@@ -108,18 +108,18 @@ def warn_at_max_clusters(model, n_found: list, spectra: list | None = None) -> N
 
 #: Fewest rows of a set on which ``ABCClustering()``'s estimate of ``k`` is not known to run high.  The shipped
 #: generic kernel was trained on sets of 150 to 500 rows; on smaller ones its affinity links each point to a few
-#: neighbours only, and below 80 rows the estimate ran 0.5-2.7 clusters high on average (one-cluster sets found as
-#: one in 16 of 47; 0.1-1.3 and 31 of 39 at 80-300 rows; the threshold read off two throw-away runs of
-#: ``benchmarks/small_sets.py``'s design at other seeds, the benchmark itself measured after).
+#: neighbours only.  ``benchmarks/small_sets.py`` (``results/small_sets.json``): below 80 rows the estimate ran
+#: 1.7-2.1 clusters high on average and found 3 of 20 one-cluster sets as one, above 0.7-0.9 and 10 of 11 (the
+#: threshold was read off two throw-away runs at other seeds, before the benchmark ran).
 SMALL_SET_ROWS = 80
 
 
 def warn_if_small_sets(model, sizes: list[int]) -> None:
-    """Warn where the shipped generic kernel (``kernel=None``) estimated ``k`` on sets of fewer than
-    :data:`SMALL_SET_ROWS` rows (a set of one row has one answer)."""
+    """Warn where the shipped generic kernel estimated ``k`` on sets of fewer than :data:`SMALL_SET_ROWS` rows (a
+    set of one row has one answer)."""
     step = model.spectral_step_
-    if step.n_clusters is not None or step.max_clusters < 2 or model.kernel is not None or not is_learned(
-            model.affinity):
+    counted = getattr(model, "arbiter_", None) in COUNTING_ARBITERS  # k from the generic kernel, cut elsewhere
+    if step.n_clusters is not None or step.max_clusters < 2 or not (counted or _is_shipped_generic(model.kernel_)):
         return
     small = [n for n in sizes if 2 <= n < SMALL_SET_ROWS]
     if small:
@@ -128,6 +128,13 @@ def warn_if_small_sets(model, sizes: list[int]) -> None:
         warn_user(f"The number of clusters was estimated on {where}: the shipped generic kernel was trained on sets "
                   f"of 150 to 500 rows and tends to over-estimate k on sets of fewer than {SMALL_SET_ROWS} rows (the "
                   "guide's 'Small sets'). Pass n_clusters where you know it.", SkabcWarning)
+
+
+def _is_shipped_generic(kernel) -> bool:
+    """The generic kernel as shipped, however given (``kernel=None``, ``pretrained.load``, ``from_pretrained``, a
+    saved model): it recommends the generic arbiter and has trained on no sets here, which a fine-tune has."""
+    inner = as_kernel(kernel)
+    return getattr(inner, "n_training_sets_", None) == 0 and inner.recommended_clustering().get("arbiter") == "generic"
 
 
 #: A Laplacian eigenvalue below this is a (near-)separate component: a normalised cut of 1e-4 or less.  Learned

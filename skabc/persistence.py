@@ -174,6 +174,11 @@ def load(path, device="auto", expected: type | None = None):
         raise _schema.DescriptionError(f"{name!r} is not a model this version of skabc can load: {exc}") from None
 
 
+def names_a_folder(path) -> bool:
+    """Whether ``path`` ends in a separator, ``.`` or ``..``: ``Path()`` drops them, and 'out/' became a file 'out'."""
+    return os.path.basename(os.fspath(path)) in ("", ".", "..")
+
+
 def write(path, meta: dict, tensors: dict) -> None:
     """Write tensors and the JSON ``meta`` (stamped with format and versions) atomically to ``path``."""
     from . import __version__
@@ -186,7 +191,7 @@ def write(path, meta: dict, tensors: dict) -> None:
     }
     if len(tensors) > _schema.MAX_TENSORS:  # load refuses more: say so now, not when the file is read
         raise ValueError(f"cannot save {len(tensors)} tensors in one skabc model file (at most {_schema.MAX_TENSORS})")
-    if str(path).endswith(("/", os.sep)):  # Path() drops the separator: 'out/' became a file named 'out'
+    if names_a_folder(path):
         raise ValueError(f"cannot save to {str(path)!r}: it names a folder; give a file name (e.g. model.safetensors)")
     path = Path(path)
     if path.is_symlink():  # write where the link points, as open(path, 'w') would, not over the link

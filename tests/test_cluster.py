@@ -121,9 +121,18 @@ def test_the_generic_kernel_warns_where_it_estimates_k_on_a_small_set(tiny_kerne
         ABCClustering(random_state=0).fit(X[:80])  # large enough
         ABCClustering(n_clusters=2, random_state=0).fit(X[:20])  # k given
         ABCClustering(max_clusters=1, random_state=0).fit(X[:20])  # one cluster asked for
-        ABCClustering(affinity="nearest_neighbors", n_neighbors=5, random_state=0).fit(X[:20])  # no learned kernel
+        ABCClustering(affinity="nearest_neighbors", n_neighbors=5, arbiter=None, random_state=0).fit(X[:20])
         ABCClustering(kernel=tiny_kernel, random_state=0).fit(X[:20, :2])  # a kernel of the user's own sets
         model.predict(X[:1])  # one row has one answer
+    # The shipped kernel however given (review 44f: from_pretrained('generic'), the CLI's default, was silent),
+    # and scikit-learn's affinities whose k it counts ('generic-count').
+    from skabc import pretrained
+
+    for given in (ABCClustering.from_pretrained("generic", random_state=0),
+                  ABCClustering(kernel=pretrained.load("generic"), random_state=0),
+                  ABCClustering(affinity="nearest_neighbors", n_neighbors=5, random_state=0)):
+        with pytest.warns(SkabcWarning, match="estimated on a set of 20 rows"):
+            given.fit(X[:20])
 
 
 def test_predict_warns_of_the_fitted_max_clusters_not_one_set_since():
