@@ -27,10 +27,7 @@ wut + graves sets 0.677 -> 0.724 / 0.699 gain, but g2mg/h2mg pairs of Gaussians 
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -82,31 +79,22 @@ def verdict(parts: dict) -> dict:
     return out
 
 
+def _power_line(part: str, power: str, s: dict) -> str:
+    groups = ", ".join(f"{g} {a:.3f} -> {b:.3f}" for g, (a, b) in s["groups"].items())
+    return (f"{part} power {power}: union {s['union'][0]:.4f} -> {s['union'][1]:.4f} "
+            f"({s['paired_gain']:+.4f} +- {s['paired_se']:.4f}); {groups}")
+
+
+def _judge(result: dict) -> None:
+    result["passes"] = verdict(result["parts"])
+    print("rule:", ", ".join(f"power {p} {'passes' if ok else 'fails'}" for p, ok in result["passes"].items()))
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sources = {"validation": gaussian_split.validation_sets, "fresh": gaussian_split.fresh_sets,
                "fresh2": lambda: gaussian_split.fresh_sets(gaussian_split.SECOND_FRESH_SEED, "fresh2")}
-    parser.add_argument("--only", action="append", choices=tuple(sources))
-    args = parser.parse_args(argv)
-    parts = args.only or list(sources)
-    warnings.simplefilter("ignore")
-    result = {"benchmark": "affinity_power", "command": " ".join(["python", "benchmarks/affinity_power.py",
-                                                                   *sys.argv[1:]]), "parts": {}}
-    for part in parts:
-        start = time.process_time()
-        result["parts"][part] = measure(sources[part]())
-        result["parts"][part]["cpu_seconds"] = time.process_time() - start
-        for power, s in result["parts"][part]["powers"].items():
-            groups = ", ".join(f"{g} {a:.3f} -> {b:.3f}" for g, (a, b) in s["groups"].items())
-            print(f"{part} power {power}: union {s['union'][0]:.4f} -> {s['union'][1]:.4f} "
-                  f"({s['paired_gain']:+.4f} +- {s['paired_se']:.4f}); {groups}", flush=True)
-    if len(parts) == len(sources):
-        result["passes"] = verdict(result["parts"])
-        print("rule:", ", ".join(f"power {p} {'passes' if ok else 'fails'}" for p, ok in result["passes"].items()))
-    from result_files import write_result
-
-    write_result("affinity_power.json", result, partial=len(parts) < len(sources))
-    return 0
+    return gaussian_split.selection_main("affinity_power", __doc__, sources, measure, "powers", _power_line, argv,
+                                         finish=_judge)
 
 
 if __name__ == "__main__":

@@ -122,6 +122,7 @@ fresh groups +0.0006 +- 0.0005 (two sets) and +0.0014 +- 0.0014 (one): no gain o
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import warnings
@@ -350,31 +351,45 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sources = {"design": design_sets, "validation": validation_sets, "fresh": fresh_sets,
-               "fresh2": lambda: fresh_sets(SECOND_FRESH_SEED, "fresh2")}
+def selection_main(benchmark: str, doc: str, sources: dict, measure, entries: str, line, argv=None,
+                   finish=None) -> int:
+    """A selection run's command line: ``--only`` parts of ``sources``, each measured (warnings off, CPU timed) and
+    printed entry by entry (``line(part, name, summary)`` for each of ``measured[entries]``); ``finish(result)``
+    after a run of every part; the result written to ``benchmarks/results/<benchmark>.json``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--only", action="append", choices=tuple(sources))
-    args = parser.parse_args(argv)
-    parts = args.only or list(sources)
+    parts = parser.parse_args(argv).only or list(sources)
     warnings.simplefilter("ignore")
-    result = {"benchmark": "gaussian_split", "command": " ".join(["python", "benchmarks/gaussian_split.py",
-                                                                   *sys.argv[1:]]), "parts": {}}
+    threads = [f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"] if "OMP_NUM_THREADS" in os.environ else []
+    result = {"benchmark": benchmark, "parts": {},
+              "command": " ".join([*threads, "python", f"benchmarks/{benchmark}.py", *sys.argv[1:]])}
     for part in parts:
         start = time.process_time()
         result["parts"][part] = measure(sources[part]())
         result["parts"][part]["cpu_seconds"] = time.process_time() - start
-        for design, s in result["parts"][part]["designs"].items():
-            groups = ", ".join(f"{g} {a:.3f} -> {b:.3f}" for g, (a, b) in s["groups"].items())
-            against = s.get("against")
-            versus = "" if against is None else (f"; against {against['design']} {against['paired_gain']:+.5f} +- "
-                                                 f"{against['paired_se']:.5f} ({against['sets_changed']} sets moved)")
-            print(f"{part} {design}: union {s['union'][0]:.4f} -> {s['union'][1]:.4f} "
-                  f"({s['paired_gain']:+.4f} +- {s['paired_se']:.4f}); {groups}{versus}", flush=True)
+        for name, summary in result["parts"][part][entries].items():
+            print(line(part, name, summary), flush=True)
+    if finish is not None and len(parts) == len(sources):
+        finish(result)
     from result_files import write_result
 
-    write_result("gaussian_split.json", result, partial=len(parts) < len(sources))
+    write_result(f"{benchmark}.json", result, partial=len(parts) < len(sources))
     return 0
+
+
+def _design_line(part: str, design: str, s: dict) -> str:
+    groups = ", ".join(f"{g} {a:.3f} -> {b:.3f}" for g, (a, b) in s["groups"].items())
+    against = s.get("against")
+    versus = "" if against is None else (f"; against {against['design']} {against['paired_gain']:+.5f} +- "
+                                         f"{against['paired_se']:.5f} ({against['sets_changed']} sets moved)")
+    return (f"{part} {design}: union {s['union'][0]:.4f} -> {s['union'][1]:.4f} "
+            f"({s['paired_gain']:+.4f} +- {s['paired_se']:.4f}); {groups}{versus}")
+
+
+def main(argv=None) -> int:
+    sources = {"design": design_sets, "validation": validation_sets, "fresh": fresh_sets,
+               "fresh2": lambda: fresh_sets(SECOND_FRESH_SEED, "fresh2")}
+    return selection_main("gaussian_split", __doc__, sources, measure, "designs", _design_line, argv)
 
 
 if __name__ == "__main__":
