@@ -171,6 +171,17 @@ def test_default_is_invariant_to_translation_and_scale():
     assert adjusted_rand_score(labels, moved) == 1.0
 
 
+def test_generic_kernel_is_translation_invariant_at_every_offset():
+    """Probe 44g: offsets of 100-1,000 spreads were cast to float32 before any centring (only 2**10 spreads and
+    beyond were centred): the affinity moved by up to 2e-2 and k changed on blobs 900 spreads out."""
+    X, _ = make_blobs(200, n_features=2, centers=6, random_state=7)
+    spread = float((X.max(axis=0) - X.min(axis=0)).max())
+    kernel = pretrained.load("generic", device="cpu")
+    affinity = kernel.transform(X)
+    for ratio in (30, 100, 300, 900):
+        assert_allclose(kernel.transform(X + ratio * spread), affinity, atol=1e-5)
+
+
 def test_generic_kernel_keeps_sets_far_from_zero_or_of_any_magnitude():
     """Float32 erased a set 1e9 from the origin (timestamps, projected coordinates): one cluster, ARI 0."""
     X, y = make_blobs(n_samples=200, centers=3, cluster_std=0.5, random_state=1)
