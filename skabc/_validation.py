@@ -25,7 +25,7 @@ TINY_SET_SCALE = 2.0**-64
 
 # A scale-free column lying farther than this many of its own spreads from zero would keep fewer than 20 of
 # float32's 24 bits for its spread; it is centred first (in float64).  At 2**10 (14 bits), blobs 900 spreads out
-# moved the generic kernel's affinity by 2e-2 and changed k (probe 44g); beyond 16, now 1e-6.
+# moved the generic kernel's affinity by 2e-2 and changed k; centred beyond 16, it moves by about 1e-6.
 FAR_OFFSET_RATIO = 2.0**4
 #: A column lying more than this many of its spreads from zero keeps fewer than 16 distinct float32 values
 #: across its range (float32 has a 24-bit significand): the network of a kernel that is not scale-free refuses it.
