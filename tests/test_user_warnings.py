@@ -151,6 +151,16 @@ def test_an_rbf_scale_far_too_small_for_x_is_said_once_at_the_callers_line():
     # have cosine 0), where the advice would be wrong (probe /work/probe39d/r14_cosine_msg.py).
     assert not ours(caught_warnings(lambda: ABCClustering(affinity="rbf", random_state=0).fit(X, groups=groups)),
                     "no neighbour")
+    # Wide standardised tables at gamma=1 (the bound was 1e-10; digits' nearest affinities are ~5e-6 and the
+    # partition scored ARI 0, SpectralClustering's too); the same rows at gamma=1/64 have neighbours.
+    from sklearn.datasets import load_digits
+    from sklearn.preprocessing import StandardScaler
+
+    digits = StandardScaler().fit_transform(load_digits().data[:300])
+    assert ours(caught_warnings(lambda: ABCClustering(affinity="rbf", n_clusters=10, random_state=0).fit(digits)),
+                "no neighbour")
+    assert not ours(caught_warnings(lambda: ABCClustering(affinity="rbf", gamma=1 / 64, n_clusters=10,
+                                                          random_state=0).fit(digits)), "no neighbour")
     orthogonal = np.kron(np.eye(3), np.ones((10, 1)))  # 3 groups of identical one-hot rows
     assert not ours(caught_warnings(lambda: ABCClustering(affinity="cosine", n_clusters=3, random_state=0).fit(
         orthogonal + 1e-3 * np.random.default_rng(0).random((30, 3)))), "no neighbour")
