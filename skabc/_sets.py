@@ -117,12 +117,12 @@ SMALL_SET_ROWS = 80
 def warn_if_small_sets(model, sizes: list[int]) -> None:
     """Warn where the shipped generic kernel estimated ``k`` on sets of fewer than :data:`SMALL_SET_ROWS` rows (a
     set of one row has one answer)."""
+    small = [n for n in sizes if 2 <= n < SMALL_SET_ROWS]
+    if not small:  # the common case, before any look at the kernel (every fit and predict passes here)
+        return
     step = model.spectral_step_
     counted = getattr(model, "arbiter_", None) in COUNTING_ARBITERS  # k from the generic kernel, cut elsewhere
-    if step.n_clusters is not None or step.max_clusters < 2 or not (counted or _is_shipped_generic(model.kernel_)):
-        return
-    small = [n for n in sizes if 2 <= n < SMALL_SET_ROWS]
-    if small:
+    if step.n_clusters is None and step.max_clusters >= 2 and (counted or _is_shipped_generic(model.kernel_)):
         where = f"a set of {small[0]} rows" if len(sizes) == 1 else (
             f"{len(small)} of {len(sizes)} sets of fewer than {SMALL_SET_ROWS} rows (the smallest {min(small)})")
         warn_user(f"The number of clusters was estimated on {where}: the shipped generic kernel was trained on sets "

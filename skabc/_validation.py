@@ -103,7 +103,7 @@ def check_not_masked_or_missing(X, input_name: str = "X") -> None:
         _check_numeric_columns(frame, held, input_name)
 
 
-def _is_number(value) -> bool:
+def _converts_to_float(value) -> bool:
     try:
         float(value)
     except (TypeError, ValueError):
@@ -122,7 +122,7 @@ def _check_numeric_columns(frame, held: list, input_name: str) -> None:
         try:
             np.asarray(column, dtype=np.float64)
         except (TypeError, ValueError):
-            text[frame.columns[i]] = next((value for value in column if not _is_number(value)), None)
+            text[frame.columns[i]] = next((value for value in column if not _converts_to_float(value)), None)
     if text:
         names = ", ".join(repr(name) for name in text)
         column, value = next(iter(text.items()))
