@@ -420,17 +420,24 @@ def collect(which: str, part: tuple[int, int], mode: str = "unknown-k", kernel_p
     With ``mode='given-k'`` every set is clustered at its true number of clusters.  ``kernel_path``: a candidate
     generic kernel's file instead of the shipped one (its rows in :func:`rows_directory`).
     """
-    from sklearn.metrics import adjusted_rand_score
-
-    torch.set_num_threads(1)
-    warnings.simplefilter("ignore")
     directory = rows_directory(kernel_path)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{_prefix(which, mode)}-{part[0]}of{part[1]}.jsonl"
     done = {row["name"] for row in _rows(which, mode, directory)}
+    sets = training_sets() if which == "prior" else validation_sets()
+    collect_sets(sets, path, done, part, mode, kernel_path)
+    print(f"{mode} {which} part {part}: done", flush=True)
+
+
+def collect_sets(sets, path: Path, done: set, part: tuple[int, int] = (0, 1), mode: str = "unknown-k",
+                 kernel_path: str | None = None) -> None:
+    """Append to ``path`` one row per set of ``sets`` ((name, X, y, scored) tuples) of this part not in ``done``."""
+    from sklearn.metrics import adjusted_rand_score
+
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
     names = MODES[mode][0]
     kernel = ContextualKernel.load(v2.CANDIDATE if kernel_path is None else kernel_path, device="cpu")
-    sets = training_sets() if which == "prior" else validation_sets()
     with path.open("a") as out:
         for index, (name, X, y, scored) in enumerate(sets):
             if index % part[1] != part[0] or name in done:
@@ -456,7 +463,6 @@ def collect(which: str, part: tuple[int, int], mode: str = "unknown-k", kernel_p
                    "cpu_seconds": time.process_time() - start}
             out.write(json.dumps(row) + "\n")
             out.flush()
-    print(f"{mode} {which} part {part}: done", flush=True)
 
 
 def _rows(which: str, mode: str = "unknown-k", directory: Path = DIRECTORY) -> list[dict]:
