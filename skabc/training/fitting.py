@@ -8,8 +8,9 @@ import numpy as np
 
 from ..nn.build import record_architecture, set_transform
 from ..sampling import check_set_size
+from .checkpoints import check_checkpoint_dir
 from .divergence import check_trained_weights
-from .net import check_checkpoint_dir, train
+from .net import train
 from .plan import plan_training
 from .result import keep_result, restore_result, run_is_complete
 

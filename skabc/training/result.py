@@ -16,7 +16,7 @@ from pathlib import Path
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from ..persistence import json_ready
-from .net import checkpointed_epochs
+from .checkpoints import checkpointed_epochs
 from .plan import WARM_START
 
 #: The fitted kernel of a complete run, in ``checkpoint_dir`` (skabc's safe format).

@@ -1,0 +1,203 @@
+"""Resumable training runs: what ``checkpoint_dir`` holds, checked before skorch restores any of it.
+
+A checkpoint resumes only the configuration and data it was made of (:func:`checkpointed_epochs`); every file is
+read first with torch's safe loader and must fit the network it would be restored into, so a forged or foreign
+file gets a ``ValueError`` naming it, never a torch or skorch stack trace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from numbers import Integral
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+from skorch import NeuralNet
+from torch import nn
+
+from ..persistence import json_ready
+from .callbacks import RANDOM_STREAM_FILE
+
+#: Files of a checkpoint in ``checkpoint_dir`` (skorch's Checkpoint names).
+CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_history": "history.json"}
+_CONFIG_FILE = "config.json"
+
+
+def data_digest(X: np.ndarray, labels: np.ndarray, group_codes) -> str:
+    """SHA-256 of the training rows, their labels and groups: a checkpoint resumes on the data it was made of."""
+    digest = hashlib.sha256()
+    for part in (X, labels, np.zeros(0) if group_codes is None else group_codes):
+        part = np.ascontiguousarray(part)
+        digest.update(f"{part.dtype.str}{part.shape}".encode())
+        digest.update(part.tobytes())
+    return digest.hexdigest()
+
+
+def first_mismatch(saved: dict, current: dict) -> str | None:
+    """The first tensor name of two state dicts that only one holds, else whose shapes differ; ``None`` if they fit."""
+    names = (sorted(set(saved) ^ set(current))
+             or sorted(k for k in saved if tuple(saved[k].shape) != tuple(current[k].shape)))
+    return names[0] if names else None
+
+
+def check_checkpoint_dir(checkpoint_dir) -> None:
+    """Refuse a ``checkpoint_dir`` that is an empty path (it would write into the working folder) or a file."""
+    if checkpoint_dir is None:
+        return
+    if not str(checkpoint_dir).strip():
+        raise ValueError("checkpoint_dir is an empty path; give a folder (e.g. 'checkpoints/'), or None to keep no "
+                         "checkpoints.")
+    if Path(checkpoint_dir).exists() and not Path(checkpoint_dir).is_dir():
+        raise ValueError(f"checkpoint_dir={str(checkpoint_dir)!r} is a file, not a folder; give a folder for the "
+                         "checkpoint files.")
+
+
+def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, announce: bool = True,
+                        net: NeuralNet | None = None) -> int:
+    """Epochs already saved in ``checkpoint_dir`` (0 if none); refuse a checkpoint of another configuration
+    or of other data (:func:`data_digest`, computed only when there is a checkpoint directory), and, given
+    the initialised ``net`` it would be restored into, weights or optimizer state that do not fit it."""
+    if kernel.checkpoint_dir is None:
+        return 0
+    data = data_digest(X, labels, group_codes)
+    directory = Path(kernel.checkpoint_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    config_file = directory / _CONFIG_FILE
+    params = describe_params(kernel)
+    history = directory / CHECKPOINT_FILES["f_history"]
+    if history.exists():
+        try:
+            saved = json.loads(config_file.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"cannot resume from {str(config_file)!r}: it is missing or not the configuration file "
+                             f"skabc wrote ({error}); use another checkpoint_dir or remove this one to start "
+                             "afresh.") from None
+        if not isinstance(saved, dict):
+            raise ValueError(f"cannot resume from {str(config_file)!r}: it is not the configuration file skabc "
+                             "wrote; use another checkpoint_dir or remove this one to start afresh.")
+        saved_data = saved.pop("_data", None)
+        if json.dumps(saved, sort_keys=True) != json.dumps(params, sort_keys=True):
+            raise ValueError(
+                f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration; "
+                "use another directory or remove it to start afresh."
+            )
+        # Checkpoints written before the data were recorded resume as they did.
+        if saved_data is not None and saved_data != data:
+            raise ValueError(
+                f"checkpoint_dir={str(directory)!r} holds a checkpoint of this configuration trained on other data "
+                "(X, y or groups differ, or the held-out validation rows: with random_state=None every fit draws "
+                "them anew, so pass an int); use another directory or remove it to start afresh."
+            )
+        if kernel.verbose and announce:
+            print(f"Resuming from the checkpoint in {str(directory)!r}.")
+        return _check_checkpoint_files(directory, net, kernel.max_epochs)
+    config_file.write_text(json.dumps({**params, "_data": data}, sort_keys=True))
+    return 0
+
+
+def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_epochs=None) -> int:
+    """Read every checkpoint file once before skorch restores them; return the epochs in the history.
+
+    skorch's LoadInitState would fail inside ``partial_fit`` with torch's message for a refused pickle
+    (which suggests ``weights_only=False``, never an option here) and without naming the file.  The
+    ``.pt`` files are read as torch does then, with ``weights_only=True``: tensors and plain containers,
+    never arbitrary objects; given ``net``, they must fit its module and optimizer (torch's own errors
+    for a mismatch name neither the file nor the checkpoint).
+    """
+    for name in CHECKPOINT_FILES.values():
+        file = directory / name
+        if not file.is_file():
+            raise ValueError(f"checkpoint_dir={str(directory)!r} holds no {name}; remove it to start afresh.")
+        try:
+            if file.suffix == ".json":
+                history = json.loads(file.read_text())
+                _check_history(history, max_epochs)
+            else:
+                content = torch.load(file, map_location="cpu", weights_only=True)
+                if net is not None:
+                    _check_fits(name, content, net)
+        except pickle.UnpicklingError as exc:
+            raise _unpickling_refusal(file, exc) from None
+        except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote ({first_line}); "
+                             "remove it (or use another checkpoint_dir) to start afresh.") from None
+    stream = directory / RANDOM_STREAM_FILE
+    if stream.is_file():  # absent from checkpoints of earlier versions: those resume without it
+        try:
+            state = torch.load(stream, map_location="cpu", weights_only=True)
+            if not (isinstance(state, dict) and isinstance(state.get("cpu"), torch.Tensor)
+                    and state["cpu"].dtype == torch.uint8 and state["cpu"].shape == torch.get_rng_state().shape):
+                raise ValueError("not a saved random stream")
+        except pickle.UnpicklingError as exc:
+            raise _unpickling_refusal(stream, exc) from None
+        except (RuntimeError, OSError, EOFError, ValueError) as exc:
+            raise ValueError(f"cannot resume from {str(stream)!r}: it is not a checkpoint skabc wrote "
+                             f"({type(exc).__name__}); remove it (or use another checkpoint_dir) to start "
+                             "afresh.") from None
+    return len(history)
+
+
+def _unpickling_refusal(file: Path, exc: pickle.UnpicklingError) -> ValueError:
+    """What a ``.pt`` checkpoint file that torch's safe unpickler refused is: pickled objects, or not a checkpoint."""
+    if "GLOBAL" in str(exc):  # torch names the Python global it refused to unpickle
+        return ValueError(f"refusing to resume from {str(file)!r}: it holds pickled Python objects besides tensors, "
+                          "and unpickling them could run arbitrary code. skabc only reads checkpoints it wrote; "
+                          "remove the file (or use another checkpoint_dir) to start afresh.")
+    return ValueError(f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote (corrupt or truncated); "
+                      "remove it (or use another checkpoint_dir) to start afresh.")
+
+
+def _check_history(history, max_epochs=None) -> None:
+    """skorch's Checkpoint history: 1 to ``max_epochs`` epochs numbered from 1, each with batches and a saved flag."""
+    if not isinstance(history, list) or not history or not all(isinstance(row, dict) for row in history):
+        raise ValueError("the history is not a list of epochs")
+    if isinstance(max_epochs, Integral) and len(history) > max_epochs:
+        raise ValueError(f"the history holds {len(history)} epochs, more than max_epochs={max_epochs}")
+    for number, row in enumerate(history, start=1):
+        if row.get("epoch") != number or not isinstance(row.get("event_cp"), bool):
+            raise ValueError(f"epoch {number} of the history has no epoch number {number} or checkpoint flag")
+        if not isinstance(row.get("batches"), list) or not row["batches"]:
+            raise ValueError(f"epoch {number} of the history has no list of batches")
+    if not any(row["event_cp"] for row in history):
+        raise ValueError("the history records no saved epoch")
+
+
+def _check_fits(name: str, content, net: NeuralNet) -> None:
+    """The weights (``params.pt``) or optimizer state (``optimizer.pt``) fit the net they would be loaded into."""
+    if name == CHECKPOINT_FILES["f_params"]:
+        if not isinstance(content, dict) or not all(isinstance(v, torch.Tensor) for v in content.values()):
+            raise ValueError("the weights are not a mapping of tensor names to tensors")
+        name = first_mismatch(content, net.module_.state_dict())
+        if name is not None:
+            raise ValueError(f"the weights do not fit this configuration's network ({name!r} differs)")
+        return
+    groups = net.optimizer_.state_dict()["param_groups"]
+    saved = content.get("param_groups") if isinstance(content, dict) else None
+    if (not isinstance(saved, list) or not isinstance(content.get("state"), dict) or len(saved) != len(groups)
+            or any(not isinstance(g, dict) or len(g.get("params", ())) != len(e["params"])
+                   for g, e in zip(saved, groups, strict=True))):
+        raise ValueError("the optimizer state does not fit this configuration's network")
+
+
+def describe_params(estimator: BaseEstimator) -> dict:
+    """JSON-ready description of the parameters that change training (callables by qualified name)."""
+    # Settings that do not change training: a checkpoint made under other values still resumes.
+    ignored = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit", "affinity_mode",
+               "n_neighbors", "n_random_neighbors", "warm_start",
+               # Resolved before training (the kernel train() gets has init='scratch', no early stopping):
+               # leaving them out keeps checkpoints written before these parameters existed resumable.
+               "init", "early_stopping", "validation_fraction", "n_iter_no_change", "max_time",
+               "fine_tune_alpha")
+    return {k: json_ready(v, _name_of) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
+
+
+def _name_of(value) -> str:
+    """Custom modules and callables are described by their qualified name."""
+    if isinstance(value, nn.Module):
+        return f"module:{type(value).__module__}.{type(value).__qualname__}"
+    return f"{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}"
