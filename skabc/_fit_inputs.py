@@ -25,7 +25,14 @@ from ._validation import encode_labels, format_bytes
 from .exceptions import AffinityTooLargeError, SkabcWarning
 from .kernels import ContextualKernel
 from .kernels.base import unfrozen
-from .kernels.pairwise import PRECOMPUTED_AFFINITIES, SPARSE_FORMATS, PairwiseKernel, PrecomputedKernel
+from .kernels.pairwise import (
+    PRECOMPUTED_AFFINITIES,
+    SPARSE_FORMATS,
+    SYMMETRY_RTOL,
+    PairwiseKernel,
+    PrecomputedKernel,
+    asymmetry,
+)
 from .training.plan import network_of
 
 
@@ -48,6 +55,24 @@ def validate_set(model, X, *, reset: bool, ensure_min_samples: int):
         return check_array(X, accept_sparse=SPARSE_FORMATS, dtype=dtype, ensure_min_samples=ensure_min_samples)
     return validate_data(model, X, reset=reset, accept_sparse=SPARSE_FORMATS, dtype=dtype,
                          ensure_min_samples=ensure_min_samples)
+
+
+def symmetrised_for_fit(model, checked):
+    """A non-symmetric ``affinity='precomputed'`` matrix averaged with its transpose, with SpectralClustering's
+    warning, as its ``fit`` does: a kNN connectivity graph (``kneighbors_graph``) is not symmetric, and code that
+    clusters one must run unchanged.  ``predict`` refuses such a matrix instead: a new set's square block that is not
+    symmetric is most likely the test x train block of cross-validation, which no averaging makes an affinity."""
+    if model.affinity != "precomputed" or checked.shape[0] != checked.shape[1]:
+        return checked  # a non-square matrix is refused, with its reason, by the kernel
+    values = checked.data if sp.issparse(checked) else checked
+    largest = asymmetry(checked)
+    if largest <= 1e-10 + SYMMETRY_RTOL * (float(np.abs(values).max()) if values.size else 0.0):
+        return checked
+    # SpectralClustering's words first, so that filters written for it (by message) catch this one too.
+    warn_user("Array is not symmetric, and will be converted to symmetric by average with its transpose. "
+              f"(affinity='precomputed': X[i, j] and X[j, i] differ by up to {largest:.3g}; the mean of X and X.T "
+              "is clustered and kept as affinity_matrix_.)", SkabcWarning)
+    return 0.5 * (checked + checked.T)
 
 
 def kernel_input(model, X, checked):

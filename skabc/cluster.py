@@ -19,6 +19,7 @@ from ._fit_inputs import (
     kernel_input,
     kernel_is_fitted,
     resolve_kernel,
+    symmetrised_for_fit,
     validate_set,
     warn_if_square,
     without_unseen_names,
@@ -77,7 +78,9 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         computed by scikit-learn's own functions
         (:class:`~skabc.kernels.PairwiseKernel`,
         :class:`~skabc.kernels.PrecomputedKernel`, which check a precomputed
-        matrix is square, symmetric, non-negative and finite).  With
+        matrix is square, symmetric, non-negative and finite; ``fit``, as
+        SpectralClustering's, averages a non-symmetric affinity with its
+        transpose, with a warning).  With
         ``n_clusters`` given, SpectralClustering's own spectral step follows,
         seeded by ``random_state`` as there: the same partition.
     gamma, n_neighbors, degree, coef0, kernel_params : default=1.0, 10, 3, 1, None
@@ -354,7 +357,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         check_setting_combinations(self)  # before any fitted attribute changes: a refused refit keeps the last fit
         warn_unread_affinity_parameters(self)
         check_not_masked_or_missing(X)
-        checked = validate_set(self, X, reset=True, ensure_min_samples=2)
+        checked = symmetrised_for_fit(self, validate_set(self, X, reset=True, ensure_min_samples=2))
         group_codes = encode_groups(groups, checked.shape[0])
         X_in = kernel_input(self, X, checked)
         self.kernel_ = resolve_kernel(self, X_in, y, groups)

@@ -400,6 +400,18 @@ class PrecomputedKernel(Kernel):
 
 def _check_symmetric(A, scale: float) -> None:
     """Refuse an affinity that differs from its transpose beyond rounding (``scale``: its largest entry)."""
+    largest = asymmetry(A)
+    if largest > 1e-10 + SYMMETRY_RTOL * scale:
+        raise ValueError(
+            f"affinity='precomputed' needs a symmetric affinity matrix, but X[i, j] and X[j, i] differ by up to "
+            f"{largest:.3g} (largest entry {scale:.3g}); symmetrise it first, e.g. 0.5 * (X + X.T). (Under "
+            "cross-validation, X is the test x train block of folds of equal size, which no affinity can be: "
+            "cross-validate feature rows with another affinity.)"
+        )
+
+
+def asymmetry(A) -> float:
+    """The largest ``|A[i, j] - A[j, i]|`` of a square matrix, dense or sparse."""
     if sp.issparse(A):
         difference = A.tocsr() - A.T
         largest = float(abs(difference).max()) if difference.nnz else 0.0
@@ -411,10 +423,4 @@ def _check_symmetric(A, scale: float) -> None:
             for j in range(i, n, b):
                 tile = A[i:i + b, j:j + b] - A[j:j + b, i:i + b].T
                 largest = max(largest, float(np.abs(tile).max(initial=0.0)))
-    if largest > 1e-10 + SYMMETRY_RTOL * scale:
-        raise ValueError(
-            f"affinity='precomputed' needs a symmetric affinity matrix, but X[i, j] and X[j, i] differ by up to "
-            f"{largest:.3g} (largest entry {scale:.3g}); symmetrise it first, e.g. 0.5 * (X + X.T). (Under "
-            "cross-validation, X is the test x train block of folds of equal size, which no affinity can be: "
-            "cross-validate feature rows with another affinity.)"
-        )
+    return largest
