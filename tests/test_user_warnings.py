@@ -66,9 +66,9 @@ def test_warnings_point_at_the_callers_line_through_every_entry_point():
         "fit_predict, square X": (lambda: ABCClustering(n_clusters=2, affinity="rbf").fit_predict(X[:2, :2]),
                                   "X is square"),
         "through ABCClustering": (lambda: ABCClustering(kernel=ContextualKernel(**TINY)).fit(X, one_class),
-                                  "one class per group"),
+                                  "a single class"),
         "through KernelEnsemble": (lambda: KernelEnsemble(ContextualKernel(**TINY), n_members=2).fit(X, one_class),
-                                   "one class per group"),
+                                   "a single class"),
     }
     for name, (call, text) in calls.items():
         said = ours(caught_warnings(call), text)
@@ -76,16 +76,16 @@ def test_warnings_point_at_the_callers_line_through_every_entry_point():
 
 
 def test_an_ensemble_says_a_remark_on_its_labels_once():
-    """A probe: every member repeated 'y holds one class per group' (and early stopping's split), n_members times."""
+    """A probe: every member repeated 'y holds a single class' (and early stopping's split), n_members times."""
     X = make_blob_sets(n_sets=1, set_size=10, random_state=0)[0]
     one_class = np.zeros(len(X), dtype=int)
     ensemble = KernelEnsemble(ContextualKernel(**{**TINY, "early_stopping": True, "validation_fraction": 0.01}),
                               n_members=3, random_state=0)
     caught = caught_warnings(lambda: ensemble.fit(X, one_class))
-    assert len(ours(caught, "one class per group")) == 1
+    assert len(ours(caught, "a single class")) == 1
     assert len(ours(caught, "validation_fraction=0.01")) == 1
     # The record lasts one call: a second fit says it again.
-    assert len(ours(caught_warnings(lambda: ensemble.fit(X, one_class)), "one class per group")) == 1
+    assert len(ours(caught_warnings(lambda: ensemble.fit(X, one_class)), "a single class")) == 1
 
 
 def test_k_unknown_with_a_disconnected_knn_graph_passes_no_spectral_embedding_warning():

@@ -343,7 +343,8 @@ def warn_if_labels_teach_one_answer(labels: np.ndarray, group_codes) -> None:
         warn_user("No two labelled rows of a group share a class in y: the kernel can only learn that no two "
                   "points belong together.", SkabcWarning)
     elif _classes_per_group(labels, group_codes) < 2:
-        warn_user("y holds one class per group: the kernel can only learn that all points of a set belong "
+        where = "a single class" if group_codes is None else "one class per group"
+        warn_user(f"y holds {where}: the kernel can only learn that all points of a set belong "
                   "together.", SkabcWarning)
 
 
