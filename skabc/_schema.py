@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 
+#: ``set_output(transform=...)`` containers (scikit-learn's), as a description may record one.
+OUTPUT_CONTAINERS = ("default", "pandas", "polars")
 #: Largest description accepted (the shipped ones are a few KiB).
 MAX_DESCRIPTION_CHARS = 1 << 20
 #: Bounds of sizes in a description: far above any real model, far below what would exhaust memory.

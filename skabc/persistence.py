@@ -93,7 +93,16 @@ def describe(obj) -> tuple[dict, dict]:
         raise TypeError(f"{_a(type(obj).__name__)} cannot be saved in skabc's safe format: it saves skabc's own "
                         f"classes ({', '.join(sorted(_REGISTRY))}), not subclasses of them; pickle it instead")
     meta, tensors = obj._describe()
-    return {"class": type(obj).__name__, **meta}, tensors
+    output = getattr(obj, "_sklearn_output_config", {}).get("transform")
+    # set_output's container is part of a transformer's configuration, as a pickle keeps it.
+    return {"class": type(obj).__name__, **meta, **({"output": output} if output is not None else {})}, tensors
+
+
+def _with_output(obj, meta: dict):
+    """``obj`` with the ``set_output`` container its (checked) description records, if any."""
+    if meta.get("output") is not None:
+        obj._sklearn_output_config = {"transform": meta["output"]}  # not set_output: loading needs no pandas
+    return obj
 
 
 #: Entries of every file's top-level description, whatever its class.
@@ -122,7 +131,11 @@ def check_description(meta, header: dict, where: str = "", base: type | None = N
     prefix = f"{where}." if where else ""
     _schema.check_object(meta, where or "description")
     cls = registered_class(meta, prefix + "class", base)
-    own = HEADER_KEYS if top_level else ("class",)
+    if "output" in meta:
+        if not hasattr(cls, "set_output"):
+            raise _schema.fail(prefix + "output", f"{_a(cls.__name__)} has no set_output")
+        _schema.check_str(meta["output"], prefix + "output", _schema.OUTPUT_CONTAINERS)
+    own = (*HEADER_KEYS, "output") if top_level else ("class", "output")
     cls._check_description({k: v for k, v in meta.items() if k not in own}, header, where)
     return cls
 
@@ -132,7 +145,7 @@ def restore(meta: dict, tensors: dict, device="auto"):
     cls = _REGISTRY.get(meta.get("class"))
     if cls is None:
         raise ValueError(f"the saved object is a {meta.get('class')!r}, which this version of skabc cannot load")
-    return cls._restore(meta, tensors, device)
+    return _with_output(cls._restore(meta, tensors, device), meta)
 
 
 def nested(prefix: str, tensors: dict) -> dict:
@@ -167,7 +180,7 @@ def load(path, device="auto", expected: type | None = None):
         check_description(meta, header, top_level=True)
         tensors = load_file(name)
         _schema.check_finite(tensors, path)
-        return cls._restore(meta, tensors, device)
+        return _with_output(cls._restore(meta, tensors, device), meta)
     except _schema.DescriptionError as exc:
         if str(exc).startswith(repr(name)):
             raise

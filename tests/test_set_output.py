@@ -85,3 +85,37 @@ def test_sparse_affinities_and_unknown_containers_are_refused(tiny_kernel, frame
     else:  # pragma: no cover - polars is not among the test dependencies
         out = copy.deepcopy(tiny_kernel).set_output(transform="polars").transform(frame)
         assert out.shape == (len(frame), len(frame))
+
+
+@pytest.mark.parametrize("which", ["contextual", "ensemble"])
+def test_save_and_load_keep_the_output_container(which, tiny_kernel, ensemble, frame, tmp_path):
+    """A left-alone defect of session 44: set_output was lost by save/load (a pickle keeps it)."""
+    kernel = copy.deepcopy(tiny_kernel if which == "contextual" else ensemble).set_output(transform="pandas")
+    kernel.save(tmp_path / "k.safetensors")
+    loaded = type(kernel).load(tmp_path / "k.safetensors", device="cpu")
+    pd.testing.assert_frame_equal(loaded.transform(frame), kernel.transform(frame))
+    # An explicit 'default' is kept too (it overrides a global transform_output='pandas').
+    kernel.set_output(transform="default").save(tmp_path / "d.safetensors")
+    with config_context(transform_output="pandas"):
+        assert isinstance(type(kernel).load(tmp_path / "d.safetensors", device="cpu").transform(frame), np.ndarray)
+    # A kernel inside a saved ABCClustering keeps its container as well.
+    model = ABCClustering(kernel=FrozenEstimator(copy.deepcopy(tiny_kernel).set_output(transform="pandas")),
+                          random_state=0).fit(frame)
+    model.save(tmp_path / "m.safetensors")
+    assert isinstance(ABCClustering.load(tmp_path / "m.safetensors", device="cpu").kernel_.transform(frame),
+                      pd.DataFrame)
+
+
+def test_a_forged_output_container_is_refused(tiny_kernel, frame, tmp_path):
+    from conftest import forge, read_meta, read_tensors
+
+    copy.deepcopy(tiny_kernel).set_output(transform="pandas").save(tmp_path / "k.safetensors")
+    meta, tensors = read_meta(tmp_path / "k.safetensors"), read_tensors(tmp_path / "k.safetensors")
+    forge(tmp_path / "bad.safetensors", {**meta, "output": "excel"}, tensors)
+    with pytest.raises(ValueError, match=r"output.*'excel' is not one of \['default', 'pandas', 'polars'\]"):
+        ContextualKernel.load(tmp_path / "bad.safetensors")
+    ABCClustering(kernel=FrozenEstimator(tiny_kernel), random_state=0).fit(frame).save(tmp_path / "m.safetensors")
+    meta, tensors = read_meta(tmp_path / "m.safetensors"), read_tensors(tmp_path / "m.safetensors")
+    forge(tmp_path / "bad_model.safetensors", {**meta, "output": "pandas"}, tensors)
+    with pytest.raises(ValueError, match=r"output.*has no set_output"):
+        ABCClustering.load(tmp_path / "bad_model.safetensors")

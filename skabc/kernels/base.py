@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
+from .._schema import OUTPUT_CONTAINERS
 from ..spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
 from ..spectral.arbiter import ARBITERS
 
@@ -141,8 +142,6 @@ class Kernel(BaseEstimator):
         return dict(getattr(self, "recommended_clustering_", {}))
 
 
-#: ``set_output(transform=...)`` values: scikit-learn's.
-OUTPUT_CONTAINERS = ("default", "pandas", "polars")
 
 
 class AffinityTransformerMixin(TransformerMixin, auto_wrap_output_keys=None):  # transform wraps its own output
