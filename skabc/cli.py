@@ -75,6 +75,7 @@ def _figure(kernels, seed, out, ABCClustering, make_circles_sets, np):
 
 def _train(args: argparse.Namespace) -> int:
     from .kernels import ContextualKernel
+    from .training.early_stopping import interrupted_by_user
 
     check_output(args.output, "output")
     check_distinct({"output": args.output}, {"X file": args.X, "y file": args.y, "groups file": args.groups})
@@ -91,6 +92,10 @@ def _train(args: argparse.Namespace) -> int:
                               verbose=0 if args.quiet else 1)
     kernel.fit(X, y, groups=groups)
     kernel.save(args.output)
+    if getattr(kernel, "net_", None) is not None and interrupted_by_user(kernel.net_):
+        # The partial kernel is kept, as fit keeps it, but a script must not take it for a finished run.
+        print(f"skabc train: interrupted; the partial kernel was saved to {args.output}", file=sys.stderr)
+        return 130
     if not args.quiet:
         print(f"Saved the kernel to {args.output}")
     return 0
@@ -124,7 +129,8 @@ def _cluster(args: argparse.Namespace) -> int:
         labels, n_clusters = _cluster_groups_with_progress(model, X, groups, quiet=args.quiet)
     write_labels(labels, args.output)
     if not args.quiet:
-        print(f"{len(labels)} points in {n_clusters} clusters; labels written to {args.output}")
+        print(f"{len(labels)} points in {n_clusters} cluster{'' if n_clusters == 1 else 's'}; labels written to "
+              f"{args.output}")
     if args.plot:
         import numpy as np
         from matplotlib.figure import Figure  # no pyplot: the caller's backend and figures stay as they are
@@ -146,41 +152,64 @@ def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
     import numpy as np
     from tqdm.auto import tqdm
 
+    from ._sets import warn_about_estimates
     from ._user_warnings import warn_user
     from ._validation import encode_groups
 
     codes = encode_groups(groups, len(X))  # one id per row, or a clear error
     labels = np.empty(len(X), dtype=np.int64)
     offset, sets, raised = 0, np.unique(codes), {}
+    estimates = {"n_found": [], "spectra": [], "sizes": []}  # per set, for the warnings on the estimates of k
     for g in tqdm(sets, desc="clustering sets", unit="set", disable=quiet):
         rows = np.flatnonzero(codes == g)
         # A one-row group is one cluster, as ABCClustering.fit(X, groups=...) makes it.
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             found = model.fit_predict(X[rows]) if len(rows) > 1 else np.zeros(1, dtype=np.int64)
+        own = set()
+        if len(rows) > 1:
+            estimates["n_found"].append(model.n_clusters_)
+            estimates["spectra"].append(model.eigenvalues_)
+            # The set's own warnings on its estimate (they name its size): said once below, over every set.
+            with warnings.catch_warnings(record=True) as estimate:
+                warnings.simplefilter("always")
+                warn_about_estimates(model, [model.n_clusters_], [model.eigenvalues_], [len(rows)])
+            own = {str(w.message) for w in estimate}
+        else:
+            estimates["n_found"].append(1)
+            estimates["spectra"].append(None)
+        estimates["sizes"].append(len(rows))
         for warning in caught:  # counted over the sets, then said once each, as fit(X, groups=...) says them
-            key = (warning.category, str(warning.message))
-            raised[key] = raised.get(key, 0) + 1
+            if str(warning.message) not in own:
+                key = (warning.category, str(warning.message))
+                raised[key] = raised.get(key, 0) + 1
         labels[rows] = found + offset
         offset += len(np.unique(found))
     for (category, message), count in raised.items():
         warn_user(message + (f" (in {count} of {len(sets)} sets)" if len(sets) > 1 else ""), category)
+    if len(estimates["sizes"]) > 1 or estimates["n_found"][0] > 1:  # a fitted model to read the settings of
+        warn_about_estimates(model, estimates["n_found"], estimates["spectra"], estimates["sizes"])
     return labels, offset
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    import numpy as np
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
     labels = read_array(args.labels, "labels", 1)
     truth = read_array(args.truth, "truth", 1)
     if len(labels) != len(truth):
         raise ValueError(f"labels has {len(labels)} entries but truth has {len(truth)}")
+    for name, path, values in (("labels", args.labels, labels), ("truth", args.truth, truth)):
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            raise ValueError(f"{name} ({path}) holds NaN or infinite entries")
     if args.groups:  # each set scored alone: true ids repeat from set to set (0..k-1 in every one)
-        import numpy as np
-
         from ._validation import encode_groups
 
-        codes = encode_groups(read_array(args.groups, "groups", 1), len(truth))
+        groups = read_array(args.groups, "groups", 1)
+        if len(groups) != len(truth):
+            raise ValueError(f"groups has {len(groups)} entries but labels and truth have {len(truth)}")
+        codes = encode_groups(groups, len(truth))
         scores = np.array([[f(truth[codes == g], labels[codes == g]) for f in (adjusted_rand_score,
                             normalized_mutual_info_score)] for g in np.unique(codes)])
         se = scores.std(axis=0, ddof=1) / np.sqrt(len(scores)) if len(scores) > 1 else np.full(2, np.nan)
@@ -209,6 +238,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text!r}")
     return value
 
 
@@ -262,14 +301,15 @@ def build_parser() -> argparse.ArgumentParser:
                "the generic kernel)")
     train.add_argument("--attention", choices=["sab", "isab", "sampled", "opa"], help="attention backend" + network)
     train.add_argument("--compat", choices=["multiplicative", "additive"], help="similarity head" + network)
-    train.add_argument("--d-model", type=_positive_int, help="embedding width" + network)
+    train.add_argument("--d-model", type=_positive_int, help="embedding width, a multiple of the 4 heads" + network)
     train.add_argument("--n-blocks", type=int, help="attention blocks" + network)
     train.add_argument("--scratch", action="store_true", help="train the default network from scratch")
     train.add_argument("--set-size", type=_positive_int, nargs=2, metavar=("MIN", "MAX"),
                        help="training set sizes (default: 50 200)")
     train.add_argument("--epochs", type=_positive_int,
                        help="epochs (default: an automatic schedule from the rows and classes, with early stopping)")
-    train.add_argument("--max-time", type=float, help="seconds of training before it stops (default: automatic)")
+    train.add_argument("--max-time", type=_seconds,
+                       help="seconds of training before it stops (default: automatic, none without early stopping)")
     train.add_argument("--seed", type=_seed, default=0, help="random_state of the kernel (default: 0)")
     train.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     train.set_defaults(func=_train)
@@ -295,12 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "its own set")
     cluster.add_argument("--plot", metavar="PNG", help="also save a scatter plot of the clusters")
     cluster.add_argument("--seed", type=_seed, default=0, help="random_state of the clustering (default: 0)")
-    cluster.add_argument("-q", "--quiet", action="store_true")
+    cluster.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary line")
     cluster.set_defaults(func=_cluster)
 
     evaluate = sub.add_parser("evaluate", help="compare labels with the truth (ARI, NMI)",
                               description="Print the adjusted Rand index and NMI of labels against true labels.")
-    evaluate.add_argument("labels", help="predicted labels, .npy or comma-separated text (what cluster -o wrote)")
+    evaluate.add_argument("labels", help="predicted labels, .npy or text of one label per line (what cluster -o "
+                          "wrote)")
     evaluate.add_argument("truth", help="true labels, .npy or .csv, numbers or names")
     evaluate.add_argument("--groups", help="group of every row: each set is scored alone (mean ± s.e.)")
     evaluate.set_defaults(func=_evaluate)
@@ -324,10 +365,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help()
+        parser.print_help(sys.stderr)  # a usage error, as argparse reports one
         return 2
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        # Ctrl-C: one line and the shell's code for it, not a traceback.
+        print(f"skabc {args.command}: interrupted", file=sys.stderr)
+        return 130
     except (ValueError, TypeError, OSError, ImportError, MemoryError) as exc:
         # One line, no traceback: the first line of the message says what is wrong.
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -62,14 +62,17 @@ def plot_affinity(affinity, labels=None, ax=None, title="learned affinity"):
     Raises
     ------
     ValueError
-        If ``affinity`` is not a square 2-D matrix, ``labels`` does not have one entry per row of it or
+        If ``affinity`` is not a non-empty square 2-D matrix, ``labels`` does not have one entry per row of it or
         holds NaN, or ``ax`` does not hold as many Axes as there are panels.
     TypeError
-        If ``labels`` are complex or mix types that cannot be ordered.
+        If ``affinity`` does not hold real numbers, or ``labels`` are complex or mix types that cannot be ordered.
     """
     affinity = np.asarray(affinity.toarray() if hasattr(affinity, "toarray") else affinity)
-    if affinity.ndim != 2 or affinity.shape[0] != affinity.shape[1]:
-        raise ValueError(f"affinity must be a square 2-D matrix, got shape {affinity.shape}")
+    if affinity.ndim != 2 or affinity.shape[0] != affinity.shape[1] or affinity.size == 0:
+        raise ValueError(f"affinity must be a non-empty square 2-D matrix, got shape {affinity.shape}")
+    # Checked before any figure is made: matplotlib's own error comes from deep inside imshow, after it.
+    if affinity.dtype.kind not in "biuf":
+        raise TypeError(f"affinity must hold real numbers, got dtype {affinity.dtype}")
     if labels is None:
         ax = _axes(ax)
         ax.imshow(affinity, vmin=0, vmax=1, cmap="viridis")
@@ -122,7 +125,8 @@ def plot_eigengap(eigenvalues, n_clusters=None, ax=None):
     many = isinstance(eigenvalues, (list, tuple)) and any(e is None or np.ndim(e) != 0 for e in eigenvalues)
     spectra = [_spectrum(e) for e in (eigenvalues if many else [eigenvalues]) if e is not None]
     if not spectra:
-        raise ValueError("no spectrum to plot: every entry is None (k was given)")
+        raise ValueError("no spectrum to plot: " + ("every entry is None" if many else "eigenvalues is None")
+                         + " (eigenvalues_ is None where n_clusters was given)")
     if n_clusters is not None:
         if len(spectra) > 1:
             raise ValueError(f"n_clusters marks one spectrum; got {len(spectra)} (one per group): plot them "
@@ -186,11 +190,13 @@ def plot_clusters(X, labels, ax=None, title=None, s=10):
     Raises
     ------
     ValueError
-        If ``X`` is not 2-D, is empty or holds NaN or infinity, or ``labels`` does not have one
-        entry per sample or holds NaN.
+        If ``X`` is not 2-D, is empty or holds NaN or infinity, ``labels`` does not have one
+        entry per sample or holds NaN, or ``s`` is negative.
     TypeError
         If ``labels`` are complex or mix types that cannot be ordered (``None`` among numbers).
     """
+    if isinstance(s, bool) or not isinstance(s, numbers.Real) or not (np.isfinite(s) and s >= 0):
+        raise ValueError(f"s (the marker size) must be a non-negative number, got {s!r}")
     X = check_array(X, accept_sparse="csr", dtype=float, input_name="X")
     X = X.toarray() if sp.issparse(X) else X
     labels = _checked_labels(labels)

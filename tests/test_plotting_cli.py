@@ -87,7 +87,7 @@ def test_cli_version(capsys):
 
 def test_cli_without_command_prints_help(capsys):
     assert main([]) == 2
-    assert "demo" in capsys.readouterr().out
+    assert "demo" in capsys.readouterr().err  # a usage error: on stderr, as argparse reports them
 
 
 @pytest.mark.parametrize("argv", [["demo", "--no-such-option"], ["demo", "--sets", "0"], ["demo", "--epochs", "x"]])
@@ -761,8 +761,90 @@ def test_cli_says_a_warning_of_many_sets_once_and_as_a_command_line_message(tmp_
         warnings.simplefilter("always")
         assert main(argv) == 0
     said = [str(w.message) for w in caught if "max_clusters=2" in str(w.message)]
-    assert len(said) == 1 and re.search(r"\(in [1-6] of 6 sets\)$", said[0])
+    # In the words of ABCClustering.fit(X, groups=...), which counts the sets itself.
+    assert len(said) == 1 and re.search(r"of [1-6] of 6 sets reached max_clusters=2", said[0])
     done = subprocess.run([sys.executable, "-m", "skabc", *argv], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines == [f"skabc: warning: {said[0]}"]
+
+
+def test_cli_says_the_small_set_warning_of_many_sets_once_as_fit_with_groups_does(tmp_path):
+    """Probe 45c: cluster --groups said the small-set warning once per set size (20 lines for 25 sets)."""
+    from skabc import ABCClustering
+    from skabc.datasets import make_circles_sets
+
+    X, _, groups = make_circles_sets(n_sets=4, set_size=(30, 70), random_state=0)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "g.npy", groups)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["cluster", str(tmp_path / "X.npy"), "--groups", str(tmp_path / "g.npy"), "-o",
+                     str(tmp_path / "l.npy"), "-q"]) == 0
+    said = [str(w.message) for w in caught if "rows" in str(w.message)]
+    with warnings.catch_warnings(record=True) as api:
+        warnings.simplefilter("always")
+        ABCClustering(random_state=0).fit(X, groups=groups)
+    assert said == [str(w.message) for w in api if "rows" in str(w.message)]
+    assert len(said) == 1 and "4 of 4 sets of fewer than 80 rows" in said[0]
+
+
+def test_cli_ctrl_c_is_one_line_and_code_130(tmp_path, capsys, monkeypatch):
+    """Probe 45c: Ctrl-C in cluster showed a traceback; in train it saved the partial kernel and exited 0."""
+    from skabc import ABCClustering
+    from skabc.training import early_stopping
+
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", np.repeat([0, 1], 20))
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ABCClustering, "fit_predict", interrupt)
+        assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.npy")]) == 130
+    assert capsys.readouterr().err.strip() == "skabc cluster: interrupted"
+    assert not (tmp_path / "l.npy").exists()
+    # A run that Ctrl-C ended keeps its kernel, as fit keeps it, but says so and does not exit 0.
+    monkeypatch.setattr(early_stopping, "interrupted_by_user", lambda net: True)
+    assert main(["train", str(tmp_path / "X.npy"), str(tmp_path / "y.npy"), "-o", str(tmp_path / "k.safetensors"),
+                 "--scratch", "--d-model", "8", "--n-blocks", "1", "--epochs", "1", "--set-size", "10", "20",
+                 "-q"]) == 130
+    assert "interrupted; the partial kernel was saved to" in capsys.readouterr().err
+    assert (tmp_path / "k.safetensors").exists()
+
+
+def test_cli_messages_name_the_command_line_s_own_inputs(tmp_path, capsys):
+    """Probe 45c: evaluate's groups error spoke of X, a NaN label file was not named, --max-time 0 or inf got
+    ContextualKernel's parameter message, and 'in 1 clusters'."""
+    np.save(tmp_path / "l.npy", np.array([0.0, 1.0, np.nan, 1.0]))
+    np.save(tmp_path / "t.npy", np.array([0, 1, 1, 1]))
+    np.save(tmp_path / "g.npy", np.array([0, 1]))
+    assert main(["evaluate", str(tmp_path / "l.npy"), str(tmp_path / "t.npy")]) == 1
+    assert f"labels ({tmp_path / 'l.npy'}) holds NaN" in capsys.readouterr().err
+    np.save(tmp_path / "l.npy", np.array([0, 1, 1, 1]))
+    assert main(["evaluate", str(tmp_path / "l.npy"), str(tmp_path / "t.npy"), "--groups",
+                 str(tmp_path / "g.npy")]) == 1
+    assert "groups has 2 entries but labels and truth have 4" in capsys.readouterr().err
+    for seconds in ("0", "-5", "inf", "nan"):
+        with pytest.raises(SystemExit) as info:
+            main(["train", "X.npy", "y.npy", "-o", "k.safetensors", "--max-time", seconds])
+        assert info.value.code == 2 and "positive" in capsys.readouterr().err
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(30, 2)))
+    assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "one.npy"), "--n-clusters", "1"]) == 0
+    assert "30 points in 1 cluster; labels written" in capsys.readouterr().out
+
+
+def test_plot_helpers_refuse_what_matplotlib_would_fail_on_deep_inside():
+    """Probe 45c: a text, complex or empty affinity, and a negative marker size, reached matplotlib."""
+    for bad in ([["a", "b"], ["c", "d"]], np.eye(3) * 1j, np.array([[None, 1], [1, None]], dtype=object)):
+        with pytest.raises(TypeError, match="affinity must hold real numbers"):
+            plot_affinity(bad)
+    with pytest.raises(ValueError, match="non-empty square"):
+        plot_affinity(np.zeros((0, 0)))
+    with pytest.raises(ValueError, match="non-negative number"):
+        plot_clusters(np.zeros((3, 2)), [0, 1, 1], s=-1)
+    with pytest.raises(ValueError, match="eigenvalues is None"):
+        plot_eigengap(None)
+    assert not plt.get_fignums()  # refused before any figure was made
