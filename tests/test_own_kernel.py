@@ -715,6 +715,17 @@ def test_labels_with_both_kinds_of_pair_do_not_warn():
                          max_epochs=1, random_state=0, device="cpu").fit(X, y, groups=np.arange(60) % 2)
 
 
+def test_the_epoch_log_has_no_colour_codes_where_stdout_is_no_terminal(blobs, capsys):
+    """Probe 45c: `skabc train > log.txt` wrote skorch's colour codes (^[[36m0.3829^[[0m) into the file; verbose=0
+    still prints nothing."""
+    X, y = blobs
+    ContextualKernel(**TINY_NET, **FAST, init="scratch", max_epochs=2, verbose=1).fit(X, y)
+    out = capsys.readouterr().out
+    assert "train_loss" in out and "\x1b[" not in out
+    ContextualKernel(**TINY_NET, **FAST, init="scratch", max_epochs=2, verbose=0).fit(X, y)
+    assert capsys.readouterr().out == ""
+
+
 @pytest.mark.parametrize("limit", ["early_stopping", "max_time"])
 def test_the_epoch_that_ends_the_run_is_printed(blobs, capsys, monkeypatch, limit):
     """skorch prints an epoch's row after every callback: a stop raised before it left that epoch out of the log."""

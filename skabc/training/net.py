@@ -10,6 +10,8 @@ by hand (skorch has no ``random_state``); what a resumed run reads is checked by
 from __future__ import annotations
 
 import math
+import re
+import sys
 
 import numpy as np
 import torch
@@ -146,7 +148,23 @@ def make_net(kernel, module: nn.Module, device: torch.device, total_steps: int, 
         device=str(device),
         callbacks=training_callbacks(kernel, total_steps, callbacks),
         verbose=kernel.verbose,
+        # Only with verbose: skorch's log prints whatever verbose says once its sink is not print itself.
+        **({"callbacks__print_log__sink": print_plain} if kernel.verbose and not _renders_colour() else {}),
     )
+
+
+#: ANSI escape sequences (skorch colours its epoch table's columns with them).
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def print_plain(text: str) -> None:
+    """Print a line of skorch's epoch log without its colour codes (a log file or pipe shows them as ``^[[36m``)."""
+    print(_ANSI.sub("", text), flush=True)
+
+
+def _renders_colour() -> bool:
+    """Whether stdout shows ANSI colours: a terminal, or a Jupyter kernel's output (not a terminal, but coloured)."""
+    return "ipykernel" in sys.modules or (hasattr(sys.stdout, "isatty") and sys.stdout.isatty())
 
 
 def training_callbacks(kernel, total_steps: int, extra=()) -> list:
