@@ -20,12 +20,23 @@ leave it at one thread for good.  Other threads limit their per-thread pools.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 
 from threadpoolctl import ThreadpoolController
 
 _CONTROLLERS: tuple[ThreadpoolController, ThreadpoolController] | None = None
 _LOCK = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    # A lock held by another thread at a fork stays held in the child for good (as in skabc._runtime).
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def _controller() -> tuple[ThreadpoolController, ThreadpoolController]:

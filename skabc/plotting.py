@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_array
+
+if TYPE_CHECKING:  # matplotlib is optional: its types for the annotations only
+    from matplotlib.axes import Axes
 
 
 def _pyplot():
@@ -41,7 +45,8 @@ def _axes(ax, ncols=1, figsize=None, what="ax"):
     return axes
 
 
-def plot_affinity(affinity, labels=None, ax=None, title="learned affinity"):
+def plot_affinity(affinity, labels=None, ax: Axes | np.ndarray | None = None,
+                  title: str = "learned affinity") -> Axes | np.ndarray:
     """Heatmap of an affinity, rows sorted by ``labels``; next to the true same-cluster matrix if given.
 
     Parameters
@@ -93,7 +98,7 @@ def plot_affinity(affinity, labels=None, ax=None, title="learned affinity"):
     return axes
 
 
-def plot_eigengap(eigenvalues, n_clusters=None, ax=None):
+def plot_eigengap(eigenvalues, n_clusters: int | None = None, ax: Axes | None = None) -> Axes:
     """Smallest Laplacian eigenvalues, with the eigengap choice ``n_clusters`` marked.
 
     ``eigenvalues`` is one spectrum (1-D, ascending), or a list of them, one per set: what
@@ -165,7 +170,7 @@ def _spectrum(values) -> np.ndarray:
     return spectrum
 
 
-def plot_clusters(X, labels, ax=None, title=None, s=10):
+def plot_clusters(X, labels, ax: Axes | None = None, title: str | None = None, s: float = 10) -> Axes:
     """2-D scatter coloured by cluster; data with more than two features is projected by PCA.
 
     ``X`` is a 2-D array or sparse matrix of shape (n_samples, n_features) and ``labels`` holds one
@@ -260,7 +265,7 @@ def _colours(codes: np.ndarray) -> np.ndarray:
     return np.asarray(table)[codes]
 
 
-def plot_candidates(model, X, axes=None, s=10):
+def plot_candidates(model: Any, X, axes: np.ndarray | None = None, s: float = 10) -> np.ndarray:
     """The partitions a fitted ``ABCClustering``'s arbiter weighs for the set ``X``, the kept one in bold.
 
     One panel per candidate (:mod:`skabc.spectral.arbiter`), titled with its name, its number of

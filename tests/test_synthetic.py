@@ -633,7 +633,7 @@ def test_range_messages_and_omniglot_arguments_are_checked_first(tmp_path):
 
     with pytest.raises(ValueError, match="must be an integer or a"):
         discretize_columns(np.ones((5, 2)), levels=(2, 3, 4))
-    with pytest.raises(ValueError, match="expect_complete must be True, False or None"):
+    with pytest.raises(ValueError, match="expect_complete must be True or False"):
         load_omniglot(data_home=tmp_path, expect_complete="yes")
     with pytest.raises(TypeError, match="data_home must be a folder"):
         load_omniglot(data_home=5)

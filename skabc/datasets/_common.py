@@ -80,10 +80,14 @@ def _size_weights(rng, k: int, imbalance: float) -> np.ndarray:
 
 def _split_counts(rng, n: int, weights: np.ndarray) -> np.ndarray:
     """``len(weights)`` counts >= 1 summing to ``n``, the rest spread in proportion to the weights."""
-    k = len(weights)
+    return rng.multinomial(n - len(weights), _normalised(weights)) + 1
+
+
+def _normalised(weights: np.ndarray) -> np.ndarray:
+    """Non-negative finite ``weights`` (a positive sum) divided by their sum."""
     if not np.isfinite(weights.sum()):  # finite weights near 1e308 overflow their sum: rescale (only then)
         weights = weights / weights.max()
-    return rng.multinomial(n - k, weights / weights.sum()) + 1
+    return weights / weights.sum()
 
 
 def _random_rotation(rng, d: int) -> np.ndarray:

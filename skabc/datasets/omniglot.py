@@ -70,7 +70,7 @@ def load_omniglot(
     subset: str = "background",
     image_size: int = 28,
     data_home: str | os.PathLike | None = None,
-    expect_complete: bool | None = None,
+    expect_complete: bool = True,
 ) -> Bunch:
     """Load one Omniglot split from its official zip archive.
 
@@ -85,11 +85,9 @@ def load_omniglot(
     data_home : str or path, default=None
         Folder holding the archive; see :func:`omniglot_search_paths` for
         where else it is looked for.
-    expect_complete : bool, default=None
+    expect_complete : bool, default=True
         Require the official image count (19,280 / 13,180), so a truncated
-        archive is an error.  ``None``: require it when the archive has the
-        official file name, which every archive found has; ``False`` reads a
-        partial archive.
+        archive is an error; ``False`` reads a partial archive.
 
     Returns
     -------
@@ -110,6 +108,8 @@ def load_omniglot(
     ValueError
         The file is not a readable Omniglot archive (corrupt, truncated, or
         holding other content), or a parameter is invalid.
+    ImportError
+        Pillow, which decodes the images, is missing.
     """
     _check_subset(subset)
     if isinstance(image_size, bool) or not isinstance(image_size, int | np.integer) or image_size < 1:
@@ -119,11 +119,9 @@ def load_omniglot(
     except ImportError as exc:  # pragma: no cover - Pillow is a dependency
         raise ImportError("load_omniglot needs Pillow to decode PNG files: pip install pillow") from exc
 
-    if expect_complete is not None and not isinstance(expect_complete, bool | np.bool_):
-        raise ValueError(f"expect_complete must be True, False or None, got {expect_complete!r}")
+    if not isinstance(expect_complete, bool | np.bool_):
+        raise ValueError(f"expect_complete must be True or False, got {expect_complete!r}")
     path = find_omniglot_archive(subset, data_home)
-    if expect_complete is None:
-        expect_complete = path.name == ARCHIVES[subset]
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:

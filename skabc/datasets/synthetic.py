@@ -33,6 +33,7 @@ from ._common import (
     _discretize,
     _finish,
     _log_uniform,
+    _normalised,
     _size_weights,
     _split_counts,
 )
@@ -88,9 +89,7 @@ def _check_families(families) -> tuple[list[str], np.ndarray]:
     weights = np.array([_check_real(f"families[{name!r}]", families[name]) for name in names])
     if weights.sum() <= 0:
         raise ValueError(f"families needs a positive weight, got {families!r}.")
-    if not np.isfinite(weights.sum()):  # finite weights near 1e308 overflow their sum: rescale (only then)
-        weights = weights / weights.max()
-    return names, weights / weights.sum()
+    return names, _normalised(weights)
 
 
 def _draw_dimension(rng, low: int, high: int) -> int:

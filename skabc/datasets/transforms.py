@@ -17,20 +17,27 @@ from ._common import (
 )
 
 
-def _check_labelled_set(X, y) -> tuple[np.ndarray, np.ndarray]:
-    """One finite, non-empty 2-D set and its integer labels, as arrays."""
+def _check_set(X) -> np.ndarray:
+    """One finite, non-empty 2-D set as a float array."""
     X = np.asarray(X, dtype=float)
-    y = np.asarray(y)
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}.")
     if not np.all(np.isfinite(X)):
         raise ValueError("X contains NaN or infinity.")
+    return X
+
+
+def _check_labelled_set(X, y) -> tuple[np.ndarray, np.ndarray]:
+    """One finite, non-empty 2-D set and its integer labels, as arrays."""
+    X = _check_set(X)
+    y = np.asarray(y)
     if y.shape != (X.shape[0],) or y.dtype.kind not in "iu":
         raise ValueError(f"y must be {X.shape[0]} integer labels, got an array of shape {y.shape} and dtype {y.dtype}.")
     return X, y
 
 
-def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1, random_state=None):
+def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1,
+                         random_state=None) -> tuple[np.ndarray, np.ndarray]:
     """Append uniform background noise points, each with its own label.
 
     Parameters
@@ -69,7 +76,7 @@ def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1, ra
 
 
 def add_outliers(X, y, fraction: float = 0.01, *, distance: float | tuple[float, float] = (10.0, 1e4),
-                 random_state=None):
+                 random_state=None) -> tuple[np.ndarray, np.ndarray]:
     """Append gross outliers, far from the set in random directions, each with its own label.
 
     Tables hold a few values no cluster explains (a typo, a unit mix-up, a
@@ -152,11 +159,7 @@ def embed_in_dimensions(X, n_features: int, *, noise_std: float = 0.0, random_st
     -------
     X_embedded : ndarray of shape (n_samples, n_features)
     """
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}.")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X contains NaN or infinity.")
+    X = _check_set(X)
     n_features = _check_int("n_features", n_features)
     if n_features < X.shape[1]:
         raise ValueError(f"n_features={n_features} is smaller than the {X.shape[1]} columns of X.")
@@ -204,11 +207,7 @@ def discretize_columns(X, fraction: float = 0.3, *, levels: int | tuple[int, int
     >>> sorted(len(np.unique(column)) for column in Xd.T)
     [3, 3, 100, 100]
     """
-    X = np.array(X, dtype=float)
-    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}.")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X contains NaN or infinity.")
+    X = _check_set(X)  # _discretize writes into a copy
     fraction = _check_real("fraction", fraction, 0.0, 1.0)
     levels = _check_range("levels", levels, 2, integer=True)
     return _discretize(check_random_state(random_state), X, fraction, levels)

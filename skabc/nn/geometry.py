@@ -106,7 +106,7 @@ def pair_features(X: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[to
             # Only here does the top-k list matter (a host sync on a GPU: once per forward, not per size).
             ties = not torch.equal(directed, _knn_adjacency(near_idx, rank_ok, size, n))
             shared = (_shared_by_product(directed, size) if ties
-                      else _shared_neighbours(near_idx, rank_ok, size, n, directed))
+                      else _shared_neighbours(near_idx, rank_ok, size, n))
     for channel, feature in enumerate([*graph_maps, mutual, shared, dist], start=len(BANDWIDTHS) + 1):
         pairs[:, channel].copy_(feature)
     if not bool(real_pair.all()):
@@ -129,9 +129,7 @@ def _knn_adjacency(near_idx: torch.Tensor, rank_ok: torch.Tensor, size: int, n: 
     return adjacency
 
 
-def _shared_neighbours(
-    near_idx: torch.Tensor, rank_ok: torch.Tensor, size: int, n: int, directed: torch.Tensor
-) -> torch.Tensor:
+def _shared_neighbours(near_idx: torch.Tensor, rank_ok: torch.Tensor, size: int, n: int) -> torch.Tensor:
     """``|N(i) & N(j)| / size`` on kNN-adjacent pairs (either way), zero elsewhere; symmetric.
 
     Computed on the ``n * size`` adjacent pairs only, by comparing neighbour lists

@@ -233,7 +233,7 @@ class SampledAttentionBlock(nn.Module):
         return self.mab.residual(x, lambda q: self._window_attention(q, key_mask, windows))
 
     def _flat_windows(
-        self, batch: int, n: int, key_mask: torch.Tensor | None, windows: Sequence[torch.Tensor]
+        self, n: int, key_mask: torch.Tensor | None, windows: Sequence[torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Windows of all sets as rows of indices into the flattened batch ``(B * n)``, -1 for unused slots.
 
@@ -263,7 +263,7 @@ class SampledAttentionBlock(nn.Module):
     ) -> torch.Tensor:
         """Attention output ``(B, n, d)`` of the (normalised) points ``q`` within the windows."""
         batch, n, width = q.shape
-        flat, closed = self._flat_windows(batch, n, key_mask, windows)
+        flat, closed = self._flat_windows(n, key_mask, windows)
         out = q.new_zeros(batch * n, width)
         if flat.numel() == 0:
             return out.view(batch, n, width)

@@ -35,7 +35,8 @@ def holds_out_groups(labels: np.ndarray, group_codes) -> bool:
     return group_codes is not None and len(np.unique(group_codes[labels >= 0])) >= 2
 
 
-def validation_split(labels: np.ndarray, group_codes, fraction: float, rng: np.random.Generator):
+def validation_split(labels: np.ndarray, group_codes: np.ndarray | None, fraction: float,
+                     rng: np.random.Generator) -> np.ndarray | None:
     """Rows held out for validation, or ``None`` when the data cannot spare a useful split.
 
     Parameters
@@ -55,7 +56,7 @@ def validation_split(labels: np.ndarray, group_codes, fraction: float, rng: np.r
         True for validation rows.  With two or more groups holding labelled
         rows: every row of ``round(fraction * n_groups)`` groups (at least
         one, never all) of those holding two or more (``None`` with fewer
-        than two such groups).  Otherwise, with four or more classes: every row of
+        than two such groups).  Otherwise, with more than :data:`MIN_TRAINING_CLASSES` classes: every row of
         ``round(fraction * n_classes)`` classes (at least one, leaving at
         least :data:`MIN_TRAINING_CLASSES`) and ``fraction`` of the rows of every other class;
         with fewer classes, ``fraction`` of the rows of each.  ``None`` when
