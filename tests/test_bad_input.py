@@ -637,6 +637,24 @@ def test_training_memory_message_uses_a_readable_unit(X30):
         ContextualKernel(**{**TINY, "memory_limit": 1000}).fit(X30, some_labels(30))
 
 
+def test_training_on_a_gpu_is_sized_against_the_gpu_s_memory(monkeypatch):
+    """Probe 45e: memory_limit='auto' measured training's per-step tensors against half the host's memory even on
+    a GPU, where they live (a small GPU in a large host ran out of memory mid-training instead)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from skabc.training import net
+
+    monkeypatch.setattr(net, "resolve_device", lambda device: torch.device("cuda", 0))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(total_memory=2**28))
+    kernel = ContextualKernel(batch_size=16)  # 500 points per set: about 366 MiB per step, over 128 MiB
+    with pytest.raises(MemoryError, match=r"over memory_limit=128.0 MiB \(half of the GPU's memory\)"):
+        net.check_training_memory(kernel, 500)
+    net.check_training_memory(kernel.set_params(memory_limit=2**30), 500)  # a number given is the limit
+    net.check_training_memory(kernel.set_params(memory_limit="auto"), 200)
+
+
 def test_more_clusters_than_points_warns_and_gives_singletons(X30, tiny_kernel):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

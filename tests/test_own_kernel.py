@@ -715,6 +715,20 @@ def test_labels_with_both_kinds_of_pair_do_not_warn():
                          max_epochs=1, random_state=0, device="cpu").fit(X, y, groups=np.arange(60) % 2)
 
 
+def test_the_generic_start_is_loaded_on_the_device_the_fit_trains_on(blobs, monkeypatch):
+    """Probe 45e: a torch.device (not a string) loaded the generic start with 'auto', on cuda:0 of a GPU machine
+    while device=torch.device('cpu') trained on the CPU; mixing the two failed once training ended."""
+    import torch
+
+    import skabc.pretrained as pretrained
+
+    devices, real = [], pretrained.load
+    monkeypatch.setattr(pretrained, "load", lambda name, device="auto": devices.append(device) or real(name, device))
+    X, y = blobs
+    kernel = ContextualKernel(**{**FAST, "device": torch.device("cpu")}, max_epochs=1, sets_per_epoch=4).fit(X, y)
+    assert kernel.init_ == "generic" and devices and set(devices) == {"cpu"}
+
+
 def test_the_epoch_log_has_no_colour_codes_where_stdout_is_no_terminal(blobs, capsys):
     """Probe 45c: `skabc train > log.txt` wrote skorch's colour codes (^[[36m0.3829^[[0m) into the file; verbose=0
     still prints nothing."""

@@ -183,7 +183,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         Largest dense ``n x n`` result (bytes) that :meth:`transform` and
         :class:`ABCClustering` may build; a larger set is refused with a
         clear error before anything is allocated.  ``'auto'``: half of the
-        physical memory; ``None``: no check.
+        physical memory (for training on a GPU, half of the GPU's); ``None``: no check.
     device : str, torch.device or None, default='auto'
         Torch device; ``'auto'`` uses CUDA when available, else the CPU.
     random_state : int, RandomState instance or None, default=None

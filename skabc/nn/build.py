@@ -114,8 +114,10 @@ def _build_module(kernel, n_features: int) -> ABCNet:
     )
     on_meta = any(parameter.is_meta for parameter in module.parameters())
     if embedder is not None and not on_meta:  # on 'meta' (shapes only) torch's Python kernels would import sympy
+        # A probe on the embedder's own device: a user's module may already sit on a GPU.
+        weight = next(module.embedder.parameters(), None)
         with torch.no_grad():
-            out = module.embedder(torch.zeros(2, embed_width))
+            out = module.embedder(torch.zeros(2, embed_width, device=None if weight is None else weight.device))
         if out.shape != (2, kernel.d_model):
             raise ValueError(
                 f"embedder must map (m, {embed_width}) inputs to (m, d_model={kernel.d_model}); "

@@ -46,7 +46,7 @@ def mix_weights(start: dict, trained: dict, alpha: float) -> dict:
     mixed : dict
         A new state dict.
     """
-    return {name: torch.lerp(start[name], value, alpha) if value.is_floating_point() else value
+    return {name: torch.lerp(start[name].to(value.device), value, alpha) if value.is_floating_point() else value
             for name, value in trained.items()}
 
 

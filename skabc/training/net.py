@@ -210,7 +210,8 @@ def check_training_memory(kernel, largest_set: int, n_features: int | None = Non
     Parameters
     ----------
     kernel : ContextualKernel
-        Gives the network's size, ``batch_size`` and ``memory_limit``.
+        Gives the network's size, ``batch_size``, ``memory_limit`` and ``device`` (``'auto'`` on a CUDA
+        device: half of that device's memory).
     largest_set : int
         The most points a training set can hold.
     n_features : int, default=None
@@ -221,13 +222,17 @@ def check_training_memory(kernel, largest_set: int, n_features: int | None = Non
     AffinityTooLargeError
         A ``MemoryError`` (and ``ValueError``) naming what is needed, the limit, and what to lower.
     """
-    limit = memory_limit_bytes(kernel.memory_limit)
+    limit, where = memory_limit_bytes(kernel.memory_limit), ""
+    device = resolve_device(kernel.device)
+    if isinstance(kernel.memory_limit, str) and device.type == "cuda":
+        # Training's tensors live on the GPU: 'auto' is half of its memory there, as it is half of the host's.
+        limit, where = 0.5 * torch.cuda.get_device_properties(device).total_memory, " (half of the GPU's memory)"
     pair_tensors = kernel.n_blocks * (kernel.n_heads + 1) + 4
     needed = 4.0 * kernel.batch_size * float(largest_set) ** 2 * pair_tensors
     if limit is not None and needed > limit:
         raise AffinityTooLargeError(
             f"training on sets of up to {largest_set} points in batches of {kernel.batch_size} needs about "
-            f"{format_bytes(needed)} per step, over memory_limit={format_bytes(limit)}; "
+            f"{format_bytes(needed)} per step, over memory_limit={format_bytes(limit)}{where}; "
             "lower set_size or batch_size (the kernel applies to larger sets than it was trained on)."
         )
     named_embedder = kernel.embedder is None or isinstance(kernel.embedder, str)
@@ -238,7 +243,7 @@ def check_training_memory(kernel, largest_set: int, n_features: int | None = Non
             raise AffinityTooLargeError(
                 f"the network of d_model={kernel.d_model}, n_blocks={kernel.n_blocks} on "
                 f"{kernel.canonical_features or n_features} input features needs about {format_bytes(weights)} "
-                f"to train, over memory_limit={format_bytes(limit)}; lower d_model"
+                f"to train, over memory_limit={format_bytes(limit)}{where}; lower d_model"
                 + (", canonical_features or n_inducing." if kernel.attention == "isab" else " or canonical_features."))
 
 

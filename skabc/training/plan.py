@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._runtime import resolve_device
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from ..nn.build import set_transform
@@ -374,7 +375,9 @@ def _load_generic(device):
     from ..kernels.contextual import ContextualKernel
     from ..pretrained import load
 
-    start = load(GENERIC, device=device if isinstance(device, str) else "auto")
+    # On the device the fit trains on (a torch.device too: 'auto' put the start on cuda:0 under device='cpu', and
+    # mixing it with the trained weights failed once training ended).
+    start = load(GENERIC, device=str(resolve_device(device)))
     if not isinstance(start, ContextualKernel) or start.canonical_features is None:
         raise ValueError(
             f"init='generic' needs the shipped {GENERIC!r} kernel to be one ContextualKernel on canonical "
