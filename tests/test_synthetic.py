@@ -674,3 +674,27 @@ def test_embed_in_dimensions_refuses_missing_values_and_no_rows():
         embed_in_dimensions(np.array([[np.nan, 1.0]]), 3)
     with pytest.raises(ValueError, match="non-empty"):
         embed_in_dimensions(np.zeros((0, 2)), 3)
+
+
+def test_transforms_refuse_sets_whose_numbers_overflow_instead_of_returning_inf_or_nan():
+    """Probe 45f: add_outliers returned rows of inf and discretize_columns columns of NaN for sets near 1e160."""
+    from skabc.datasets import add_outliers, discretize_columns
+
+    X, y = np.random.default_rng(0).normal(size=(50, 3)), np.zeros(50, dtype=int)
+    with np.errstate(all="ignore"):
+        with pytest.raises(ValueError, match="not finite"):
+            add_outliers(X * 1e160, y, 0.1, random_state=0)
+        with pytest.raises(ValueError, match="not finite"):
+            discretize_columns(X * 1e160, 1.0, random_state=0)
+    assert np.isfinite(add_outliers(X * 1e100, y, 0.1, random_state=0)[0]).all()
+
+
+def test_mixed_sets_with_a_one_point_curve_give_their_blobs_a_spread():
+    """Probe 45f: a 'mixed' set whose curved part is one point put zero-spread blobs on it: 5 copies of one point
+    with 5 labels."""
+    X, y, groups = make_clustering_sets(6, (5, 30), families="mixed", n_features=(1, 100), max_clusters=3,
+                                        noise_probability=0.5, noise_fraction=(0.1, 0.5), random_state=26)
+    for g in np.unique(groups):
+        _, first = np.unique(X[groups == g], axis=0, return_inverse=True)
+        labels = y[groups == g]
+        assert all(len(np.unique(labels[first.ravel() == u])) == 1 for u in np.unique(first))

@@ -167,7 +167,8 @@ def _one_set(rng, family: str, n: int, d: int, max_clusters: int, noise_fraction
         room = min(limit - (int(y.max()) + 1), n_struct - len(y))
         k_blobs = _draw_k(rng, 1, 6, room) if room >= 1 else 0
         if k_blobs:
-            extent = float((X.max(axis=0) - X.min(axis=0)).max())
+            # A curved part of one point has no extent: blobs of zero spread would all sit on that point.
+            extent = float((X.max(axis=0) - X.min(axis=0)).max()) or 1.0
             counts = _split_counts(rng, n_struct - len(y), _size_weights(rng, k_blobs, rng.uniform(0.0, 1.0)))
             stds = extent * _log_uniform(rng, 0.02, 0.1, k_blobs)
             box = (X.min(axis=0), X.max(axis=0))

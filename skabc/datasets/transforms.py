@@ -130,6 +130,7 @@ def add_outliers(X, y, fraction: float = 0.01, *, distance: float | tuple[float,
     reach = _log_uniform(rng, low, high, size=(n_outliers, 1))
     # A constant set has no radius: its outliers lie the given number of units away.
     outliers = centre + directions * reach * (radius if radius > 0 else 1.0)
+    check_finite_points(outliers)  # a set near 1e154 or a distance near 1e308 overflows: never inf rows
     labels = int(y.max()) + 1 + np.arange(n_outliers, dtype=np.int64)  # int: a uint8 max of 255 would wrap
     return np.concatenate([X, outliers]), np.concatenate([y.astype(np.int64), labels])
 
