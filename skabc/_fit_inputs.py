@@ -57,22 +57,35 @@ def validate_set(model, X, *, reset: bool, ensure_min_samples: int):
                          ensure_min_samples=ensure_min_samples)
 
 
-def symmetrised_for_fit(model, checked):
+def symmetrised_for_fit(model, checked, group_codes=None):
     """A non-symmetric ``affinity='precomputed'`` matrix averaged with its transpose, with SpectralClustering's
     warning, as its ``fit`` does: a kNN connectivity graph (``kneighbors_graph``) is not symmetric, and code that
     clusters one must run unchanged.  ``predict`` refuses such a matrix instead: a new set's square block that is not
-    symmetric is most likely the test x train block of cross-validation, which no averaging makes an affinity."""
+    symmetric is most likely the test x train block of cross-validation, which no averaging makes an affinity.
+
+    With ``group_codes`` only the blocks of the sets clustered count (the rest of ``X`` is never read).  A matrix
+    the kernel refuses anyway (not square, negative entries) is returned as it is, without a warning first.
+    """
     if model.affinity != "precomputed" or checked.shape[0] != checked.shape[1]:
-        return checked  # a non-square matrix is refused, with its reason, by the kernel
+        return checked
     values = checked.data if sp.issparse(checked) else checked
-    largest = asymmetry(checked)
-    if largest <= 1e-10 + SYMMETRY_RTOL * (float(np.abs(values).max()) if values.size else 0.0):
+    if not values.size or float(values.min()) < 0:  # no n x n temporary: min and max read the matrix in place
+        return checked
+    scale = float(values.max())
+    if group_codes is None:
+        largest = asymmetry(checked)
+    else:
+        matrix = checked.tocsr() if sp.issparse(checked) else checked
+        blocks = (np.flatnonzero(group_codes == g) for g in np.unique(group_codes))
+        largest = max(asymmetry(matrix[rows][:, rows]) for rows in blocks)
+    if largest <= 1e-10 + SYMMETRY_RTOL * scale:
         return checked
     # SpectralClustering's words first, so that filters written for it (by message) catch this one too.
     warn_user("Array is not symmetric, and will be converted to symmetric by average with its transpose. "
               f"(affinity='precomputed': X[i, j] and X[j, i] differ by up to {largest:.3g}; the mean of X and X.T "
-              "is clustered and kept as affinity_matrix_.)", SkabcWarning)
-    return 0.5 * (checked + checked.T)
+              "is clustered.)", SkabcWarning)
+    mean = 0.5 * (checked + checked.T)
+    return getattr(mean, "to" + checked.format)() if sp.issparse(checked) else mean  # the caller's format, as sklearn
 
 
 def kernel_input(model, X, checked):

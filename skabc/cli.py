@@ -139,7 +139,8 @@ def _cluster(args: argparse.Namespace) -> int:
 
         # Count the labels written: with --groups, model.n_clusters_ is only the last group's.
         figure = Figure(figsize=(4, 4))
-        plot_clusters(X, labels, ax=figure.subplots(), title=f"ABC: {len(np.unique(labels))} clusters")
+        found = len(np.unique(labels))
+        plot_clusters(X, labels, ax=figure.subplots(), title=f"ABC: {found} cluster{'' if found == 1 else 's'}")
         Path(args.plot).parent.mkdir(parents=True, exist_ok=True)  # as for -o; check_output allowed it
         figure.savefig(args.plot, dpi=120)
         if not args.quiet:
@@ -187,7 +188,7 @@ def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
         offset += len(np.unique(found))
     for (category, message), count in raised.items():
         warn_user(message + (f" (in {count} of {len(sets)} sets)" if len(sets) > 1 else ""), category)
-    if len(estimates["sizes"]) > 1 or estimates["n_found"][0] > 1:  # a fitted model to read the settings of
+    if any(size > 1 for size in estimates["sizes"]):  # else nothing was fitted: no settings to read, no estimate
         warn_about_estimates(model, estimates["n_found"], estimates["spectra"], estimates["sizes"])
     return labels, offset
 

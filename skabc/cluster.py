@@ -357,8 +357,9 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         check_setting_combinations(self)  # before any fitted attribute changes: a refused refit keeps the last fit
         warn_unread_affinity_parameters(self)
         check_not_masked_or_missing(X)
-        checked = symmetrised_for_fit(self, validate_set(self, X, reset=True, ensure_min_samples=2))
+        checked = validate_set(self, X, reset=True, ensure_min_samples=2)
         group_codes = encode_groups(groups, checked.shape[0])
+        checked = symmetrised_for_fit(self, checked, group_codes)
         X_in = kernel_input(self, X, checked)
         self.kernel_ = resolve_kernel(self, X_in, y, groups)
         if self.kernel is None or self.kernel_ is self.kernel:  # rows that trained a kernel on y are points

@@ -170,7 +170,7 @@ def _spectrum(values) -> np.ndarray:
     return spectrum
 
 
-def plot_clusters(X, labels, ax: Axes | None = None, title: str | None = None, s: float = 10) -> Axes:
+def plot_clusters(X, labels, ax: Axes | None = None, title: str | None = None, s=10) -> Axes:
     """2-D scatter coloured by cluster; data with more than two features is projected by PCA.
 
     ``X`` is a 2-D array or sparse matrix of shape (n_samples, n_features) and ``labels`` holds one
@@ -185,8 +185,8 @@ def plot_clusters(X, labels, ax: Axes | None = None, title: str | None = None, s
         ``None`` makes a figure.
     title : str, default=None
         Axes title.
-    s : float, default=10
-        Marker size.
+    s : float or array-like of shape (n_samples,), default=10
+        Marker size, or one per point.
 
     Returns
     -------
@@ -196,14 +196,13 @@ def plot_clusters(X, labels, ax: Axes | None = None, title: str | None = None, s
     ------
     ValueError
         If ``X`` is not 2-D, is empty or holds NaN or infinity, ``labels`` does not have one
-        entry per sample or holds NaN, or ``s`` is negative.
+        entry per sample or holds NaN, or ``s`` is negative or not one size or one per point.
     TypeError
         If ``labels`` are complex or mix types that cannot be ordered (``None`` among numbers).
     """
-    if isinstance(s, bool) or not isinstance(s, numbers.Real) or not (np.isfinite(s) and s >= 0):
-        raise ValueError(f"s (the marker size) must be a non-negative number, got {s!r}")
     X = check_array(X, accept_sparse="csr", dtype=float, input_name="X")
     X = X.toarray() if sp.issparse(X) else X
+    _check_marker_sizes(s, len(X))
     labels = _checked_labels(labels)
     if labels.shape != (len(X),):
         raise ValueError(f"labels must have one entry per sample of X ({len(X)}), got shape {labels.shape}")
@@ -231,6 +230,16 @@ def plot_clusters(X, labels, ax: Axes | None = None, title: str | None = None, s
 
 #: Colour of the points labelled -1 (noise, unlabelled).
 NOISE_COLOUR = "#c8c8c8"
+
+
+def _check_marker_sizes(s, n: int) -> None:
+    """``s`` as matplotlib's scatter takes it: one size, or one per point; finite and non-negative."""
+    try:
+        sizes = None if isinstance(s, bool) else np.asarray(s, dtype=float)
+    except (TypeError, ValueError):
+        sizes = None
+    if sizes is None or sizes.shape not in ((), (n,)) or not (np.isfinite(sizes).all() and (sizes >= 0).all()):
+        raise ValueError(f"s (the marker size) must be a non-negative number or one per point ({n}), got {s!r}")
 
 
 def _checked_labels(labels) -> np.ndarray:

@@ -234,6 +234,31 @@ def test_a_knn_connectivity_graph_is_symmetrised_as_spectral_clustering_does(blo
         model.predict(graph)
 
 
+def test_symmetrising_reads_only_what_is_clustered_and_keeps_the_format(blobs):
+    """The final review of session 45: with groups, cross-group entries (never read) made fit warn and average; a
+    negative matrix was said to be averaged before it was refused; COO came back as CSR."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X = blobs[0][:80]
+    A = rbf_kernel(X, gamma=0.5)
+    groups = np.repeat([0, 1], 40)
+    A[:40, 40:] = np.random.default_rng(0).uniform(size=(40, 40))  # cross-group entries: not symmetric, unread
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = ABCClustering(n_clusters=2, affinity="precomputed", random_state=0).fit(A, groups=groups)
+    assert len(np.unique(model.labels_)) == 4
+    negative = np.array([[1.0, -0.5, 0.0], [0.2, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    with warnings.catch_warnings(), pytest.raises(ValueError, match="Negative values"):
+        warnings.simplefilter("error")
+        ABCClustering(n_clusters=2, affinity="precomputed").fit(negative)
+    from sklearn.neighbors import kneighbors_graph
+
+    graph = kneighbors_graph(blobs[0], 10).tocoo()
+    with pytest.warns(UserWarning, match="Array is not symmetric"):
+        model = ABCClustering(n_clusters=3, affinity="precomputed", random_state=0).fit(graph)
+    assert model.affinity_matrix_.format == "coo"
+
+
 def test_a_kernel_with_a_non_learned_affinity_is_refused(blobs):
     with pytest.raises(ValueError, match="affinity='learned' only"):
         ABCClustering(kernel=ContextualKernel(), affinity="rbf").fit(blobs[0])

@@ -845,6 +845,19 @@ def test_plot_helpers_refuse_what_matplotlib_would_fail_on_deep_inside():
         plot_affinity(np.zeros((0, 0)))
     with pytest.raises(ValueError, match="non-negative number"):
         plot_clusters(np.zeros((3, 2)), [0, 1, 1], s=-1)
+    with pytest.raises(ValueError, match=r"or one per point \(3\)"):
+        plot_clusters(np.zeros((3, 2)), [0, 1, 1], s=[1.0, 2.0])
     with pytest.raises(ValueError, match="eigenvalues is None"):
         plot_eigengap(None)
     assert not plt.get_fignums()  # refused before any figure was made
+    plot_clusters(np.zeros((3, 2)), [0, 1, 1], s=np.full(3, 5.0))  # one size per point, as matplotlib takes them
+    plt.close("all")
+
+
+def test_cli_cluster_groups_of_one_row_each(tmp_path, capsys):
+    """The final review of session 45: pooling the warnings read a model that no one-row group had fitted."""
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(5, 2)))
+    np.save(tmp_path / "g.npy", np.arange(5))
+    assert main(["cluster", str(tmp_path / "X.npy"), "--groups", str(tmp_path / "g.npy"), "-o",
+                 str(tmp_path / "l.npy")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), np.arange(5))
