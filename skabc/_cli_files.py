@@ -190,8 +190,11 @@ def write_labels(labels, path: str) -> None:
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix.lower() == ".npy":  # as read_array reads it back; a handle: np.save would append '.npy'
-        with out.open("wb") as handle:
-            np.save(handle, labels)
-    else:
-        np.savetxt(out, labels, fmt="%d")
+    try:
+        if out.suffix.lower() == ".npy":  # as read_array reads it back; a handle: np.save would append '.npy'
+            with out.open("wb") as handle:
+                np.save(handle, labels)
+        else:
+            np.savetxt(out, labels, fmt="%d")
+    except OSError as error:  # a full disk says "No space left on device" without naming the file
+        raise OSError(error.errno, f"cannot write the labels to {str(out)!r}: {error.strerror or error}") from None

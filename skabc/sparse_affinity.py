@@ -124,7 +124,8 @@ def topk_affinity(
         closer to exact.
     random_state : int, default=0
         Seed of the ``'ivf'`` k-means and of the random partners, so the
-        result is deterministic.
+        result is deterministic (on the CPU; CUDA's atomic additions may
+        change the last bits of the k-means centres, and so a few neighbours).
     n_random : int, default=0
         Random partners added per point, with their exact affinities (see
         the module notes and :func:`random_partners`).

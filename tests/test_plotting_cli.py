@@ -861,3 +861,14 @@ def test_cli_cluster_groups_of_one_row_each(tmp_path, capsys):
     assert main(["cluster", str(tmp_path / "X.npy"), "--groups", str(tmp_path / "g.npy"), "-o",
                  str(tmp_path / "l.npy")]) == 0
     np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), np.arange(5))
+
+
+def test_cli_a_failed_write_names_the_file(tmp_path, capsys, monkeypatch):
+    """Probe 45c: -o /dev/full said '[Errno 28] No space left on device' without the file."""
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(30, 2)))
+    monkeypatch.setattr(np, "savetxt", full)
+    assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.txt"), "-q"]) == 1
+    assert f"cannot write the labels to '{tmp_path / 'l.txt'}': No space left on device" in capsys.readouterr().err

@@ -97,7 +97,8 @@ class SampledAttentionBlock(nn.Module):
     Windows are resampled on every forward pass in training mode, from torch's
     global random generator (as the paper resamples per batch; this acts like
     dropout).  In eval mode they come from generators seeded with
-    ``seed + k`` for sample ``k``, so the output is deterministic, and the
+    ``seed + k`` for sample ``k``, so the windows are the same at every call (the output too, on the CPU; CUDA
+    sums a window's messages with atomic additions, in no fixed order), and the
     block output is averaged over ``n_attention_samples`` samples.  Every set
     of a batch draws its windows from the same seed over its own real points
     only, so a set gets the same windows whatever it is batched or padded with.
