@@ -729,6 +729,30 @@ def test_the_generic_start_is_loaded_on_the_device_the_fit_trains_on(blobs, monk
     assert kernel.init_ == "generic" and devices and set(devices) == {"cpu"}
 
 
+def test_a_clone_of_the_fine_tune_recipe_still_fine_tunes_the_generic_kernel():
+    """Probe 45h: clone (every GridSearchCV and cross_validate fold) drops the loaded generic kernel's weights, and
+    init='auto' then trained a new network of its shape from random weights on the short fine-tune schedule,
+    silently; its network parameters are the generic kernel's own, so 'auto' starts from the generic weights."""
+    from sklearn.base import clone
+
+    import skabc.pretrained as pretrained
+    from skabc import ABCClustering
+    from skabc.cluster import FINE_TUNE
+    from skabc.datasets import make_circles_sets
+    from skabc.training.plan import NETWORK_PARAMS
+
+    X, y, groups = make_circles_sets(n_sets=12, set_size=30, random_state=0)
+    kernel = pretrained.load("generic").set_params(**FINE_TUNE).set_params(
+        sets_per_epoch=4, max_epochs=1, set_size=(10, 30), device="cpu")
+    model = ABCClustering(kernel=kernel, random_state=0)
+    assert clone(model).fit(X, y, groups=groups).kernel_.init_ == "generic"
+    assert model.fit(X, y, groups=groups).kernel_.init_ == "warm_start"  # the fitted kernel itself continues
+    # Naming the generic kernel's network is not "a network of its own" for init='generic' either.
+    network = {name: kernel.get_params()[name] for name in NETWORK_PARAMS}
+    explicit = ContextualKernel(init="generic", **network, **FAST, max_epochs=1, sets_per_epoch=4).fit(X, y)
+    assert explicit.init_ == "generic"
+
+
 def test_the_epoch_log_has_no_colour_codes_where_stdout_is_no_terminal(blobs, capsys):
     """Probe 45c: `skabc train > log.txt` wrote skorch's colour codes (^[[36m0.3829^[[0m) into the file; verbose=0
     still prints nothing."""

@@ -10,6 +10,7 @@ callbacks that validate on held-out classes or groups and stop the run.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from dataclasses import dataclass, field
@@ -110,14 +111,29 @@ def resolve_init(kernel, continuing: bool) -> str:
     """``'warm_start'`` when continuing a fitted kernel, else ``init`` with ``'auto'`` resolved.
 
     ``'auto'`` is ``'generic'`` when every network parameter is at its
-    default (the user asked for no particular network), else ``'scratch'``.
+    default (the user asked for no particular network) or the generic kernel's own (a clone of it, as model
+    selection makes, which dropped its weights: a new network of its shape would be trained silently otherwise),
+    else ``'scratch'``.
     """
     if continuing:
         return WARM_START
     if kernel.init != "auto":
         return kernel.init
     own = {name: getattr(kernel, name) for name in NETWORK_PARAMS}
-    return GENERIC if own == default_network_params(kernel) else "scratch"
+    return GENERIC if own in (default_network_params(kernel), generic_network_params()) else "scratch"
+
+
+@functools.cache
+def generic_network_params() -> dict:
+    """The network parameters of the shipped generic kernel, read from its file's description (nothing built)."""
+    from .. import persistence
+    from ..kernels.contextual import ContextualKernel
+    from ..pretrained import AVAILABLE, PRETRAINED_DIR
+
+    part = persistence.read_description(PRETRAINED_DIR / AVAILABLE[GENERIC])["kernel"]
+    saved = persistence.unlist(part.get("network_params") or part["params"])
+    defaults = default_network_params(ContextualKernel())  # a parameter newer than the file: its default
+    return {name: saved.get(name, defaults[name]) for name in NETWORK_PARAMS}
 
 
 def reads_canonical_input(kernel) -> bool:
@@ -209,7 +225,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         network = dict(fitted or own_network)
         # A kernel fine-tuned from the generic one (however many warm starts ago) runs the generic network
         # with its own parameters at their defaults; any other runs its own.  Changed since: refused.
-        from_generic = bool(fitted) and network != own_network and network == _generic_network(kernel.device)
+        from_generic = bool(fitted) and network != own_network and network == generic_network_params()
         expected = default_network_params(kernel) if from_generic else network
         moved = {k: v for k, v in own_network.items() if v != expected[k]}
         if moved:
@@ -220,7 +236,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
             )
     if init == GENERIC:
         changed = {k: v for k, v in own_network.items() if v != default_network_params(kernel)[k]}
-        if changed:
+        if changed and own_network != generic_network_params():  # its own network may be named, as a clone does
             raise ValueError(
                 f"init='generic' fine-tunes the shipped generic kernel, whose network is fixed; it cannot take "
                 f"network parameters of its own ({', '.join(f'{k}={v!r}' for k, v in changed.items())}). "
@@ -360,11 +376,6 @@ def _classes_per_group(labels: np.ndarray, group_codes) -> int:
     """Largest number of distinct labelled classes within one group (all rows when no groups)."""
     pairs, _ = _group_class_pairs(labels, group_codes)
     return max(1, int(np.bincount(pairs[:, 0] - pairs[:, 0].min()).max())) if len(pairs) else 1
-
-
-def _generic_network(device) -> dict:
-    """The network parameters of the shipped generic kernel."""
-    return _network_params(_load_generic(device))
 
 
 def _network_params(kernel) -> dict:
