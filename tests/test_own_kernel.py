@@ -753,6 +753,24 @@ def test_a_clone_of_the_fine_tune_recipe_still_fine_tunes_the_generic_kernel():
     assert explicit.init_ == "generic"
 
 
+def test_a_network_of_its_own_trains_from_scratch_without_reading_the_generic_file(monkeypatch):
+    """'auto' reads the generic kernel's description only for a network that is not the default one, and an
+    installation without that file still trains such a network from scratch."""
+    from skabc import persistence
+    from skabc.training import plan
+
+    def missing(path):
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(persistence, "read_description", missing)
+    plan.generic_network_params.cache_clear()
+    try:
+        assert plan.resolve_init(ContextualKernel(), continuing=False) == "generic"
+        assert plan.resolve_init(ContextualKernel(**TINY_NET), continuing=False) == "scratch"
+    finally:
+        plan.generic_network_params.cache_clear()
+
+
 def test_the_epoch_log_has_no_colour_codes_where_stdout_is_no_terminal(blobs, capsys):
     """Probe 45c: `skabc train > log.txt` wrote skorch's colour codes (^[[36m0.3829^[[0m) into the file; verbose=0
     still prints nothing."""

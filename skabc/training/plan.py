@@ -120,7 +120,7 @@ def resolve_init(kernel, continuing: bool) -> str:
     if kernel.init != "auto":
         return kernel.init
     own = {name: getattr(kernel, name) for name in NETWORK_PARAMS}
-    return GENERIC if own in (default_network_params(kernel), generic_network_params()) else "scratch"
+    return GENERIC if own == default_network_params(kernel) or own == generic_network_params() else "scratch"
 
 
 @functools.cache
@@ -130,7 +130,10 @@ def generic_network_params() -> dict:
     from ..kernels.contextual import ContextualKernel
     from ..pretrained import AVAILABLE, PRETRAINED_DIR
 
-    part = persistence.read_description(PRETRAINED_DIR / AVAILABLE[GENERIC])["kernel"]
+    try:
+        part = persistence.read_description(PRETRAINED_DIR / AVAILABLE[GENERIC])["kernel"]
+    except (OSError, ValueError, KeyError):  # an installation without it: no network is the generic's
+        return {}
     saved = persistence.unlist(part.get("network_params") or part["params"])
     defaults = default_network_params(ContextualKernel())  # a parameter newer than the file: its default
     return {name: saved.get(name, defaults[name]) for name in NETWORK_PARAMS}
