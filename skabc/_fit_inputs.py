@@ -28,10 +28,10 @@ from .kernels.base import unfrozen
 from .kernels.pairwise import (
     PRECOMPUTED_AFFINITIES,
     SPARSE_FORMATS,
-    SYMMETRY_RTOL,
     PairwiseKernel,
     PrecomputedKernel,
     asymmetry,
+    beyond_rounding,
 )
 from .training.plan import network_of
 
@@ -78,7 +78,7 @@ def symmetrised_for_fit(model, checked, group_codes=None):
         matrix = checked.tocsr() if sp.issparse(checked) else checked
         blocks = (np.flatnonzero(group_codes == g) for g in np.unique(group_codes))
         largest = max(asymmetry(matrix[rows][:, rows]) for rows in blocks)
-    if largest <= 1e-10 + SYMMETRY_RTOL * scale:
+    if not beyond_rounding(largest, scale):
         return checked
     # SpectralClustering's words first, so that filters written for it (by message) catch this one too.
     warn_user("Array is not symmetric, and will be converted to symmetric by average with its transpose. "

@@ -401,13 +401,19 @@ class PrecomputedKernel(Kernel):
 def _check_symmetric(A, scale: float) -> None:
     """Refuse an affinity that differs from its transpose beyond rounding (``scale``: its largest entry)."""
     largest = asymmetry(A)
-    if largest > 1e-10 + SYMMETRY_RTOL * scale:
+    if beyond_rounding(largest, scale):
         raise ValueError(
             f"affinity='precomputed' needs a symmetric affinity matrix, but X[i, j] and X[j, i] differ by up to "
             f"{largest:.3g} (largest entry {scale:.3g}); symmetrise it first, e.g. 0.5 * (X + X.T). (Under "
             "cross-validation, X is the test x train block of folds of equal size, which no affinity can be: "
             "cross-validate feature rows with another affinity.)"
         )
+
+
+def beyond_rounding(asymmetry_: float, scale: float) -> bool:
+    """Whether an asymmetry of ``asymmetry_`` (:func:`asymmetry`) in a matrix whose largest entry is ``scale`` is
+    more than rounding: the one tolerance of a precomputed affinity's symmetry, refused or averaged."""
+    return asymmetry_ > 1e-10 + SYMMETRY_RTOL * scale
 
 
 def asymmetry(A) -> float:
