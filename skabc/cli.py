@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import sys
 import time
 import warnings
@@ -353,7 +354,12 @@ def _print_warning(message, category, filename, lineno, file=None, line=None) ->
     """A warning as one line on stderr, between progress bars: a command-line user has no source line to see."""
     from tqdm.auto import tqdm
 
-    tqdm.write(f"skabc: warning: {message}", file=sys.stderr)
+    tqdm.write(f"skabc: warning: {_as_options(str(message))}", file=sys.stderr)
+
+
+def _as_options(message: str) -> str:
+    """``message`` with the parameters a command-line user sets by option named as those options."""
+    return re.sub(r"\b(n_clusters|max_clusters)\b", lambda match: "--" + match.group(1).replace("_", "-"), message)
 
 
 def run() -> int:

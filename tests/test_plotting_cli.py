@@ -766,7 +766,18 @@ def test_cli_says_a_warning_of_many_sets_once_and_as_a_command_line_message(tmp_
     done = subprocess.run([sys.executable, "-m", "skabc", *argv], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert lines == [f"skabc: warning: {said[0]}"]
+    assert lines == [f"skabc: warning: {said[0]}".replace("max_clusters", "--max-clusters")]
+
+
+def test_cli_warnings_name_the_options_not_the_parameters(capsys):
+    """The small-set warning told a command-line user to 'Pass n_clusters'; the option is --n-clusters."""
+    from skabc.cli import _print_warning
+    from skabc.exceptions import SkabcWarning
+
+    _print_warning("k was estimated on a small set. Pass n_clusters where you know it; n_clusters_ reached "
+                   "max_clusters=2.", SkabcWarning, "x.py", 1)
+    assert capsys.readouterr().err.strip() == ("skabc: warning: k was estimated on a small set. Pass --n-clusters "
+                                              "where you know it; n_clusters_ reached --max-clusters=2.")
 
 
 def test_cli_says_the_small_set_warning_of_many_sets_once_as_fit_with_groups_does(tmp_path):
