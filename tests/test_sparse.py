@@ -170,6 +170,27 @@ def test_sparse_mode_transform_matches_dense_on_the_knn_pattern(tiny_kernel, blo
     same_matrix(sparse_kernel.set_params(n_random_neighbors=0).transform(X), dense_to_topk(dense, 6))
 
 
+def test_sparse_mode_keeps_to_memory_limit(tiny_kernel, blob_data, monkeypatch):
+    """Probe 46a: memory_limit refused a dense affinity but let the sparse mode build every pair in sparse form (3 GB
+    for 5,000 points with n_neighbors=10**6 and memory_limit=1e8): it is refused before anything is built."""
+    import pickle
+
+    import skabc.inference
+    from skabc import ABCClustering
+    from skabc.exceptions import AffinityTooLargeError
+
+    X = blob_data[0][:60]
+    kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(affinity_mode="sparse", memory_limit=3e5)
+    assert sp.issparse(kernel.set_params(n_neighbors=6).transform(X))  # 60 x 26 pairs, about 200 KB: within
+    kernel.set_params(n_neighbors=10**6)  # every other point (59) and 20 random partners
+    monkeypatch.setattr(skabc.inference, "topk_affinity", lambda *args, **kwargs: pytest.fail("built"))
+    said = r"sparse affinity of 79 pairs per point \(n_neighbors=1000000, n_random_neighbors=20\), over memory_limit"
+    with pytest.raises(AffinityTooLargeError, match=said):
+        kernel.transform(X)
+    with pytest.raises(AffinityTooLargeError, match=said):
+        ABCClustering(kernel=kernel, n_clusters=2, max_samples=None).fit(X)
+
+
 # --------------------------------------------------------------------------- random partners
 
 

@@ -7,7 +7,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import persistence
 from .._validation import check_magnitude, check_not_masked_or_missing, encode_groups, encode_labels, to_network_float32
-from ..inference import check_dense_memory, learned_affinity, working_bytes
+from ..inference import check_affinity_memory, learned_affinity
 from ..nn.build import apply_inference_options, check_architecture_unchanged, set_transform
 from ..training.fitting import fit_kernel, unchanged_on_failure
 from ..training.plan import network_of, reads_canonical_input
@@ -181,7 +181,8 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         rows permutes the result (exact search).  ``0``: the plain kNN graph.
     memory_limit : float, 'auto' or None, default='auto'
         Largest dense ``n x n`` result (bytes) that :meth:`transform` and
-        :class:`ABCClustering` may build; a larger set is refused with a
+        :class:`ABCClustering` may build (sparse mode: the sparse one, about 128 bytes
+        per pair kept while it is built); a larger set is refused with a
         clear error before anything is allocated.  ``'auto'``: half of the
         physical memory (for training on a GPU, half of the GPU's); ``None``: no check.
     device : str, torch.device or None, default='auto'
@@ -366,8 +367,8 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         self._validate_params()  # inference options set after fit (affinity_mode, n_attention_samples...) too
         check_architecture_unchanged(self, "transform")
         X = self._validate_set(X)
-        if not (sparse := self.returns_sparse(X.shape[0])):
-            self.check_memory(X.shape[0])
+        self.check_memory(X.shape[0])
+        sparse = self.returns_sparse(X.shape[0])
         network = network_of(self)
         apply_inference_options(network, self.module_)
         return learned_affinity(self.module_, X, sparse=sparse, n_neighbors=self.n_neighbors,
@@ -399,7 +400,8 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         return self.affinity_mode == "sparse"
 
     def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
-        """Refuse a set whose dense ``n x n`` float64 results (and the network's work) exceed ``memory_limit``.
+        """Refuse a set whose dense ``n x n`` float64 results (and the network's work) exceed ``memory_limit``,
+        or, in sparse mode, whose sparse affinity would.
 
         Parameters
         ----------
@@ -413,7 +415,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         AffinityTooLargeError
             A ``MemoryError`` (and ``ValueError``) naming the size needed, the limit, and what to do instead.
         """
-        check_dense_memory(n_samples, n_copies, self.memory_limit, working_bytes(self, n_samples))
+        check_affinity_memory(self, n_samples, n_copies)
 
     # ---------------------------------------------------------- persistence
     def save(self, path, *, recommended_clustering: dict | None = None) -> None:
