@@ -154,8 +154,38 @@ def test_members_without_transform_are_refused(tiny_kernel, blob_data):
     with pytest.raises(ValueError, match="'kernel' parameter"):
         KernelEnsemble(knn, n_members=2).fit(X, y, groups=groups)
     flat = KernelEnsemble.from_fitted([tiny_kernel, FrozenEstimator(_NotSaveable(_Rows()))])
-    with pytest.raises(ValueError, match=r"member 1 \(FrozenEstimator\) returned shape \(30, 2\)"):
+    with pytest.raises(ValueError, match=r"member 1 \(FrozenEstimator\): .*must return the \(30, 30\) affinity "
+                                         r"of the 30 rows of X, got shape \(30, 2\)"):
         flat.transform(X[:30])
+
+
+@pytest.mark.parametrize("wrong", ["negative", "nan"])
+def test_transformer_members_are_checked_as_kernels_are(tiny_kernel, blob_data, wrong):
+    """Probe 46c: a plain transformer member's negative or NaN affinity passed the ensemble unchecked (transform
+    returned it; ABCClustering failed inside scikit-learn), where the same transformer as ABCClustering's kernel
+    is refused by name."""
+    from skabc import ABCClustering
+
+    X = blob_data[0][:30]
+    member = FrozenEstimator(_Affinity(-1.0 if wrong == "negative" else np.nan))
+    ensemble = KernelEnsemble.from_fitted([tiny_kernel, member])
+    said = "negative entries" if wrong == "negative" else "NaN, infinite"
+    with pytest.raises(ValueError, match=rf"member 1 \(FrozenEstimator\): the affinity the kernel .* {said}"):
+        ensemble.transform(X)
+    with pytest.raises(ValueError, match=rf"member 1 \(FrozenEstimator\): the affinity the kernel .* {said}"):
+        ABCClustering(kernel=ensemble, n_clusters=2, random_state=0).fit(X)
+
+
+def test_a_member_returning_a_data_frame_gives_the_documented_array(tiny_kernel, blob_data):
+    """Probe 46c: a member whose transform returned a DataFrame made the ensemble's result a DataFrame when it came
+    second (the in-place sum took its type) and an ndarray when it came first."""
+    pd = pytest.importorskip("pandas")
+    X = blob_data[0][:30]
+    member = FrozenEstimator(_Affinity(0.5, frame=pd.DataFrame))
+    for members in ([tiny_kernel, member], [member, tiny_kernel]):
+        out = KernelEnsemble.from_fitted(members).affinity(X)
+        assert type(out) is np.ndarray
+        np.testing.assert_allclose(out, (tiny_kernel.transform(X) + 0.5) / 2)
 
 
 class _Rows:
@@ -163,6 +193,25 @@ class _Rows:
 
     def transform(self, X):
         return np.asarray(X)
+
+
+class _Affinity(TransformerMixin, BaseEstimator):
+    """A fitted transformer whose affinity is ``value`` everywhere, as an array or as ``frame`` builds it."""
+
+    def __init__(self, value=0.5, frame=None):
+        self.value = value
+        self.frame = frame
+
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, X):
+        n = len(X)
+        affinity = np.full((n, n), self.value)
+        return affinity if self.frame is None else self.frame(affinity)
+
+    def __sklearn_is_fitted__(self):
+        return True
 
 
 def test_cli_clusters_with_a_saved_ensemble(ensemble, blob_sets, tmp_path):

@@ -223,11 +223,14 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
                 member.check_memory(n, n_copies=2)
         dense = sparse = None
         for i, (kernel, member) in enumerate(zip(self.kernels_, members, strict=True)):
-            # A kernel's affinity whatever its set_output; any other transformer's output.
-            affinity = kernel.transform(X) if isinstance(member, TransformerKernel) else member.affinity(X)
-            if getattr(affinity, "shape", None) != (n, n):
-                raise ValueError(f"KernelEnsemble member {i} ({type(kernel).__name__}) returned shape "
-                                 f"{getattr(affinity, 'shape', None)} for a set of {n} points, not its (n, n) affinity")
+            # A kernel's affinity whatever its set_output; any other transformer's output as an array, checked
+            # (shape, finite, non-negative) as it is when that transformer is ABCClustering's kernel.
+            try:
+                affinity = member.affinity(X)
+            except ValueError as error:
+                if not isinstance(member, TransformerKernel):
+                    raise
+                raise ValueError(f"KernelEnsemble member {i} ({type(kernel).__name__}): {error}") from None
             if sp.issparse(affinity):
                 sparse = affinity if sparse is None else sparse + affinity
             elif dense is None:
