@@ -242,7 +242,10 @@ def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     chunks = Parallel(n_jobs=n_jobs)(tasks)
     # Warnings raised in a worker process never reach the caller's filters, and those of a worker thread would point
     # into the thread pool: each chunk there records its own, and they are raised again here, once each at the
-    # caller's line, so catch_warnings and simplefilter('error') see the same with any n_jobs or backend.
+    # caller's line, so catch_warnings and simplefilter('error') see the same with any n_jobs or joblib backend
+    # (filters by category or message; one by module sees the caller's).  Not always under Dask: a worker of one thread
+    # ran two chunks at once in two (probe 46c), the filters are process-global, the chunks' recording blocks overlapped
+    # and some warnings printed there; a lock around the blocks deadlocked that worker (the first chunk never ended).
     for _, caught in chunks:
         for category, message in caught:
             warn_user(message, category)

@@ -432,8 +432,9 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         """Cluster many independent sets with the fitted kernel, in parallel.
 
         Each set is validated and clustered exactly as ``predict(set)`` would
-        (labels from 0 in every set): the result equals ``[self.predict(s) for s
-        in sets]``.  The sets are dispatched with :class:`joblib.Parallel`; inside
+        (labels from 0 in every set): the result equals ``[self.predict(s) for s in sets]``, but for a
+        ``RandomState`` on SpectralClustering's own path, where ``predict`` hands it to scikit-learn whole and
+        this draws each set's seed from it.  The sets are dispatched with :class:`joblib.Parallel`; inside
         ``joblib.parallel_config(backend='dask')`` they spread over the workers of
         a :class:`dask.distributed.Client` (the fitted kernel is pickled to them).
 
