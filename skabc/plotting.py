@@ -325,3 +325,91 @@ def plot_candidates(model: Any, X, axes: np.ndarray | None = None, s: float = 10
         if i == kept:
             ax.title.set_fontweight("bold")
     return axes
+
+
+def plot_training(kernel: Any, axes: np.ndarray | None = None) -> np.ndarray:
+    """Training curves of a fitted :class:`~skabc.ContextualKernel`: its loss and its held-out score per epoch.
+
+    Left, the training loss (binary cross-entropy) per epoch.  Right, for a fit that validated (early
+    stopping on held-out groups or classes), the mean ARI of the held-out sets with ``k`` unknown as the fit
+    scored them after every epoch (the kernel's own partitions, without an arbiter), epoch 0 being the
+    weights it started from, and a star on the epoch whose weights the kernel kept.  That is the best epoch
+    (a circle marks it where it differs), or ``0``: the start, kept where no epoch beat it or where, once
+    the clustering settings were chosen, it clustered the held-out sets better as it clusters on its own
+    (with its arbiter: ``start_validation_score_`` against ``validation_score_``).  With
+    ``fine_tune_alpha_`` below 1 the kept weights are the best epoch's mixed with the start's.
+
+    Parameters
+    ----------
+    kernel : ContextualKernel, FrozenEstimator of one, or ABCClustering
+        A kernel fitted in this process (an ``ABCClustering``: its ``kernel_``).
+    axes : sequence of two matplotlib Axes, default=None
+        ``None`` makes a figure.
+
+    Returns
+    -------
+    axes : ndarray of two Axes
+
+    Raises
+    ------
+    TypeError
+        If ``kernel`` is not a ``ContextualKernel`` (a ``KernelEnsemble``: plot its ``kernels_`` one by one).
+    ValueError
+        If the kernel has no training history: loaded from a file or restored from a finished run's
+        ``checkpoint_dir``, it keeps its weights only.
+    NotFittedError
+        If the kernel (or the ``ABCClustering``) is not fitted.
+    """
+    history, validation = _training_record(kernel)
+    axes = _axes(axes, ncols=2, figsize=(9, 3.5), what="axes")
+    epochs = np.array([row["epoch"] for row in history])
+    axes[0].plot(epochs, [row.get("train_loss", np.nan) for row in history], "o-", color="0.3", markersize=3)
+    axes[0].set(xlabel="epoch", ylabel="training loss (BCE)", title=f"training loss, {len(epochs)} epochs")
+    scores = [row.get("valid_ari") for row in history]
+    if validation is None or getattr(validation, "start_score_", None) is None or None in scores:
+        axes[1].text(0.5, 0.5, "no held-out sets:\nthis fit trained without validation", ha="center", va="center",
+                     transform=axes[1].transAxes)
+        axes[1].set_axis_off()
+        return axes
+    x, y = np.concatenate([[0], epochs]), np.array([validation.start_score_, *scores], dtype=float)
+    axes[1].plot(x, y, "o-", color="0.3", markersize=3, label="held-out sets, k unknown")
+    improved = [row["epoch"] for row in history if row.get("valid_ari_best")]
+    best = improved[-1] if improved else 0
+    kept = 0 if getattr(validation, "kept_start_", False) else int(validation.best_epoch_)
+    if kept != best:  # the start won the final comparison (its arbiter and settings included)
+        axes[1].plot([best], y[x == best][:1], "o", markersize=9, markerfacecolor="none", color="tab:blue",
+                     label=f"best epoch ({best})")
+    alpha = float(getattr(validation, "alpha", 1.0))
+    what = (("the start" + (", in the final comparison" if kept != best else "")) if kept == 0
+            else f"epoch {kept}" + (f", mixed with the start ({alpha:g})" if alpha < 1 else ""))
+    axes[1].plot([kept], y[x == kept][:1], "*", markersize=14, color="tab:orange", label=f"kept: {what}")
+    axes[1].legend(loc="best")
+    axes[1].set(xlabel="epoch (0: the start)", ylabel="mean ARI", title="validation")
+    return axes
+
+
+def _training_record(kernel) -> tuple[list, Any]:
+    """The epoch history of a fitted ContextualKernel (given as itself, frozen, or an ABCClustering's) and its
+    validation callback (``None`` for a fit that did not validate)."""
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.utils.validation import check_is_fitted
+
+    from .cluster import ABCClustering
+    from .kernels import ContextualKernel, KernelEnsemble
+
+    if isinstance(kernel, ABCClustering):
+        check_is_fitted(kernel)
+        kernel = kernel.kernel_
+    if isinstance(kernel, FrozenEstimator):
+        kernel = kernel.estimator
+    if isinstance(kernel, KernelEnsemble):
+        raise TypeError("plot_training takes one ContextualKernel: plot each of the ensemble's kernels_ in turn")
+    if not isinstance(kernel, ContextualKernel):
+        raise TypeError(f"plot_training takes a fitted ContextualKernel (or an ABCClustering using one), got "
+                        f"{type(kernel).__name__}")
+    check_is_fitted(kernel, "module_")
+    net = getattr(kernel, "net_", None)
+    if net is None or not len(net.history):
+        raise ValueError("this kernel has no training history: a kernel loaded from a file, or restored from a "
+                         "finished run's checkpoint_dir, keeps its weights only")
+    return list(net.history), dict(getattr(net, "callbacks_", [])).get("validation")

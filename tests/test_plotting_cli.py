@@ -883,3 +883,81 @@ def test_cli_a_failed_write_names_the_file(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(np, "savetxt", full)
     assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.txt"), "-q"]) == 1
     assert f"cannot write the labels to '{tmp_path / 'l.txt'}': No space left on device" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- plot_training
+
+
+def _validated_fit(monkeypatch=None, constant_score=None, **params):
+    """A tiny kernel trained from scratch for 3 epochs, validating on held-out groups (score fixed if given)."""
+    from sklearn.datasets import make_blobs
+
+    import skabc.training.early_stopping as early_stopping
+    from skabc import ContextualKernel
+
+    if constant_score is not None:
+        monkeypatch.setattr(early_stopping, "score_sets", lambda *args: constant_score)
+    X, y = make_blobs(n_samples=240, centers=6, n_features=3, random_state=0)
+    network = {} if params.get("init") == "generic" else {"d_model": 8, "n_heads": 2, "n_blocks": 1, "init": "scratch"}
+    params = {**network, "set_size": (2, 20), "batch_size": 4, "max_epochs": 3, **params}
+    return ContextualKernel(device="cpu", random_state=0, early_stopping=True, n_iter_no_change=30, **params).fit(
+        X.astype(np.float32), y, groups=np.repeat(np.arange(6), 40))
+
+
+def test_plot_training_draws_the_loss_and_the_held_out_score_of_every_epoch():
+    from sklearn.frozen import FrozenEstimator
+
+    from skabc import ABCClustering
+    from skabc.plotting import plot_training
+
+    kernel = _validated_fit()
+    history = kernel.net_.history
+    start = dict(kernel.net_.callbacks_)["validation"].start_score_
+    for given in (kernel, FrozenEstimator(kernel), ABCClustering(kernel=FrozenEstimator(kernel)).fit(np.ones((5, 3)))):
+        loss, score = plot_training(given)
+        np.testing.assert_allclose(loss.lines[0].get_ydata(), history[:, "train_loss"])
+        curve = score.lines[0]
+        np.testing.assert_array_equal(curve.get_xdata(), [0, 1, 2, 3])
+        np.testing.assert_allclose(curve.get_ydata(), [start, *history[:, "valid_ari"]])
+        best = [row["epoch"] for row in history if row["valid_ari_best"]]
+        kept = best[-1] if best else 0
+        star = score.lines[-1]
+        assert list(star.get_xdata()) == [kept]
+        assert kept > 0 and star.get_label() == f"kept: epoch {kept}"
+        plt.close("all")
+    # Where the start wins the final comparison (its arbiter and settings included), it is kept: the best epoch
+    # is circled, the star is on the start.
+    dict(kernel.net_.callbacks_)["validation"].kept_start_ = True
+    _, score = plot_training(kernel)
+    circle, star = score.lines[-2:]
+    assert list(circle.get_xdata()) == [kept] and circle.get_label() == f"best epoch ({kept})"
+    assert list(star.get_xdata()) == [0] and star.get_label() == "kept: the start, in the final comparison"
+    plt.close("all")
+
+
+def test_plot_training_marks_the_start_when_no_epoch_beat_it(monkeypatch):
+    """A fine-tune of the generic kernel whose epochs never beat its start keeps the start (epoch 0)."""
+    from skabc.plotting import plot_training
+
+    kernel = _validated_fit(monkeypatch, constant_score=0.5, init="generic", sets_per_epoch=4, max_epochs=2)
+    _, score = plot_training(kernel)
+    assert list(score.lines[-1].get_xdata()) == [0] and score.lines[-1].get_label() == "kept: the start"
+    plt.close("all")
+
+
+def test_plot_training_says_when_a_fit_did_not_validate_or_kept_no_history(tiny_kernel, tmp_path):
+    from skabc import KernelEnsemble
+    from skabc.kernels import PairwiseKernel
+    from skabc.persistence import load
+    from skabc.plotting import plot_training
+
+    _, score = plot_training(tiny_kernel)  # one epoch, no held-out sets
+    assert not score.axison and "without validation" in score.texts[0].get_text()
+    tiny_kernel.save(tmp_path / "k.safetensors")
+    with pytest.raises(ValueError, match="no training history: a kernel loaded from a file"):
+        plot_training(load(tmp_path / "k.safetensors"))
+    with pytest.raises(TypeError, match="plot each of the ensemble's kernels_"):
+        plot_training(KernelEnsemble.from_fitted([tiny_kernel]))
+    with pytest.raises(TypeError, match="got PairwiseKernel"):
+        plot_training(PairwiseKernel("rbf").fit(np.eye(3)))
+    plt.close("all")

@@ -25,6 +25,7 @@ from sklearn.datasets import load_digits
 from sklearn.metrics import adjusted_rand_score
 
 from skabc import ABCClustering, ContextualKernel
+from skabc.plotting import plot_training
 
 X, y = load_digits(return_X_y=True)
 X = X / 16  # pixels in [0, 1]
@@ -34,6 +35,11 @@ model.fit(X[seen], y[seen])
 kernel = model.kernel_
 print(f"started from: {kernel.init_}; epochs: {len(kernel.net_.history)}; held-out ARI "
       f"{kernel.start_validation_score_:.2f} at the start, {kernel.validation_score_:.2f} kept")
+
+# %%
+# The fit's training loss and held-out score per epoch; the star marks the weights it kept.
+plot_training(kernel)
+plt.tight_layout()
 
 # %%
 # Ten new sets of 100 images of two to five of the unseen digits.
