@@ -354,11 +354,15 @@ def _print_warning(message, category, filename, lineno, file=None, line=None) ->
     """A warning as one line on stderr, between progress bars: a command-line user has no source line to see."""
     from tqdm.auto import tqdm
 
-    tqdm.write(f"skabc: warning: {_as_options(str(message))}", file=sys.stderr)
+    from .exceptions import SkabcWarning
+
+    text = _as_options(str(message)) if issubclass(category, SkabcWarning) else str(message)
+    tqdm.write(f"skabc: warning: {text}", file=sys.stderr)
 
 
 def _as_options(message: str) -> str:
-    """``message`` with the parameters a command-line user sets by option named as those options."""
+    """``message``, one of the package's own, with the parameters a command-line user sets by option (``cluster``'s
+    ``--n-clusters`` and ``--max-clusters``) named as those options; scikit-learn's texts are left as they are."""
     return re.sub(r"\b(n_clusters|max_clusters)\b", lambda match: "--" + match.group(1).replace("_", "-"), message)
 
 

@@ -119,11 +119,14 @@ def _overflow_error() -> ValueError:
                       "the kernel.")
 
 
-#: Peak memory of a sparse learned affinity per pair kept before its symmetric union (each point's neighbours and
-#: random partners), in bytes: the pair indices and values, their union and the CSR result.  Measured on the shipped
-#: generic kernel (111-127 bytes at 3,000-5,000 points, 1,000 to all neighbours per point; peak resident memory,
-#: one thread; ``ABCClustering``'s spectral step on the result peaks lower).
+#: Peak memory of a sparse learned affinity while it is built, in bytes: per pair kept before the symmetric union
+#: (each point's neighbours and random partners: their indices and values, the union and the CSR result), and per
+#: point (the network's work and the neighbour search).  Measured on the shipped generic kernel, peak resident
+#: memory, one thread: 111-127 bytes per pair at 3,000-8,000 points with 1,000 to all neighbours per point; 115 and
+#: 211 MB at 5,000 and 40,000 points with 1 to 5 (2.7 KB per point and a fixed ~100 MB); 141-427 MB at 12,000-40,000
+#: points with the defaults, 30 + 20 (about 225 bytes per pair).  ``ABCClustering``'s spectral step peaks lower.
 SPARSE_BYTES_PER_PAIR = 128.0
+SPARSE_BYTES_PER_POINT = 4096.0
 
 
 def check_affinity_memory(kernel, n_samples: int, n_copies: float = 1.0) -> None:
@@ -146,7 +149,7 @@ def check_sparse_memory(n_samples: int, n_neighbors: int, n_random_neighbors: in
     """
     limit = memory_limit_bytes(memory_limit)
     per_point = min(n_neighbors, max(n_samples - 1, 0)) + min(n_random_neighbors, max(n_samples - 1, 0))
-    needed = SPARSE_BYTES_PER_PAIR * float(n_samples) * per_point
+    needed = float(n_samples) * (SPARSE_BYTES_PER_POINT + SPARSE_BYTES_PER_PAIR * per_point)
     if limit is not None and needed > limit:
         raise AffinityTooLargeError(
             f"a set of {n_samples} points needs about {format_bytes(needed)} for its sparse affinity of "

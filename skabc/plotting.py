@@ -333,11 +333,12 @@ def plot_training(kernel: Any, axes: np.ndarray | None = None) -> np.ndarray:
     Left, the training loss (binary cross-entropy) per epoch.  Right, for a fit that validated (early
     stopping on held-out groups or classes), the mean ARI of the held-out sets with ``k`` unknown as the fit
     scored them after every epoch (the kernel's own partitions, without an arbiter), epoch 0 being the
-    weights it started from, and a star on the epoch whose weights the kernel kept.  That is the best epoch
-    (a circle marks it where it differs), or ``0``: the start, kept where no epoch beat it or where, once
+    weights it started from, and a star on the epoch whose weights the kernel kept: the best epoch (of a
+    resumed run, the best since the resume), or ``0``, the start, kept where no epoch beat it or where, once
     the clustering settings were chosen, it clustered the held-out sets better as it clusters on its own
     (with its arbiter: ``start_validation_score_`` against ``validation_score_``).  With
-    ``fine_tune_alpha_`` below 1 the kept weights are the best epoch's mixed with the start's.
+    ``fine_tune_alpha_`` below 1 the kept weights are the best epoch's mixed with the start's.  An epoch a
+    stop (``max_time``, Ctrl-C) ended before it was scored is left out.
 
     Parameters
     ----------
@@ -362,25 +363,25 @@ def plot_training(kernel: Any, axes: np.ndarray | None = None) -> np.ndarray:
     """
     history, validation = _training_record(kernel)
     axes = _axes(axes, ncols=2, figsize=(9, 3.5), what="axes")
-    epochs = np.array([row["epoch"] for row in history])
-    axes[0].plot(epochs, [row.get("train_loss", np.nan) for row in history], "o-", color="0.3", markersize=3)
+    finished = [row for row in history if "train_loss" in row]  # a stop inside an epoch leaves its row unscored
+    epochs = np.array([row["epoch"] for row in finished])
+    axes[0].plot(epochs, [row["train_loss"] for row in finished], "o-", color="0.3", markersize=3)
     axes[0].set(xlabel="epoch", ylabel="training loss (BCE)", title=f"training loss, {len(epochs)} epochs")
-    scores = [row.get("valid_ari") for row in history]
-    if validation is None or getattr(validation, "start_score_", None) is None or None in scores:
+    scored = [(row["epoch"], row["valid_ari"]) for row in finished if row.get("valid_ari") is not None]
+    if getattr(validation, "start_score_", None) is None or not scored:
         axes[1].text(0.5, 0.5, "no held-out sets:\nthis fit trained without validation", ha="center", va="center",
                      transform=axes[1].transAxes)
         axes[1].set_axis_off()
         return axes
-    x, y = np.concatenate([[0], epochs]), np.array([validation.start_score_, *scores], dtype=float)
+    x = np.array([0, *(epoch for epoch, _ in scored)])
+    y = np.array([validation.start_score_, *(score for _, score in scored)], dtype=float)
     axes[1].plot(x, y, "o-", color="0.3", markersize=3, label="held-out sets, k unknown")
-    improved = [row["epoch"] for row in history if row.get("valid_ari_best")]
-    best = improved[-1] if improved else 0
-    kept = 0 if getattr(validation, "kept_start_", False) else int(validation.best_epoch_)
-    if kept != best:  # the start won the final comparison (its arbiter and settings included)
-        axes[1].plot([best], y[x == best][:1], "o", markersize=9, markerfacecolor="none", color="tab:blue",
-                     label=f"best epoch ({best})")
+    # The callback's own record, not the history's flags: a resumed run's epochs before the interruption do not
+    # compete, and the final comparison may restore the start.
+    won = bool(getattr(validation, "kept_start_", False))
+    kept = 0 if won else int(validation.best_epoch_)
     alpha = float(getattr(validation, "alpha", 1.0))
-    what = (("the start" + (", in the final comparison" if kept != best else "")) if kept == 0
+    what = (("the start" + (", which won the final comparison" if won else "")) if kept == 0
             else f"epoch {kept}" + (f", mixed with the start ({alpha:g})" if alpha < 1 else ""))
     axes[1].plot([kept], y[x == kept][:1], "*", markersize=14, color="tab:orange", label=f"kept: {what}")
     axes[1].legend(loc="best")

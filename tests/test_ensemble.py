@@ -176,6 +176,16 @@ def test_transformer_members_are_checked_as_kernels_are(tiny_kernel, blob_data, 
         ABCClustering(kernel=ensemble, n_clusters=2, random_state=0).fit(X)
 
 
+def test_a_transformer_members_own_errors_keep_their_type(tiny_kernel, blob_data):
+    """Review 46d: the check's prefix wrapped every ValueError of a plain transformer member, so a member's
+    AffinityTooLargeError (a MemoryError too) came out as a plain ValueError that `except MemoryError` missed."""
+    from skabc.exceptions import AffinityTooLargeError
+
+    member = FrozenEstimator(_Affinity(AffinityTooLargeError("a set of 30 points needs about 6 MiB")))
+    with pytest.raises(MemoryError, match=r"^a set of 30 points needs about 6 MiB$"):
+        KernelEnsemble.from_fitted([tiny_kernel, member]).transform(blob_data[0][:30])
+
+
 def test_a_member_returning_a_data_frame_gives_the_documented_array(tiny_kernel, blob_data):
     """Probe 46c: a member whose transform returned a DataFrame made the ensemble's result a DataFrame when it came
     second (the in-place sum took its type) and an ndarray when it came first."""
@@ -196,7 +206,8 @@ class _Rows:
 
 
 class _Affinity(TransformerMixin, BaseEstimator):
-    """A fitted transformer whose affinity is ``value`` everywhere, as an array or as ``frame`` builds it."""
+    """A fitted transformer whose affinity is ``value`` everywhere, as an array or as ``frame`` builds it (an
+    exception ``value`` is raised)."""
 
     def __init__(self, value=0.5, frame=None):
         self.value = value
@@ -206,6 +217,8 @@ class _Affinity(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X):
+        if isinstance(self.value, Exception):
+            raise self.value
         n = len(X)
         affinity = np.full((n, n), self.value)
         return affinity if self.frame is None else self.frame(affinity)

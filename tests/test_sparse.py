@@ -180,9 +180,9 @@ def test_sparse_mode_keeps_to_memory_limit(tiny_kernel, blob_data, monkeypatch):
     from skabc.exceptions import AffinityTooLargeError
 
     X = blob_data[0][:60]
-    kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(affinity_mode="sparse", memory_limit=3e5)
-    assert sp.issparse(kernel.set_params(n_neighbors=6).transform(X))  # 60 x 26 pairs, about 200 KB: within
-    kernel.set_params(n_neighbors=10**6)  # every other point (59) and 20 random partners
+    kernel = pickle.loads(pickle.dumps(tiny_kernel)).set_params(affinity_mode="sparse", memory_limit=6e5)
+    assert sp.issparse(kernel.set_params(n_neighbors=6).transform(X))  # 60 points x 26 pairs: about 445 KB, within
+    kernel.set_params(n_neighbors=10**6)  # every other point (59) and 20 random partners: about 850 KB
     monkeypatch.setattr(skabc.inference, "topk_affinity", lambda *args, **kwargs: pytest.fail("built"))
     said = r"sparse affinity of 79 pairs per point \(n_neighbors=1000000, n_random_neighbors=20\), over memory_limit"
     with pytest.raises(AffinityTooLargeError, match=said):

@@ -238,7 +238,11 @@ class TransformerKernel(Kernel):
 
     def affinity(self, X):
         """``transformer.transform(X)``, checked: the finite, non-negative ``(n, n)`` affinity of the rows of ``X``."""
-        affinity = self.transformer.transform(X)
+        return self.checked(self.transformer.transform(X), X)
+
+    def checked(self, affinity, X):
+        """``affinity``, the transformer's output for the set ``X``, as an array once checked (shape, finite,
+        non-negative); a ``ValueError`` names the problem."""
         if not sp.issparse(affinity):
             affinity = np.asarray(affinity)
         n, source = _num_samples(X), type(self.transformer).__name__

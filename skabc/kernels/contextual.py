@@ -181,8 +181,8 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         rows permutes the result (exact search).  ``0``: the plain kNN graph.
     memory_limit : float, 'auto' or None, default='auto'
         Largest dense ``n x n`` result (bytes) that :meth:`transform` and
-        :class:`ABCClustering` may build (sparse mode: the sparse one, about 128 bytes
-        per pair kept while it is built); a larger set is refused with a
+        :class:`ABCClustering` may build (sparse mode: the sparse one while it is built,
+        about 4 KB a point and 128 bytes a pair kept); a larger set is refused with a
         clear error before anything is allocated.  ``'auto'``: half of the
         physical memory (for training on a GPU, half of the GPU's); ``None``: no check.
     device : str, torch.device or None, default='auto'

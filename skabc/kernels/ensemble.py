@@ -225,12 +225,14 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         for i, (kernel, member) in enumerate(zip(self.kernels_, members, strict=True)):
             # A kernel's affinity whatever its set_output; any other transformer's output as an array, checked
             # (shape, finite, non-negative) as it is when that transformer is ABCClustering's kernel.
-            try:
+            if not isinstance(member, TransformerKernel):
                 affinity = member.affinity(X)
-            except ValueError as error:
-                if not isinstance(member, TransformerKernel):
-                    raise
-                raise ValueError(f"KernelEnsemble member {i} ({type(kernel).__name__}): {error}") from None
+            else:  # the member's own errors as they come (an AffinityTooLargeError stays one); the checks' named
+                output = kernel.transform(X)
+                try:
+                    affinity = member.checked(output, X)
+                except ValueError as error:
+                    raise ValueError(f"KernelEnsemble member {i} ({type(kernel).__name__}): {error}") from None
             if sp.issparse(affinity):
                 sparse = affinity if sparse is None else sparse + affinity
             elif dense is None:
