@@ -338,7 +338,8 @@ def plot_training(kernel: Any, axes: np.ndarray | None = None) -> np.ndarray:
     the clustering settings were chosen, it clustered the held-out sets better as it clusters on its own
     (with its arbiter: ``start_validation_score_`` against ``validation_score_``).  With
     ``fine_tune_alpha_`` below 1 the kept weights are the best epoch's mixed with the start's.  An epoch a
-    stop (``max_time``, Ctrl-C) ended before it was scored is left out.
+    stop (``max_time``, Ctrl-C) ended before it was scored is left out; a network trained from scratch whose
+    run scored no epoch gets no star (its start never competes: the run's last weights were kept).
 
     Parameters
     ----------
@@ -368,7 +369,7 @@ def plot_training(kernel: Any, axes: np.ndarray | None = None) -> np.ndarray:
     axes[0].plot(epochs, [row["train_loss"] for row in finished], "o-", color="0.3", markersize=3)
     axes[0].set(xlabel="epoch", ylabel="training loss (BCE)", title=f"training loss, {len(epochs)} epochs")
     scored = [(row["epoch"], row["valid_ari"]) for row in finished if row.get("valid_ari") is not None]
-    if getattr(validation, "start_score_", None) is None or not scored:
+    if getattr(validation, "start_score_", None) is None:
         axes[1].text(0.5, 0.5, "no held-out sets:\nthis fit trained without validation", ha="center", va="center",
                      transform=axes[1].transAxes)
         axes[1].set_axis_off()
@@ -380,12 +381,17 @@ def plot_training(kernel: Any, axes: np.ndarray | None = None) -> np.ndarray:
     # compete, and the final comparison may restore the start.
     won = bool(getattr(validation, "kept_start_", False))
     kept = 0 if won else int(validation.best_epoch_)
-    alpha = float(getattr(validation, "alpha", 1.0))
-    what = (("the start" + (", which won the final comparison" if won else "")) if kept == 0
-            else f"epoch {kept}" + (f", mixed with the start ({alpha:g})" if alpha < 1 else ""))
-    axes[1].plot([kept], y[x == kept][:1], "*", markersize=14, color="tab:orange", label=f"kept: {what}")
+    title = "validation"
+    if kept == 0 and not won and not getattr(validation, "start_is_candidate", True):
+        # A new network's start never competes: with no epoch scored, the run kept its last weights, not these.
+        title = "validation: no scored epoch kept"
+    else:
+        alpha = float(getattr(validation, "alpha", 1.0))
+        what = (("the start" + (", which won the final comparison" if won else "")) if kept == 0
+                else f"epoch {kept}" + (f", mixed with the start ({alpha:g})" if alpha < 1 else ""))
+        axes[1].plot([kept], y[x == kept][:1], "*", markersize=14, color="tab:orange", label=f"kept: {what}")
     axes[1].legend(loc="best")
-    axes[1].set(xlabel="epoch (0: the start)", ylabel="mean ARI", title="validation")
+    axes[1].set(xlabel="epoch (0: the start)", ylabel="mean ARI", title=title)
     return axes
 
 

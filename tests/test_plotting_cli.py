@@ -944,6 +944,21 @@ def test_plot_training_draws_the_loss_and_the_held_out_score_of_every_epoch():
     plt.close("all")
 
 
+def test_plot_training_of_a_run_stopped_before_its_first_epoch_ended():
+    """Review 46e: a validated run that max_time stopped inside epoch 1 was drawn as 'trained without
+    validation', and a new network's start, which never competes, would have been starred as kept."""
+    from skabc.exceptions import SkabcWarning
+    from skabc.plotting import plot_training
+
+    with pytest.warns(SkabcWarning, match="inside its first epoch"):
+        kernel = _validated_fit(max_time=1e-9)
+    loss, score = plot_training(kernel)
+    assert list(loss.lines[0].get_xdata()) == [] and loss.get_title() == "training loss, 0 epochs"
+    assert score.axison and list(score.lines[0].get_xdata()) == [0]  # the start's score, nothing else
+    assert len(score.lines) == 1 and score.get_title() == "validation: no scored epoch kept"
+    plt.close("all")
+
+
 def test_plot_training_marks_the_start_when_no_epoch_beat_it(monkeypatch):
     """A fine-tune of the generic kernel whose epochs never beat its start keeps the start (epoch 0)."""
     from skabc.plotting import plot_training

@@ -227,9 +227,14 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
             # (shape, finite, non-negative) as it is when that transformer is ABCClustering's kernel.
             if not isinstance(member, TransformerKernel):
                 affinity = member.affinity(X)
-            else:  # the member's own errors as they come (an AffinityTooLargeError stays one); the checks' named
-                output = kernel.transform(X)
-                try:
+            else:
+                try:  # the member's own errors keep their type (an AffinityTooLargeError stays a MemoryError)
+                    output = kernel.transform(X)
+                except Exception as error:
+                    if hasattr(error, "add_note"):  # Python 3.11+: the traceback names the member
+                        error.add_note(f"raised by KernelEnsemble member {i} ({type(kernel).__name__})")
+                    raise
+                try:  # the checks' errors name the member in their message
                     affinity = member.checked(output, X)
                 except ValueError as error:
                     raise ValueError(f"KernelEnsemble member {i} ({type(kernel).__name__}): {error}") from None
