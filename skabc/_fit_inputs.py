@@ -77,7 +77,7 @@ def symmetrised_for_fit(model, checked, group_codes=None):
     else:
         matrix = checked.tocsr() if sp.issparse(checked) else checked
         blocks = (np.flatnonzero(group_codes == g) for g in np.unique(group_codes))
-        largest = max(asymmetry(matrix[rows][:, rows]) for rows in blocks)
+        largest = max(asymmetry(matrix[np.ix_(rows, rows)]) for rows in blocks)  # each block alone, no rows x n
     if not beyond_rounding(largest, scale):
         return checked
     # SpectralClustering's words first, so that filters written for it (by message) catch this one too.

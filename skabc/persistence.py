@@ -180,7 +180,7 @@ def load(path, device="auto", expected: type | None = None):
         check_description(meta, header, top_level=True)
         tensors = load_file(name)
         _schema.check_finite(tensors, path)
-        return _with_output(cls._restore(meta, tensors, device), meta)
+        return restore(meta, tensors, device)
     except _schema.DescriptionError as exc:
         if str(exc).startswith(repr(name)):
             raise

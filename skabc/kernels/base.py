@@ -142,8 +142,6 @@ class Kernel(BaseEstimator):
         return dict(getattr(self, "recommended_clustering_", {}))
 
 
-
-
 class AffinityTransformerMixin(TransformerMixin, auto_wrap_output_keys=None):  # transform wraps its own output
     """``transform`` for kernels: :meth:`Kernel.affinity`, in the container ``set_output`` asks for.
 
