@@ -289,3 +289,15 @@ def test_pair_maps_are_the_linear_map_over_the_feature_axis(per_set):
     expected = torch.einsum("bfij,bhf->bhij" if per_set else "bfij,hf->bhij", pairs, weight)
     expected = expected + (bias[:, :, None, None] if per_set else bias[None, :, None, None])
     torch.testing.assert_close(_pair_maps(pairs, weight, bias), expected)
+
+
+def test_exponential_features_equal_torch_exp_where_it_underflows():
+    """The bandwidth features skip the exponential of pairs too far apart for float32 (torch's vectorised exp is
+    several times slower below -88) and must still equal it exactly: 0 below -103.97, subnormal just above."""
+    from skabc.nn.geometry import _exp_of_negative_
+
+    values = torch.cat([torch.linspace(-200.0, 0.0, 20001), torch.linspace(-104.5, -87.0, 20001),
+                        torch.tensor([-1e30, -float("inf"), -103.972084, -103.97208])])
+    expected = torch.exp(values)
+    assert bool((expected[(values > -104) & (values < -100)] > 0).any())  # the window the shortcut must keep
+    assert torch.equal(_exp_of_negative_(values.clone()), expected)

@@ -579,3 +579,23 @@ def test_the_count_does_not_depend_on_the_affinity_s_scale(scale, sparse):
     affinity = blocks.tocsr() if sparse else blocks.toarray()
     model = ABCClustering(affinity="precomputed", random_state=0).fit(affinity)
     assert model.n_clusters_ == 3 and sorted(np.bincount(model.labels_)) == [30, 30, 30]
+
+
+def test_single_precision_solve_never_sees_subnormal_numbers(monkeypatch):
+    """A sharp power of a learned affinity holds entries below float32's smallest normal number; LAPACK slows
+    down several times on such subnormals (a 1,000-point solve took 240 ms instead of 35), so the float32
+    solve gets them as zeros, with the same eigengap k and eigenvalues to float32 rounding."""
+    from skabc.spectral import eigen
+
+    affinity, labels = _block_affinity([40, 25, 35], noise=0.2, seed=7)
+    between = labels[:, None] != labels[None, :]
+    affinity = np.where(between, affinity * 1e-39, affinity)  # subnormal in float32 once normalised, not in float64
+    tiny = np.finfo(np.float32).tiny
+    seen, original = [], eigen.eigvalsh
+    monkeypatch.setattr(eigen, "eigvalsh", lambda a, **kw: seen.append(a.copy()) or original(a, **kw))
+    single = laplacian_eigenvalues(affinity, 12, single_precision=True)
+    assert len(seen) == 1 and seen[0].dtype == np.float32
+    assert not np.any((seen[0] != 0) & (np.abs(seen[0]) < tiny))
+    assert np.count_nonzero(seen[0][between]) == 0
+    np.testing.assert_allclose(single, laplacian_eigenvalues(affinity, 12), atol=1e-5)
+    assert estimate_n_clusters(affinity, 10, single_precision=True)[0] == estimate_n_clusters(affinity, 10)[0]
