@@ -599,3 +599,18 @@ def test_single_precision_solve_never_sees_subnormal_numbers(monkeypatch):
     assert np.count_nonzero(seen[0][between]) == 0
     np.testing.assert_allclose(single, laplacian_eigenvalues(affinity, 12), atol=1e-5)
     assert estimate_n_clusters(affinity, 10, single_precision=True)[0] == estimate_n_clusters(affinity, 10)[0]
+
+
+def test_consensus_skips_the_last_power_once_the_others_agree(monkeypatch):
+    """Where every power solved so far gives the same k, the last vote cannot move the median of four: it is not
+    solved (a dense eigensolve less), and k is the median of all four estimates."""
+    affinity, _ = _block_affinity([40, 25, 35], noise=1e-4, seed=3)
+    every = [estimate_n_clusters(affinity**r, 10)[0] for r in (0.25, 0.5, 1.0, 2.0)]
+    assert len(set(every)) == 1
+    solved = _record_eigvalsh_dtypes(monkeypatch)
+    k, eigenvalues = consensus_n_clusters(affinity, 10)
+    assert k == every[0] == 3
+    assert sorted(map(str, solved)) == ["float32", "float32", "float64"]
+    np.testing.assert_array_equal(eigenvalues, laplacian_eigenvalues(affinity, 11))
+    solved.clear()
+    assert consensus_n_clusters(affinity, 10, powers=(0.5, 1.0))[0] == 3 and len(solved) == 2  # a median of two

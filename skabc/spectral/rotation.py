@@ -125,22 +125,23 @@ def _alignment_cost(angles: np.ndarray, X: np.ndarray, upper: tuple[np.ndarray, 
     """``J`` of the rotation whose Cayley parameters are ``angles``, and its gradient in ``angles``.
 
     Called a few hundred times per set by L-BFGS, so the fixed ``upper`` indices and ``identity`` come from the
-    caller, and per-row work is done on ``(n, 1)`` columns rather than by fancy indexing.
+    caller, and each row's largest entry is read and written by plain indexing (``take_along_axis`` and
+    ``put_along_axis`` cost more in their checks than in their work at these sizes).
     """
     rows, cols = upper
     skew = _skew(angles, upper, X.shape[1])
     rotation = _cayley(skew, identity)
     Z = X @ rotation
     squares = Z * Z
-    largest = squares.argmax(axis=1)[:, None]
+    every = np.arange(Z.shape[0])
+    largest = squares.argmax(axis=1)
     # The gradient divides by peak**2: a floor of 1e-300 would underflow to 0 there (a zero row: NaN).
-    peak = np.maximum(np.take_along_axis(squares, largest, axis=1), 1e-150)
+    peak = np.maximum(squares[every, largest], 1e-150)[:, None]
     total = squares.sum(axis=1, keepdims=True)
     # d/dZ of sum_i total_i / peak_i: a row's largest entry also moves its denominator.
     grad_Z = 2.0 * Z / peak
-    top = np.take_along_axis(Z, largest, axis=1)
-    np.put_along_axis(grad_Z, largest, np.take_along_axis(grad_Z, largest, axis=1) - 2.0 * top * total / peak**2,
-                      axis=1)
+    top = Z[every, largest][:, None]
+    grad_Z[every, largest] = (grad_Z[every, largest][:, None] - 2.0 * top * total / peak**2)[:, 0]
     # dR = (I - S)^-1 dS (R + I), so dJ/dS = (I - S)^-T (X^T G) (R + I)^T.
     grad_skew = np.linalg.solve((identity - skew).T, (X.T @ grad_Z) @ (rotation + identity).T)
     return float((total / peak).ravel().sum()), grad_skew[rows, cols] - grad_skew[cols, rows]
