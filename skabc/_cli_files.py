@@ -72,6 +72,7 @@ def read_array(path: str, what: str, ndim: int):
     file = Path(path)
     if not file.is_file():
         raise ValueError(f"{what} file {path!r} {'is a folder' if file.is_dir() else 'does not exist'}")
+    skip = 0
     try:
         if file.suffix.lower() == ".npy":
             data = np.load(file, allow_pickle=False)
@@ -105,7 +106,8 @@ def read_array(path: str, what: str, ndim: int):
             if index_column and not named_index and data.shape[1] > 1 and _row_ids(data[:, 0]):
                 data = data[:, 1:]
     except (OSError, ValueError, EOFError, MemoryError) as exc:  # UnicodeDecodeError is a ValueError; EOF: empty
-        raise ValueError(f"cannot read {what} from {path!r}: {exc or 'the file is empty'}") from None
+        reason = _located(exc, file, skip) or "the file is empty"
+        raise ValueError(f"cannot read {what} from {path!r}: {reason}") from None
     if data.size == 0:
         raise ValueError(f"{what} file {path!r} holds no values")
     if ndim == 1:
@@ -113,6 +115,21 @@ def read_array(path: str, what: str, ndim: int):
     if data.ndim != ndim:
         raise ValueError(f"{what} in {path!r} must be {ndim}-D, got shape {data.shape}")
     return data
+
+
+def _located(error: Exception, file: Path, skip: int) -> str:
+    """numpy's "could not convert ... at row R, column C" with the file's line instead of R (R counts the data
+    rows after the header from 0, past blank and comment lines; C counts the file's columns from 1)."""
+    import re
+
+    found = re.fullmatch(r"could not convert string (.*) to float64 at row (\d+), column (\d+)\.", str(error))
+    if not found:
+        return str(error)
+    value, row, column = found.group(1), int(found.group(2)), found.group(3)
+    with file.open(encoding="utf-8-sig") as f:
+        data = [number for number, line in enumerate(f, start=1) if number > skip and line.split("#", 1)[0].strip()]
+    where = f"line {data[row]}" if row < len(data) else f"data row {row + 1}"
+    return f"{value} is not a number ({where}, column {column})"
 
 
 def _index_header(first_line: str) -> bool:

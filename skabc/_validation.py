@@ -81,6 +81,8 @@ def check_not_masked_or_missing(X, input_name: str = "X") -> None:
                 f"(e.g. {input_name}.filled(value) or sklearn.impute.SimpleImputer)."
             )
         return
+    if isinstance(X, np.ndarray) and X.dtype.kind in "USO" and X.ndim == 2:
+        _check_numeric_array(X, input_name)  # after the missing entries below, which it would call text
     pandas = sys.modules.get("pandas")  # pd.NA can only exist when pandas is imported
     if pandas is None:
         return
@@ -111,6 +113,31 @@ def _converts_to_float(value) -> bool:
     return True
 
 
+def _check_numeric_array(X: np.ndarray, input_name: str) -> None:
+    """Name the first column of a text or object array that holds no number (numpy's error names neither)."""
+    try:
+        np.asarray(X, dtype=np.float64)
+        return
+    except TypeError:  # objects that are not text (a dict): scikit-learn's own TypeError says so
+        return
+    except ValueError:
+        pass
+    pandas = sys.modules.get("pandas")
+    if X.dtype == object and pandas is not None and bool(np.any(pandas.isna(X))):
+        return  # missing entries: check_not_masked_or_missing names them
+    for column in range(X.shape[1]):
+        value = next((v for v in X[:, column] if isinstance(v, str | bytes) and not _converts_to_float(v)), None)
+        if value is not None:
+            value = value.item() if isinstance(value, np.generic) else value  # 'a', not np.str_('a')
+            raise ValueError(f"{input_name} holds values other than numbers (e.g. {value!r} in column {column}): "
+                             + _NUMBERS_FIRST)
+
+
+#: How to turn columns of text into numbers (the end of the errors above and below).
+_NUMBERS_FIRST = ("turn them into numbers first (categories: sklearn.preprocessing.OneHotEncoder or OrdinalEncoder, "
+                  "e.g. in a sklearn.compose.ColumnTransformer; dates: e.g. days since a start), or drop them.")
+
+
 def _check_numeric_columns(frame, held: list, input_name: str) -> None:
     """Name the columns of a DataFrame that hold no numbers (pandas' own error quotes a value, not its column)."""
     text = {}
@@ -128,8 +155,7 @@ def _check_numeric_columns(frame, held: list, input_name: str) -> None:
         column, value = next(iter(text.items()))
         raise ValueError(
             f"{input_name} has columns that hold values other than numbers ({names}; e.g. {value!r} in {column!r}): "
-            "turn them into numbers first (categories: sklearn.preprocessing.OneHotEncoder or OrdinalEncoder, "
-            "e.g. in a sklearn.compose.ColumnTransformer; dates: e.g. days since a start), or drop them."
+            + _NUMBERS_FIRST
         )
 
 

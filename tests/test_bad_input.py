@@ -201,7 +201,7 @@ def test_numeric_containers_and_dtypes_work(route, convert, X30, ctx):
 @pytest.mark.parametrize("route", ROUTES)
 def test_non_numeric_strings_raise(route, X30, ctx):
     X = np.array([["a", "b"]] * 30)
-    with pytest.raises(ValueError, match="could not convert string to float"):
+    with pytest.raises(ValueError, match="X holds values other than numbers"):
         run_route(route, X, ctx)
 
 
@@ -557,6 +557,17 @@ def test_a_dataframe_column_of_no_numbers_is_named(route, kind, X30, ctx):
         run_route(route, df, ctx)
     df["species"] = df["a"].astype(str)  # numbers written as text convert, as scikit-learn converts them
     run_route(route, df, ctx)
+
+
+@pytest.mark.parametrize("route", FIT_ROUTES + INFERENCE_ROUTES)
+@pytest.mark.parametrize("dtype", [str, object])
+def test_an_array_column_of_no_numbers_is_named(route, dtype, X30, ctx):
+    """Probe 47a: a numpy array of text got numpy's 'could not convert string to float: np.str_(...)' where a
+    DataFrame of the same values got the column named and a way to turn it into numbers."""
+    X = np.column_stack([X30[:, 0].astype(str), np.array(["a", "b", "c"] * 10)]).astype(dtype)
+    with pytest.raises(ValueError, match=r"X holds values other than numbers \(e.g. 'a' in column 1\): turn them"):
+        run_route(route, X, ctx)
+    run_route(route, X30.astype(str).astype(dtype)[:, :2], ctx)  # numbers written as text convert, as in sklearn
 
 
 @pytest.mark.parametrize("estimator", ["kernel", "abc"])

@@ -405,7 +405,7 @@ def _y():
         (_X(), np.linspace(0, 1, 20), None, ValueError, "continuous"),
         (_X(), np.full(20, -1), None, ValueError, "no group holds at least 2 labelled rows"),
         (_X(), _y(), np.arange(20), ValueError, "no group holds at least 2 labelled rows"),
-        (np.array([["a", "b"]] * 20), _y(), None, ValueError, "convert"),
+        (np.array([["a", "b"]] * 20), _y(), None, ValueError, "values other than numbers"),
     ],
 )
 def test_bad_input_raises_clear_errors(X, y, groups, error, match):

@@ -242,7 +242,7 @@ def test_cli_cluster_max_clusters_lets_the_estimate_past_50(tmp_path, capsys):
         (["evaluate", "{header}", "{header}"], "holds no values"),
         (["evaluate", "{titles}", "{titles}"], "holds no values"),  # one row of titles: a header alone
         # A first row with one bad field was dropped as a "header": n - 1 labels, misaligned, exit status 0.
-        (["cluster", "{na_first}", "-o", "l.npy"], "could not convert string 'NA' to float64 at row 0"),
+        (["cluster", "{na_first}", "-o", "l.npy"], "'NA' is not a number (line 1, column 2)"),
         (["cluster", "{semicolons}", "-o", "l.npy"], "values must be separated by commas"),
     ],
 )
@@ -577,6 +577,17 @@ def test_cli_names_an_npz_archive_given_as_npy(tmp_path, capsys):
     (tmp_path / "points.npz").rename(tmp_path / "points.npy")
     assert main(["cluster", str(tmp_path / "points.npy"), "-o", str(tmp_path / "labels.txt")]) != 0
     assert "is an .npz archive" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, where", [("a,b\n1,2\n1,x\n", "'x' is not a number (line 3, column 2)"),
+                                         (",a,b\nr1,1,2\nr2,3,y\n", "'y' is not a number (line 3, column 3)"),
+                                         ("a,b\n# note\n\n1,2\n2,x\n", "'x' is not a number (line 5, column 2)")],
+                         ids=["header", "named-index", "comment-and-blank"])
+def test_cli_names_the_line_of_a_value_that_is_no_number(tmp_path, capsys, text, where):
+    """Probe 47a: numpy's "at row 0, column 2" counted data rows from 0 after the header (and past comments)."""
+    (tmp_path / "bad.csv").write_text(text)
+    assert main(["cluster", str(tmp_path / "bad.csv"), "-o", str(tmp_path / "l.txt")]) == 1
+    assert where in capsys.readouterr().err
 
 
 # ------------------------------------------------------------- the CLI and plots probe (/work/probe35f)
