@@ -293,7 +293,7 @@ def _train_epochs(kernel, X, y, g, epochs):
 def test_checkpoint_of_other_configuration_is_refused(blob_data, tmp_path):
     X, y, g = blob_data
     ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
-    with pytest.raises(ValueError, match="different configuration"):
+    with pytest.raises(ValueError, match=r"different configuration \(d_model=16 there, 8 here\)"):
         ContextualKernel(**{**TINY, "d_model": 8, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
 
 
@@ -343,6 +343,59 @@ def test_resumed_fine_tune_mixes_with_the_true_start(tmp_path):
     # warm_start on a finished checkpoint trained nothing, silently: the user believed they had fine-tuned.
     with pytest.warns(UserWarning, match="nothing is trained, the kernel that run fitted is restored"):
         finished.set_params(warm_start=True).fit(X, y)
+
+
+def test_interrupted_run_resumed_from_another_start_is_refused(tmp_path):
+    """A probe: an interrupted fine-tune of the generic kernel resumed under init='scratch' (the same network)
+    and returned weights of neither start; the start is part of the checkpoint now."""
+    from skabc.datasets import make_circles_sets
+    from skabc.training.plan import generic_network_params
+
+    X, y, _ = make_circles_sets(n_sets=6, set_size=40, random_state=0)
+    params = dict(max_epochs=2, sets_per_epoch=4, batch_size=4, set_size=(20, 40), random_state=0, device="cpu")
+    first = ContextualKernel(**params, checkpoint_dir=tmp_path)
+    with pytest.warns(RuntimeWarning, match="interrupted after 1 of 2 epochs"):
+        _train_epochs(first, X, y, None, epochs=1)
+    assert first.init_ == "generic"
+    other = ContextualKernel(**params, **generic_network_params(), init="scratch", checkpoint_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"started otherwise .*init_='generic' there, 'scratch' here"):
+        other.fit(X, y)
+
+
+def test_restored_run_keeps_this_fits_column_names(blob_data, tmp_path):
+    """A probe: restoring a finished run took that run's feature_names_in_ (renamed columns hold the same data),
+    and the kernel refused the frame it had just been fitted on."""
+    pd = pytest.importorskip("pandas")
+    X, y, g = blob_data
+    params = {**TINY, "checkpoint_dir": tmp_path}
+    ContextualKernel(**params).fit(pd.DataFrame(X, columns=["a", "b"]), y, groups=g)
+    renamed = pd.DataFrame(X, columns=["p", "q"])
+    with pytest.warns(UserWarning, match="restored"):
+        kernel = ContextualKernel(**params).fit(renamed, y, groups=g)
+    assert list(kernel.feature_names_in_) == ["p", "q"]
+    assert kernel.transform(renamed.iloc[:30]).shape == (30, 30)
+    with pytest.warns(UserWarning, match="restored"):
+        plain = ContextualKernel(**params).fit(X, y, groups=g)
+    assert not hasattr(plain, "feature_names_in_")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain.transform(X[:30])
+
+
+def test_restored_run_counts_the_epochs_it_trained(blob_data, tmp_path):
+    """A probe: with checkpoint_every=2 the last checkpoint of a 3-epoch run holds 2 epochs, and the restore
+    said '2 of 3 epochs, stopped early' of a run that trained all 3."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 3, "checkpoint_dir": tmp_path, "checkpoint_every": 2}
+    ContextualKernel(**params).fit(X, y, groups=g)
+    with pytest.warns(UserWarning, match=r"\(3 of 3 epochs\): nothing is trained"):
+        ContextualKernel(**params).fit(X, y, groups=g)
+
+
+def test_max_time_is_resolved_to_a_float(blob_data):
+    X, y, g = blob_data
+    kernel = ContextualKernel(**{**TINY, "max_time": 600}).fit(X, y, groups=g)
+    assert type(kernel.max_time_) is float and kernel.max_time_ == 600.0
 
 
 def test_resumed_validated_fine_tune_scores_the_true_start(tmp_path):

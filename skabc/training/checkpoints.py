@@ -57,10 +57,12 @@ def check_checkpoint_dir(checkpoint_dir) -> None:
 
 
 def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, announce: bool = True,
-                        net: NeuralNet | None = None) -> int:
-    """Epochs already saved in ``checkpoint_dir`` (0 if none); refuse a checkpoint of another configuration
-    or of other data (:func:`data_digest`, computed only when there is a checkpoint directory), and, given
-    the initialised ``net`` it would be restored into, weights or optimizer state that do not fit it."""
+                        net: NeuralNet | None = None, start: dict | None = None) -> int:
+    """Epochs already saved in ``checkpoint_dir`` (0 if none); refuse a checkpoint of another configuration,
+    of other data (:func:`data_digest`, computed only when there is a checkpoint directory) or of another
+    ``start`` (where the fit resolved its weights to start from, e.g. ``{'init_': 'generic',
+    'fine_tune_alpha_': 0.5}``: the trained kernel takes the scratch-like spec either way), and, given the
+    initialised ``net`` it would be restored into, weights or optimizer state that do not fit it."""
     if kernel.checkpoint_dir is None:
         return 0
     data = data_digest(X, labels, group_codes)
@@ -79,24 +81,39 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
         if not isinstance(saved, dict):
             raise ValueError(f"cannot resume from {str(config_file)!r}: it is not the configuration file skabc "
                              "wrote; use another checkpoint_dir or remove this one to start afresh.")
-        saved_data = saved.pop("_data", None)
+        saved_data, saved_start = saved.pop("_data", None), saved.pop("_start", None)
         if json.dumps(saved, sort_keys=True) != json.dumps(params, sort_keys=True):
             raise ValueError(
-                f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration; "
-                "use another directory or remove it to start afresh."
+                f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration "
+                f"({_differences(saved, params)}); use another directory or remove it to start afresh."
             )
-        # Checkpoints written before the data were recorded resume as they did.
+        # Checkpoints written before the start (or the data) were recorded resume as they did.
+        if saved_start is not None and start is not None and saved_start != json_ready(start, _name_of):
+            raise ValueError(
+                f"checkpoint_dir={str(directory)!r} holds a run started otherwise "
+                f"({_differences(saved_start, json_ready(start, _name_of))}); resuming it would give a kernel of "
+                "neither start. Use another directory or remove it to start afresh."
+            )
         if saved_data is not None and saved_data != data:
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of this configuration trained on other data "
-                "(X, y or groups differ, or the held-out validation rows: with random_state=None every fit draws "
-                "them anew, so pass an int); use another directory or remove it to start afresh."
+                "(X, y or groups differ, or the held-out validation rows: another validation_fraction draws others, "
+                "and with random_state=None every fit draws them anew, so pass an int); use another directory or "
+                "remove it to start afresh."
             )
         if kernel.verbose and announce:
             print(f"Resuming from the checkpoint in {str(directory)!r}.")
         return _check_checkpoint_files(directory, net, kernel.max_epochs)
-    config_file.write_text(json.dumps({**params, "_data": data}, sort_keys=True))
+    record = {**params, "_data": data, **({"_start": json_ready(start, _name_of)} if start is not None else {})}
+    config_file.write_text(json.dumps(record, sort_keys=True))
     return 0
+
+
+def _differences(saved: dict, current: dict) -> str:
+    """``'name=there, here'`` for every entry two configurations hold differently (at most four named)."""
+    names = sorted(name for name in set(saved) | set(current) if saved.get(name) != current.get(name))
+    text = "; ".join(f"{name}={saved.get(name)!r} there, {current.get(name)!r} here" for name in names[:4])
+    return text + (f"; and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_epochs=None) -> int:

@@ -47,7 +47,7 @@ from .early_stopping import TimeLimit, interrupted_by_user
 ALLOCATOR_MAX_SET_SIZE = 500
 
 def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tuple[int, int], previous_state=None,
-          callbacks=()):
+          callbacks=(), start: dict | None = None):
     """Train ``kernel``'s network on sets drawn from the labelled rows of ``X``.
 
     Parameters
@@ -66,6 +66,9 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         More named callbacks, e.g. validation and early stopping
         (:mod:`skabc.training.early_stopping`); a run they end is not
         reported as interrupted.
+    start : dict, default=None
+        Where the fit resolved its start (:func:`~skabc.training.checkpoints.checkpointed_epochs`): a
+        checkpoint of another start is refused.
 
     Returns
     -------
@@ -89,7 +92,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         net.initialize()
         if previous_state is not None:
             _load_warm_start(net, previous_state)
-        done = checkpointed_epochs(kernel, X, labels, group_codes, net=net)
+        done = checkpointed_epochs(kernel, X, labels, group_codes, net=net, start=start)
         if done and done >= kernel.max_epochs:
             # A finished run of this configuration on these data: fit restores it and trains nothing (with
             # warm_start too, which would otherwise go on training from the current weights).

@@ -76,6 +76,13 @@ class TrainingPlan:
         """The resolved ``batch_size`` (the training spec's)."""
         return self.spec.batch_size
 
+    def start_record(self) -> dict | None:
+        """Where this fit starts, as its checkpoint records it (the spec trains as from scratch either way);
+        ``None`` for a warm start, which continues whatever run the checkpoint holds (as a finished one)."""
+        if self.init == WARM_START:
+            return None
+        return {"init_": self.init, "fine_tune_alpha_": float(self.fine_tune_alpha)}
+
     def record(self, kernel, net) -> None:
         """Set ``kernel``'s fitted attributes that say how this plan's training went."""
         kernel.init_ = self.init
@@ -315,7 +322,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     if max_time == "auto":
         max_time = AUTO_MAX_TIME if schedule is not None else None
     if max_time is not None:
-        callbacks.append(("time_limit", TimeLimit(float(max_time))))
+        max_time = float(max_time)  # max_time_ is documented as a float (an int given stays one otherwise)
+        callbacks.append(("time_limit", TimeLimit(max_time)))
     return TrainingPlan(init=init, network_params=network, spec=spec, start_state=start_state,
                         recommended_clustering=recommended, train_labels=train_labels, schedule=schedule,
                         fine_tune_alpha=alpha, callbacks=callbacks, max_time=max_time)

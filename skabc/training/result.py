@@ -16,11 +16,15 @@ from pathlib import Path
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from ..persistence import json_ready
+from ..sampling import check_set_size
 from .checkpoints import checkpointed_epochs
+from .net import n_sets_per_epoch
 from .plan import WARM_START
 
 #: The fitted kernel of a complete run, in ``checkpoint_dir`` (skabc's safe format).
 RESULT_FILE = "fitted_kernel.safetensors"
+#: Fitted attributes a restored kernel keeps from this fit: they describe its input, which validation just set.
+THIS_FITS_INPUT = ("n_features_in_", "feature_names_in_")
 #: Parameters of the fit's held-out validation (early stopping) that shape its result where it validates.
 VALIDATION_PARAMS = ("n_iter_no_change", "validation_fraction")
 
@@ -66,11 +70,15 @@ def restore_result(kernel, plan, X, group_codes) -> bool:
             f"was made with other settings: {differ}; use another directory or remove it to train again.")
     kernel.__dict__.pop("net_", None)  # a previous fit's training net says nothing about this kernel
     for name, value in vars(restored).items():
-        if name.endswith("_"):
+        # The width and column names are this fit's X's (validated before): the data digest does not see names.
+        if name.endswith("_") and name not in THIS_FITS_INPUT:
             setattr(kernel, name, value)
-    stopped = ", stopped early" if done < spec.max_epochs else ""
+    # The checkpoint may predate the last epochs (checkpoint_every > 1); the kernel counts the sets it trained on.
+    n_sets = n_sets_per_epoch(spec, int((plan.train_labels >= 0).sum()), check_set_size(spec.set_size))
+    trained = round(restored.n_training_sets_ / n_sets) if n_sets else done
+    stopped = ", stopped early" if trained < spec.max_epochs else ""
     warn_user(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
-              f"({done} of {spec.max_epochs} epochs{stopped}): nothing is trained, the kernel that run fitted is "
+              f"({trained} of {spec.max_epochs} epochs{stopped}): nothing is trained, the kernel that run fitted is "
               f"restored from {RESULT_FILE}; use another directory or remove it to train again",
               SkabcWarning)
     return True
