@@ -301,3 +301,21 @@ def test_exponential_features_equal_torch_exp_where_it_underflows():
     expected = torch.exp(values)
     assert bool((expected[(values > -104) & (values < -100)] > 0).any())  # the window the shortcut must keep
     assert torch.equal(_exp_of_negative_(values.clone()), expected)
+
+
+def test_distances_skip_the_zero_padding_of_canonical_coordinates(monkeypatch):
+    """Canonical coordinates pad a low-dimensional set with zero columns to the network's width: the distances
+    are computed on the used columns (in whole blocks of eight), with the features bitwise unchanged."""
+    from skabc.nn import geometry
+
+    X = torch.zeros(2, 50, 64)
+    X[..., :3] = torch.randn(2, 50, 3, generator=torch.Generator().manual_seed(0))
+    widths, original = [], torch.cdist
+    monkeypatch.setattr(torch, "cdist", lambda a, b, **kw: widths.append(a.shape[-1]) or original(a, b, **kw))
+    trimmed = pair_features(X)
+    assert widths == [8]
+    monkeypatch.setattr(geometry, "_without_zero_tail", lambda X: X)
+    full = pair_features(X)
+    assert widths == [8, 64]
+    assert all(torch.equal(a, b) for a, b in zip(trimmed, full, strict=True))
+    assert pair_features(torch.zeros(1, 4, 64))[0].shape == (1, N_PAIR_FEATURES, 4, 4)  # no used column at all

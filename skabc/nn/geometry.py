@@ -67,7 +67,7 @@ def pair_features(X: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[to
         mask = torch.ones(batch, n, dtype=torch.bool, device=X.device)
     real_pair = mask[:, :, None] & mask[:, None, :]
     # Exact differences, not the |x|^2 + |y|^2 - 2xy expansion: its rounding reorders close neighbours.
-    dist = torch.cdist(X, X, compute_mode="donot_use_mm_for_euclid_dist")
+    dist = torch.cdist(*[_without_zero_tail(X)] * 2, compute_mode="donot_use_mm_for_euclid_dist")
     # Neighbour search: padded points and the point itself are never neighbours.
     eye = torch.eye(n, dtype=torch.bool, device=X.device)[None]
     search = dist.masked_fill(~real_pair | eye, float("inf"))
@@ -120,6 +120,18 @@ def pair_features(X: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[to
     )
     points = torch.nan_to_num(points, nan=0.0, posinf=0.0, neginf=0.0) * mask[..., None]
     return pairs, points
+
+
+def _without_zero_tail(X: torch.Tensor, block: int = 8) -> torch.Tensor:
+    """``X`` without its trailing columns that are 0 in every row, kept to a multiple of ``block`` columns.
+
+    Canonical coordinates pad a 2-D set with zeros to the network's width (64): their squared differences add
+    exact zeros to the distances, which took 22 ms of 25 at n = 1,000.  Whole blocks of eight keep the CPU
+    kernel's summation, so the distances are bitwise those of all the columns (checked for every width to 32).
+    """
+    used = torch.nonzero(X.detach().abs().amax(dim=tuple(range(X.dim() - 1))))
+    keep = min(X.shape[-1], -(-(int(used.max()) + 1 if len(used) else 1) // block) * block)
+    return X[..., :keep].contiguous() if keep < X.shape[-1] else X
 
 
 def _exp_of_negative_(values: torch.Tensor) -> torch.Tensor:
