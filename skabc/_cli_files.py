@@ -126,8 +126,13 @@ def _located(error: Exception, file: Path, skip: int) -> str:
     if not found:
         return str(error)
     value, row, column = found.group(1), int(found.group(2)), found.group(3)
-    with file.open(encoding="utf-8-sig") as f:
-        data = [number for number, line in enumerate(f, start=1) if number > skip and line.split("#", 1)[0].strip()]
+    try:  # numpy stopped at the value: the rest of the file may not even decode
+        with file.open(encoding="utf-8-sig") as f:
+            # numpy's data rows: every line but the skipped ones, empty ones and comments (whitespace counts).
+            data = [number for number, line in enumerate(f, start=1)
+                    if number > skip and line.rstrip("\r\n").split("#", 1)[0] != ""]
+    except (OSError, ValueError):
+        return str(error)
     where = f"line {data[row]}" if row < len(data) else f"data row {row + 1}"
     return f"{value} is not a number ({where}, column {column})"
 

@@ -362,6 +362,27 @@ def test_interrupted_run_resumed_from_another_start_is_refused(tmp_path):
         other.fit(X, y)
 
 
+def test_interrupted_warm_start_is_not_resumed_by_a_fresh_fit(blob_data, tmp_path):
+    """Review 47c: a warm start recorded no start, so a fresh fit resumed its interrupted run (the fitted
+    kernel's weights trained on, reported as init_='scratch')."""
+    X, y, g = blob_data
+    fitted = ContextualKernel(**{**TINY, "max_epochs": 3}).fit(X, y, groups=g)
+    fitted.set_params(warm_start=True, checkpoint_dir=tmp_path)
+    with pytest.warns(RuntimeWarning, match="interrupted after 1 of 3 epochs"):
+        _train_epochs(fitted, X, y, g, epochs=1)
+    fresh = ContextualKernel(**{**TINY, "max_epochs": 3, "checkpoint_dir": tmp_path})
+    with pytest.raises(ValueError, match=r"started otherwise \(init_='warm_start' there, 'scratch' here\)"):
+        fresh.fit(X, y, groups=g)
+
+
+def test_a_changed_configuration_is_named_as_json_compares_it(blob_data, tmp_path):
+    """Review 47c: weight_decay 0 then 0.0 was refused (the configuration compares JSON) with empty parentheses."""
+    X, y, g = blob_data
+    ContextualKernel(**{**TINY, "weight_decay": 0, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+    with pytest.raises(ValueError, match=r"different configuration \(weight_decay=0 there, 0.0 here\)"):
+        ContextualKernel(**{**TINY, "weight_decay": 0.0, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+
+
 def test_restored_run_keeps_this_fits_column_names(blob_data, tmp_path):
     """A probe: restoring a finished run took that run's feature_names_in_ (renamed columns hold the same data),
     and the kernel refused the frame it had just been fitted on."""

@@ -590,6 +590,18 @@ def test_cli_names_the_line_of_a_value_that_is_no_number(tmp_path, capsys, text,
     assert where in capsys.readouterr().err
 
 
+def test_cli_line_of_a_bad_value_counts_lines_as_numpy_does(tmp_path, capsys):
+    """Review 47c: a whitespace-only line is a (bad) data row to numpy, and a byte that does not decode after
+    the bad value replaced the whole message with the decoding error."""
+    (tmp_path / "spaces.csv").write_text("1\n   \n2\nx\n")
+    assert main(["cluster", str(tmp_path / "spaces.csv"), "-o", str(tmp_path / "l.txt")]) == 1
+    assert "'   ' is not a number (line 2, column 1)" in capsys.readouterr().err
+    (tmp_path / "tail.csv").write_bytes(b"1,2\n1,x\n" + b"1,2\n" * 200_000 + b"\xff,1\n")
+    assert main(["cluster", str(tmp_path / "tail.csv"), "-o", str(tmp_path / "l.txt")]) == 1
+    err = capsys.readouterr().err
+    assert "cannot read X from" in err and "'x'" in err
+
+
 # ------------------------------------------------------------- the CLI and plots probe (/work/probe35f)
 def test_cli_reads_pandas_default_header_as_a_header_and_integer_rows_as_data(tmp_path, capsys):
     """pandas writes unnamed columns as '0,1': the line was read as a point, and every label shifted by one."""

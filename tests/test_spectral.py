@@ -614,3 +614,18 @@ def test_consensus_skips_the_last_power_once_the_others_agree(monkeypatch):
     np.testing.assert_array_equal(eigenvalues, laplacian_eigenvalues(affinity, 11))
     solved.clear()
     assert consensus_n_clusters(affinity, 10, powers=(0.5, 1.0))[0] == 3 and len(solved) == 2  # a median of two
+
+
+def test_consensus_keeps_drawing_every_solve_from_a_caller_s_random_stream():
+    """Review 47c: skipping the last solve drew less from a RandomState the caller passed (sparse input and
+    large dense sets draw ARPACK's start from it), so what the caller drew next changed; only int or None
+    seeds skip."""
+    labels = np.repeat([0, 1, 2], 300)  # large enough for ARPACK, which draws its start from the stream
+    affinity = np.where(labels[:, None] == labels[None, :], 1.0, 0.0)
+    affinity[0, 300] = affinity[300, 0] = affinity[300, 600] = affinity[600, 300] = 1e-3
+    graph = sp.csr_matrix(affinity)
+    ours = np.random.RandomState(0)
+    consensus_n_clusters(graph, 8, random_state=ours)
+    every = np.random.RandomState(0)
+    assert len({estimate_n_clusters(graph.power(r), 8, random_state=every)[0] for r in (0.25, 0.5, 1.0, 2.0)}) == 1
+    assert ours.randint(1 << 30) == every.randint(1 << 30)

@@ -12,6 +12,7 @@ one line in :data:`N_CLUSTERS_SELECTORS`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -193,8 +194,8 @@ def consensus_n_clusters(
         if r == reported and eigenvalues is None:
             eigenvalues = values
         if (eigenvalues is not None and len(order) >= 3 and len(estimates) == len(order) - 1
-                and len(set(estimates)) == 1):
-            break  # all but one agree: the last vote cannot move the median (a dense solve saved)
+                and len(set(estimates)) == 1 and (random_state is None or isinstance(random_state, Integral))):
+            break  # all but one agree: the last vote cannot move the median (a solve saved; a caller's stream kept)
     return median_estimate(estimates), eigenvalues
 
 

@@ -21,6 +21,7 @@ from torch import nn
 
 from ..persistence import json_ready
 from .callbacks import RANDOM_STREAM_FILE
+from .plan import WARM_START
 
 #: Files of a checkpoint in ``checkpoint_dir`` (skorch's Checkpoint names).
 CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_history": "history.json"}
@@ -87,8 +88,10 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration "
                 f"({_differences(saved, params)}); use another directory or remove it to start afresh."
             )
-        # Checkpoints written before the start (or the data) were recorded resume as they did.
-        if saved_start is not None and start is not None and saved_start != json_ready(start, _name_of):
+        # Checkpoints written before the start (or the data) were recorded resume as they did; a warm start
+        # continues whatever run the checkpoint holds (as it does a finished one), but its own run is its own.
+        if (saved_start is not None and start is not None and start.get("init_") != WARM_START
+                and saved_start != json_ready(start, _name_of)):
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a run started otherwise "
                 f"({_differences(saved_start, json_ready(start, _name_of))}); resuming it would give a kernel of "
@@ -111,7 +114,8 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
 
 def _differences(saved: dict, current: dict) -> str:
     """``'name=there, here'`` for every entry two configurations hold differently (at most four named)."""
-    names = sorted(name for name in set(saved) | set(current) if saved.get(name) != current.get(name))
+    names = sorted(name for name in set(saved) | set(current)  # as JSON: 0 and 0.0 differ where the check saw it
+                   if json.dumps(saved.get(name), sort_keys=True) != json.dumps(current.get(name), sort_keys=True))
     text = "; ".join(f"{name}={saved.get(name)!r} there, {current.get(name)!r} here" for name in names[:4])
     return text + (f"; and {len(names) - 4} more" if len(names) > 4 else "")
 

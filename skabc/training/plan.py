@@ -76,11 +76,8 @@ class TrainingPlan:
         """The resolved ``batch_size`` (the training spec's)."""
         return self.spec.batch_size
 
-    def start_record(self) -> dict | None:
-        """Where this fit starts, as its checkpoint records it (the spec trains as from scratch either way);
-        ``None`` for a warm start, which continues whatever run the checkpoint holds (as a finished one)."""
-        if self.init == WARM_START:
-            return None
+    def start_record(self) -> dict:
+        """Where this fit starts, as its checkpoint records it (the spec trains as from scratch either way)."""
         return {"init_": self.init, "fine_tune_alpha_": float(self.fine_tune_alpha)}
 
     def record(self, kernel, net) -> None:
