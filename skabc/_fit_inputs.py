@@ -183,7 +183,9 @@ def resolve_kernel(model, X, y, groups):
         # A copy keeps the user's kernel as given: clone for a fresh one, deepcopy to keep the weights.
         kernel = copy.deepcopy(model.kernel) if fine_tune else clone(model.kernel)
         y = column_or_1d(y) if np.ndim(y) == 2 else y  # a column vector was warned of above: not twice
-        return kernel.fit(densify(X, kernel) if sp.issparse(X) else X, y, groups=groups)
+        X = densify(X, kernel) if sp.issparse(X) else X
+        # groups only where given: a Pipeline or a plain transformer takes none (KernelEnsemble's rule too).
+        return kernel.fit(X, y) if groups is None else kernel.fit(X, y, groups=groups)
     if not fitted:
         # scikit-learn's wording for a missing y first (its checks and users' handlers look for it).
         given = ("requires y to be passed, but the target y is None" if y is None

@@ -300,6 +300,8 @@ class KernelParamsMixin:
         """
         nested = sorted(name for name in params if name.startswith("kernel__"))
         if nested and params.get("kernel", getattr(self, "kernel", None)) is None:
-            raise ValueError(f"cannot set {', '.join(nested)}: kernel is None (its default is built in fit); "
-                             f"give a kernel first, e.g. set_params(kernel=ContextualKernel(), {nested[0]}=...)")
+            name = type(self).__name__
+            raise ValueError(f"{name} cannot set {', '.join(nested)}: its kernel is None (the default is built in "
+                             f"fit); give it a kernel first, e.g. {name}.set_params(kernel=ContextualKernel(), "
+                             f"{nested[0]}=...)")
         return super().set_params(**params)

@@ -753,7 +753,7 @@ def test_a_parameter_the_fitted_backend_does_not_use_may_change_after_fit(X30, t
 @pytest.mark.parametrize("estimator", [ABCClustering(), KernelEnsemble()], ids=lambda e: type(e).__name__)
 def test_nested_kernel_params_with_no_kernel_name_the_problem(estimator):
     """kernel=None is a default built in fit: set_params(kernel__x=...) raised 'NoneType' has no set_params."""
-    with pytest.raises(ValueError, match=r"cannot set kernel__d_model: kernel is None"):
+    with pytest.raises(ValueError, match=r"cannot set kernel__d_model: its kernel is None"):
         estimator.set_params(kernel__d_model=32)
     assert estimator.kernel is None
     tuned = estimator.set_params(kernel=ContextualKernel(), kernel__d_model=32)  # the way that works

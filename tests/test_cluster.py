@@ -20,7 +20,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_clustering
 
-from skabc import ABCClustering, ContextualKernel
+from skabc import ABCClustering, ContextualKernel, KernelEnsemble
 
 
 def test_fit_with_labels_trains_a_clone(blob_data):
@@ -259,6 +259,28 @@ def test_pipeline_kernel_then_precomputed_spectral_clustering(blob_data):
                          SpectralClustering(n_clusters=3, affinity="precomputed", random_state=0))
     labels = pipe.fit_predict(X[:60], y[:60])
     assert labels.shape == (60,)
+
+
+def test_an_unfitted_pipeline_or_plain_transformer_kernel_trains_without_groups(blob_data):
+    """Probe 47d: fit passed groups=None to every unfitted kernel, and a Pipeline (or a transformer whose fit takes
+    no groups) refused it: ABCClustering(kernel=make_pipeline(StandardScaler(), ContextualKernel())) never fitted."""
+    from sklearn.base import BaseEstimator, TransformerMixin
+
+    class RBFAffinity(TransformerMixin, BaseEstimator):
+        def fit(self, X, y=None):
+            self.n_features_in_ = np.shape(X)[1]
+            return self
+
+        def transform(self, X):
+            return np.exp(-((X[:, None] - X[None]) ** 2).sum(-1))
+
+    X, y, _ = blob_data
+    model = ABCClustering(kernel=make_pipeline(StandardScaler(), ContextualKernel(**TINY)), n_clusters=3,
+                          random_state=0).fit(X[:60], y[:60])
+    assert model.labels_.shape == (60,)
+    assert ABCClustering(kernel=RBFAffinity(), n_clusters=3, random_state=0).fit(X[:60], y[:60]).labels_.shape == (60,)
+    with pytest.raises(ValueError, match=r"KernelEnsemble cannot set kernel__d_model: its kernel is None"):
+        ABCClustering(kernel=KernelEnsemble()).set_params(kernel__kernel__d_model=8)
 
 
 def test_a_pretrained_kernel_in_a_pipeline_needs_freezing_and_the_error_says_so():
