@@ -413,21 +413,6 @@ def test_restored_run_counts_the_epochs_it_trained(blob_data, tmp_path):
         ContextualKernel(**params).fit(X, y, groups=g)
 
 
-def test_an_early_stopped_run_is_restored_whatever_checkpoint_every(blob_data, tmp_path):
-    """Review 47c: early stopping ends a run before the checkpoint's turn (the validation runs first), so a run
-    stopped before its first save left no checkpoint, and every later fit of it trained it again."""
-    X, y, g = blob_data
-    params = {**TINY, "max_epochs": 12, "early_stopping": True, "n_iter_no_change": 1, "checkpoint_every": 3,
-              "validation_fraction": 0.3, "checkpoint_dir": tmp_path}
-    first = ContextualKernel(**params).fit(X, y, groups=g)
-    trained = len(first.net_.history)
-    assert trained < 3  # stopped before the first save of checkpoint_every=3
-    with pytest.warns(UserWarning, match=rf"\({trained} of 12 epochs, stopped early\): nothing is trained"):
-        again = ContextualKernel(**params).fit(X, y, groups=g)
-    assert not hasattr(again, "net_")
-    np.testing.assert_array_equal(again.transform(X[:30]), first.transform(X[:30]))
-
-
 def test_max_time_is_resolved_to_a_float(blob_data):
     X, y, g = blob_data
     kernel = ContextualKernel(**{**TINY, "max_time": 600}).fit(X, y, groups=g)

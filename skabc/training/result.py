@@ -42,25 +42,12 @@ def keep_result(kernel, complete: bool) -> None:
         return
     path = Path(kernel.checkpoint_dir) / RESULT_FILE
     if complete:
-        _checkpoint_last_epoch(kernel)
         try:
             kernel.save(path)
             return
         except (TypeError, ValueError):  # a custom callable or module has no safe file: nothing to restore
             pass
     path.unlink(missing_ok=True)
-
-
-def _checkpoint_last_epoch(kernel) -> None:
-    """Save a complete run's last epoch where ``checkpoint_every`` skipped it or early stopping ended the run
-    before the checkpoint's turn: :func:`restore_result` knows the run by its checkpoint, and a run stopped before
-    its first save was trained again by every later fit of the same configuration."""
-    net = getattr(kernel, "net_", None)
-    checkpoint = dict(getattr(net, "callbacks_", ())).get("checkpoint")
-    if checkpoint is None or not len(net.history) or net.history[-1].get("event_cp"):
-        return
-    net.history.record("event_cp", True)
-    checkpoint.save_model(net)
 
 
 def restore_result(kernel, plan, X, group_codes) -> bool:
