@@ -300,8 +300,11 @@ class KernelParamsMixin:
         """
         nested = sorted(name for name in params if name.startswith("kernel__"))
         if nested and params.get("kernel", getattr(self, "kernel", None)) is None:
-            name = type(self).__name__
+            name, parts = type(self).__name__, nested[0].split("__")
+            # The example must have the parameter named: kernel__kernel__x is a KernelEnsemble's kernel's.
+            example = ("ContextualKernel()" if len(parts) == 2
+                       else "KernelEnsemble(ContextualKernel())" if parts[1] == "kernel" else "...")
             raise ValueError(f"{name} cannot set {', '.join(nested)}: its kernel is None (the default is built in "
-                             f"fit); give it a kernel first, e.g. {name}.set_params(kernel=ContextualKernel(), "
+                             f"fit); give it a kernel first, e.g. {name}.set_params(kernel={example}, "
                              f"{nested[0]}=...)")
         return super().set_params(**params)

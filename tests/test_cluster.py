@@ -281,6 +281,17 @@ def test_an_unfitted_pipeline_or_plain_transformer_kernel_trains_without_groups(
     assert ABCClustering(kernel=RBFAffinity(), n_clusters=3, random_state=0).fit(X[:60], y[:60]).labels_.shape == (60,)
     with pytest.raises(ValueError, match=r"KernelEnsemble cannot set kernel__d_model: its kernel is None"):
         ABCClustering(kernel=KernelEnsemble()).set_params(kernel__kernel__d_model=8)
+    # Review 47f: the example must hold the parameter (ContextualKernel has no kernel of its own).
+    with pytest.raises(ValueError, match=r"set_params\(kernel=KernelEnsemble\(ContextualKernel\(\)\), kernel__kernel"):
+        ABCClustering().set_params(kernel__kernel__d_model=8)
+    ABCClustering().set_params(kernel=KernelEnsemble(ContextualKernel()), kernel__kernel__d_model=8)  # as it says
+    # With groups, such kernels are refused in skabc's words (scikit-learn's own told the user to pass step
+    # parameters to a Pipeline.fit they never called, or raised a TypeError).
+    groups = np.repeat(np.arange(3), 20)
+    for kernel in (make_pipeline(StandardScaler(), ContextualKernel(**TINY)), RBFAffinity()):
+        with pytest.raises(ValueError, match=r"groups were given, but the kernel's fit \((Pipeline|RBFAffinity)\.fit\) "
+                                             r"takes no groups: pass no groups, or turn on .*metadata routing"):
+            ABCClustering(kernel=kernel, n_clusters=3).fit(X[:60], y[:60], groups=groups)
 
 
 def test_a_pretrained_kernel_in_a_pipeline_needs_freezing_and_the_error_says_so():
