@@ -75,7 +75,8 @@ def restore_result(kernel, plan, X, group_codes) -> bool:
             setattr(kernel, name, value)
     # The checkpoint may predate the last epochs (checkpoint_every > 1); the kernel counts the sets it trained on.
     n_sets = n_sets_per_epoch(spec, int((plan.train_labels >= 0).sum()), check_set_size(spec.set_size))
-    trained = round(restored.n_training_sets_ / n_sets) if n_sets else done
+    counted = getattr(restored, "n_training_sets_", 0)  # 0: a file that did not record it
+    trained = round(counted / n_sets) if n_sets and counted else done
     stopped = ", stopped early" if trained < spec.max_epochs else ""
     warn_user(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
               f"({trained} of {spec.max_epochs} epochs{stopped}): nothing is trained, the kernel that run fitted is "
