@@ -413,6 +413,28 @@ def test_restored_run_counts_the_epochs_it_trained(blob_data, tmp_path):
         ContextualKernel(**params).fit(X, y, groups=g)
 
 
+def test_an_early_stopped_run_is_restored_whatever_checkpoint_every(blob_data, tmp_path):
+    """Review 47c: early stopping ends a run before the checkpoint's turn (the validation runs first), so a run
+    stopped before its first save left no history, and every later fit of it trained it again; it is known by
+    its configuration file now, and another configuration still trains."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 12, "early_stopping": True, "n_iter_no_change": 1, "checkpoint_every": 3,
+              "validation_fraction": 0.3, "checkpoint_dir": tmp_path}
+    first = ContextualKernel(**params).fit(X, y, groups=g)
+    trained = len(first.net_.history)
+    assert trained < 3 and not (tmp_path / "history.json").exists()  # stopped before its first save
+    with pytest.warns(UserWarning, match=rf"\({trained} of 12 epochs, stopped early\): nothing is trained"):
+        again = ContextualKernel(**params).fit(X, y, groups=g)
+    assert not hasattr(again, "net_")
+    np.testing.assert_array_equal(again.transform(X[:30]), first.transform(X[:30]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no restore of the other configuration's kernel
+        other = ContextualKernel(**{**params, "lr": 2e-3}).fit(X, y, groups=g)
+    assert hasattr(other, "net_")
+    with pytest.warns(UserWarning, match="nothing is trained"):  # the directory now holds the second run
+        assert not hasattr(ContextualKernel(**{**params, "lr": 2e-3}).fit(X, y, groups=g), "net_")
+
+
 def test_max_time_is_resolved_to_a_float(blob_data):
     X, y, g = blob_data
     kernel = ContextualKernel(**{**TINY, "max_time": 600}).fit(X, y, groups=g)

@@ -112,6 +112,23 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
     return 0
 
 
+def started_as_this_run(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> bool:
+    """Whether ``checkpoint_dir`` holds no history but the configuration file of this configuration on these
+    data: a run that ended before its first checkpoint (early stopping ahead of ``checkpoint_every``).  Read
+    only: :func:`checkpointed_epochs` would write this fit's configuration over it."""
+    directory = Path(kernel.checkpoint_dir)
+    if (directory / CHECKPOINT_FILES["f_history"]).exists():
+        return False
+    try:
+        saved = json.loads((directory / _CONFIG_FILE).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    if not isinstance(saved, dict) or saved.pop("_data", None) != data_digest(X, labels, group_codes):
+        return False
+    saved.pop("_start", None)  # compared on the kept kernel itself (skabc.training.result)
+    return json.dumps(saved, sort_keys=True) == json.dumps(describe_params(kernel), sort_keys=True)
+
+
 def _differences(saved: dict, current: dict) -> str:
     """``'name=there, here'`` for every entry two configurations hold differently (at most four named)."""
     names = sorted(name for name in set(saved) | set(current)  # as JSON: 0 and 0.0 differ where the check saw it

@@ -17,7 +17,7 @@ from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from ..persistence import json_ready
 from ..sampling import check_set_size
-from .checkpoints import checkpointed_epochs
+from .checkpoints import checkpointed_epochs, started_as_this_run
 from .net import n_sets_per_epoch
 from .plan import WARM_START
 
@@ -59,8 +59,11 @@ def restore_result(kernel, plan, X, group_codes) -> bool:
     spec = plan.spec
     if kernel.checkpoint_dir is None or not (Path(kernel.checkpoint_dir) / RESULT_FILE).is_file():
         return False
-    done = checkpointed_epochs(spec, X, plan.train_labels, group_codes, announce=False)
-    if not done:
+    # A run that early stopping ended before its first checkpoint left its configuration and no history: it is
+    # known by that file (read before checkpointed_epochs would write this fit's over it), else trained again.
+    unsaved = started_as_this_run(spec, X, plan.train_labels, group_codes)
+    done = 0 if unsaved else checkpointed_epochs(spec, X, plan.train_labels, group_codes, announce=False)
+    if not done and not unsaved:
         return False
     restored = type(kernel).load(Path(kernel.checkpoint_dir) / RESULT_FILE, device=kernel.device)
     differ = _resolved_otherwise(kernel, plan, restored)
