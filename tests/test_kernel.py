@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 import warnings
 
 import numpy as np
@@ -433,6 +434,20 @@ def test_an_early_stopped_run_is_restored_whatever_checkpoint_every(blob_data, t
     assert hasattr(other, "net_")
     with pytest.warns(UserWarning, match="nothing is trained"):  # the directory now holds the second run
         assert not hasattr(ContextualKernel(**{**params, "lr": 2e-3}).fit(X, y, groups=g), "net_")
+
+
+def test_a_damaged_kept_kernel_is_named_with_what_to_do(blob_data, tmp_path):
+    """Review 47g: a damaged fitted_kernel.safetensors gave the loader's error alone, not where it lies or that
+    removing it trains again."""
+    X, y, g = blob_data
+    params = {**TINY, "checkpoint_dir": tmp_path}
+    ContextualKernel(**params).fit(X, y, groups=g)
+    (tmp_path / "fitted_kernel.safetensors").write_bytes(b"\x00" * 4)
+    with pytest.raises(ValueError, match=r"holds a kept kernel \(fitted_kernel.safetensors\) that cannot be read: "
+                                         r".*remove the directory \(or use another\) to train again"):
+        ContextualKernel(**params).fit(X, y, groups=g)
+    shutil.rmtree(tmp_path)
+    assert hasattr(ContextualKernel(**params).fit(X, y, groups=g), "net_")  # as the message says: it trains
 
 
 def test_max_time_is_resolved_to_a_float(blob_data):

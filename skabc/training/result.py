@@ -65,7 +65,11 @@ def restore_result(kernel, plan, X, group_codes) -> bool:
     done = 0 if unsaved else checkpointed_epochs(spec, X, plan.train_labels, group_codes, announce=False)
     if not done and not unsaved:
         return False
-    restored = type(kernel).load(Path(kernel.checkpoint_dir) / RESULT_FILE, device=kernel.device)
+    try:
+        restored = type(kernel).load(Path(kernel.checkpoint_dir) / RESULT_FILE, device=kernel.device)
+    except ValueError as error:  # damaged or foreign: say where it lies and what to do
+        raise ValueError(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a kept kernel ({RESULT_FILE}) that "
+                         f"cannot be read: {error}; remove the directory (or use another) to train again.") from None
     differ = _resolved_otherwise(kernel, plan, restored)
     if differ:
         raise ValueError(
