@@ -170,19 +170,17 @@ def check_takes_groups(kernel) -> None:
     from sklearn import get_config
     from sklearn.pipeline import Pipeline
 
-    parameters = inspect.signature(kernel.fit).parameters
-    routed = get_config().get("enable_metadata_routing", False)
-    if "groups" in parameters and not isinstance(kernel, Pipeline):
-        return
-    if isinstance(kernel, Pipeline) and routed:
-        return  # routed to the steps that request them (or scikit-learn says which step does not)
-    if not isinstance(kernel, Pipeline) and any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        return  # a fit(**params) of its own: it decides
-    raise ValueError(
-        f"groups were given, but the kernel's fit ({type(kernel).__name__}.fit) takes no groups: pass no groups, or "
-        "turn on scikit-learn's metadata routing (sklearn.set_config(enable_metadata_routing=True)) and request "
-        "them from the step that takes them (e.g. ContextualKernel().set_fit_request(groups=True))."
-    )
+    if isinstance(kernel, Pipeline):  # routed to the steps that request them (scikit-learn names one that does not)
+        takes = get_config().get("enable_metadata_routing", False)
+    else:  # a groups argument, or a fit(**params) of its own that decides
+        parameters = inspect.signature(kernel.fit).parameters.values()
+        takes = any(p.name == "groups" or p.kind is p.VAR_KEYWORD for p in parameters)
+    if not takes:
+        raise ValueError(
+            f"groups were given, but the kernel's fit ({type(kernel).__name__}.fit) takes no groups: pass no "
+            "groups, or turn on scikit-learn's metadata routing (sklearn.set_config(enable_metadata_routing=True)) "
+            "and request them from the step that takes them (e.g. ContextualKernel().set_fit_request(groups=True))."
+        )
 
 
 def resolve_kernel(model, X, y, groups):

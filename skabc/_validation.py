@@ -67,7 +67,7 @@ def check_magnitude(X: np.ndarray) -> np.ndarray:
 
 
 def check_not_masked_or_missing(X, input_name: str = "X") -> None:
-    """Refuse inputs whose missing entries scikit-learn's conversion would not report clearly.
+    """Refuse inputs whose missing entries, or text, scikit-learn's conversion would not report clearly.
 
     ``np.asarray`` drops the mask of a masked array, so the fill values would be
     clustered as data; ``pd.NA`` in an object column makes the float conversion

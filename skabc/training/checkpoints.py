@@ -83,7 +83,7 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
             raise ValueError(f"cannot resume from {str(config_file)!r}: it is not the configuration file skabc "
                              "wrote; use another checkpoint_dir or remove this one to start afresh.")
         saved_data, saved_start = saved.pop("_data", None), saved.pop("_start", None)
-        if json.dumps(saved, sort_keys=True) != json.dumps(params, sort_keys=True):
+        if _as_json(saved) != _as_json(params):
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration "
                 f"({_differences(saved, params)}); use another directory or remove it to start afresh."
@@ -108,7 +108,7 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
             print(f"Resuming from the checkpoint in {str(directory)!r}.")
         return _check_checkpoint_files(directory, net, kernel.max_epochs)
     record = {**params, "_data": data, **({"_start": json_ready(start, _name_of)} if start is not None else {})}
-    config_file.write_text(json.dumps(record, sort_keys=True))
+    config_file.write_text(_as_json(record))
     return 0
 
 
@@ -126,13 +126,19 @@ def started_as_this_run(kernel, X: np.ndarray, labels: np.ndarray, group_codes) 
     if not isinstance(saved, dict) or saved.pop("_data", None) != data_digest(X, labels, group_codes):
         return False
     saved.pop("_start", None)  # compared on the kept kernel itself (skabc.training.result)
-    return json.dumps(saved, sort_keys=True) == json.dumps(describe_params(kernel), sort_keys=True)
+    return _as_json(saved) == _as_json(describe_params(kernel))
+
+
+def _as_json(value) -> str:
+    """A configuration (or one of its values) as the checkpoint compares and stores it."""
+    return json.dumps(value, sort_keys=True)
 
 
 def _differences(saved: dict, current: dict) -> str:
     """``'name=there, here'`` for every entry two configurations hold differently (at most four named)."""
-    names = sorted(name for name in set(saved) | set(current)  # as JSON: 0 and 0.0 differ where the check saw it
-                   if json.dumps(saved.get(name), sort_keys=True) != json.dumps(current.get(name), sort_keys=True))
+    # As JSON, as the check compares: 0 and 0.0 differ there.
+    names = sorted(name for name in set(saved) | set(current)
+                   if _as_json(saved.get(name)) != _as_json(current.get(name)))
     text = "; ".join(f"{name}={saved.get(name)!r} there, {current.get(name)!r} here" for name in names[:4])
     return text + (f"; and {len(names) - 4} more" if len(names) > 4 else "")
 
