@@ -324,6 +324,32 @@ def test_checkpoint_of_other_data_is_refused(blob_data, tmp_path, capsys):
             ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(other[0], other[1], groups=other[2])
 
 
+def test_checkpoint_with_other_validation_labels_is_refused(blob_data, tmp_path):
+    """Left open in session 47: the data digest read the training labels, where held-out rows are -1, so labels
+    changed on the held-out rows alone (other validation sets, other early stopping) restored the old run."""
+    from skabc.training.plan import plan_training
+
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 2, "early_stopping": True, "validation_fraction": 0.3, "checkpoint_dir": tmp_path}
+    ContextualKernel(**params).fit(X, y, groups=g)
+    plan = plan_training(ContextualKernel(**params), X.astype(np.float32), y.astype(np.int64), g.astype(np.int64))
+    held_out = (plan.train_labels < 0) & (y >= 0)
+    assert held_out.any()
+    relabelled = y.copy()
+    relabelled[held_out] = 0  # every held-out group one cluster: the training rows and their labels are unchanged
+    assert not np.array_equal(relabelled, y)
+    with pytest.raises(ValueError, match="trained on other data"):
+        ContextualKernel(**params).fit(X, relabelled, groups=g)
+    with pytest.warns(UserWarning, match="nothing is trained"):  # the same labels still restore the run
+        ContextualKernel(**params).fit(X, y, groups=g)
+    config = tmp_path / "config.json"
+    saved = json.loads(config.read_text())
+    assert saved.pop("_validation") is not None
+    config.write_text(json.dumps(saved))  # a checkpoint of an earlier version, which did not record them
+    with pytest.warns(UserWarning, match="nothing is trained"):  # resumes as it did
+        ContextualKernel(**params).fit(X, relabelled, groups=g)
+
+
 def test_resumed_fine_tune_mixes_with_the_true_start(tmp_path):
     """A probe: a fine-tune resumed from its checkpoint mixed with the checkpoint's weights, not the generic
     start (fine_tune_alpha_ 0.5 reported, the weights of 1.0 returned)."""

@@ -38,6 +38,17 @@ def data_digest(X: np.ndarray, labels: np.ndarray, group_codes) -> str:
     return digest.hexdigest()
 
 
+def validation_digest(validation_labels) -> str | None:
+    """SHA-256 of the held-out rows' labels (``-1`` elsewhere), ``None`` without validation.
+
+    :func:`data_digest` reads the training labels, where held-out rows are ``-1``: labels changed on those rows
+    alone train the same sets but score other validation sets, so early stopping (and the weights kept) differ.
+    """
+    if validation_labels is None:
+        return None
+    return hashlib.sha256(np.ascontiguousarray(validation_labels, dtype=np.int64).tobytes()).hexdigest()
+
+
 def first_mismatch(saved: dict, current: dict) -> str | None:
     """The first tensor name of two state dicts that only one holds, else whose shapes differ; ``None`` if they fit."""
     names = (sorted(set(saved) ^ set(current))
@@ -58,12 +69,15 @@ def check_checkpoint_dir(checkpoint_dir) -> None:
 
 
 def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, announce: bool = True,
-                        net: NeuralNet | None = None, start: dict | None = None) -> int:
+                        net: NeuralNet | None = None, start: dict | None = None,
+                        validation_labels: np.ndarray | None = None) -> int:
     """Epochs already saved in ``checkpoint_dir`` (0 if none); refuse a checkpoint of another configuration,
     of other data (:func:`data_digest`, computed only when there is a checkpoint directory) or of another
     ``start`` (where the fit resolved its weights to start from, e.g. ``{'init_': 'generic',
     'fine_tune_alpha_': 0.5}``: the trained kernel takes the scratch-like spec either way), and, given the
-    initialised ``net`` it would be restored into, weights or optimizer state that do not fit it."""
+    initialised ``net`` it would be restored into, weights or optimizer state that do not fit it.
+    ``validation_labels``: the held-out rows' labels (:func:`validation_digest`), checked where the checkpoint
+    recorded them (older ones did not)."""
     if kernel.checkpoint_dir is None:
         return 0
     data = data_digest(X, labels, group_codes)
@@ -83,6 +97,7 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
             raise ValueError(f"cannot resume from {str(config_file)!r}: it is not the configuration file skabc "
                              "wrote; use another checkpoint_dir or remove this one to start afresh.")
         saved_data, saved_start = saved.pop("_data", None), saved.pop("_start", None)
+        recorded_validation, saved_validation = "_validation" in saved, saved.pop("_validation", None)
         if _as_json(saved) != _as_json(params):
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration "
@@ -97,7 +112,8 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
                 f"({_differences(saved_start, json_ready(start, _name_of))}); resuming it would give a kernel of "
                 "neither start. Use another directory or remove it to start afresh."
             )
-        if saved_data is not None and saved_data != data:
+        if (saved_data is not None and saved_data != data) or (
+                recorded_validation and saved_validation != validation_digest(validation_labels)):
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of this configuration trained on other data "
                 "(X, y or groups differ, or the held-out validation rows: another validation_fraction draws others, "
@@ -107,12 +123,14 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
         if kernel.verbose and announce:
             print(f"Resuming from the checkpoint in {str(directory)!r}.")
         return _check_checkpoint_files(directory, net, kernel.max_epochs)
-    record = {**params, "_data": data, **({"_start": json_ready(start, _name_of)} if start is not None else {})}
+    record = {**params, "_data": data, "_validation": validation_digest(validation_labels),
+              **({"_start": json_ready(start, _name_of)} if start is not None else {})}
     config_file.write_text(_as_json(record))
     return 0
 
 
-def started_as_this_run(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> bool:
+def started_as_this_run(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
+                        validation_labels: np.ndarray | None = None) -> bool:
     """Whether ``checkpoint_dir`` holds no history but the configuration file of this configuration on these
     data: a run that ended before its first checkpoint (early stopping ahead of ``checkpoint_every``).  Read
     only: :func:`checkpointed_epochs` would write this fit's configuration over it."""
@@ -124,6 +142,8 @@ def started_as_this_run(kernel, X: np.ndarray, labels: np.ndarray, group_codes) 
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
     if not isinstance(saved, dict) or saved.pop("_data", None) != data_digest(X, labels, group_codes):
+        return False
+    if "_validation" in saved and saved.pop("_validation") != validation_digest(validation_labels):
         return False
     saved.pop("_start", None)  # compared on the kept kernel itself (skabc.training.result)
     return _as_json(saved) == _as_json(describe_params(kernel))

@@ -50,7 +50,8 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
         return
     keep_result(kernel, complete=False)  # a kernel kept before no longer matches what this run will leave
     net, n_sets = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(kernel.set_size),
-                        plan.start_state, plan.callbacks, start=plan.start_record())
+                        plan.start_state, plan.callbacks, start=plan.start_record(),
+                        validation_labels=plan.validation_labels)
     net.module_.eval()
     check_trained_weights(net.module_, X, set_transform(plan.spec))  # before the kernel takes them
     kernel.net_, kernel.module_ = net, net.module_

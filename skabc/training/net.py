@@ -47,7 +47,7 @@ from .early_stopping import TimeLimit, interrupted_by_user
 ALLOCATOR_MAX_SET_SIZE = 500
 
 def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tuple[int, int], previous_state=None,
-          callbacks=(), start: dict | None = None):
+          callbacks=(), start: dict | None = None, validation_labels: np.ndarray | None = None):
     """Train ``kernel``'s network on sets drawn from the labelled rows of ``X``.
 
     Parameters
@@ -69,6 +69,8 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     start : dict, default=None
         Where the fit resolved its start (:func:`~skabc.training.checkpoints.checkpointed_epochs`): a
         checkpoint of another start is refused.
+    validation_labels : ndarray of int64, default=None
+        The held-out rows' labels, ``-1`` elsewhere: a checkpoint of other validation data is refused.
 
     Returns
     -------
@@ -92,7 +94,8 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         net.initialize()
         if previous_state is not None:
             _load_warm_start(net, previous_state)
-        done = checkpointed_epochs(kernel, X, labels, group_codes, net=net, start=start)
+        done = checkpointed_epochs(kernel, X, labels, group_codes, net=net, start=start,
+                                   validation_labels=validation_labels)
         if done and done >= kernel.max_epochs:
             # A finished run of this configuration on these data: fit restores it and trains nothing (with
             # warm_start too, which would otherwise go on training from the current weights).

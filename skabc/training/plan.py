@@ -70,6 +70,8 @@ class TrainingPlan:
     fine_tune_alpha: float = 1.0
     callbacks: list = field(default_factory=list)
     max_time: float | None = None
+    #: The held-out rows' labels, ``-1`` elsewhere (``None`` without validation): a checkpoint records them.
+    validation_labels: np.ndarray | None = None
 
     @property
     def batch_size(self) -> int:
@@ -323,7 +325,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         callbacks.append(("time_limit", TimeLimit(max_time)))
     return TrainingPlan(init=init, network_params=network, spec=spec, start_state=start_state,
                         recommended_clustering=recommended, train_labels=train_labels, schedule=schedule,
-                        fine_tune_alpha=alpha, callbacks=callbacks, max_time=max_time)
+                        fine_tune_alpha=alpha, callbacks=callbacks, max_time=max_time,
+                        validation_labels=None if held_out is None else np.where(held_out, labels, -1))
 
 
 def resolve_fine_tune_alpha(kernel, init: str, validates_on_groups: bool) -> float:

@@ -61,8 +61,9 @@ def restore_result(kernel, plan, X, group_codes) -> bool:
         return False
     # A run that early stopping ended before its first checkpoint left its configuration and no history: it is
     # known by that file (read before checkpointed_epochs would write this fit's over it), else trained again.
-    unsaved = started_as_this_run(spec, X, plan.train_labels, group_codes)
-    done = 0 if unsaved else checkpointed_epochs(spec, X, plan.train_labels, group_codes, announce=False)
+    unsaved = started_as_this_run(spec, X, plan.train_labels, group_codes, plan.validation_labels)
+    done = 0 if unsaved else checkpointed_epochs(spec, X, plan.train_labels, group_codes, announce=False,
+                                                 validation_labels=plan.validation_labels)
     if not done and not unsaved:
         return False
     try:
