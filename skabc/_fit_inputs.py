@@ -24,7 +24,7 @@ from ._user_warnings import warn_user
 from ._validation import encode_labels, format_bytes
 from .exceptions import AffinityTooLargeError, SkabcWarning
 from .kernels import ContextualKernel
-from .kernels.base import unfrozen
+from .kernels.base import fit_on_labels, unfrozen
 from .kernels.pairwise import (
     PRECOMPUTED_AFFINITIES,
     SPARSE_FORMATS,
@@ -161,28 +161,6 @@ def kernel_is_fitted(kernel) -> bool:
     return True
 
 
-def check_takes_groups(kernel) -> None:
-    """Refuse, in skabc's words, ``groups`` for an unfitted kernel whose ``fit`` cannot take them: a transformer
-    without a ``groups`` argument, or a Pipeline while scikit-learn's metadata routing is off (the Pipeline's own
-    error tells the user to pass step parameters to a ``Pipeline.fit`` they never called)."""
-    import inspect
-
-    from sklearn import get_config
-    from sklearn.pipeline import Pipeline
-
-    if isinstance(kernel, Pipeline):  # routed to the steps that request them (scikit-learn names one that does not)
-        takes = get_config().get("enable_metadata_routing", False)
-    else:  # a groups argument, or a fit(**params) of its own that decides
-        parameters = inspect.signature(kernel.fit).parameters.values()
-        takes = any(p.name == "groups" or p.kind is p.VAR_KEYWORD for p in parameters)
-    if not takes:
-        raise ValueError(
-            f"groups were given, but the kernel's fit ({type(kernel).__name__}.fit) takes no groups: pass no "
-            "groups, or turn on scikit-learn's metadata routing (sklearn.set_config(enable_metadata_routing=True)) "
-            "and request them from the step that takes them (e.g. ContextualKernel().set_fit_request(groups=True))."
-        )
-
-
 def resolve_kernel(model, X, y, groups):
     """The fitted kernel of ``model``: scikit-learn's for a non-learned ``affinity``, else the learned one."""
     if not is_learned(model.affinity):
@@ -206,11 +184,7 @@ def resolve_kernel(model, X, y, groups):
         kernel = copy.deepcopy(model.kernel) if fine_tune else clone(model.kernel)
         y = column_or_1d(y) if np.ndim(y) == 2 else y  # a column vector was warned of above: not twice
         X = densify(X, kernel) if sp.issparse(X) else X
-        # groups only where given: a Pipeline or a plain transformer takes none (KernelEnsemble's rule too).
-        if groups is None:
-            return kernel.fit(X, y)
-        check_takes_groups(kernel)
-        return kernel.fit(X, y, groups=groups)
+        return fit_on_labels(kernel, X, y, groups)
     if not fitted:
         # scikit-learn's wording for a missing y first (its checks and users' handlers look for it).
         given = ("requires y to be passed, but the target y is None" if y is None

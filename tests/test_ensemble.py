@@ -397,3 +397,18 @@ def test_verbose_members_say_whose_log_follows(blob_sets, capsys):
     assert out.index("KernelEnsemble member 1 of 2") < out.index("KernelEnsemble member 2 of 2")
     KernelEnsemble(ContextualKernel(**TINY), n_members=2, random_state=0).fit(X, y, groups=groups)
     assert capsys.readouterr().out == ""
+
+
+def test_members_that_take_no_groups_are_refused_in_skabcs_words(blob_sets):
+    """Session 48: ABCClustering refused groups for a kernel that takes none in skabc's words (af09c7e), while
+    KernelEnsemble, which had a groups rule of its own, passed scikit-learn's error through (pass step parameters
+    to a Pipeline.fit the user never called).  One rule for both now (skabc.kernels.base.fit_on_labels)."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, groups = blob_sets
+    pipeline = make_pipeline(StandardScaler(), ContextualKernel(**TINY))
+    with pytest.raises(ValueError, match=r"groups were given, but the kernel's fit \(Pipeline\.fit\) takes no groups"):
+        KernelEnsemble(pipeline, n_members=2, random_state=0).fit(X, y, groups=groups)
+    fitted = KernelEnsemble(pipeline, n_members=2, random_state=0).fit(X, y)  # without groups it trains
+    assert fitted.transform(X[:30]).shape == (30, 30)

@@ -276,6 +276,51 @@ class TransformerKernel(Kernel):
         return True
 
 
+def fit_on_labels(kernel, X, y, groups=None):
+    """``kernel.fit(X, y)``, with ``groups=groups`` only where given, refused in skabc's words where its ``fit``
+    cannot take them (:func:`check_takes_groups`): a plain transformer kernel or a Pipeline need not take any.
+
+    Parameters
+    ----------
+    kernel : estimator
+        An unfitted kernel (or a copy to fine-tune).
+    X : array-like of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,)
+        Cluster labels.
+    groups : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    kernel : estimator
+        What ``kernel.fit`` returns.
+    """
+    if groups is None:
+        return kernel.fit(X, y)
+    check_takes_groups(kernel)
+    return kernel.fit(X, y, groups=groups)
+
+
+def check_takes_groups(kernel) -> None:
+    """Refuse, in skabc's words, ``groups`` for an unfitted kernel whose ``fit`` cannot take them: a transformer
+    without a ``groups`` argument, or a Pipeline while scikit-learn's metadata routing is off (the Pipeline's own
+    error tells the user to pass step parameters to a ``Pipeline.fit`` they never called)."""
+    import inspect
+
+    from sklearn.pipeline import Pipeline
+
+    if isinstance(kernel, Pipeline):  # routed to the steps that request them (scikit-learn names one that does not)
+        takes = get_config().get("enable_metadata_routing", False)
+    else:  # a groups argument, or a fit(**params) of its own that decides
+        parameters = inspect.signature(kernel.fit).parameters.values()
+        takes = any(p.name == "groups" or p.kind is p.VAR_KEYWORD for p in parameters)
+    if not takes:
+        raise ValueError(
+            f"groups were given, but the kernel's fit ({type(kernel).__name__}.fit) takes no groups: pass no "
+            "groups, or turn on scikit-learn's metadata routing (sklearn.set_config(enable_metadata_routing=True)) "
+            "and request them from the step that takes them (e.g. ContextualKernel().set_fit_request(groups=True))."
+        )
+
+
 def unfrozen(estimator):
     """The estimator a :class:`sklearn.frozen.FrozenEstimator` wraps, or ``estimator`` itself."""
     return estimator.estimator if isinstance(estimator, FrozenEstimator) else estimator

@@ -34,6 +34,7 @@ from .base import (
     TransformerKernel,
     as_kernel,
     check_recommended_clustering,
+    fit_on_labels,
     save_with_settings,
     unfrozen,
 )
@@ -128,8 +129,7 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
                     member.set_params(checkpoint_dir=str(Path(member.checkpoint_dir) / f"member_{index}"))
                 if member.get_params().get("verbose"):  # each member prints its own log: say whose it is
                     print(f"KernelEnsemble member {index + 1} of {self.n_members} (random_state={seed})", flush=True)
-                # groups only when given: a plain transformer kernel need not take it.
-                members.append(member.fit(X, y) if groups is None else member.fit(X, y, groups=groups))
+                members.append(fit_on_labels(member, X, y, groups))
                 net = getattr(member, "net_", None)
                 if index + 1 < self.n_members and net is not None and interrupted_by_user(net):
                     # Ctrl-C stops the whole fit, as it stops one kernel's: the members trained so far are kept.
