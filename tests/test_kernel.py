@@ -634,6 +634,34 @@ def test_ctrl_c_keeps_best_weights_and_a_usable_kernel(blob_data, monkeypatch):
     assert np.isfinite(A).all()
 
 
+def test_ctrl_c_during_the_last_epochs_validation_is_an_interruption(blob_data, tmp_path, monkeypatch):
+    """Left open in session 47: Ctrl-C while the last epoch was being scored counted the run as complete (its
+    loss was logged), with no warning, and the kernel was kept in checkpoint_dir as the finished run's, which
+    every later fit restored: a run whose last epoch was never scored against the others."""
+    from skabc.exceptions import TrainingInterruptedWarning
+    from skabc.training.early_stopping import ValidationSetsScoring
+
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 2, "early_stopping": True, "validation_fraction": 0.3, "checkpoint_dir": tmp_path}
+    original = ValidationSetsScoring.on_epoch_end
+
+    def interrupted_on_the_last(self, net, **kwargs):
+        if len(net.history) == net.max_epochs:
+            raise KeyboardInterrupt
+        return original(self, net, **kwargs)
+
+    monkeypatch.setattr(ValidationSetsScoring, "on_epoch_end", interrupted_on_the_last)
+    with pytest.warns(TrainingInterruptedWarning, match=r"interrupted after 1 of 2 epochs"):
+        kernel = ContextualKernel(**params).fit(X, y, groups=g)
+    assert np.isfinite(kernel.transform(X[:10])).all()
+    assert not (tmp_path / "fitted_kernel.safetensors").exists()  # not kept as a finished run
+    monkeypatch.setattr(ValidationSetsScoring, "on_epoch_end", original)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # resumed and scored, not restored
+        resumed = ContextualKernel(**params).fit(X, y, groups=g)
+    assert all("valid_ari" in row for row in resumed.net_.history)
+
+
 def test_memory_limit_refuses_huge_dense_affinity(tiny_kernel):
     from skabc.exceptions import AffinityTooLargeError
 

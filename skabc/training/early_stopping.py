@@ -334,11 +334,21 @@ def planned_stop(net) -> bool:
     return any(getattr(cb, "stopped_", False) for _, cb in net.callbacks_)
 
 
+def finished_epochs(net) -> int:
+    """Epochs of the run of ``net`` that ended: trained and, where it validates, scored.
+
+    Ctrl-C while an epoch is being scored leaves its loss logged without its score: that epoch did not end
+    (the weights kept are the best of those scored, and a resume trains it again).
+    """
+    validation = dict(net.callbacks_).get("validation")
+    logged = "train_loss" if validation is None else validation.name
+    return sum(logged in row for row in net.history)
+
+
 def interrupted_by_user(net) -> bool:
     """Whether the run of ``net`` ended before its last epoch without one of these callbacks ending it (Ctrl-C)."""
-    finished = sum("train_loss" in row for row in net.history)
-    return finished < net.max_epochs and not planned_stop(net)
+    return finished_epochs(net) < net.max_epochs and not planned_stop(net)
 
 
-__all__ = ["StartWeightMix", "TimeLimit", "ValidationSetsScoring", "interrupted_by_user", "mix_weights",
-           "planned_stop"]
+__all__ = ["StartWeightMix", "TimeLimit", "ValidationSetsScoring", "finished_epochs", "interrupted_by_user",
+           "mix_weights", "planned_stop"]

@@ -38,7 +38,7 @@ from .callbacks import (
 )
 from .checkpoints import CHECKPOINT_FILES, checkpointed_epochs, first_mismatch
 from .divergence import diverged_error
-from .early_stopping import TimeLimit, interrupted_by_user
+from .early_stopping import TimeLimit, finished_epochs, interrupted_by_user
 
 #: Largest training set for which the allocator is tuned while training (:func:`skabc._runtime.tuned_allocator`).
 #: Larger, variable sets make buffers of many sizes that, kept on the heap, fragment it: batches of 8 sets of
@@ -274,7 +274,7 @@ def _load_warm_start(net: NeuralNet, state: dict) -> None:
 
 def _handle_interruption(kernel, net: NeuralNet) -> None:
     close_progress_bars(net)  # a run stopped inside an epoch leaves its bar drawn
-    finished = sum("train_loss" in row for row in net.history)
+    finished = finished_epochs(net)
     keeper, mixer = dict(net.callbacks_)["keep_best"], dict(net.callbacks_).get("start_weight_mix")
     best_state, keeper.best_state_ = keeper.best_state_, None  # no second copy of the weights in pickles
     if best_state is not None and mixer is not None:  # the weights kept are mixed as the finished run's are
