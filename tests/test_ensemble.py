@@ -365,9 +365,14 @@ def test_fit_without_labels_names_the_ensemble(tiny_kernel):
         KernelEnsemble(ContextualKernel(**TINY), n_members=2).fit(np.zeros((10, 2)))
 
 
-def test_ctrl_c_stops_the_whole_ensemble_fit(blob_sets, monkeypatch):
+@pytest.mark.parametrize("in_a_pipeline", [False, True])
+def test_ctrl_c_stops_the_whole_ensemble_fit(blob_sets, monkeypatch, in_a_pipeline):
     """One Ctrl-C stopped only the member training then: the next members trained in full (probe
-    /work/probe39b/r07_ctrl_c_ensemble.py)."""
+    /work/probe39b/r07_ctrl_c_ensemble.py); review 48b: so it did still where the members are Pipelines (the
+    training net is their step's)."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
     from skabc.training.callbacks import RedrawEachEpoch
 
     X, y, groups = blob_sets
@@ -380,7 +385,10 @@ def test_ctrl_c_stops_the_whole_ensemble_fit(blob_sets, monkeypatch):
         return original(self, net, **kwargs)
 
     monkeypatch.setattr(RedrawEachEpoch, "on_epoch_begin", interrupted_in_the_second_member)
-    ensemble = KernelEnsemble(ContextualKernel(**{**TINY, "max_epochs": 2}), n_members=4, random_state=0)
+    kernel = ContextualKernel(**{**TINY, "max_epochs": 2})
+    if in_a_pipeline:
+        kernel, groups = make_pipeline(StandardScaler(), kernel), None  # a Pipeline takes no groups (routing off)
+    ensemble = KernelEnsemble(kernel, n_members=4, random_state=0)
     with pytest.warns(RuntimeWarning) as caught:
         ensemble.fit(X, y, groups=groups)
     messages = [str(w.message) for w in caught]
@@ -412,3 +420,23 @@ def test_members_that_take_no_groups_are_refused_in_skabcs_words(blob_sets):
         KernelEnsemble(pipeline, n_members=2, random_state=0).fit(X, y, groups=groups)
     fitted = KernelEnsemble(pipeline, n_members=2, random_state=0).fit(X, y)  # without groups it trains
     assert fitted.transform(X[:30]).shape == (30, 30)
+
+
+def test_pipeline_members_get_seeds_and_folders_of_their_own(blob_sets, tmp_path):
+    """Review 48b: the seeds and checkpoint folders were set only where the member itself had the parameter, so
+    a Pipeline's members all kept its step's random_state (identical members) and shared one checkpoint_dir
+    (the second member restored the first one's kernel)."""
+    import warnings
+
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, _ = blob_sets
+    pipeline = make_pipeline(StandardScaler(), ContextualKernel(**{**TINY, "checkpoint_dir": str(tmp_path)}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no member restores another's run
+        fitted = KernelEnsemble(pipeline, n_members=2, random_state=0).fit(X, y)
+    first, second = (member[-1] for member in fitted.kernels_)
+    assert first.random_state != second.random_state
+    assert not np.allclose(first.transform(X[:30]), second.transform(X[:30]))
+    assert {first.checkpoint_dir, second.checkpoint_dir} == {str(tmp_path / "member_0"), str(tmp_path / "member_1")}

@@ -113,7 +113,7 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
             raise ValueError("kernel is a FrozenEstimator: fit would copy that one fitted kernel n_members times, not "
                              "train members from different seeds; pass an unfitted kernel, or combine fitted kernels "
                              "with KernelEnsemble.from_fitted")
-        if self.random_state is None and base.get_params().get("checkpoint_dir") is not None:
+        if self.random_state is None and _nested_params(base, "checkpoint_dir"):
             raise ValueError("random_state=None draws new member seeds on every fit, so no member could resume the "
                              "checkpoint it wrote in checkpoint_dir; set KernelEnsemble(random_state=...) to an int")
         rng = check_random_state(self.random_state)
@@ -122,21 +122,21 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
             for index in range(self.n_members):
                 member = clone(base)
                 seed = int(rng.randint(np.iinfo(np.int32).max))
-                if "random_state" in member.get_params():
-                    member.set_params(random_state=seed)
-                if member.get_params().get("checkpoint_dir") is not None:
-                    # One folder per member: members differ by seed, and each resumes only its own run.
-                    member.set_params(checkpoint_dir=str(Path(member.checkpoint_dir) / f"member_{index}"))
-                if member.get_params().get("verbose"):  # each member prints its own log: say whose it is
+                # Every random_state and checkpoint_dir, a Pipeline's steps' too (their names carry the step's):
+                # members differ by seed, and each resumes only its own run, from a folder of its own.
+                member.set_params(**dict.fromkeys(_nested_params(member, "random_state", set_only=False), seed),
+                                  **{name: str(Path(folder) / f"member_{index}")
+                                     for name, folder in _nested_params(member, "checkpoint_dir").items()})
+                if any(_nested_params(member, "verbose").values()):  # each member prints its own log: say whose
                     print(f"KernelEnsemble member {index + 1} of {self.n_members} (random_state={seed})", flush=True)
                 members.append(fit_on_labels(member, X, y, groups))
-                net = getattr(member, "net_", None)
+                net = _training_net(member)
                 if index + 1 < self.n_members and net is not None and interrupted_by_user(net):
                     # Ctrl-C stops the whole fit, as it stops one kernel's: the members trained so far are kept.
                     warn_user(f"KernelEnsemble training was interrupted during member {index + 1} of "
                               f"{self.n_members}: the ensemble keeps the {index + 1} members trained so far."
-                              + (" Call fit again to resume from checkpoint_dir." if member.get_params().get(
-                                  "checkpoint_dir") is not None else ""), TrainingInterruptedWarning)
+                              + (" Call fit again to resume from checkpoint_dir."
+                                 if _nested_params(member, "checkpoint_dir") else ""), TrainingInterruptedWarning)
                     break
         self._set_members(members)
         return self
@@ -408,3 +408,19 @@ def _bound_width(kernel) -> int | None:
 
 def _member_prefix(i: int) -> str:
     return f"members.{i}."
+
+
+def _nested_params(estimator, name: str, set_only: bool = True) -> dict:
+    """``estimator``'s parameters called ``name``, its own or a nested estimator's (``'<step>__name'``, as in a
+    Pipeline), that are set (not ``None``), or all of them with ``set_only=False``."""
+    return {key: value for key, value in estimator.get_params().items()
+            if (key == name or key.endswith(f"__{name}")) and (value is not None or not set_only)}
+
+
+def _training_net(member):
+    """The skorch net a member's fit trained, its own or a Pipeline step's; ``None`` if it has none."""
+    for estimator in (member, *getattr(member, "named_steps", {}).values()):
+        net = getattr(estimator, "net_", None)
+        if net is not None:
+            return net
+    return None
