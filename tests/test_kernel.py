@@ -660,6 +660,38 @@ def test_ctrl_c_during_the_last_epochs_validation_is_an_interruption(blob_data, 
         warnings.simplefilter("error", UserWarning)  # resumed and scored, not restored
         resumed = ContextualKernel(**params).fit(X, y, groups=g)
     assert all("valid_ari" in row for row in resumed.net_.history)
+    # Review 48b: a fine-tune stopped while its only epoch was scored kept its start "as no epoch scored better".
+    monkeypatch.setattr(ValidationSetsScoring, "on_epoch_end", interrupted_on_the_last)
+    fine_tune = {**params, "init": "generic", "max_epochs": 1, "checkpoint_dir": None}
+    for name in ("d_model", "n_heads", "n_blocks"):
+        fine_tune.pop(name)
+    with pytest.warns(TrainingInterruptedWarning, match=r"after 0 of 1 epochs; the kernel keeps its starting "
+                                                        r"weights \(no epoch was scored\)"):
+        ContextualKernel(**fine_tune).fit(X, y, groups=g)
+
+
+def test_ctrl_c_while_the_settings_are_chosen_stops_cleanly(blob_data, tmp_path, monkeypatch):
+    """Review 48b: Ctrl-C while the kept weights and clustering settings were scored on the held-out sets (after
+    the epochs; minutes on real data) escaped fit as a bare KeyboardInterrupt, leaving no kernel, where the guide
+    promises a clean stop."""
+    from skabc.exceptions import TrainingInterruptedWarning
+    from skabc.training import early_stopping
+
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 2, "early_stopping": True, "validation_fraction": 0.3, "checkpoint_dir": tmp_path}
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(early_stopping, "choose_settings", interrupted)
+    with pytest.warns(TrainingInterruptedWarning, match=r"interrupted after its 2 of 2 epochs, while the kept weights "
+                                                        r"and clustering settings were scored .* keeps the weights of "
+                                                        r"its best validation score \(.* ARI\) with its start's"):
+        kernel = ContextualKernel(**params).fit(X, y, groups=g)
+    validation = dict(kernel.net_.callbacks_)["validation"]
+    assert kernel.recommended_clustering_ == validation.settings and kernel.validation_score_ is None
+    assert np.isfinite(kernel.transform(X[:10])).all()
+    assert not (tmp_path / "fitted_kernel.safetensors").exists()  # no finished run kept with unchosen settings
 
 
 def test_memory_limit_refuses_huge_dense_affinity(tiny_kernel):

@@ -193,6 +193,7 @@ class ValidationSetsScoring(Callback):
         self.best_epoch_ = 0
         self.stopped_ = False
         self.kept_start_ = False
+        self.choice_interrupted_ = False
 
     def on_epoch_end(self, net, **kwargs):
         score = score_sets(net.module_, self.sets, self.epoch_settings_)
@@ -223,6 +224,20 @@ class ValidationSetsScoring(Callback):
             return
         if getattr(net, "verbose", 0):  # the work below takes seconds to minutes, with no bar of its own
             print(f"scoring the kept weights and clustering settings on {len(self.sets)} held-out sets ...", flush=True)
+        best = self.best_epoch_, self.best_score_
+        try:
+            self._choose(net, state, start)
+        except KeyboardInterrupt:
+            # Ctrl-C here (skorch catches it in the epochs only): the best epoch's weights (the scoring may have
+            # loaded the start's) with the start's settings, unscored; the fit warns, and keeps no finished run.
+            if state is not None:
+                net.module_.load_state_dict(state)
+            self.best_settings_, self.final_score_, self.final_start_score_ = dict(self.settings), None, None
+            self.kept_start_, self.choice_interrupted_ = False, True
+            self.best_epoch_, self.best_score_ = best
+
+    def _choose(self, net, state, start) -> None:
+        """The kept weights' clustering settings and, for a start that competes, the start against them."""
         if self.choose_clustering:
             self.best_settings_, self.settings_scores_ = choose_settings(net.module_, self.sets, self.settings)
         elif self.knn_partition:
@@ -346,7 +361,10 @@ def finished_epochs(net) -> int:
 
 
 def interrupted_by_user(net) -> bool:
-    """Whether the run of ``net`` ended before its last epoch without one of these callbacks ending it (Ctrl-C)."""
+    """Whether the run of ``net`` ended before its last epoch without one of these callbacks ending it (Ctrl-C),
+    or Ctrl-C stopped the choice of its clustering settings on the held-out sets after its epochs."""
+    if getattr(dict(net.callbacks_).get("validation"), "choice_interrupted_", False):
+        return True
     return finished_epochs(net) < net.max_epochs and not planned_stop(net)
 
 

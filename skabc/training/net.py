@@ -294,10 +294,19 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
         return
     if not interrupted_by_user(net):
         return
+    if getattr(validation, "choice_interrupted_", False):
+        weights = (f"the weights of its best validation score ({validation.best_score_:.4f} ARI)"
+                   if validation.best_epoch_ > 0 or not validation.start_is_candidate else "its starting weights")
+        warn_user(f"ContextualKernel training was interrupted after its {finished} of {kernel.max_epochs} epochs, "
+                  "while the kept weights and clustering settings were scored on the held-out sets; the kernel "
+                  f"keeps {weights} with its start's clustering settings (recommended_clustering() has not been "
+                  "chosen for them).", TrainingInterruptedWarning)
+        return
     if validation is not None and validation.best_epoch_ > 0:  # its on_train_end restored the best weights
         kept = f"the weights of the best validation score so far ({validation.best_score_:.4f} ARI)"
     elif restored_start:
-        kept = f"its starting weights (no epoch scored better than their {validation.start_score_:.4f} ARI)"
+        kept = ("its starting weights (no epoch was scored)" if not finished
+                else f"its starting weights (no epoch scored better than their {validation.start_score_:.4f} ARI)")
     elif not finished:  # no epoch's loss to compare ('inf' said nothing)
         kept = "the weights reached when it stopped, inside the first epoch"
     else:

@@ -33,6 +33,8 @@ VALIDATION_PARAMS = ("n_iter_no_change", "validation_fraction")
 def run_is_complete(spec, net) -> bool:
     """Whether ``net`` trained every epoch of ``spec`` or its validation stopped it (not ``max_time``)."""
     validation = dict(net.callbacks_).get("validation")
+    if getattr(validation, "choice_interrupted_", False):  # its settings were never chosen
+        return False
     return finished_epochs(net) >= spec.max_epochs or bool(getattr(validation, "stopped_", False))
 
 
