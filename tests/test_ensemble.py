@@ -440,3 +440,21 @@ def test_pipeline_members_get_seeds_and_folders_of_their_own(blob_sets, tmp_path
     assert first.random_state != second.random_state
     assert not np.allclose(first.transform(X[:30]), second.transform(X[:30]))
     assert {first.checkpoint_dir, second.checkpoint_dir} == {str(tmp_path / "member_0"), str(tmp_path / "member_1")}
+
+
+def test_a_member_stopped_while_its_settings_are_chosen_is_not_promised_a_resume(blob_sets, tmp_path, monkeypatch):
+    """Review 48c: Ctrl-C while a member's clustering settings were chosen (after its epochs) stopped the ensemble
+    with 'Call fit again to resume from checkpoint_dir', but a refit re-derives that member, it does not resume."""
+    from skabc.training import early_stopping
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(early_stopping, "choose_settings", interrupted)
+    X, y, groups = blob_sets
+    kernel = ContextualKernel(**{**TINY, "early_stopping": True, "validation_fraction": 0.3,
+                                 "checkpoint_dir": str(tmp_path)})
+    with pytest.warns(RuntimeWarning) as caught:
+        KernelEnsemble(kernel, n_members=2, random_state=0).fit(X, y, groups=groups)
+    stopped = [str(w.message) for w in caught if "KernelEnsemble training was interrupted" in str(w.message)]
+    assert len(stopped) == 1 and "resume" not in stopped[0]

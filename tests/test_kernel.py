@@ -684,14 +684,32 @@ def test_ctrl_c_while_the_settings_are_chosen_stops_cleanly(blob_data, tmp_path,
         raise KeyboardInterrupt
 
     monkeypatch.setattr(early_stopping, "choose_settings", interrupted)
-    with pytest.warns(TrainingInterruptedWarning, match=r"interrupted after its 2 of 2 epochs, while the kept weights "
-                                                        r"and clustering settings were scored .* keeps the weights of "
-                                                        r"its best validation score \(.* ARI\) with its start's"):
+    with pytest.warns(TrainingInterruptedWarning, match=r"interrupted after 2 of 2 scored epochs, while the kept "
+                                                        r"weights and clustering settings were scored .* keeps the "
+                                                        r"weights of its best validation score \(.* ARI\) with its "
+                                                        r"start's .* A refit with this checkpoint_dir does not redo"):
         kernel = ContextualKernel(**params).fit(X, y, groups=g)
     validation = dict(kernel.net_.callbacks_)["validation"]
     assert kernel.recommended_clustering_ == validation.settings and kernel.validation_score_ is None
     assert np.isfinite(kernel.transform(X[:10])).all()
     assert not (tmp_path / "fitted_kernel.safetensors").exists()  # no finished run kept with unchosen settings
+    # Review 48c: with no epoch scored (a first Ctrl-C while epoch 1 was scored, or max_time inside it) the warning
+    # gave the best validation score as -inf, or only max_time's account of a run the CLI reports as interrupted.
+    original = early_stopping.ValidationSetsScoring.on_epoch_end
+
+    def interrupted_in_the_first(self, net, **kwargs):
+        if len(net.history) == 1:
+            raise KeyboardInterrupt
+        return original(self, net, **kwargs)
+
+    unsaved = {**params, "checkpoint_dir": None}
+    with monkeypatch.context() as patch:
+        patch.setattr(early_stopping.ValidationSetsScoring, "on_epoch_end", interrupted_in_the_first)
+        with pytest.warns(TrainingInterruptedWarning, match=r"after 0 of 2 scored epochs, .* keeps the weights reached "
+                                                            r"when its training stopped \(no epoch was scored\)"):
+            ContextualKernel(**unsaved).fit(X, y, groups=g)
+    with pytest.warns(TrainingInterruptedWarning, match=r"after 0 of 2 scored epochs"):
+        ContextualKernel(**unsaved, max_time=1e-4).fit(X, y, groups=g)
 
 
 def test_memory_limit_refuses_huge_dense_affinity(tiny_kernel):

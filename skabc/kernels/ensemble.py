@@ -24,7 +24,7 @@ from .._constraints import IntRange
 from .._user_warnings import each_warning_once, warn_user
 from .._validation import KernelParamsMixin
 from ..exceptions import TrainingInterruptedWarning
-from ..training.early_stopping import interrupted_by_user
+from ..training.early_stopping import choice_interrupted, interrupted_by_user
 from ..training.plan import network_of
 from ._contextual_io import WEIGHTS as _MEMBER_WEIGHTS
 from ._contextual_io import check_contextual_part, described_width
@@ -136,7 +136,8 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
                     warn_user(f"KernelEnsemble training was interrupted during member {index + 1} of "
                               f"{self.n_members}: the ensemble keeps the {index + 1} members trained so far."
                               + (" Call fit again to resume from checkpoint_dir."
-                                 if _nested_params(member, "checkpoint_dir") else ""), TrainingInterruptedWarning)
+                                 if _nested_params(member, "checkpoint_dir") and not choice_interrupted(net) else ""),
+                              TrainingInterruptedWarning)
                     break
         self._set_members(members)
         return self

@@ -360,13 +360,18 @@ def finished_epochs(net) -> int:
     return sum(logged in row for row in net.history)
 
 
+def choice_interrupted(net) -> bool:
+    """Whether Ctrl-C stopped the choice of the clustering settings on the held-out sets after the epochs of ``net``."""
+    return bool(getattr(dict(net.callbacks_).get("validation"), "choice_interrupted_", False))
+
+
 def interrupted_by_user(net) -> bool:
     """Whether the run of ``net`` ended before its last epoch without one of these callbacks ending it (Ctrl-C),
-    or Ctrl-C stopped the choice of its clustering settings on the held-out sets after its epochs."""
-    if getattr(dict(net.callbacks_).get("validation"), "choice_interrupted_", False):
+    or Ctrl-C stopped the choice of its clustering settings (:func:`choice_interrupted`)."""
+    if choice_interrupted(net):
         return True
     return finished_epochs(net) < net.max_epochs and not planned_stop(net)
 
 
-__all__ = ["StartWeightMix", "TimeLimit", "ValidationSetsScoring", "finished_epochs", "interrupted_by_user",
-           "mix_weights", "planned_stop"]
+__all__ = ["StartWeightMix", "TimeLimit", "ValidationSetsScoring", "choice_interrupted", "finished_epochs",
+           "interrupted_by_user", "mix_weights", "planned_stop"]

@@ -38,7 +38,7 @@ from .callbacks import (
 )
 from .checkpoints import CHECKPOINT_FILES, checkpointed_epochs, first_mismatch
 from .divergence import diverged_error
-from .early_stopping import TimeLimit, finished_epochs, interrupted_by_user
+from .early_stopping import TimeLimit, choice_interrupted, finished_epochs, interrupted_by_user
 
 #: Largest training set for which the allocator is tuned while training (:func:`skabc._runtime.tuned_allocator`).
 #: Larger, variable sets make buffers of many sizes that, kept on the heap, fragment it: batches of 8 sets of
@@ -100,11 +100,13 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
             # A finished run of this configuration on these data: fit restores it and trains nothing (with
             # warm_start too, which would otherwise go on training from the current weights).
             # Reached only without the kernel that run fitted (skabc.training.result): an earlier version's
-            # checkpoint, or a kernel with a custom callable, which has no safe file.
+            # checkpoint, a kernel with a custom callable, which has no safe file, or a run stopped by Ctrl-C
+            # while its clustering settings were chosen.
             warn_user(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
                       f"({done} of {kernel.max_epochs} epochs) but not the kernel it fitted: nothing is trained, "
-                      "the kernel is re-derived from the last epoch's checkpoint and may differ from the one that "
-                      "run returned; use another directory or remove it to train again", SkabcWarning)
+                      "the kernel is re-derived from the last epoch's checkpoint (where the fit validates, no epoch "
+                      "is left to compete with the start: a fine-tune keeps its start) and may differ from the one "
+                      "that run returned; use another directory or remove it to train again", SkabcWarning)
         # LoadInitState restores the checkpoint at train begin; partial_fit keeps that state and turns
         # Ctrl-C into a clean stop.
         net.partial_fit(dataset, y=None, epochs=max(0, kernel.max_epochs - done))
@@ -285,6 +287,22 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
     validation = dict(net.callbacks_).get("validation")
     # Validation restored its best weights: with no epoch scored, the start where it competes (a fine-tune's).
     restored_start = validation is not None and validation.start_is_candidate and validation.best_epoch_ == 0
+    if choice_interrupted(net):  # after the epochs (or max_time's stop): its own account
+        if validation.best_epoch_ > 0:
+            weights = f"the weights of its best validation score ({validation.best_score_:.4f} ARI)"
+        elif restored_start:
+            weights = "its starting weights"
+        else:
+            weights = "the weights reached when its training stopped (no epoch was scored)"
+        warn_user(f"ContextualKernel training was interrupted after {finished} of {kernel.max_epochs} scored epochs, "
+                  "while the kept weights and clustering settings were scored on the held-out sets; the kernel "
+                  f"keeps {weights} with its start's clustering settings (recommended_clustering() has not been "
+                  "chosen for them)."
+                  + (" A refit with this checkpoint_dir does not redo the choice: it trains nothing and re-derives "
+                     "the kernel from the last checkpoint (only epochs trained after a resume compete); remove the "
+                     "directory to train again." if kernel.checkpoint_dir is not None else ""),
+                  TrainingInterruptedWarning)
+        return
     if finished == 0 and limits:  # only max_time can end a run before its first epoch ends
         took = ("its starting weights are kept (no epoch was scored)" if restored_start
                 else "the kernel took only part of one epoch's steps")
@@ -293,14 +311,6 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
                   "train it.", SkabcWarning)
         return
     if not interrupted_by_user(net):
-        return
-    if getattr(validation, "choice_interrupted_", False):
-        weights = (f"the weights of its best validation score ({validation.best_score_:.4f} ARI)"
-                   if validation.best_epoch_ > 0 or not validation.start_is_candidate else "its starting weights")
-        warn_user(f"ContextualKernel training was interrupted after its {finished} of {kernel.max_epochs} epochs, "
-                  "while the kept weights and clustering settings were scored on the held-out sets; the kernel "
-                  f"keeps {weights} with its start's clustering settings (recommended_clustering() has not been "
-                  "chosen for them).", TrainingInterruptedWarning)
         return
     if validation is not None and validation.best_epoch_ > 0:  # its on_train_end restored the best weights
         kept = f"the weights of the best validation score so far ({validation.best_score_:.4f} ARI)"

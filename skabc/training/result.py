@@ -18,7 +18,7 @@ from ..exceptions import SkabcWarning
 from ..persistence import json_ready
 from ..sampling import check_set_size
 from .checkpoints import checkpointed_epochs, started_as_this_run
-from .early_stopping import finished_epochs
+from .early_stopping import choice_interrupted, finished_epochs
 from .net import n_sets_per_epoch
 from .plan import WARM_START
 
@@ -32,9 +32,9 @@ VALIDATION_PARAMS = ("n_iter_no_change", "validation_fraction")
 
 def run_is_complete(spec, net) -> bool:
     """Whether ``net`` trained every epoch of ``spec`` or its validation stopped it (not ``max_time``)."""
-    validation = dict(net.callbacks_).get("validation")
-    if getattr(validation, "choice_interrupted_", False):  # its settings were never chosen
+    if choice_interrupted(net):  # its settings were never chosen
         return False
+    validation = dict(net.callbacks_).get("validation")
     return finished_epochs(net) >= spec.max_epochs or bool(getattr(validation, "stopped_", False))
 
 
