@@ -710,6 +710,15 @@ def test_ctrl_c_while_the_settings_are_chosen_stops_cleanly(blob_data, tmp_path,
             ContextualKernel(**unsaved).fit(X, y, groups=g)
     with pytest.warns(TrainingInterruptedWarning, match=r"after 0 of 2 scored epochs"):
         ContextualKernel(**unsaved, max_time=1e-4).fit(X, y, groups=g)
+    # Early stopping ended the run before its last epoch: a refit resumes it, and the warning says so.
+    stopping = {**params, "max_epochs": 12, "n_iter_no_change": 1, "checkpoint_dir": tmp_path / "stopping"}
+    with pytest.warns(TrainingInterruptedWarning, match=r"A refit with this checkpoint_dir resumes the run"):
+        stopped = ContextualKernel(**stopping).fit(X, y, groups=g)
+    monkeypatch.undo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no restore and no re-derivation: it trains on
+        resumed = ContextualKernel(**stopping).fit(X, y, groups=g)
+    assert len(resumed.net_.history) > len(stopped.net_.history)
 
 
 def test_memory_limit_refuses_huge_dense_affinity(tiny_kernel):

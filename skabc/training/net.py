@@ -274,6 +274,19 @@ def _load_warm_start(net: NeuralNet, state: dict) -> None:
     net.module_.load_state_dict(state, strict=True)
 
 
+def _refit_after_choice(kernel, finished: int) -> str:
+    """What a refit with ``checkpoint_dir`` does after Ctrl-C stopped the choice of clustering settings."""
+    if kernel.checkpoint_dir is None:
+        return ""
+    if finished >= kernel.max_epochs:
+        return (" A refit with this checkpoint_dir does not redo the choice: it trains nothing and re-derives the "
+                "kernel from the last checkpoint (only epochs trained after a resume compete); remove the directory "
+                "to train again.")
+    # Early stopping or max_time ended the run before its last epoch: the checkpoint is of an unfinished run.
+    return (" A refit with this checkpoint_dir resumes the run from its last checkpoint (only epochs trained after "
+            "the resume compete); remove the directory to train again.")
+
+
 def _handle_interruption(kernel, net: NeuralNet) -> None:
     close_progress_bars(net)  # a run stopped inside an epoch leaves its bar drawn
     finished = finished_epochs(net)
@@ -298,10 +311,7 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
                   "while the kept weights and clustering settings were scored on the held-out sets; the kernel "
                   f"keeps {weights} with its start's clustering settings (recommended_clustering() has not been "
                   "chosen for them)."
-                  + (" A refit with this checkpoint_dir does not redo the choice: it trains nothing and re-derives "
-                     "the kernel from the last checkpoint (only epochs trained after a resume compete); remove the "
-                     "directory to train again." if kernel.checkpoint_dir is not None else ""),
-                  TrainingInterruptedWarning)
+                  + _refit_after_choice(kernel, finished), TrainingInterruptedWarning)
         return
     if finished == 0 and limits:  # only max_time can end a run before its first epoch ends
         took = ("its starting weights are kept (no epoch was scored)" if restored_start
