@@ -54,11 +54,18 @@ def check_output(path: str, what: str) -> None:
         raise ValueError(f"cannot write {what} {path!r}: the folder {str(folder)!r} is not writable")
 
 
-def read_array(path: str, what: str, ndim: int):
+#: Field values that mark a missing value, not a column name: a first line of them alone is data (it is refused by
+#: name as not a number) instead of a header that would drop a row and shift every label after it.
+MISSING_MARKS = frozenset({"na", "n/a", "#n/a", "nan", "null", "none", "nil", "?", "-", "missing"})
+
+
+def read_array(path: str, what: str, ndim: int, header: bool | None = None):
     """Load a .npy (never pickled objects) or comma-separated text file; a first line of no numbers is a header.
 
     A header whose first name is empty above a first column of distinct whole numbers is pandas' row index
-    (``DataFrame.to_csv()`` writes it by default): that column is dropped.
+    (``DataFrame.to_csv()`` writes it by default): that column is dropped.  ``header`` (2-D text files): whether
+    the first line names the columns; ``None`` guesses, and warns where pandas' ``0,1,...,d-1`` stands above rows
+    of whole numbers, which it reads as data.
 
     Any name but .npy is read as text (``cluster -o labels.out`` writes text, which ``evaluate`` reads
     back), as UTF-8 with an optional byte-order mark (as spreadsheet programs write it), so a marked
@@ -94,15 +101,22 @@ def read_array(path: str, what: str, ndim: int):
             fields = [v for v in first.split(",") if v.strip()]
             # pandas' row index: a first header name left empty over as many fields as every row has.  An index of
             # names is dropped as it is read; one of numbers only where they are distinct whole numbers.
-            header, row = first.split(","), second.split(",")
-            index_column = _index_header(first) and len(header) == len(row)
+            columns, row = first.split(","), second.split(",")
+            index_column = _index_header(first) and len(columns) == len(row)
             named_index = index_column and not _numeric(row[:1])
-            skip = 1 if index_column or (fields and (not any(_numeric([v]) for v in fields)
-                                                     or _pandas_header(fields, second))) else 0
+            if header is None:
+                names = not any(_numeric([v]) for v in fields) and not all(
+                    v.strip().lower() in MISSING_MARKS for v in fields)
+                skip = 1 if index_column or (fields and (names or _pandas_header(fields, second))) else 0
+                if not skip and _column_numbers(fields):
+                    _warn_header_read_as_data(path, first)
+            else:
+                skip, index_column = int(header), index_column and header
+                named_index = named_index and header
             with warnings.catch_warnings():  # an empty file is refused below, by name
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig",
-                                  usecols=range(1, len(header)) if named_index else None)
+                                  usecols=range(1, len(columns)) if named_index else None)
             if index_column and not named_index and data.shape[1] > 1 and _row_ids(data[:, 0]):
                 data = data[:, 1:]
     except (OSError, ValueError, EOFError, MemoryError) as exc:  # UnicodeDecodeError is a ValueError; EOF: empty
@@ -152,10 +166,24 @@ def _row_ids(column) -> bool:
     return bool(np.all(np.mod(column, 1) == 0) and len(np.unique(column)) == len(column))
 
 
+def _column_numbers(fields: list[str]) -> bool:
+    """Whether a first line reads ``0,1,...,d-1`` (d >= 2), as pandas names unnamed columns."""
+    return len(fields) >= 2 and [v.strip() for v in fields] == [str(i) for i in range(len(fields))]
+
+
+def _warn_header_read_as_data(path: str, first: str) -> None:
+    from ._user_warnings import warn_user
+    from .exceptions import SkabcWarning
+
+    warn_user(f"the first line of {path!r} ({first[:40]!r}) reads like pandas' names of unnamed columns, but the rows "
+              "below are whole numbers too, so it was read as a row of data; pass --header if it names the columns "
+              "(or --no-header to keep it as data without this warning)", SkabcWarning)
+
+
 def _pandas_header(fields: list[str], second_line: str) -> bool:
     """Whether a first line ``0,1,...,d-1`` is pandas' header of unnamed columns (``DataFrame(X).to_csv()``):
     the next line holds a number that is not whole, which a row of a table of integer ids would not."""
-    if len(fields) < 2 or [v.strip() for v in fields] != [str(i) for i in range(len(fields))]:
+    if not _column_numbers(fields):
         return False
     second = [v for v in second_line.split(",") if v.strip()]
     return _numeric(second) and any(not float(v).is_integer() for v in second)

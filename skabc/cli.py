@@ -80,7 +80,7 @@ def _train(args: argparse.Namespace) -> int:
 
     check_output(args.output, "output")
     check_distinct({"output": args.output}, {"X file": args.X, "y file": args.y, "groups file": args.groups})
-    X = read_array(args.X, "X", 2)
+    X = read_array(args.X, "X", 2, header=args.header)
     y = read_array(args.y, "y", 1)
     groups = read_array(args.groups, "groups", 1) if args.groups else None
     # ContextualKernel()'s defaults (a fine-tune of the generic kernel on an automatic schedule) unless a network
@@ -111,7 +111,7 @@ def _cluster(args: argparse.Namespace) -> int:
                     {"X file": args.X, "groups file": args.groups, "--kernel file": args.kernel})
     if args.plot:
         check_picture(args.plot)
-    X = read_array(args.X, "X", 2)
+    X = read_array(args.X, "X", 2, header=args.header)
     groups = read_array(args.groups, "groups", 1) if args.groups else None
     bound = {} if args.max_clusters is None else {"max_clusters": args.max_clusters}  # else ABCClustering's
     if args.no_gaussian_split:
@@ -233,6 +233,12 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _add_header_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                        help="whether the first line of a .csv X names the columns (default: guessed: a line with no "
+                             "number in it, or pandas' 0,1,... above rows that are not all whole numbers)")
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -295,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a ContextualKernel on labelled points (.npy or .csv) and save it as safetensors.",
     )
     train.add_argument("X", help="points, (n, d) .npy or .csv")
+    _add_header_option(train)
     train.add_argument("y", help="cluster labels, (n,) .npy or .csv, numbers or names; -1 marks unlabelled rows")
     train.add_argument("-o", "--output", required=True, help="where to save the kernel (.safetensors)")
     train.add_argument("--groups", help="group of every row, (n,), numbers or names: training sets are drawn "
@@ -322,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "default: the generic kernel, zero-shot).",
     )
     cluster.add_argument("X", help="points, (n, d) .npy or .csv")
+    _add_header_option(cluster)
     cluster.add_argument("-o", "--output", required=True, help="labels file to write (.npy, or text otherwise)")
     source = cluster.add_mutually_exclusive_group()
     source.add_argument("--kernel",

@@ -615,6 +615,31 @@ def test_cli_reads_pandas_default_header_as_a_header_and_integer_rows_as_data(tm
     assert len(np.loadtxt(tmp_path / "g.txt")) == 30
 
 
+def test_cli_header_guesses_that_could_shift_labels_are_said_or_refused(tmp_path, capsys):
+    """Probe 48d: pandas' '0,1' above whole-number rows (DataFrame(integers).to_csv(index=False)) was read as a
+    row of data without a word (61 labels for 60 rows), and a first line of missing values ('NA,NA') was dropped
+    as a header (59 labels for 60 lines): either way every label after it was misaligned."""
+    rows = np.random.default_rng(0).integers(-9, 9, (60, 2))
+    (tmp_path / "ints.csv").write_text("0,1\n" + "\n".join(f"{a},{b}" for a, b in rows) + "\n")
+    out = str(tmp_path / "l.txt")
+    with pytest.warns(UserWarning, match=r"first line of .*ints.csv.* \('0,1'\) .* read as a row of data; pass "
+                                         r"--header"):
+        assert main(["cluster", str(tmp_path / "ints.csv"), "-o", out, "-q"]) == 0
+    assert len(np.loadtxt(out)) == 61
+    for option, rows in (("--header", 60), ("--no-header", 61)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert main(["cluster", str(tmp_path / "ints.csv"), "-o", out, "-q", option]) == 0
+        assert len(np.loadtxt(out)) == rows and not [w for w in caught if "--header" in str(w.message)]
+    points = np.random.default_rng(1).normal(size=(60, 2))
+    (tmp_path / "na.csv").write_text("NA,NA\n" + "\n".join(f"{a},{b}" for a, b in points) + "\n")
+    assert main(["cluster", str(tmp_path / "na.csv"), "-o", out, "-q"]) == 1
+    assert "'NA' is not a number (line 1, column 1)" in capsys.readouterr().err
+    (tmp_path / "named.csv").write_text("a,b\n" + "\n".join(f"{a},{b}" for a, b in points) + "\n")
+    assert main(["cluster", str(tmp_path / "named.csv"), "-o", out, "-q", "--no-header"]) == 1  # as asked
+    assert "'a' is not a number (line 1, column 1)" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------- the interoperability probe (/work/probe39a)
 def test_cli_drops_the_row_index_that_pandas_writes_by_default(tmp_path, capsys):
     """DataFrame.to_csv() writes the row index first, under an empty name (',a,b,c' or ',0,1,2'): it was read
