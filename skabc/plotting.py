@@ -45,6 +45,10 @@ def _axes(ax, ncols=1, figsize=None, what="ax"):
     return axes
 
 
+#: Most cells of a sparse affinity :func:`plot_affinity` makes dense (a picture shows far fewer: 10,000 x 10,000).
+MAX_DRAWN_CELLS = 10_000**2
+
+
 def plot_affinity(affinity, labels=None, ax: Axes | np.ndarray | None = None,
                   title: str = "learned affinity") -> Axes | np.ndarray:
     """Heatmap of an affinity, rows sorted by ``labels``; next to the true same-cluster matrix if given.
@@ -67,17 +71,27 @@ def plot_affinity(affinity, labels=None, ax: Axes | np.ndarray | None = None,
     Raises
     ------
     ValueError
-        If ``affinity`` is not a non-empty square 2-D matrix, ``labels`` does not have one entry per row of it or
-        holds NaN, or ``ax`` does not hold as many Axes as there are panels.
+        If ``affinity`` is not a non-empty square 2-D matrix of finite values (a sparse one of more than
+        :data:`MAX_DRAWN_CELLS` cells is refused before it is made dense), ``labels`` does not have one entry per
+        row of it or holds NaN, or ``ax`` does not hold as many Axes as there are panels.
     TypeError
         If ``affinity`` does not hold real numbers, or ``labels`` are complex or mix types that cannot be ordered.
     """
-    affinity = np.asarray(affinity.toarray() if hasattr(affinity, "toarray") else affinity)
+    if sp.issparse(affinity) and affinity.shape[0] * affinity.shape[1] > MAX_DRAWN_CELLS:
+        raise ValueError(f"a heatmap of a {affinity.shape[0]}x{affinity.shape[1]} affinity would need it dense "
+                         f"({affinity.shape[0] * affinity.shape[1] * 8 / 2**30:.1f} GiB) for more cells than a "
+                         f"picture shows; draw a subset of at most {int(MAX_DRAWN_CELLS ** 0.5)} rows")
+    try:
+        affinity = np.asarray(affinity.toarray() if hasattr(affinity, "toarray") else affinity)
+    except ValueError:  # ragged rows
+        raise ValueError("affinity must be a non-empty square 2-D matrix; its rows have different lengths") from None
     if affinity.ndim != 2 or affinity.shape[0] != affinity.shape[1] or affinity.size == 0:
         raise ValueError(f"affinity must be a non-empty square 2-D matrix, got shape {affinity.shape}")
     # Checked before any figure is made: matplotlib's own error comes from deep inside imshow, after it.
     if affinity.dtype.kind not in "biuf":
         raise TypeError(f"affinity must hold real numbers, got dtype {affinity.dtype}")
+    if not np.isfinite(affinity).all():  # imshow draws them as blanks
+        raise ValueError("affinity holds NaN or infinity")
     if labels is None:
         ax = _axes(ax)
         ax.imshow(affinity, vmin=0, vmax=1, cmap="viridis")
@@ -123,7 +137,7 @@ def plot_eigengap(eigenvalues, n_clusters: int | None = None, ax: Axes | None = 
     ------
     ValueError
         If a spectrum is not 1-D, is empty, is not numbers or holds NaN or infinity, if there is no
-        spectrum, or if ``n_clusters`` is given with several spectra or lies outside ``[1, len(eigenvalues)]``.
+        spectrum, or if ``n_clusters`` is given with several spectra or lies outside ``[1, len(eigenvalues) - 1]``.
     TypeError
         If a spectrum is complex.
     """
@@ -138,12 +152,16 @@ def plot_eigengap(eigenvalues, n_clusters: int | None = None, ax: Axes | None = 
                              "without n_clusters, or one at a time with its own k")
         if isinstance(n_clusters, bool) or not isinstance(n_clusters, numbers.Integral):
             raise TypeError(f"n_clusters must be an integer, got {n_clusters!r}")
-        if not 1 <= n_clusters <= len(spectra[0]):
-            raise ValueError(f"n_clusters={n_clusters} is outside the spectrum's 1..{len(spectra[0])}")
+        if not 1 <= n_clusters <= len(spectra[0]) - 1:  # the gap after the k-th needs a (k+1)-th eigenvalue
+            raise ValueError(f"n_clusters={n_clusters} is outside the spectrum's 1..{len(spectra[0]) - 1} (the gap "
+                             "after the k-th eigenvalue needs a k+1-th)")
     ax = _axes(ax)
-    for i, spectrum in enumerate(spectra):
-        label = f"set {i}" if len(spectra) > 1 else None
-        ax.plot(np.arange(1, len(spectrum) + 1), spectrum, "o-", color=None if many else "0.3", label=label,
+    # Sets named by their place in eigenvalues_ (None entries included), each in a colour of its own.
+    places = [i for i, e in enumerate(eigenvalues if many else [eigenvalues]) if e is not None]
+    colours = _colours(np.arange(len(spectra))) if many else ["0.3"]
+    for place, spectrum, colour in zip(places, spectra, colours, strict=True):
+        label = f"set {place}" if len(spectra) > 1 else None
+        ax.plot(np.arange(1, len(spectrum) + 1), spectrum, "o-", color=colour, label=label,
                 markersize=3 if many else 6)
     if n_clusters is not None:
         # "chosen", not "largest gap": a consensus or an arbiter may choose another k than this spectrum's gap.
@@ -212,9 +230,10 @@ def plot_clusters(X, labels, ax: Axes | None = None, title: str | None = None, s
         X = centred @ vt[:2].T  # fewer than 2 columns when n_samples < 2: padded below
     if X.shape[1] < 2:
         X = np.column_stack([X[:, 0], np.zeros(len(X))])
+    _pyplot()  # the package's message where matplotlib is missing, before its colours are imported
     from matplotlib.colors import to_rgba_array
 
-    noise = (labels == -1) if labels.dtype.kind in "iuf" else np.zeros(len(labels), dtype=bool)
+    noise = _noise(labels)
     colours = np.tile(to_rgba_array(NOISE_COLOUR), (len(labels), 1))
     if not noise.all():  # codes of the clusters only, so noise takes no cluster's colour
         colours[~noise] = to_rgba_array(_colours(_sortable_codes(labels[~noise])))
@@ -250,6 +269,17 @@ def _checked_labels(labels) -> np.ndarray:
     if labels.dtype.kind == "f" and np.isnan(labels).any():
         raise ValueError("labels hold NaN: give every sample a cluster label")
     return labels
+
+
+def _noise(labels: np.ndarray) -> np.ndarray:
+    """Where ``labels`` hold the number -1 (noise, unlabelled), whatever their dtype (an object array of ints
+    too); string labels hold none."""
+    if labels.dtype.kind in "iuf":
+        return labels == -1
+    if labels.dtype.kind == "O":
+        return np.array([isinstance(v, numbers.Real) and not isinstance(v, bool) and v == -1 for v in labels],
+                        dtype=bool)
+    return np.zeros(len(labels), dtype=bool)
 
 
 def _sortable_codes(labels: np.ndarray) -> np.ndarray:
@@ -420,3 +450,7 @@ def _training_record(kernel) -> tuple[list, Any]:
         raise ValueError("this kernel has no training history: a kernel loaded from a file, or restored from a "
                          "finished run's checkpoint_dir, keeps its weights only")
     return list(net.history), dict(getattr(net, "callbacks_", [])).get("validation")
+
+
+__all__ = ["MAX_DRAWN_CELLS", "NOISE_COLOUR", "plot_affinity", "plot_candidates", "plot_clusters", "plot_eigengap",
+           "plot_training"]

@@ -58,7 +58,7 @@ def test_plot_eigengap_draws_one_spectrum_per_group():
     (np.zeros((3, 3)), None, r"non-empty 1-D array of eigenvalues, got shape \(3, 3\)"),
     ([], None, "non-empty 1-D"),
     ([0.0, np.nan, 1.0], None, "NaN or infinity"),
-    ([0.0, 0.5, 1.0], 0, r"n_clusters=0 is outside the spectrum's 1..3"),
+    ([0.0, 0.5, 1.0], 0, r"n_clusters=0 is outside the spectrum's 1..2"),  # no gap after the last value
     ([0.0, 0.5, 1.0], 500, "n_clusters=500 is outside"),
     ([None, None], None, "no spectrum to plot"),
 ])
@@ -1033,3 +1033,43 @@ def test_plot_training_says_when_a_fit_did_not_validate_or_kept_no_history(tiny_
     with pytest.raises(TypeError, match="got PairwiseKernel"):
         plot_training(PairwiseKernel("rbf").fit(np.eye(3)))
     plt.close("all")
+
+
+def test_plot_helpers_edge_cases_from_probe_48e(monkeypatch):
+    """Probe 48e: plot_clusters without matplotlib raised a bare import error from matplotlib.colors; -1 labels in
+    an object array were drawn as a cluster; plot_eigengap reused its ten colours past ten sets and numbered them
+    without their None entries; plot_affinity drew NaN as blanks, met ragged rows with numpy's message and made
+    any sparse affinity dense; n_clusters equal to the spectrum's length marked a gap after its last value."""
+    import sys
+
+    import scipy.sparse as sp
+    from matplotlib.colors import to_rgba
+
+    import skabc.plotting as plotting
+
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    labels = np.where(np.arange(30) < 10, -1, np.arange(30) % 3)
+    ax = plot_clusters(X, labels.astype(object))
+    grey = to_rgba(plotting.NOISE_COLOUR)
+    colours = ax.collections[0].get_facecolors()
+    assert all(tuple(c) == grey for c in colours[:10]) and not any(tuple(c) == grey for c in colours[10:])
+    spectra = [None, *(np.linspace(0, 1, 6) + 0.01 * i for i in range(12))]
+    ax = plot_eigengap(spectra)
+    assert len({to_rgba(line.get_color()) for line in ax.lines}) == 12
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["set 1", "set 2"]
+    with pytest.raises(ValueError, match=r"outside the spectrum's 1\.\.4"):
+        plot_eigengap(np.linspace(0, 1, 5), n_clusters=5)
+    with pytest.raises(ValueError, match="affinity holds NaN or infinity"):
+        plot_affinity(np.full((3, 3), np.nan))
+    with pytest.raises(ValueError, match="rows have different lengths"):
+        plot_affinity([[1, 0], [0]])
+    with pytest.raises(ValueError, match=r"40000x40000 affinity would need it dense .* at most 10000 rows"):
+        plot_affinity(sp.eye(40_000, format="csr"))
+    assert set(plotting.__all__) >= {"plot_affinity", "plot_candidates", "plot_clusters", "plot_eigengap",
+                                     "plot_training"} and "np" not in plotting.__all__
+    plt.close("all")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.colors", None)
+    with pytest.raises(ImportError, match=r"skabc.plotting needs matplotlib: pip install 'skabc\[plot\]'"):
+        plot_clusters(X, labels)
