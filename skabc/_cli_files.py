@@ -89,15 +89,16 @@ def read_array(path: str, what: str, ndim: int, header: bool | None = None):
         elif ndim == 1:
             data = _read_names(file)
         else:
-            with file.open(encoding="utf-8-sig") as f:
-                first, second = f.readline().strip(), f.readline()
+            # The first two lines with content (numpy skips blank and comment lines, and counts them in skiprows).
+            lead, first, second = _first_content_lines(file)
             if "," not in first and (any(mark in first for mark in (";", "\t"))
                                      or (len(first.split()) > 1 and _numeric(first.split()))):
                 raise ValueError("values must be separated by commas (the first line has none, but ';', tabs or "
                                  "spaces)")
-            # A header names columns: no field of it is a number, or it reads 0, 1, ..., d - 1 (pandas' names for
-            # unnamed columns) above rows that are not all whole numbers.  A row with one bad field (a typo, 'NA')
-            # is data, and loading it fails by name below instead of the row vanishing as a "header".
+            # A header names columns: no field of it is a number (unless each marks a missing value), or it reads
+            # 0, 1, ..., d - 1 (pandas' names for unnamed columns) above rows that are not all whole numbers (decided
+            # once the rows are read).  A row with one bad field (a typo, 'NA') is data, and loading it fails by name
+            # below instead of the row vanishing as a "header".
             fields = [v for v in first.split(",") if v.strip()]
             # pandas' row index: a first header name left empty over as many fields as every row has.  An index of
             # names is dropped as it is read; one of numbers only where they are distinct whole numbers.
@@ -105,20 +106,24 @@ def read_array(path: str, what: str, ndim: int, header: bool | None = None):
             index_column = _index_header(first) and len(columns) == len(row)
             named_index = index_column and not _numeric(row[:1])
             if header is None:
-                names = not any(_numeric([v]) for v in fields) and not all(
+                names = bool(fields) and not any(_numeric([v]) for v in fields) and not all(
                     v.strip().lower() in MISSING_MARKS for v in fields)
-                skip = 1 if index_column or (fields and (names or _pandas_header(fields, second))) else 0
-                if not skip and _column_numbers(fields):
-                    _warn_header_read_as_data(path, first)
+                named = index_column or names
             else:
-                skip, index_column = int(header), index_column and header
-                named_index = named_index and header
+                named, index_column, named_index = header, index_column and header, named_index and header
+            skip = lead + 1 if named else 0
+            column_numbers = header is None and not named and _column_numbers(columns)
             with warnings.catch_warnings():  # an empty file is refused below, by name
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig",
                                   usecols=range(1, len(columns)) if named_index else None)
             if index_column and not named_index and data.shape[1] > 1 and _row_ids(data[:, 0]):
                 data = data[:, 1:]
+            if column_numbers and len(data) > 1:
+                if np.any(np.mod(data[1:], 1) != 0):  # pandas' names above its rows
+                    data = data[1:]
+                else:  # a first row 0, 1, ... of a table of whole numbers may be data: read as such, and said
+                    _warn_header_read_as_data(path, first)
     except (OSError, ValueError, EOFError, MemoryError) as exc:  # UnicodeDecodeError is a ValueError; EOF: empty
         reason = _located(exc, file, skip) or "the file is empty"
         raise ValueError(f"cannot read {what} from {path!r}: {reason}") from None
@@ -167,8 +172,23 @@ def _row_ids(column) -> bool:
 
 
 def _column_numbers(fields: list[str]) -> bool:
-    """Whether a first line reads ``0,1,...,d-1`` (d >= 2), as pandas names unnamed columns."""
+    """Whether a first line's fields read ``0,1,...,d-1`` (d >= 2), as pandas names unnamed columns."""
     return len(fields) >= 2 and [v.strip() for v in fields] == [str(i) for i in range(len(fields))]
+
+
+def _first_content_lines(file: Path) -> tuple[int, str, str]:
+    """The index of the first line with content (not blank, not only a ``#`` comment), that line and the next
+    such line, comments cut off (empty strings past the end)."""
+    found: list[tuple[int, str]] = []
+    with file.open(encoding="utf-8-sig") as f:
+        for number, line in enumerate(f):
+            content = line.split("#", 1)[0].strip()
+            if content:
+                found.append((number, content))
+                if len(found) == 2:
+                    break
+    found += [(len(found), "")] * (2 - len(found))
+    return found[0][0], found[0][1], found[1][1]
 
 
 def _warn_header_read_as_data(path: str, first: str) -> None:
@@ -178,15 +198,6 @@ def _warn_header_read_as_data(path: str, first: str) -> None:
     warn_user(f"the first line of {path!r} ({first[:40]!r}) reads like pandas' names of unnamed columns, but the rows "
               "below are whole numbers too, so it was read as a row of data; pass --header if it names the columns "
               "(or --no-header to keep it as data without this warning)", SkabcWarning)
-
-
-def _pandas_header(fields: list[str], second_line: str) -> bool:
-    """Whether a first line ``0,1,...,d-1`` is pandas' header of unnamed columns (``DataFrame(X).to_csv()``):
-    the next line holds a number that is not whole, which a row of a table of integer ids would not."""
-    if not _column_numbers(fields):
-        return False
-    second = [v for v in second_line.split(",") if v.strip()]
-    return _numeric(second) and any(not float(v).is_integer() for v in second)
 
 
 def _numeric(values: list[str]) -> bool:

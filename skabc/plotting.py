@@ -77,6 +77,8 @@ def plot_affinity(affinity, labels=None, ax: Axes | np.ndarray | None = None,
     TypeError
         If ``affinity`` does not hold real numbers, or ``labels`` are complex or mix types that cannot be ordered.
     """
+    if sp.issparse(affinity) and affinity.shape[0] != affinity.shape[1]:
+        raise ValueError(f"affinity must be a non-empty square 2-D matrix, got shape {affinity.shape}")
     if sp.issparse(affinity) and affinity.shape[0] * affinity.shape[1] > MAX_DRAWN_CELLS:
         raise ValueError(f"a heatmap of a {affinity.shape[0]}x{affinity.shape[1]} affinity would need it dense "
                          f"({affinity.shape[0] * affinity.shape[1] * 8 / 2**30:.1f} GiB) for more cells than a "
@@ -137,7 +139,7 @@ def plot_eigengap(eigenvalues, n_clusters: int | None = None, ax: Axes | None = 
     ------
     ValueError
         If a spectrum is not 1-D, is empty, is not numbers or holds NaN or infinity, if there is no
-        spectrum, or if ``n_clusters`` is given with several spectra or lies outside ``[1, len(eigenvalues) - 1]``.
+        spectrum, or if ``n_clusters`` is given with several spectra or lies outside ``[1, len(eigenvalues)]``.
     TypeError
         If a spectrum is complex.
     """
@@ -152,9 +154,8 @@ def plot_eigengap(eigenvalues, n_clusters: int | None = None, ax: Axes | None = 
                              "without n_clusters, or one at a time with its own k")
         if isinstance(n_clusters, bool) or not isinstance(n_clusters, numbers.Integral):
             raise TypeError(f"n_clusters must be an integer, got {n_clusters!r}")
-        if not 1 <= n_clusters <= len(spectra[0]) - 1:  # the gap after the k-th needs a (k+1)-th eigenvalue
-            raise ValueError(f"n_clusters={n_clusters} is outside the spectrum's 1..{len(spectra[0]) - 1} (the gap "
-                             "after the k-th eigenvalue needs a k+1-th)")
+        if not 1 <= n_clusters <= len(spectra[0]):
+            raise ValueError(f"n_clusters={n_clusters} is outside the spectrum's 1..{len(spectra[0])}")
     ax = _axes(ax)
     # Sets named by their place in eigenvalues_ (None entries included), each in a colour of its own.
     places = [i for i, e in enumerate(eigenvalues if many else [eigenvalues]) if e is not None]
@@ -163,9 +164,11 @@ def plot_eigengap(eigenvalues, n_clusters: int | None = None, ax: Axes | None = 
         label = f"set {place}" if len(spectra) > 1 else None
         ax.plot(np.arange(1, len(spectrum) + 1), spectrum, "o-", color=colour, label=label,
                 markersize=3 if many else 6)
-    if n_clusters is not None:
+    if n_clusters is not None and n_clusters < len(spectra[0]):
         # "chosen", not "largest gap": a consensus or an arbiter may choose another k than this spectrum's gap.
         ax.axvspan(n_clusters, n_clusters + 1, color="tab:orange", alpha=0.3, label=f"chosen k = {n_clusters}")
+    elif n_clusters is not None:  # k = every eigenvalue (a set of as many clusters as points): no gap after it
+        ax.axvline(n_clusters, color="tab:orange", label=f"chosen k = {n_clusters} (no eigenvalue after it)")
     if n_clusters is not None or len(spectra) > 1:
         ax.legend(loc="lower right")
     ax.set_xlabel("i")

@@ -58,7 +58,7 @@ def test_plot_eigengap_draws_one_spectrum_per_group():
     (np.zeros((3, 3)), None, r"non-empty 1-D array of eigenvalues, got shape \(3, 3\)"),
     ([], None, "non-empty 1-D"),
     ([0.0, np.nan, 1.0], None, "NaN or infinity"),
-    ([0.0, 0.5, 1.0], 0, r"n_clusters=0 is outside the spectrum's 1..2"),  # no gap after the last value
+    ([0.0, 0.5, 1.0], 0, r"n_clusters=0 is outside the spectrum's 1..3"),
     ([0.0, 0.5, 1.0], 500, "n_clusters=500 is outside"),
     ([None, None], None, "no spectrum to plot"),
 ])
@@ -638,6 +638,21 @@ def test_cli_header_guesses_that_could_shift_labels_are_said_or_refused(tmp_path
     (tmp_path / "named.csv").write_text("a,b\n" + "\n".join(f"{a},{b}" for a, b in points) + "\n")
     assert main(["cluster", str(tmp_path / "named.csv"), "-o", out, "-q", "--no-header"]) == 1  # as asked
     assert "'a' is not a number (line 1, column 1)" in capsys.readouterr().err
+    # Review 48f: a header below a comment or a blank line was read as data (numpy counts those lines in its
+    # skiprows), with --header too; pandas' names above a float table whose first row is whole numbers were read
+    # as a row (only the next line was looked at), with a warning that said the rows below were whole numbers.
+    rows = "\n".join(f"{a},{b}" for a, b in points) + "\n"
+    for lead in ("# exported\n", "\n"):
+        (tmp_path / "lead.csv").write_text(lead + "x,y\n" + rows)
+        for option in ([], ["--header"]):
+            assert main(["cluster", str(tmp_path / "lead.csv"), "-o", out, "-q", *option]) == 0
+            assert len(np.loadtxt(out)) == 60
+    (tmp_path / "whole_first.csv").write_text("0,1\n1.0,2.0\n" + rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no word of a header read as data: it is read as a header
+        from skabc._cli_files import read_array
+
+        assert read_array(str(tmp_path / "whole_first.csv"), "X", 2).shape == (61, 2)
 
 
 # ------------------------------------------------------------- the interoperability probe (/work/probe39a)
@@ -1057,8 +1072,11 @@ def test_plot_helpers_edge_cases_from_probe_48e(monkeypatch):
     ax = plot_eigengap(spectra)
     assert len({to_rgba(line.get_color()) for line in ax.lines}) == 12
     assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["set 1", "set 2"]
-    with pytest.raises(ValueError, match=r"outside the spectrum's 1\.\.4"):
-        plot_eigengap(np.linspace(0, 1, 5), n_clusters=5)
+    ax = plot_eigengap(np.linspace(0, 1, 5), n_clusters=5)  # k = every eigenvalue (review 48f: 2-3-row fits)
+    assert not ax.patches and ax.get_xlim()[1] < 6
+    assert "no eigenvalue after it" in ax.get_legend().get_texts()[-1].get_text()
+    with pytest.raises(ValueError, match="must be a non-empty square 2-D matrix, got shape"):
+        plot_affinity(sp.csr_matrix((100_000, 2_000)))  # not square, whatever its size
     with pytest.raises(ValueError, match="affinity holds NaN or infinity"):
         plot_affinity(np.full((3, 3), np.nan))
     with pytest.raises(ValueError, match="rows have different lengths"):
