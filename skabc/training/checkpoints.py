@@ -28,14 +28,19 @@ CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_h
 _CONFIG_FILE = "config.json"
 
 
-def data_digest(X: np.ndarray, labels: np.ndarray, group_codes) -> str:
-    """SHA-256 of the training rows, their labels and groups: a checkpoint resumes on the data it was made of."""
+def _digest(*parts: np.ndarray) -> str:
+    """SHA-256 of arrays, each with its dtype and shape."""
     digest = hashlib.sha256()
-    for part in (X, labels, np.zeros(0) if group_codes is None else group_codes):
+    for part in parts:
         part = np.ascontiguousarray(part)
         digest.update(f"{part.dtype.str}{part.shape}".encode())
         digest.update(part.tobytes())
     return digest.hexdigest()
+
+
+def data_digest(X: np.ndarray, labels: np.ndarray, group_codes) -> str:
+    """SHA-256 of the training rows, their labels and groups: a checkpoint resumes on the data it was made of."""
+    return _digest(X, labels, np.zeros(0) if group_codes is None else group_codes)
 
 
 def validation_digest(validation_labels) -> str | None:
@@ -44,9 +49,18 @@ def validation_digest(validation_labels) -> str | None:
     :func:`data_digest` reads the training labels, where held-out rows are ``-1``: labels changed on those rows
     alone train the same sets but score other validation sets, so early stopping (and the weights kept) differ.
     """
-    if validation_labels is None:
+    return None if validation_labels is None else _digest(np.asarray(validation_labels, dtype=np.int64))
+
+
+def _pop_data_records(saved: dict, X: np.ndarray, labels: np.ndarray, group_codes, validation_labels) -> bool | None:
+    """Take the data records out of a saved configuration: whether they are these data's (the held-out labels
+    compared where recorded), ``None`` where no data were recorded (a checkpoint of an earlier version)."""
+    saved_data = saved.pop("_data", None)
+    recorded_validation, saved_validation = "_validation" in saved, saved.pop("_validation", None)
+    if saved_data is None:
         return None
-    return hashlib.sha256(np.ascontiguousarray(validation_labels, dtype=np.int64).tobytes()).hexdigest()
+    return saved_data == data_digest(X, labels, group_codes) and (
+        not recorded_validation or saved_validation == validation_digest(validation_labels))
 
 
 def first_mismatch(saved: dict, current: dict) -> str | None:
@@ -80,7 +94,6 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
     recorded them (older ones did not)."""
     if kernel.checkpoint_dir is None:
         return 0
-    data = data_digest(X, labels, group_codes)
     directory = Path(kernel.checkpoint_dir)
     directory.mkdir(parents=True, exist_ok=True)
     config_file = directory / _CONFIG_FILE
@@ -96,8 +109,8 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
         if not isinstance(saved, dict):
             raise ValueError(f"cannot resume from {str(config_file)!r}: it is not the configuration file skabc "
                              "wrote; use another checkpoint_dir or remove this one to start afresh.")
-        saved_data, saved_start = saved.pop("_data", None), saved.pop("_start", None)
-        recorded_validation, saved_validation = "_validation" in saved, saved.pop("_validation", None)
+        same_data = _pop_data_records(saved, X, labels, group_codes, validation_labels)
+        saved_start = saved.pop("_start", None)
         if _as_json(saved) != _as_json(params):
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration "
@@ -112,8 +125,7 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
                 f"({_differences(saved_start, json_ready(start, _name_of))}); resuming it would give a kernel of "
                 "neither start. Use another directory or remove it to start afresh."
             )
-        if (saved_data is not None and saved_data != data) or (
-                recorded_validation and saved_validation != validation_digest(validation_labels)):
+        if same_data is False:
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of this configuration trained on other data "
                 "(X, y or groups differ, or the held-out validation rows: another validation_fraction draws others, "
@@ -123,7 +135,8 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
         if kernel.verbose and announce:
             print(f"Resuming from the checkpoint in {str(directory)!r}.")
         return _check_checkpoint_files(directory, net, kernel.max_epochs)
-    record = {**params, "_data": data, "_validation": validation_digest(validation_labels),
+    record = {**params, "_data": data_digest(X, labels, group_codes),
+              "_validation": validation_digest(validation_labels),
               **({"_start": json_ready(start, _name_of)} if start is not None else {})}
     config_file.write_text(_as_json(record))
     return 0
@@ -141,9 +154,7 @@ def started_as_this_run(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
         saved = json.loads((directory / _CONFIG_FILE).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
-    if not isinstance(saved, dict) or saved.pop("_data", None) != data_digest(X, labels, group_codes):
-        return False
-    if "_validation" in saved and saved.pop("_validation") != validation_digest(validation_labels):
+    if not isinstance(saved, dict) or not _pop_data_records(saved, X, labels, group_codes, validation_labels):
         return False
     saved.pop("_start", None)  # compared on the kept kernel itself (skabc.training.result)
     return _as_json(saved) == _as_json(describe_params(kernel))
