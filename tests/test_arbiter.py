@@ -294,6 +294,37 @@ def test_the_knn_partition_variant_cuts_the_knn_graph_at_the_chosen_k(tmp_path, 
     np.testing.assert_array_equal(labels, replace(STEP, affinity_power=1.0).labels_for(graph, k, 0))
 
 
+@pytest.mark.parametrize("candidates", [UNKNOWN_K, ("kernel-consensus", "knn-rotation", "knn-eigengap"), GIVEN_K])
+def test_the_knn_graph_is_solved_once_for_every_rule_and_cut(tmp_path, monkeypatch, fresh_arbiters, candidates):
+    """One eigensolve of the set's kNN graph serves its rotation and eigengap rules, the spectrum its features read,
+    every cut of it (at its own rules' k, at the kernel's) and the kNN-partition arbiter's final cut; each cut
+    is still, but for k-means' seeding, the partition that the graph's own spectral step finds."""
+    from dataclasses import replace
+
+    from scipy.sparse.csgraph import connected_components
+
+    from skabc.spectral import eigen
+
+    X, _ = make_blobs(n_samples=400, centers=3, cluster_std=2.0, random_state=0)
+    graph = knn_graph(X)
+    assert connected_components(graph)[0] == 1  # one component: one call per solve
+    kernel_first = candidates.index(next(name for name in candidates if CANDIDATES[name][0] == "kernel"))
+    onehot = n_feature_columns(len(candidates)) - len(candidates) + kernel_first
+    path = _forest_file(tmp_path, [_stump(onehot, 0.5, 0.0, 1.0)], candidates=candidates)
+    monkeypatch.setitem(GIVEN_K_ARBITERS if candidates == GIVEN_K else ARBITERS, "generic-knn", str(path))
+    solved = []
+    real = eigen._component_eigenpairs
+    monkeypatch.setattr(eigen, "_component_eigenpairs", lambda a, *args, **kw: solved.append(a.shape) or real(
+        a, *args, **kw))
+    step = replace(STEP, n_clusters=4) if candidates == GIVEN_K else STEP
+    labels, affinity, k, _, chosen = load_arbiter("generic-knn", given_k=candidates == GIVEN_K).cluster(
+        step, _toy_probabilities(X), X, 0, 0)
+    assert solved == [(len(X), len(X))]  # the kernel's dense affinity has solvers of its own
+    assert chosen.startswith("knn-at-kernel") and affinity is not None and k >= 2
+    expected = replace(step, affinity_power=1.0, n_clusters=None).labels_for(graph, k, 0)
+    assert adjusted_rand_score(expected, labels) > 0.98  # k = 7 here: a few boundary rows may settle elsewhere
+
+
 def test_a_knn_partition_arbiter_without_knn_candidates_builds_the_graph(tmp_path):
     from dataclasses import replace
 

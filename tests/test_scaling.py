@@ -277,17 +277,17 @@ def test_eigengap_spectral_labels_sparse_matches_two_steps(solver):
 
 def test_eigengap_spectral_labels_sparse_options(monkeypatch):
     """n_components (even beyond max_clusters + 1) sets the embedding width; other assignments; k = 1."""
-    import skabc.spectral.select as spectral
+    import skabc.spectral.assign as assign
 
     affinity, y = _bridged_blobs([200, 220, 240], seed=1)
     widths = []
-    real_assign = spectral._assign
+    real_assign = assign._assign
 
     def spy(vectors, *args):
         widths.append(vectors.shape[1])
         return real_assign(vectors, *args)
 
-    monkeypatch.setattr(spectral, "_assign", spy)
+    monkeypatch.setattr(assign, "_assign", spy)
     for params, width in ((dict(), 3), (dict(n_components=2), 2), (dict(n_components=12), 12),
                           (dict(assign_labels="cluster_qr"), 3), (dict(assign_labels="discretize"), 3),
                           (dict(assign_labels="njw"), 3)):

@@ -321,10 +321,13 @@ class Arbiter:
                     else f"{c.name} (k={c.n_clusters})")
             print(f"arbiter {self.name!r}: kept {kept}; weighed {weighed} (predicted ARI)")
         if knn_partition:
-            # The kNN candidates' graph where the arbiter has one (every shipped arbiter does).
-            graph = next((other.affinity for other in candidates if CANDIDATES[other.name][0] == "knn"), None)
-            graph = knn_graph(X) if graph is None else graph
-            labels = replace(step, affinity_power=1.0).labels_for(graph, c.n_clusters, seed)
+            # The kNN candidates' graph and its eigensolve where the arbiter has one (every shipped arbiter does).
+            knn = next((other for other in candidates if CANDIDATES[other.name][0] == "knn"), None)
+            if knn is None:
+                graph = knn_graph(X)
+                labels = replace(step, affinity_power=1.0).labels_for(graph, c.n_clusters, seed)
+            else:
+                graph, labels = knn.affinity, knn.cut(c.n_clusters, seed)
             return labels, graph, c.n_clusters, c.eigenvalues, f"knn-at-{c.name}"
         return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
 

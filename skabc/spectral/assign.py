@@ -166,6 +166,45 @@ def sklearn_spectral_labels(
     return _assign_raw(maps, n_clusters, assign_labels, random_state, n_init, verbose)
 
 
+def embedding_labels(vectors: np.ndarray, n_clusters: int, *, n_components: int | None = None, random_state=None,
+                     n_init: int = 10, assign_labels: str = "kmeans", verbose: bool = False) -> np.ndarray:
+    """Labels of ``n_clusters`` clusters from a spectral embedding solved beforehand, as :func:`spectral_labels` cuts.
+
+    ``vectors`` holds the embedding's columns in ascending order of eigenvalue (as
+    :func:`~skabc.spectral.eigen._smallest_eigenpairs` returns them), at least as many as the cut reads: ``n_clusters``
+    (or ``n_components``; ``'discretize'`` and ``'cluster_qr'`` read ``n_clusters`` always).  One solve then serves
+    every ``k`` that is cut; ``random_state`` seeds the label assignment alone.
+
+    Parameters
+    ----------
+    vectors : ndarray of shape (n_samples, n_columns)
+    n_clusters : int
+        ``<= 1``: every label 0; ``>= n_samples``: singletons.
+    n_components, random_state, n_init, assign_labels, verbose
+        As for :class:`~sklearn.cluster.SpectralClustering`.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,), int64
+
+    Raises
+    ------
+    ValueError
+        If ``vectors`` has fewer columns than the cut reads, or ``assign_labels`` is unknown.
+    """
+    _check_assign_labels(assign_labels)
+    n = vectors.shape[0]
+    if n_clusters <= 1 or n < 2:
+        return np.zeros(n, dtype=np.int64)
+    if n_clusters >= n:
+        return np.arange(n, dtype=np.int64)
+    one_per_column = n_components is None or assign_labels in ("discretize", "cluster_qr")
+    columns = int(min(n_clusters if one_per_column else n_components, n))
+    if vectors.shape[1] < columns:
+        raise ValueError(f"the embedding has {vectors.shape[1]} columns, and this cut reads {columns}")
+    return _assign(vectors[:, :columns], n_clusters, assign_labels, check_random_state(random_state), n_init, verbose)
+
+
 def _assign(vectors: np.ndarray, n_clusters: int, assign_labels: str, random_state, n_init: int, verbose) -> np.ndarray:
     """scikit-learn's label assignment in the spectral embedding ``vectors``, as int64.
 

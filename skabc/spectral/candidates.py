@@ -8,16 +8,25 @@ them.  Adding a candidate is one entry in :data:`CANDIDATES` (and a retrained ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils import check_random_state
 
-from .eigen import laplacian_eigenvalues
+from .assign import embedding_labels
+from .eigen import _check_eigen_solver, _smallest_eigenpairs, laplacian_eigenvalues, unit_eigenvectors
 from .knn import knn_graph
 from .mixture import MixtureSource
-from .select import N_CLUSTERS_SELECTORS, _eigengap_k, consensus_n_clusters, estimate_n_clusters
-from .step import SpectralStep
+from .select import (
+    N_CLUSTERS_SELECTORS,
+    _eigengap_k,
+    consensus_n_clusters,
+    estimate_n_clusters,
+    rotation_cap,
+    rotation_selection,
+)
+from .step import SpectralStep, compact
 
 #: Candidate name -> (affinity source, k rule).  ``'kernel'``: the kernel's affinity at the model's
 #: ``affinity_power``; ``'knn'``: the set's symmetric kNN connectivity graph (:func:`~skabc.spectral.knn.knn_graph`).
@@ -58,6 +67,9 @@ class Candidate:
         What its ``k`` rule compared (``None`` for rule ``'given'``).
     spectrum : ndarray
         The smallest Laplacian eigenvalues of ``affinity`` (at most :data:`MAX_SPECTRUM_SIZE`).
+    cut : callable or None, default=None
+        ``cut(k, seed)``: ``affinity`` cut into ``k`` clusters, sharing the eigensolve (and the cuts) of this set's
+        candidates of the same affinity.
     """
 
     name: str
@@ -66,6 +78,7 @@ class Candidate:
     n_clusters: int
     eigenvalues: np.ndarray | None
     spectrum: np.ndarray
+    cut: object = field(default=None, repr=False, compare=False)
 
 
 def default_candidates(given_k: bool) -> tuple[str, ...]:
@@ -148,7 +161,8 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
         found_by.append((name, found, found.labels_at(k, seed), eigenvalues))
     # Built once every rule has run: each candidate reads its affinity's whole spectrum.
     return [Candidate(name, labels, found.affinity, len(np.unique(labels)), eigenvalues,
-                      found.spectrum[:MAX_SPECTRUM_SIZE]) for name, found, labels, eigenvalues in found_by]
+                      found.spectrum[:MAX_SPECTRUM_SIZE], found.labels_at)
+            for name, found, labels, eigenvalues in found_by]
 
 
 class _Source:
@@ -164,6 +178,26 @@ class _Source:
         if power != 1.0:
             affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
         self.affinity, self.found, self.partitions, self.spectrum = affinity, {}, {}, None
+        self._pairs = None  # a sparse affinity's eigenpairs, solved once for every rule and cut (_shared_pairs)
+
+    def _shared_pairs(self, eigen_seed) -> tuple[np.ndarray, np.ndarray] | None:
+        """A sparse affinity's ``max_clusters + 1`` smallest eigenpairs (values, embedding), solved once; else ``None``.
+
+        Every rule that reads the spectrum (eigengap, rotation, the features' spectrum) and every cut of the affinity
+        into ``k <= max_clusters`` clusters reads this one solve, seeded by ``eigen_seed`` (the label assignments by
+        ``seed``), instead of solving again for each: on the kNN graph four solves were one.  Dense affinities
+        (the kernel's) keep their own solvers (:func:`consensus_n_clusters` at several powers; scikit-learn's
+        embedding).
+        """
+        n = self.affinity.shape[0]
+        if not sp.issparse(self.affinity) or n < 3:
+            return None
+        if self._pairs is None:
+            step = self.step
+            m = min(n, max(min(step.max_clusters, n - 1) + 1, self.spectrum_size, step.n_components or 0))
+            self._pairs = _smallest_eigenpairs(self.affinity, m, _check_eigen_solver(step.eigen_solver),
+                                               check_random_state(eigen_seed), step.eigen_tol, vectors=True)
+        return self._pairs
 
     def k_by(self, rule: str, eigen_seed, seed: int) -> tuple[int, np.ndarray | None]:
         """``k`` and the eigenvalues compared by ``rule`` (``'given'``: the step's ``n_clusters``, ``None``)."""
@@ -181,6 +215,17 @@ class _Source:
                 self.found["consensus"] = (k, values)
                 gap_k = _eigengap_k(values, self.affinity.shape[0], step.max_clusters) if len(values) > 1 else 1
                 self.found.setdefault("eigengap", (gap_k, values))
+            elif rule == "eigengap" and self._shared_pairs(eigen_seed) is not None:
+                values = self._shared_pairs(eigen_seed)[0][: min(step.max_clusters, self.affinity.shape[0] - 1) + 1]
+                self.found["eigengap"] = (_eigengap_k(values, self.affinity.shape[0], step.max_clusters), values)
+            elif rule == "rotation" and self._shared_pairs(eigen_seed) is not None:
+                if rotation_cap(step, self.affinity.shape[0]) < 2:
+                    self.found["rotation"] = (1, None)
+                else:
+                    values, embedding = self._shared_pairs(eigen_seed)
+                    selection = rotation_selection(step, self.affinity, values,
+                                                   unit_eigenvectors(self.affinity, embedding), eigen_seed)
+                    self.found["rotation"] = (selection.n_clusters, selection.eigenvalues)
             elif rule == "eigengap":
                 # Eigenvalues only: the partition comes from labels_at, as for every rule.
                 self.found["eigengap"] = estimate_n_clusters(self.affinity, step.max_clusters, random_state=eigen_seed,
@@ -205,11 +250,24 @@ class _Source:
         return self.spectrum
 
     def _solve_spectrum(self, eigen_seed) -> np.ndarray:
+        if self._shared_pairs(eigen_seed) is not None:
+            return self._shared_pairs(eigen_seed)[0][: self.spectrum_size]
         return laplacian_eigenvalues(self.affinity, min(self.spectrum_size, self.affinity.shape[0]),
                                      random_state=eigen_seed, eigen_solver=self.step.eigen_solver,
                                      eigen_tol=self.step.eigen_tol)
 
     def labels_at(self, k: int, seed: int) -> np.ndarray:
+        """This affinity cut into ``k`` clusters (compact ids), each ``k`` once: from the shared solve where it has
+        the columns the cut reads (its rules ran first, so it exists where they solved it).  A cut of one column
+        (``n_components=1``) solves nothing: it reads the exact constant vector, where the shared solve's column
+        carries rounding noise that k-means would split."""
         if k not in self.partitions:
-            self.partitions[k] = self.step.labels_for(self.affinity, k, seed)
+            pairs, step = self._pairs, self.step
+            reads = k if step.n_components is None or step.assign_labels in ("discretize", "cluster_qr") else (
+                step.n_components)
+            if pairs is not None and 2 <= min(reads, self.affinity.shape[0]) <= pairs[1].shape[1]:
+                self.partitions[k] = compact(embedding_labels(pairs[1], k, random_state=seed, n_components=(
+                    step.n_components), n_init=step.n_init, assign_labels=step.assign_labels, verbose=step.verbose))
+            else:
+                self.partitions[k] = step.labels_for(self.affinity, k, seed)
         return self.partitions[k]

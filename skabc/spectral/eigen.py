@@ -37,9 +37,8 @@ from ..exceptions import SkabcWarning
 # Up to this size the eigengap uses LAPACK's dense eigvalsh (2,000 points: about 1 s). Learned affinities often
 # have dozens of eigenvalues close to 1, where ARPACK converges slowly (28-180 s per load_digits set, ~1 s dense).
 DENSE_EIGEN_LIMIT = 2500
-# From this size a dense affinity tries ARPACK first, capped at about a quarter of LAPACK's cost (n / 4 products),
-# and falls back to LAPACK where it does not converge within that: on well-separated spectra ~5x faster at 1,000
-# points (9 ms against 41 ms); the slow cases cost at most the cap on top of LAPACK.
+# From this size a dense affinity tries ARPACK first, capped at ~a quarter of LAPACK's cost (n / 4 products), and falls
+# back to LAPACK where it does not converge within that: ~5x faster at 1,000 points on well-separated spectra.
 DENSE_ARPACK_MIN = 600
 _DENSE_ARPACK_MATVECS = 0.25
 # Connected components of a sparse graph up to this size are solved densely (at most ~0.5 MiB each).
@@ -101,9 +100,8 @@ def normalized_adjacency(affinity):
 class DenseSolveMemory:
     """What the dense solves of related affinities (one set at several powers) learnt: whether ARPACK failed.
 
-    ARPACK runs out of its budget of products on the same learned affinities at every power (dozens of
-    eigenvalues close to 1); after one failure the others go straight to LAPACK instead of paying the
-    budget again.  Pass one instance to every :func:`laplacian_eigenvalues` call of the family.
+    ARPACK runs out of its budget of products on the same learned affinities at every power (dozens of eigenvalues
+    close to 1); after one failure the others go straight to LAPACK.  Pass one instance to every solve of the family.
     """
 
     def __init__(self) -> None:
@@ -198,12 +196,17 @@ def top_eigenvectors(
     if sp.issparse(affinity):
         values, embedding = _smallest_eigenpairs(affinity, m, solver, check_random_state(random_state), eigen_tol,
                                                  vectors=True)
-        sqrt_degree = _sparse_normalized_adjacency(_as_csr(affinity))[1]
-        vectors = embedding * np.where(sqrt_degree > 0, sqrt_degree, 1.0)[:, None]  # back from D^-1/2 x to x
-        return values, vectors / np.maximum(np.linalg.norm(vectors, axis=0), np.finfo(float).tiny)
+        return values, unit_eigenvectors(affinity, embedding)
     top, vectors = _dense_top_eigenpairs(normalized_adjacency(affinity), m, random_state, vectors=True)
     order = np.argsort(-top, kind="stable")
     return 1.0 - top[order], vectors[:, order]
+
+
+def unit_eigenvectors(affinity, embedding: np.ndarray) -> np.ndarray:
+    """The unit eigenvectors ``x`` of a sparse affinity's normalised adjacency behind its embedding ``D^-1/2 x``."""
+    sqrt_degree = _sparse_normalized_adjacency(_as_csr(affinity))[1]
+    vectors = embedding * np.where(sqrt_degree > 0, sqrt_degree, 1.0)[:, None]
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=0), np.finfo(float).tiny)
 
 
 def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: bool,
@@ -235,10 +238,8 @@ def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: 
 def _largest_dense_eigenpairs(matrix: np.ndarray, m: int, vectors: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """Largest ``m`` eigenvalues (ascending) of a dense symmetric matrix, and their eigenvectors if asked.
 
-    LAPACK's subset driver (MRRR) can fail outright ("Internal Error") on highly degenerate spectra, such
-    as the kNN graph of a set whose every point is repeated ``n_neighbors`` times or more (cliques of
-    identical rows); the full divide-and-conquer solve does not, at a few times the cost, so it takes over.
-    """
+    LAPACK's subset driver (MRRR) can fail outright ("Internal Error") on highly degenerate spectra (cliques of
+    identical rows); the full divide-and-conquer solve does not, at a few times the cost, so it takes over."""
     n = matrix.shape[0]
     try:
         if vectors:
@@ -389,14 +390,13 @@ def _component_eigenpairs(
     if solver == "arpack":
         tol = 0.0 if eigen_tol == "auto" else float(eigen_tol)
         v0 = rng.uniform(-1, 1, size)
-        # A wider Lanczos basis than ARPACK's default (2m + 1) converges ~2x faster on the tightly
-        # clustered small eigenvalues of large kNN graphs, for n * 40 floats of memory.
+        # A wider Lanczos basis than ARPACK's default (2m + 1) converges ~2x faster on the tightly clustered small
+        # eigenvalues of large kNN graphs, for n * 40 floats of memory.
         ncv = min(size, max(2 * m + 1, _ARPACK_MIN_NCV))
         order = None
         large = size >= ARPACK_LARGE_COMPONENT
         if large:
-            # Bandwidth-reducing order: the products with the matrix then read memory far more
-            # locally (2x faster at 100,000 points); the eigenpairs are mapped back below.
+            # Bandwidth-reducing order: the products read memory far more locally (2x faster at 100,000 points).
             order = reverse_cuthill_mckee(adjacency, symmetric_mode=True)
             adjacency = adjacency[order][:, order]
         try:

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-from .assign import _assign, _check_assign_labels, spectral_labels
+from .assign import _check_assign_labels, embedding_labels, spectral_labels
 from .eigen import (
     DenseSolveMemory,
     _check_eigen_solver,
@@ -347,12 +347,8 @@ def eigengap_spectral_labels(
     )
     eigenvalues = values[:n_eigen]
     n_clusters = _eigengap_k(eigenvalues, n, max_clusters)
-    if n_clusters <= 1:
-        return np.zeros(n, dtype=np.int64), n_clusters, eigenvalues
-    # discretize and cluster_qr make one cluster per column: they read exactly k of them (as spectral_labels).
-    one_per_column = n_components is None or assign_labels in ("discretize", "cluster_qr")
-    embedding = vectors[:, : (n_clusters if one_per_column else wanted)]
-    labels = _assign(embedding, n_clusters, assign_labels, check_random_state(random_state), n_init, verbose)
+    labels = embedding_labels(vectors, n_clusters, n_components=n_components, random_state=random_state,
+                              n_init=n_init, assign_labels=assign_labels, verbose=verbose)
     return labels, n_clusters, eigenvalues
 
 
@@ -425,18 +421,29 @@ ROTATION_MAX_CLUSTERS = 20
 def select_rotation(step: SpectralStep, affinity, probabilities, eigen_seed, seed) -> Selection:
     """Eigenvector alignment (Zelnik-Manor & Perona 2004), unless the eigengap sees no structure at all.
 
-    The alignment only scores ``k >= 2``; a set whose largest eigengap says
-    ``k = 1`` keeps one cluster.  One eigensolve gives the eigenvalues and the
-    vectors aligned.  An affinity with more connected components than the
-    eigenvectors aligned (every one of them has eigenvalue zero) has more
-    clusters than the alignment can score: there the plain eigengap over
-    ``max_clusters`` decides.
+    The alignment only scores ``k >= 2``; a set whose largest eigengap says ``k = 1`` keeps one cluster.  One
+    eigensolve gives the eigenvalues and the vectors aligned.  An affinity with more connected components than the
+    eigenvectors aligned (every one of them has eigenvalue zero) has more clusters than the alignment can score:
+    there the plain eigengap over ``max_clusters`` decides.
     """
-    cap = int(min(step.max_clusters, ROTATION_MAX_CLUSTERS, affinity.shape[0] - 1))
+    cap = rotation_cap(step, affinity.shape[0])
     if cap < 2:
         return Selection(1, None)
     values, vectors = top_eigenvectors(affinity, cap + 1, random_state=eigen_seed, eigen_solver=step.eigen_solver,
                                        eigen_tol=step.eigen_tol)
+    return rotation_selection(step, affinity, values, vectors, eigen_seed)
+
+
+def rotation_cap(step: SpectralStep, n_samples: int) -> int:
+    """Most clusters :func:`select_rotation` scores on a set of ``n_samples`` rows (it reads one eigenpair more)."""
+    return int(min(step.max_clusters, ROTATION_MAX_CLUSTERS, n_samples - 1))
+
+
+def rotation_selection(step: SpectralStep, affinity, values: np.ndarray, vectors: np.ndarray, eigen_seed) -> Selection:
+    """:func:`select_rotation` from the smallest ``rotation_cap + 1`` (or more) eigenvalues and unit eigenvectors
+    of ``affinity``, solved by the caller (for ``rotation_cap >= 2``): one solve can serve other rules too."""
+    cap = rotation_cap(step, affinity.shape[0])
+    values, vectors = values[: cap + 1], vectors[:, : cap + 1]
     if values[-1] < ZERO_EIGENVALUE:
         # Only zeros: more components than the alignment can score; the eigengap over max_clusters counts them
         # (max_clusters itself if there are more still), not a rotation of an arbitrary basis of their indicators.
