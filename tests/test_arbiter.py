@@ -325,6 +325,24 @@ def test_the_knn_graph_is_solved_once_for_every_rule_and_cut(tmp_path, monkeypat
     assert adjusted_rand_score(expected, labels) > 0.98  # k = 7 here: a few boundary rows may settle elsewhere
 
 
+def test_a_cut_into_fewer_clusters_than_components_keeps_the_largest_whole():
+    """Eight far groups (60 down to 12 rows) cut into five at a given k: the four largest stay whole and the four
+    smallest share the fifth cluster, as a cut solved on its own gives them (exact indicators of the largest
+    components).  Read from the shared solve, whose zero eigenvalues differ by rounding alone, the 40 rows were
+    merged and the 20 kept whole."""
+    from scipy.sparse.csgraph import connected_components
+
+    rng = np.random.default_rng(0)
+    sizes = [60, 50, 40, 30, 25, 20, 15, 12]
+    X = np.vstack([rng.normal(size=(s, 2)) * 0.1 + [i * 100.0, (i % 3) * 7.0] for i, s in enumerate(sizes)])
+    n_components, component = connected_components(knn_graph(X), directed=False)
+    assert n_components == len(sizes)
+    model = ABCClustering(n_clusters=5, random_state=0).fit(X)
+    assert model.candidate_ == "knn-given"
+    found = sorted(sorted(sizes[c] for c in np.unique(component[model.labels_ == j])) for j in range(5))
+    assert found == [[12, 15, 20, 25], [30], [40], [50], [60]]
+
+
 def test_a_knn_partition_arbiter_without_knn_candidates_builds_the_graph(tmp_path):
     from dataclasses import replace
 

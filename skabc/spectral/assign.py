@@ -47,8 +47,7 @@ def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
         return np.arange(n, dtype=np.int64)
     affinity = scale_free(affinity)  # as the count read it (an affinity near 1e-310 or 1e307 is scaled to 1)
     if spectral_params.get("assign_labels") in ("discretize", "cluster_qr"):
-        # One cluster per embedding column: n_components would override the k found or given (SpectralClustering
-        # itself returns n_components clusters there; its own path, assign.sklearn_spectral_labels, keeps that).
+        # One cluster per embedding column (embedding_columns): n_components would override the k found or given.
         spectral_params = {**spectral_params, "n_components": None}
     if sp.issparse(affinity) or spectral_params.get("assign_labels") == "njw":
         return _embedding_labels(affinity, n_clusters, **spectral_params)
@@ -166,6 +165,14 @@ def sklearn_spectral_labels(
     return _assign_raw(maps, n_clusters, assign_labels, random_state, n_init, verbose)
 
 
+def embedding_columns(n_clusters: int, n_components: int | None, assign_labels: str) -> int:
+    """Embedding columns a cut into ``n_clusters`` reads: ``n_components`` where given, except for ``'discretize'``
+    and ``'cluster_qr'``, which make one cluster per column and so read ``n_clusters`` of them (SpectralClustering
+    itself would return ``n_components`` clusters there; its own path, :func:`sklearn_spectral_labels`, keeps that)."""
+    one_per_column = n_components is None or assign_labels in ("discretize", "cluster_qr")
+    return int(n_clusters if one_per_column else n_components)
+
+
 def embedding_labels(vectors: np.ndarray, n_clusters: int, *, n_components: int | None = None, random_state=None,
                      n_init: int = 10, assign_labels: str = "kmeans", verbose: bool = False) -> np.ndarray:
     """Labels of ``n_clusters`` clusters from a spectral embedding solved beforehand, as :func:`spectral_labels` cuts.
@@ -198,8 +205,7 @@ def embedding_labels(vectors: np.ndarray, n_clusters: int, *, n_components: int 
         return np.zeros(n, dtype=np.int64)
     if n_clusters >= n:
         return np.arange(n, dtype=np.int64)
-    one_per_column = n_components is None or assign_labels in ("discretize", "cluster_qr")
-    columns = int(min(n_clusters if one_per_column else n_components, n))
+    columns = int(min(embedding_columns(n_clusters, n_components, assign_labels), n))
     if vectors.shape[1] < columns:
         raise ValueError(f"the embedding has {vectors.shape[1]} columns, and this cut reads {columns}")
     return _assign(vectors[:, :columns], n_clusters, assign_labels, check_random_state(random_state), n_init, verbose)

@@ -14,12 +14,13 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-from .assign import embedding_labels
+from .assign import embedding_columns, embedding_labels
 from .eigen import _check_eigen_solver, _smallest_eigenpairs, laplacian_eigenvalues, unit_eigenvectors
 from .knn import knn_graph
 from .mixture import MixtureSource
 from .select import (
     N_CLUSTERS_SELECTORS,
+    ZERO_EIGENVALUE,
     _eigengap_k,
     consensus_n_clusters,
     estimate_n_clusters,
@@ -258,14 +259,18 @@ class _Source:
 
     def labels_at(self, k: int, seed: int) -> np.ndarray:
         """This affinity cut into ``k`` clusters (compact ids), each ``k`` once: from the shared solve where it has
-        the columns the cut reads (its rules ran first, so it exists where they solved it).  A cut of one column
-        (``n_components=1``) solves nothing: it reads the exact constant vector, where the shared solve's column
-        carries rounding noise that k-means would split."""
+        the columns the cut reads (its rules ran first, so it exists where they solved it).
+
+        Two cuts solve on their own, for vectors the shared solve has only to rounding: one that reads fewer
+        columns than the affinity has connected components gets the exact indicators of the largest ones (the
+        shared zero eigenvalues differ by rounding alone, which would choose among the components), and one of a
+        single column (``n_components=1``) the exact constant vector (whose rounding noise k-means would split).
+        Neither needs an iterative solve."""
         if k not in self.partitions:
             pairs, step = self._pairs, self.step
-            reads = k if step.n_components is None or step.assign_labels in ("discretize", "cluster_qr") else (
-                step.n_components)
-            if pairs is not None and 2 <= min(reads, self.affinity.shape[0]) <= pairs[1].shape[1]:
+            reads = min(embedding_columns(k, step.n_components, step.assign_labels), self.affinity.shape[0])
+            if (pairs is not None and 2 <= reads <= pairs[1].shape[1]
+                    and np.count_nonzero(pairs[0] < ZERO_EIGENVALUE) <= reads):
                 self.partitions[k] = compact(embedding_labels(pairs[1], k, random_state=seed, n_components=(
                     step.n_components), n_init=step.n_init, assign_labels=step.assign_labels, verbose=step.verbose))
             else:
