@@ -325,22 +325,31 @@ def test_the_knn_graph_is_solved_once_for_every_rule_and_cut(tmp_path, monkeypat
     assert adjusted_rand_score(expected, labels) > 0.98  # k = 7 here: a few boundary rows may settle elsewhere
 
 
-def test_a_cut_into_fewer_clusters_than_components_keeps_the_largest_whole():
-    """Eight far groups (60 down to 12 rows) cut into five at a given k: the four largest stay whole and the four
-    smallest share the fifth cluster, as a cut solved on its own gives them (exact indicators of the largest
-    components).  Read from the shared solve, whose zero eigenvalues differ by rounding alone, the 40 rows were
-    merged and the 20 kept whole."""
+@pytest.mark.parametrize("assign_labels, n_components, k", [("njw", None, 5), ("kmeans", None, 5),
+                                                           ("kmeans", 8, 7), ("kmeans", 8, 9), ("njw", None, 8)])
+def test_cuts_reading_no_more_columns_than_components_are_the_exact_ones(assign_labels, n_components, k):
+    """Eight far groups (60 down to 12 rows: eight components of the kNN graph) cut at a given k, reading no more
+    embedding columns than there are components: the cut is the one solved on its own, from the exact indicator
+    vectors of the largest components.  Read from the shared solve, whose zero eigenvalues differ by rounding
+    alone, rounding chose the components (njw, k = 5: the 40 rows merged, the 20 kept whole) and split one
+    (k-means, n_components = 8, k = 9: 19 + 1 of the 20 rows)."""
+    from dataclasses import replace
+
     from scipy.sparse.csgraph import connected_components
 
     rng = np.random.default_rng(0)
     sizes = [60, 50, 40, 30, 25, 20, 15, 12]
     X = np.vstack([rng.normal(size=(s, 2)) * 0.1 + [i * 100.0, (i % 3) * 7.0] for i, s in enumerate(sizes)])
-    n_components, component = connected_components(knn_graph(X), directed=False)
-    assert n_components == len(sizes)
-    model = ABCClustering(n_clusters=5, random_state=0).fit(X)
-    assert model.candidate_ == "knn-given"
-    found = sorted(sorted(sizes[c] for c in np.unique(component[model.labels_ == j])) for j in range(5))
-    assert found == [[12, 15, 20, 25], [30], [40], [50], [60]]
+    graph = knn_graph(X)
+    n_found, component = connected_components(graph, directed=False)
+    assert n_found == len(sizes)
+    step = replace(STEP, n_clusters=k, assign_labels=assign_labels, n_components=n_components, max_clusters=50)
+    knn_given = candidate_partitions(step, _toy_probabilities(X), X, 0, 0, GIVEN_K)[1]
+    assert knn_given.name == "knn-given"
+    alone = replace(step, affinity_power=1.0).labels_for(graph, k, 0)
+    assert adjusted_rand_score(alone, knn_given.labels) == 1.0
+    if k < len(sizes):  # no component is split
+        assert all(len(np.unique(knn_given.labels[component == c])) == 1 for c in range(n_found))
 
 
 def test_a_knn_partition_arbiter_without_knn_candidates_builds_the_graph(tmp_path):

@@ -184,9 +184,9 @@ class _Source:
     def _shared_pairs(self, eigen_seed) -> tuple[np.ndarray, np.ndarray] | None:
         """A sparse affinity's ``max_clusters + 1`` smallest eigenpairs (values, embedding), solved once; else ``None``.
 
-        Every rule that reads the spectrum (eigengap, rotation, the features' spectrum) and every cut of the affinity
-        into ``k <= max_clusters`` clusters reads this one solve, seeded by ``eigen_seed`` (the label assignments by
-        ``seed``), instead of solving again for each: on the kNN graph four solves were one.  Dense affinities
+        Every rule that reads the spectrum (eigengap, rotation, the features' spectrum) and the cuts of the affinity
+        (but those :meth:`labels_at` names) read this one solve, seeded by ``eigen_seed`` (the label assignments
+        by ``seed``), instead of solving again for each: on the kNN graph four solves were one.  Dense affinities
         (the kernel's) keep their own solvers (:func:`consensus_n_clusters` at several powers; scikit-learn's
         embedding).
         """
@@ -261,16 +261,16 @@ class _Source:
         """This affinity cut into ``k`` clusters (compact ids), each ``k`` once: from the shared solve where it has
         the columns the cut reads (its rules ran first, so it exists where they solved it).
 
-        Two cuts solve on their own, for vectors the shared solve has only to rounding: one that reads fewer
-        columns than the affinity has connected components gets the exact indicators of the largest ones (the
-        shared zero eigenvalues differ by rounding alone, which would choose among the components), and one of a
-        single column (``n_components=1``) the exact constant vector (whose rounding noise k-means would split).
-        Neither needs an iterative solve."""
+        Two cuts solve on their own, for vectors the shared solve has only to rounding: one that reads no more
+        columns than the affinity has connected components gets the exact indicator vectors of the largest ones
+        (the shared zero eigenvalues differ by rounding alone, which would choose among the components and blur
+        the indicators), and one of a single column (``n_components=1``) the exact constant vector (whose rounding
+        noise k-means would split).  Neither needs an iterative solve."""
         if k not in self.partitions:
             pairs, step = self._pairs, self.step
             reads = min(embedding_columns(k, step.n_components, step.assign_labels), self.affinity.shape[0])
             if (pairs is not None and 2 <= reads <= pairs[1].shape[1]
-                    and np.count_nonzero(pairs[0] < ZERO_EIGENVALUE) <= reads):
+                    and np.count_nonzero(pairs[0] < ZERO_EIGENVALUE) < reads):
                 self.partitions[k] = compact(embedding_labels(pairs[1], k, random_state=seed, n_components=(
                     step.n_components), n_init=step.n_init, assign_labels=step.assign_labels, verbose=step.verbose))
             else:
