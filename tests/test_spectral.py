@@ -401,6 +401,29 @@ def test_consensus_stops_trying_arpack_after_it_failed_on_one_power(monkeypatch)
     assert len(calls) == 1 and memory.arpack_failed
 
 
+def test_exactly_known_zero_eigenvectors_are_exactly_constant():
+    """Where a cut reads no more columns than the graph has components, each column is a component's zero
+    eigenvector, known exactly: its embedding ``D^-1/2 x`` is constant on the component to the last bit (division
+    left it to rounding, and k-means split on that: ``ABCClustering(n_clusters=2, n_components=1).predict`` of 20
+    random rows (scikit-learn's sample-order check) depended on their order, e.g. for permutation seed 20)."""
+    from skabc import ABCClustering
+    from skabc.spectral import eigen
+    from skabc.spectral.knn import knn_graph
+
+    rng = np.random.RandomState(0)
+    X = 3 * rng.uniform(size=(20, 3))
+    graph = knn_graph(X)
+    _, embedding = eigen._smallest_eigenpairs(graph, 1, "arpack", np.random.RandomState(0), "auto", vectors=True)
+    assert np.ptp(embedding[:, 0]) == 0.0
+    blocks = sp.block_diag([knn_graph(X), knn_graph(X[:15] * 2.0), knn_graph(X[5:] + 1.0)], format="csr")
+    _, embedding = eigen._smallest_eigenpairs(blocks, 3, "arpack", np.random.RandomState(0), "auto", vectors=True)
+    for rows in (slice(0, 20), slice(20, 35), slice(35, 50)):
+        assert np.all(np.ptp(embedding[rows], axis=0) == 0.0)
+    model = ABCClustering(n_clusters=2, n_components=1, random_state=1).fit(X)
+    order = np.random.RandomState(20).permutation(len(X))
+    np.testing.assert_array_equal(model.predict(X)[order], model.predict(X[order]))
+
+
 @pytest.mark.parametrize("assign_labels", ["discretize", "kmeans", "cluster_qr", "njw"])
 def test_more_components_than_clusters_in_a_sparse_affinity(assign_labels):
     """Three disconnected blocks cut into two: the component-wise eigenvectors cover two of them, the third's

@@ -34,8 +34,8 @@ from .._quiet_warnings import ignoring_warnings
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 
-# Up to this size the eigengap uses LAPACK's dense eigvalsh (2,000 points: about 1 s). Learned affinities often
-# have dozens of eigenvalues close to 1, where ARPACK converges slowly (28-180 s per load_digits set, ~1 s dense).
+# Up to this size the eigengap uses LAPACK (2,000 points: ~1 s; ARPACK converges slowly on the dozens of eigenvalues
+# close to 1 of learned affinities: 28-180 s per load_digits set).
 DENSE_EIGEN_LIMIT = 2500
 # From this size a dense affinity tries ARPACK first, capped at ~a quarter of LAPACK's cost (n / 4 products), and falls
 # back to LAPACK where it does not converge within that: ~5x faster at 1,000 points on well-separated spectra.
@@ -100,9 +100,8 @@ def normalized_adjacency(affinity):
 class DenseSolveMemory:
     """What the dense solves of related affinities (one set at several powers) learnt: whether ARPACK failed.
 
-    ARPACK runs out of its budget of products on the same learned affinities at every power (dozens of eigenvalues
-    close to 1); after one failure the others go straight to LAPACK.  Pass one instance to every solve of the family.
-    """
+    ARPACK runs out of its budget on the same learned affinities at every power (dozens of eigenvalues close to 1);
+    after one failure the others go straight to LAPACK.  Pass one instance to every solve of the family."""
 
     def __init__(self) -> None:
         self.arpack_failed = False
@@ -302,19 +301,15 @@ def _sparse_normalized_adjacency(matrix: sp.csr_matrix) -> tuple[sp.csr_matrix, 
 def _smallest_eigenpairs(
     affinity, m: int, solver: str, rng: np.random.RandomState, eigen_tol, vectors: bool
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """The ``m`` smallest eigenvalues of the sparse normalised Laplacian, ascending.
-
-    With ``vectors=True`` also the spectral embedding ``D^-1/2 x`` of their
-    eigenvectors ``x`` (zero outside each vector's component), sign-fixed as
-    scikit-learn does, shape ``(n, m)``.
-    """
+    """The ``m`` smallest eigenvalues of the sparse normalised Laplacian, ascending; with ``vectors=True`` also the
+    spectral embedding ``D^-1/2 x`` of their eigenvectors ``x`` (zero outside each vector's component), sign-fixed
+    as scikit-learn does, shape ``(n, m)``."""
     if solver == "amg":
         _import_pyamg()  # fail before any work
     matrix = _as_csr(affinity)
     n = matrix.shape[0]
     adjacency, sqrt_degree = _sparse_normalized_adjacency(matrix)
-    # Structural zeros would connect components the Laplacian sees as separate.
-    matrix.eliminate_zeros()
+    matrix.eliminate_zeros()  # structural zeros would connect components the Laplacian sees as separate
     n_comp, comp = connected_components(matrix, directed=False)
     order = np.argsort(comp, kind="stable")
     bounds = np.searchsorted(comp[order], np.arange(n_comp + 1))
@@ -324,7 +319,7 @@ def _smallest_eigenpairs(
     n_proper = int(proper.sum())
     per_component = max(1, m - n_proper + 1)
 
-    found_values, found_vectors, found_rows = [], [], []
+    found_values, found_vectors, found_rows, exact = [], [], [], []  # exact: found entries known exactly
     # Largest components first, so that ties (e.g. many zero eigenvalues) keep the big ones.
     for c in np.argsort(-sizes, kind="stable"):
         rows = order[bounds[c] : bounds[c + 1]]
@@ -336,6 +331,7 @@ def _smallest_eigenpairs(
         if per_component == 1:
             # Only the zero eigenpair is needed, and it is known exactly: x = sqrt(degree).
             x = sqrt_degree[rows]
+            exact.append(len(found_values))
             found_values.append(np.zeros(1))
             found_vectors.append((x / np.linalg.norm(x))[:, None])
             found_rows.append(rows)
@@ -360,6 +356,10 @@ def _smallest_eigenpairs(
         embedding[found_rows[owner[pick]], j] = found_vectors[owner[pick]][:, column[pick]]
     # Recover u = D^-1/2 x (zero-degree points are their own component: D taken as 1).
     embedding /= np.where(sqrt_degree > 0, sqrt_degree, 1.0)[:, None]
+    # Where x is exactly known, u is constant on its component: exactly so (k-means would split its last bits).
+    for j in np.flatnonzero(np.isin(owner[chosen], exact)):
+        rows = found_rows[owner[chosen[j]]]
+        embedding[rows, j] = 1.0 / np.linalg.norm(sqrt_degree[rows])
     peak = np.argmax(np.abs(embedding), axis=0)
     embedding *= np.sign(embedding[peak, np.arange(embedding.shape[1])])
     return values, embedding
