@@ -216,14 +216,14 @@ class _Source:
                 self.found["consensus"] = (k, values)
                 gap_k = _eigengap_k(values, self.affinity.shape[0], step.max_clusters) if len(values) > 1 else 1
                 self.found.setdefault("eigengap", (gap_k, values))
-            elif rule == "eigengap" and self._shared_pairs(eigen_seed) is not None:
-                values = self._shared_pairs(eigen_seed)[0][: min(step.max_clusters, self.affinity.shape[0] - 1) + 1]
-                self.found["eigengap"] = (_eigengap_k(values, self.affinity.shape[0], step.max_clusters), values)
-            elif rule == "rotation" and self._shared_pairs(eigen_seed) is not None:
-                if rotation_cap(step, self.affinity.shape[0]) < 2:
+            elif rule in ("eigengap", "rotation") and (pairs := self._shared_pairs(eigen_seed)) is not None:
+                n, (values, embedding) = self.affinity.shape[0], pairs
+                if rule == "eigengap":
+                    values = values[: min(step.max_clusters, n - 1) + 1]
+                    self.found["eigengap"] = (_eigengap_k(values, n, step.max_clusters), values)
+                elif rotation_cap(step, n) < 2:
                     self.found["rotation"] = (1, None)
                 else:
-                    values, embedding = self._shared_pairs(eigen_seed)
                     selection = rotation_selection(step, self.affinity, values,
                                                    unit_eigenvectors(self.affinity, embedding), eigen_seed)
                     self.found["rotation"] = (selection.n_clusters, selection.eigenvalues)
@@ -251,8 +251,8 @@ class _Source:
         return self.spectrum
 
     def _solve_spectrum(self, eigen_seed) -> np.ndarray:
-        if self._shared_pairs(eigen_seed) is not None:
-            return self._shared_pairs(eigen_seed)[0][: self.spectrum_size]
+        if (pairs := self._shared_pairs(eigen_seed)) is not None:
+            return pairs[0][: self.spectrum_size]
         return laplacian_eigenvalues(self.affinity, min(self.spectrum_size, self.affinity.shape[0]),
                                      random_state=eigen_seed, eigen_solver=self.step.eigen_solver,
                                      eigen_tol=self.step.eigen_tol)
@@ -261,16 +261,14 @@ class _Source:
         """This affinity cut into ``k`` clusters (compact ids), each ``k`` once: from the shared solve where it has
         the columns the cut reads (its rules ran first, so it exists where they solved it).
 
-        Two cuts solve on their own, for vectors the shared solve has only to rounding: one that reads no more
-        columns than the affinity has connected components gets the exact indicator vectors of the largest ones
-        (the shared zero eigenvalues differ by rounding alone, which would choose among the components and blur
-        the indicators), and one of a single column (``n_components=1``) the exact constant vector (whose rounding
-        noise k-means would split).  Neither needs an iterative solve."""
+        A cut that reads no more columns than the affinity has connected components (a one-column cut among them)
+        solves on its own, without an iterative solve: it gets the exact indicator vectors of the largest
+        components, which the shared solve has to rounding only (its zero eigenvalues differ by rounding alone,
+        which would choose among the components, and k-means would split a blurred constant column)."""
         if k not in self.partitions:
             pairs, step = self._pairs, self.step
             reads = min(embedding_columns(k, step.n_components, step.assign_labels), self.affinity.shape[0])
-            if (pairs is not None and 2 <= reads <= pairs[1].shape[1]
-                    and np.count_nonzero(pairs[0] < ZERO_EIGENVALUE) < reads):
+            if pairs is not None and np.count_nonzero(pairs[0] < ZERO_EIGENVALUE) < reads <= pairs[1].shape[1]:
                 self.partitions[k] = compact(embedding_labels(pairs[1], k, random_state=seed, n_components=(
                     step.n_components), n_init=step.n_init, assign_labels=step.assign_labels, verbose=step.verbose))
             else:

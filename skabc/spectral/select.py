@@ -442,13 +442,13 @@ def rotation_cap(step: SpectralStep, n_samples: int) -> int:
 def rotation_selection(step: SpectralStep, affinity, values: np.ndarray, vectors: np.ndarray, eigen_seed) -> Selection:
     """:func:`select_rotation` from the smallest ``rotation_cap + 1`` (or more) eigenvalues and unit eigenvectors
     of ``affinity``, solved by the caller (for ``rotation_cap >= 2``): one solve can serve other rules too."""
-    cap = rotation_cap(step, affinity.shape[0])
-    values, vectors = values[: cap + 1], vectors[:, : cap + 1]
+    cap, window = rotation_cap(step, affinity.shape[0]), min(step.max_clusters, affinity.shape[0] - 1) + 1
+    solved, values, vectors = values, values[: cap + 1], vectors[:, : cap + 1]
     if values[-1] < ZERO_EIGENVALUE:
         # Only zeros: more components than the alignment can score; the eigengap over max_clusters counts them
         # (max_clusters itself if there are more still), not a rotation of an arbitrary basis of their indicators.
-        if cap == min(step.max_clusters, affinity.shape[0] - 1):  # these values are that eigengap's window
-            return Selection(_eigengap_k(values, affinity.shape[0], step.max_clusters), values)
+        if len(solved) >= window:  # the caller's solve holds that eigengap's window (a shared one, or cap's)
+            return Selection(_eigengap_k(solved[:window], affinity.shape[0], step.max_clusters), solved[:window])
         return Selection(*estimate_n_clusters(affinity, step.max_clusters, random_state=eigen_seed,
                                               eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol))
     if _largest_eigengap(values) == 1:
