@@ -183,6 +183,25 @@ def _many_blobs(k=30, seed=0):
     return X, np.repeat(np.arange(k), 15)
 
 
+def test_features_read_eigenvalues_below_the_solvers_accuracy_as_zero():
+    """Which solver ran (ARPACK ~1e-16, float32 LAPACK refined ~1e-13) must not move a feature: the shipped forests
+    split log10(lambda + 1e-12) down to lambda ~ 3e-16."""
+    from skabc.spectral.arbiter import EIGENVALUE_RESOLUTION, candidate_evidence, evidence_features
+
+    X = _blobs()
+    evidence = candidate_evidence(candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0, UNKNOWN_K), 2)
+    assert all(s[0] < 1e-12 for s in evidence["spectra"])  # every affinity here has its trivial zero
+
+    def features_with_zeros_at(value):
+        spectra = [[value if x < 1e-12 else x for x in s] for s in evidence["spectra"]]
+        return evidence_features({**evidence, "spectra": spectra}, 51)
+
+    exact = features_with_zeros_at(0.0)
+    for rounding in (-3e-16, 3e-16, 5e-14, 2e-12, 0.5 * EIGENVALUE_RESOLUTION):
+        np.testing.assert_array_equal(features_with_zeros_at(rounding), exact)
+    assert not np.array_equal(features_with_zeros_at(10 * EIGENVALUE_RESOLUTION), exact)
+
+
 def test_features_read_as_many_eigenvalues_as_the_file_says():
     """Past 20 clusters, a 21-eigenvalue view saturates; a 51-eigenvalue one still counts every component."""
     X, _ = _many_blobs(30)

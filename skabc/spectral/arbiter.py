@@ -49,6 +49,11 @@ KNN_PARTITION_VARIANTS = {"generic": "generic-knn"}
 #: Most tree nodes a file may hold (a forged file cannot make evaluation allocate without bound).
 _MAX_NODES = 1_000_000
 FORMAT = "skabc-arbiter"
+#: Laplacian eigenvalues below this are zero to the accuracy of the solvers (ARPACK and LAPACK ~1e-16; float32 solves
+#: refined in float64 ~1e-13, up to ~2e-12 where dozens of eigenvalues nearly coincide; LOBPCG's tolerance ~1e-10): the
+#: features read them as 0. The shipped forests split ``log10(lambda + 1e-12)`` down to lambda ~ 3e-16, where which
+#: solver ran, or the BLAS build, would otherwise choose the branch.
+EIGENVALUE_RESOLUTION = 1e-10
 
 
 def candidate_evidence(candidates: list[Candidate], n_features_in: int) -> dict:
@@ -132,10 +137,11 @@ def n_feature_columns(n_candidates: int) -> int:
 
 
 def _padded(spectrum: np.ndarray, size: int) -> np.ndarray:
-    """The first ``size`` eigenvalues, padded with 1 (a tiny set has fewer)."""
+    """The first ``size`` eigenvalues, padded with 1 (a tiny set has fewer), those below
+    :data:`EIGENVALUE_RESOLUTION` read as 0."""
     out = np.ones(size)
     values = np.asarray(spectrum, dtype=np.float64)[:size]
-    out[: len(values)] = values
+    out[: len(values)] = np.where(values < EIGENVALUE_RESOLUTION, 0.0, values)
     return out
 
 
