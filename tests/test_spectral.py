@@ -336,69 +336,62 @@ def test_pair_log_likelihood_row_blocks_match_the_direct_sum():
     assert np.isclose(spectral.pair_log_likelihood(probabilities, labels), expected, rtol=1e-10)
 
 
-def test_dense_arpack_path_matches_lapack_and_falls_back(monkeypatch):
-    """Dense sets of DENSE_ARPACK_MIN+ points try ARPACK first; eigenvalues and vectors equal LAPACK's,
-    and a run that does not converge within its budget falls back to LAPACK instead of failing."""
+def test_dense_sets_of_hundreds_of_points_are_solved_in_float32_and_refined(monkeypatch):
+    """From DENSE_REFINED_MIN points up to DENSE_EIGEN_LIMIT a dense affinity is solved by float32 LAPACK and one
+    float64 Rayleigh-Ritz step, never by ARPACK (which often ran out of its budget on learned affinities and then
+    paid for LAPACK too): eigenvalues as float64 LAPACK's to 1e-10, the zero eigenvalues of separate blocks
+    included (float32 alone leaves them at ~1e-7), and the same eigenvectors."""
     from scipy.linalg import eigh as lapack_eigh
 
     from skabc.spectral import eigen
 
     rng = np.random.default_rng(0)
-    n = eigen.DENSE_ARPACK_MIN + 50
+    n = eigen.DENSE_REFINED_MIN + 50
     labels = rng.integers(0, 4, n)
     affinity = np.where(labels[:, None] == labels[None, :], 0.9, 0.05) * rng.uniform(0.5, 1.0, (n, n))
     affinity = (affinity + affinity.T) / 2
     adjacency = eigen.normalized_adjacency(affinity)
     expected, expected_vectors = lapack_eigh(adjacency, subset_by_index=[n - 6, n - 1])
-    calls = []
-    real_eigsh = eigen.eigsh
-    monkeypatch.setattr(eigen, "eigsh", lambda *a, **k: calls.append(k["maxiter"]) or real_eigsh(*a, **k))
+
+    def no_arpack(*args, **kwargs):
+        raise AssertionError("ARPACK was called")
+
+    monkeypatch.setattr(eigen, "eigsh", no_arpack)
     values, vectors = eigen.top_eigenvectors(affinity, 6, random_state=0)
-    assert calls, "ARPACK was not tried"
     np.testing.assert_allclose(values, np.sort(1.0 - expected), atol=1e-10)
-    # Same invariant subspace: the projections onto LAPACK's eigenvectors keep the norm.
-    np.testing.assert_allclose(np.linalg.norm(expected_vectors.T @ vectors, axis=0), 1.0, atol=1e-8)
+    np.testing.assert_allclose(np.abs(np.sum(expected_vectors[:, ::-1] * vectors, axis=0)), 1.0, atol=1e-6)
+    np.testing.assert_allclose(eigen.laplacian_eigenvalues(affinity, 6, random_state=0), np.sort(1.0 - expected),
+                               atol=1e-10)
+    blocks = affinity * (labels[:, None] == labels[None, :])  # four components: four zero eigenvalues
+    found = eigen.laplacian_eigenvalues(blocks, 6)
+    assert np.all(np.abs(found[:4]) < 1e-10) and found[4] > 0.1
+    unrefined = eigen.laplacian_eigenvalues(blocks, 6, single_precision=True)
+    assert np.max(np.abs(unrefined[:4])) > 1e-9  # what the refinement is for
+    assert spectral.estimate_n_clusters(affinity[:300, :300], 10)[0] == 4  # below the band: float64 LAPACK
 
-    def no_convergence(*args, **kwargs):
-        raise eigen.ArpackError(-1)
 
-    monkeypatch.setattr(eigen, "eigsh", no_convergence)
-    fallback = eigen.laplacian_eigenvalues(affinity, 6, random_state=0)
-    np.testing.assert_allclose(fallback, np.sort(1.0 - expected), atol=1e-12)
+def test_the_float32_band_hands_sets_of_more_near_disconnected_groups_than_its_basis_to_float64():
+    """Sixty loosely linked groups of ten points: sixty Laplacian eigenvalues near zero, more than the float32 basis
+    (51 + REFINED_EXTRA columns) holds, where float32 vectors mix the groups and the refined near-zero eigenvalues
+    came out up to 1e-10 off; such sets go to float64 LAPACK, exact to rounding."""
+    from scipy.linalg import eigvalsh
 
-
-def test_consensus_stops_trying_arpack_after_it_failed_on_one_power(monkeypatch):
-    """The consensus solves one dense affinity at four powers: once ARPACK has run out of its budget on the
-    first (the reported power), the other three go straight to LAPACK, with the same estimate and spectrum."""
     from skabc.spectral import eigen
 
-    rng = np.random.default_rng(1)
-    n = eigen.DENSE_ARPACK_MIN + 20
-    labels = rng.integers(0, 3, n)
-    affinity = np.where(labels[:, None] == labels[None, :], 0.9, 0.05) * rng.uniform(0.5, 1.0, (n, n))
-    affinity = (affinity + affinity.T) / 2
-    expected = spectral.consensus_n_clusters(affinity, 10, random_state=0)
-    calls = []
-
-    def no_convergence(*args, **kwargs):
-        calls.append(kwargs.get("maxiter"))
-        raise eigen.ArpackError(-1)
-
-    monkeypatch.setattr(eigen, "eigsh", no_convergence)
-    found = spectral.consensus_n_clusters(affinity, 10, random_state=0)
-    assert len(calls) == 1
-    assert found[0] == expected[0] == 3
-    np.testing.assert_allclose(found[1], expected[1], atol=1e-10)
-    # Without a shared memory every solve tries ARPACK again.
-    calls.clear()
-    for _ in range(2):
-        eigen.laplacian_eigenvalues(affinity, 5, random_state=0)
-    assert len(calls) == 2
-    memory = eigen.DenseSolveMemory()
-    calls.clear()
-    for _ in range(2):
-        eigen.laplacian_eigenvalues(affinity, 5, random_state=0, dense_memory=memory)
-    assert len(calls) == 1 and memory.arpack_failed
+    rng = np.random.default_rng(0)
+    n = eigen.DENSE_REFINED_MIN
+    labels = np.arange(n) % 60
+    X = rng.normal(size=(n, 3))
+    affinity = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / 2)
+    affinity = np.where(labels[:, None] == labels[None, :], affinity, 1e-7 * affinity)
+    expected = np.sort(1.0 - eigvalsh(eigen.normalized_adjacency(affinity)))[:51]
+    np.testing.assert_allclose(eigen.laplacian_eigenvalues(affinity, 51), expected, atol=1e-13)
+    # Forty groups fit the basis: the refinement keeps their near-zero eigenvalues at 1e-12 and below.
+    labels = np.arange(n) % 40
+    affinity = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / 2)
+    affinity = np.where(labels[:, None] == labels[None, :], affinity, 1e-7 * affinity)
+    expected = np.sort(1.0 - eigvalsh(eigen.normalized_adjacency(affinity)))[:51]
+    np.testing.assert_allclose(eigen.laplacian_eigenvalues(affinity, 51), expected, atol=1e-11)
 
 
 def test_exactly_known_zero_eigenvectors_are_exactly_constant():

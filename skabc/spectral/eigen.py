@@ -37,10 +37,14 @@ from ..exceptions import SkabcWarning
 # Up to this size the eigengap uses LAPACK (2,000 points: ~1 s; ARPACK converges slowly on the dozens of eigenvalues
 # close to 1 of learned affinities: 28-180 s per load_digits set).
 DENSE_EIGEN_LIMIT = 2500
-# From this size a dense affinity tries ARPACK first, capped at ~a quarter of LAPACK's cost (n / 4 products), and falls
-# back to LAPACK where it does not converge within that: ~5x faster at 1,000 points on well-separated spectra.
-DENSE_ARPACK_MIN = 600
-_DENSE_ARPACK_MATVECS = 0.25
+# From this size up to DENSE_EIGEN_LIMIT a dense solve runs LAPACK in float32 (REFINED_EXTRA columns more than asked),
+# refined in float64 (Rayleigh-Ritz): faster than ARPACK, which often fails on learned affinities (dozens of eigenvalues
+# close to 1) and then cost 3-4x. The refinement errs by about (6e-8 / g)^2, g the Laplacian eigenvalue just past the
+# float32 basis: below REFINED_MIN_GAP (more nearly separate groups than the basis holds; near-zero eigenvalues came
+# out up to 1e-10 instead of 1e-16) float64 LAPACK solves.
+DENSE_REFINED_MIN = 600
+REFINED_EXTRA = 8
+REFINED_MIN_GAP = 0.05
 # Connected components of a sparse graph up to this size are solved densely (at most ~0.5 MiB each).
 SPARSE_DENSE_LIMIT = 256
 # A component on which ARPACK fails is solved densely up to this size (~128 MiB), else by LOBPCG.
@@ -97,23 +101,12 @@ def normalized_adjacency(affinity):
     return adjacency
 
 
-class DenseSolveMemory:
-    """What the dense solves of related affinities (one set at several powers) learnt: whether ARPACK failed.
-
-    ARPACK runs out of its budget on the same learned affinities at every power (dozens of eigenvalues close to 1);
-    after one failure the others go straight to LAPACK.  Pass one instance to every solve of the family."""
-
-    def __init__(self) -> None:
-        self.arpack_failed = False
-
-
 def laplacian_eigenvalues(
     affinity,
     n_eigenvalues: int,
     random_state=None,
     eigen_solver: str | None = None,
     eigen_tol="auto",
-    dense_memory: DenseSolveMemory | None = None,
     single_precision: bool = False,
 ) -> np.ndarray:
     """Smallest ``n_eigenvalues`` eigenvalues of ``L = I - D^-1/2 A D^-1/2``, ascending.
@@ -121,9 +114,9 @@ def laplacian_eigenvalues(
     Parameters
     ----------
     affinity : ndarray or scipy sparse matrix of shape (n, n)
-        Symmetric non-negative affinity.  Dense: a full solver below :data:`DENSE_EIGEN_LIMIT` points, else
-        ARPACK on the normalised adjacency (``eigen_solver``, ``eigen_tol`` unused).  Sparse: per connected
-        component, see the module notes.
+        Symmetric non-negative affinity.  Dense: LAPACK up to :data:`DENSE_EIGEN_LIMIT` points (from
+        :data:`DENSE_REFINED_MIN` in float32, refined in float64), else ARPACK on the normalised adjacency
+        (``eigen_solver``, ``eigen_tol`` unused).  Sparse: per connected component, see the module notes.
     n_eigenvalues : int
         How many eigenvalues; capped at ``n``.
     random_state : int, RandomState instance or None
@@ -133,14 +126,11 @@ def laplacian_eigenvalues(
     eigen_tol : float or 'auto', default='auto'
         Sparse solver tolerance: ``'auto'`` is machine precision for ARPACK
         and a residual of ``1e-5`` for LOBPCG.
-    dense_memory : DenseSolveMemory, optional
-        Shared by solves of related dense affinities: after ARPACK failed on one, LAPACK solves the others
-        directly (the same eigenvalues, to rounding).  Not used for sparse affinities.
     single_precision : bool, default=False
-        Dense affinities of at most :data:`DENSE_EIGEN_LIMIT` points: LAPACK in float32, about twice as fast
-        as a float64 solve, eigenvalues correct to about ``1e-6`` (returned as float64), entries below float32's
-        smallest normal number set to 0 (subnormals made one solve 7x slower).  Enough to compare eigengaps; not
-        for reading eigenvalues close to zero.  Ignored for sparse and larger affinities.
+        Dense affinities of at most :data:`DENSE_EIGEN_LIMIT` points: LAPACK in float32 without the refinement,
+        eigenvalues correct to about ``1e-6`` (returned as float64), entries below float32's smallest normal number
+        set to 0.  Enough to compare eigengaps; not for reading eigenvalues close to zero.  Ignored for sparse and
+        larger affinities.
 
     Returns
     -------
@@ -160,11 +150,9 @@ def laplacian_eigenvalues(
         return values
     adjacency = normalized_adjacency(affinity)
     if single_precision and n <= DENSE_EIGEN_LIMIT and n_eigenvalues >= 1:
-        single = adjacency.astype(np.float32)
-        single[np.abs(single) < np.finfo(np.float32).tiny] = 0.0
-        top = _largest_dense_eigenpairs(single, n_eigenvalues, False)[0].astype(np.float64)
+        top = _largest_dense_eigenpairs(_single_precision(adjacency), n_eigenvalues, False)[0].astype(np.float64)
     else:
-        top, _ = _dense_top_eigenpairs(adjacency, n_eigenvalues, random_state, vectors=False, memory=dense_memory)
+        top, _ = _dense_top_eigenpairs(adjacency, n_eigenvalues, random_state, vectors=False)
     return np.sort(1.0 - top)
 
 
@@ -208,30 +196,45 @@ def unit_eigenvectors(affinity, embedding: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(np.linalg.norm(vectors, axis=0), np.finfo(float).tiny)
 
 
-def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: bool,
-                          memory: DenseSolveMemory | None = None):
+def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: bool):
     """Largest ``m`` eigenvalues (and eigenvectors, else ``None``) of a dense normalised adjacency.
 
-    LAPACK below :data:`DENSE_ARPACK_MIN` points; ARPACK beyond :data:`DENSE_EIGEN_LIMIT`; in between
-    ARPACK within a budget of matrix-vector products, LAPACK where that does not converge (or where
-    ``memory`` says it did not on a related affinity).
+    LAPACK below :data:`DENSE_REFINED_MIN` points; from there to :data:`DENSE_EIGEN_LIMIT` float32 LAPACK refined
+    in float64 (float64 LAPACK where the float32 basis ends among Laplacian eigenvalues below
+    :data:`REFINED_MIN_GAP`); beyond, ARPACK (seeded by ``random_state``).
     """
     n = adjacency.shape[0]
-    skip_arpack = memory is not None and memory.arpack_failed and n <= DENSE_EIGEN_LIMIT
-    if n >= DENSE_ARPACK_MIN and m < n - 1 and not skip_arpack:
+    if n > DENSE_EIGEN_LIMIT and m < n - 1:
         v0 = np.random.default_rng(None if random_state is None else random_state).uniform(-1, 1, n)
-        if n > DENSE_EIGEN_LIMIT:
-            result = eigsh(adjacency, k=m, which="LA", v0=v0, return_eigenvectors=vectors)
-            return result if vectors else (result, None)
-        ncv = min(n - 1, max(2 * m + 1, _ARPACK_MIN_NCV))
-        maxiter = max(1, int(_DENSE_ARPACK_MATVECS * n / max(1, ncv - m)))
-        try:
-            result = eigsh(adjacency, k=m, which="LA", v0=v0, ncv=ncv, maxiter=maxiter, return_eigenvectors=vectors)
-            return result if vectors else (result, None)
-        except ArpackError:  # includes ArpackNoConvergence: clustered eigenvalues near 1
-            if memory is not None:
-                memory.arpack_failed = True
+        result = eigsh(adjacency, k=m, which="LA", v0=v0, return_eigenvectors=vectors)
+        return result if vectors else (result, None)
+    if n >= DENSE_REFINED_MIN and m < n - 1:
+        # Columns past the m-th: float32 mixes nearly equal eigenvalues' vectors; those at the m-th get refined.
+        single, basis = _largest_dense_eigenpairs(_single_precision(adjacency), min(n - 1, m + REFINED_EXTRA), True)
+        if 1.0 - single[0] >= REFINED_MIN_GAP:
+            values, refined = _rayleigh_ritz(adjacency, basis)
+            return values[-m:], (refined[:, -m:] if vectors else None)
     return _largest_dense_eigenpairs(adjacency, m, vectors)
+
+
+def _single_precision(adjacency: np.ndarray) -> np.ndarray:
+    """A float32 copy for LAPACK, entries below float32's smallest normal number set to 0 (subnormals made one solve
+    7x slower)."""
+    single = adjacency.astype(np.float32)
+    single[np.abs(single) < np.finfo(np.float32).tiny] = 0.0
+    return single
+
+
+def _rayleigh_ritz(matrix, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenpairs of a symmetric ``matrix`` in the span of ``basis`` (approximate eigenvectors), in float64, ascending.
+
+    From single-precision eigenvectors, whose eigenvalues err by ~1e-7, the refined eigenvalues err by about the
+    square of the residuals (~1e-13), so eigengaps and zero eigenvalues read as from a float64 solve.
+    """
+    basis, _ = np.linalg.qr(np.asarray(basis, dtype=np.float64))
+    projected = basis.T @ (matrix @ basis)
+    values, rotation = eigh(0.5 * (projected + projected.T))
+    return values, basis @ rotation
 
 
 def _largest_dense_eigenpairs(matrix: np.ndarray, m: int, vectors: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -455,12 +458,9 @@ def _single_precision_eigsh(adjacency: sp.csr_matrix, m: int, v0: np.ndarray, nc
     in float64 on the returned basis then brings the eigenvalue errors from ~1e-6 down to the square
     of the residuals (~1e-12), so the eigengap sees float64-accurate eigenvalues.
     """
-    values, vectors = eigsh(adjacency.astype(np.float32), k=m, which="LA", v0=v0.astype(np.float32), ncv=ncv,
-                            tol=tol, return_eigenvectors=True)
-    basis, _ = np.linalg.qr(vectors.astype(np.float64))
-    projected = basis.T @ (adjacency @ basis)
-    values, rotation = eigh(0.5 * (projected + projected.T))
-    return values, basis @ rotation
+    _, vectors = eigsh(adjacency.astype(np.float32), k=m, which="LA", v0=v0.astype(np.float32), ncv=ncv, tol=tol,
+                       return_eigenvectors=True)
+    return _rayleigh_ritz(adjacency, vectors)
 
 
 def _dense_eigenpairs(adjacency: sp.csr_matrix, m: int, vectors: bool) -> tuple[np.ndarray, np.ndarray | None]:

@@ -21,7 +21,6 @@ from sklearn.utils import check_random_state
 
 from .assign import _check_assign_labels, embedding_labels, spectral_labels
 from .eigen import (
-    DenseSolveMemory,
     _check_eigen_solver,
     _smallest_eigenpairs,
     laplacian_eigenvalues,
@@ -72,7 +71,6 @@ def estimate_n_clusters(
     random_state=None,
     eigen_solver: str | None = None,
     eigen_tol="auto",
-    dense_memory: DenseSolveMemory | None = None,
     single_precision: bool = False,
 ) -> tuple[int, np.ndarray]:
     """Number of clusters by the largest eigengap of the normalised Laplacian.
@@ -92,8 +90,6 @@ def estimate_n_clusters(
         Solver for sparse affinities, see :func:`laplacian_eigenvalues`.
     eigen_tol : float or 'auto', default='auto'
         Tolerance of the sparse solver.
-    dense_memory : DenseSolveMemory, optional
-        Shared with related dense solves, see :func:`laplacian_eigenvalues`.
     single_precision : bool, default=False
         A float32 dense solve, see :func:`laplacian_eigenvalues`.
 
@@ -109,7 +105,7 @@ def estimate_n_clusters(
     cap = int(max(1, min(max_clusters, n - 1)))
     eigenvalues = laplacian_eigenvalues(
         affinity, cap + 1, random_state=random_state, eigen_solver=eigen_solver, eigen_tol=eigen_tol,
-        dense_memory=dense_memory, single_precision=single_precision,
+        single_precision=single_precision,
     )
     return _eigengap_k(eigenvalues, n, max_clusters), eigenvalues
 
@@ -177,10 +173,9 @@ def consensus_n_clusters(
             f"has entries down to {lowest:.3g}. Use n_clusters_selection='eigengap' for a signed kernel."
         )
     reported = min(powers, key=lambda r: abs(np.log(r)))
-    estimates, eigenvalues, memory = [], None, DenseSolveMemory()
-    # The reported power first: where ARPACK fails on a dense learned affinity it fails at every power
-    # (measured on the gallery toys), so the memory sends the others straight to LAPACK.  The median
-    # does not depend on the order, and every power gets the same seed.
+    estimates, eigenvalues = [], None
+    # A dense affinity's reported power first, so that its spectrum is there when the others agree early (below).
+    # The median does not depend on the order, and every power gets the same seed.
     order = powers if sp.issparse(affinity) else sorted(powers, key=lambda power: power != reported)
     for r in order:
         powered = affinity if r == 1.0 else (affinity.power(r) if sp.issparse(affinity) else affinity**r)
@@ -188,7 +183,7 @@ def consensus_n_clusters(
         # the others are solved in float32 (errors ~1e-7), which changes k only where two gaps tie that closely.
         k, values = estimate_n_clusters(
             powered, max_clusters, random_state=random_state, eigen_solver=eigen_solver, eigen_tol=eigen_tol,
-            dense_memory=memory, single_precision=r != reported,
+            single_precision=r != reported,
         )
         estimates.append(k)
         if r == reported and eigenvalues is None:
