@@ -250,6 +250,24 @@ graph's plain eigengap in place of its consensus tied on column subsets of one s
 (0.700-0.702 against 0.699-0.701 over forest seeds, oracle 0.773 both), which is why it was recollected and
 shipped (record above).
 
+Cut features (design and rule fixed 2026-12-05, session 50, before its rows were collected; written without
+having read the modularity record just above, its near relative): on wut/circles at ``random_state`` 1-5 the forest
+keeps the kernel's partition that cuts every kNN ring, its four predictions within 0.1 of each other, and no column
+says how much a partition cuts the *other* affinity.  Each candidate's row gains four columns (``--cut-features``,
+:func:`_cuts`): the mean and the largest normalised cut ``cut(c, rest) / vol(c)`` of its clusters on the kernel's
+A**4 and on the 10-NN graph.  Everything else as shipped; the recipe's rule against the shipped file.  Rows
+recollected (``--collect prior --part 0/2`` and ``1/2 --pools v2-mixture v3-mixture many-clusters chains``, then
+``--collect validation`` in two parts: 2,200 + 260 sets, about 20 minutes on two cores).  Record (``--fit
+--cut-features --output benchmarks/results/arbiter_cuts_compare.json``): **fails, not shipped.**  Union 0.687 vs the
+shipped file's 0.688 (-0.002 +- 0.005): many_clusters +0.012, wide +0.019, but clustbench (13) 0.650 vs 0.702,
+clustbench_rest 0.658 vs 0.678, gaussians 0.431 vs 0.469; mean |k - k_true| 3.39 vs 3.63.  As a control, the
+shipped design refitted on the same rows (``--fit --output benchmarks/results/arbiter_refit_compare.json``, with
+the features as the package reads them since 2026-12-05, eigenvalues below 1e-10 as 0): union 0.687 (-0.001 +-
+0.003), gaussians 0.431 vs 0.469, toys 0.914 vs 0.922: fails too, not shipped.  The same refit with the features
+read before that floor passed (union 0.693, +0.004 +- 0.002; gaussians 0.497, 13 listed 0.705): the forest's
+gain on the Gaussian tables there came from splits at the level of rounding.  Both decided by a rule written
+before the fit (``/work/exp50/prereg.md`` of that session); nothing else was fitted on these rows.
+
 Given k (2026-12-01, ``--mode given-k``; 3.6 CPU-min of collection): union 0.678 -> 0.711 (paired
 +0.033 +- 0.010): clustbench (13) 0.721 -> 0.821 (the kNN graph alone 0.781, the oracle 0.861), clustbench_rest
 0.658 -> 0.787 (0.721), g2mg/h2mg 0.535 -> 0.611 (0.703), synthetic 0.603 -> 0.608, gallery toys 0.937 -> 0.933,
@@ -307,9 +325,9 @@ from skabc.spectral.arbiter import (
 from skabc.spectral.candidates import MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, candidate_partitions
 
 ROOT = v2.ROOT
-#: Rows of the six k-unknown candidates (since 2026-12-03, with ``knn-at-kernel-consensus``); the five-candidate
-#: rows of the records before that lived in ``.checkpoints/arbiter``.
-DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "arbiter-rows-v2"
+#: Rows of the six k-unknown candidates with their cuts (since 2026-12-05); the rows of the records before that,
+#: without cuts, lived in ``.checkpoints/arbiter-rows-v2`` (six candidates) and ``.checkpoints/arbiter`` (five).
+DIRECTORY = ROOT / "benchmarks" / ".checkpoints" / "arbiter-rows-v3"
 #: Per mode: the candidates compared (the first is what ABCClustering() did before), the file written, the results.
 MODES = {
     "unknown-k": (("kernel-consensus", "kernel-eigengap", "knn-rotation", "knn-eigengap", "gmm-bic",
@@ -390,9 +408,45 @@ def validation_sets():
             yield f"{group}:{name}", X, y, scored
 
 
-def _features(row: dict, spectrum_size: int, names: tuple[str, ...] | None = None) -> np.ndarray:
-    """A row's feature rows, of all its candidates or of ``names`` only (its evidence restricted to them)."""
-    return evidence_features(_restricted(row["evidence"], names), spectrum_size)
+def _features(row: dict, spectrum_size: int, names: tuple[str, ...] | None = None, cuts: bool = False) -> np.ndarray:
+    """A row's feature rows, of all its candidates or of ``names`` only (its evidence restricted to them); with
+    ``cuts``, each row ends with its candidate's four :func:`_cuts` columns (the cut-features record)."""
+    evidence = _restricted(row["evidence"], names)
+    features = evidence_features(evidence, spectrum_size)
+    return np.hstack([features, np.asarray(evidence["cuts"], dtype=np.float64)]) if cuts else features
+
+
+def _normalized_cuts(labels: np.ndarray, affinity) -> np.ndarray:
+    """``cut(c, rest) / vol(c)`` of every cluster ``c`` of compact ``labels`` on a symmetric affinity, its diagonal
+    left out (a cluster of zero volume: 0)."""
+    import scipy.sparse as sp
+
+    n, k = len(labels), int(labels.max()) + 1
+    membership = sp.csr_matrix((np.ones(n), (np.arange(n), labels)), shape=(n, k))
+    to_cluster = np.asarray((sp.csr_matrix(affinity) @ membership).toarray() if sp.issparse(affinity)
+                            else (membership.T @ affinity).T, dtype=np.float64)
+    diagonal = np.asarray(affinity.diagonal(), dtype=np.float64)
+    volume = np.bincount(labels, weights=to_cluster.sum(axis=1) - diagonal, minlength=k)
+    inside = np.bincount(labels, weights=to_cluster[np.arange(n), labels] - diagonal, minlength=k)
+    return np.divide(np.clip(volume - inside, 0.0, None), volume, out=np.zeros(k), where=volume > 0).clip(0.0, 1.0)
+
+
+def _cuts(candidates) -> list[list[float]]:
+    """Per candidate: the mean and largest normalised cut of its clusters on the kernel's affinity, then on the
+    kNN graph (the cut-features record; 0 for a single cluster)."""
+    from skabc.spectral.candidates import CANDIDATES
+
+    affinities = {}
+    for c in candidates:
+        affinities.setdefault(CANDIDATES[c.name][0], c.affinity)
+    out = []
+    for c in candidates:
+        row = []
+        for source in ("kernel", "knn"):
+            values = _normalized_cuts(np.asarray(c.labels), affinities[source]) if c.n_clusters > 1 else np.zeros(1)
+            row += [float(values.mean()), float(values.max())]
+        out.append(row)
+    return out
 
 
 def _restricted(evidence: dict, names: tuple[str, ...] | None) -> dict:
@@ -402,7 +456,8 @@ def _restricted(evidence: dict, names: tuple[str, ...] | None) -> dict:
     keep = [evidence["names"].index(name) for name in names]
     return {**evidence, "names": list(names), "k": [evidence["k"][i] for i in keep],
             "sizes": [evidence["sizes"][i] for i in keep], "spectra": [evidence["spectra"][i] for i in keep],
-            "agreement": [[evidence["agreement"][i][j] for j in keep] for i in keep]}
+            "agreement": [[evidence["agreement"][i][j] for j in keep] for i in keep],
+            **({"cuts": [evidence["cuts"][i] for i in keep]} if "cuts" in evidence else {})}
 
 
 def _prefix(which: str, mode: str) -> str:
@@ -414,17 +469,21 @@ def rows_directory(kernel_path: str | None) -> Path:
     return DIRECTORY if kernel_path is None else DIRECTORY / Path(kernel_path).stem
 
 
-def collect(which: str, part: tuple[int, int], mode: str = "unknown-k", kernel_path: str | None = None) -> None:
+def collect(which: str, part: tuple[int, int], mode: str = "unknown-k", kernel_path: str | None = None,
+            pools: tuple[str, ...] | None = None) -> None:
     """Candidates, features and ARIs of every ``which`` set of this part; resumes from the lines written.
 
     With ``mode='given-k'`` every set is clustered at its true number of clusters.  ``kernel_path``: a candidate
-    generic kernel's file instead of the shipped one (its rows in :func:`rows_directory`).
+    generic kernel's file instead of the shipped one (its rows in :func:`rows_directory`); ``pools``: the training
+    pools collected (default: all of :data:`POOLS`).
     """
     directory = rows_directory(kernel_path)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{_prefix(which, mode)}-{part[0]}of{part[1]}.jsonl"
     done = {row["name"] for row in _rows(which, mode, directory)}
     sets = training_sets() if which == "prior" else validation_sets()
+    if which == "prior" and pools is not None:
+        sets = (s for s in sets if s[0].rpartition("-")[0] in pools)
     collect_sets(sets, path, done, part, mode, kernel_path)
     print(f"{mode} {which} part {part}: done", flush=True)
 
@@ -459,7 +518,7 @@ def collect_sets(sets, path: Path, done: set, part: tuple[int, int] = (0, 1), mo
                    "k": [c.n_clusters for c in candidates], "true_k": true_k,
                    "true_k_structure": k_structure,
                    # What every feature reads: features of any width are computed from it at --fit.
-                   "evidence": candidate_evidence(candidates, X.shape[1]),
+                   "evidence": {**candidate_evidence(candidates, X.shape[1]), "cuts": _cuts(candidates)},
                    "cpu_seconds": time.process_time() - start}
             out.write(json.dumps(row) + "\n")
             out.flush()
@@ -480,7 +539,7 @@ def _rows(which: str, mode: str = "unknown-k", directory: Path = DIRECTORY) -> l
 
 def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target: str = "ari_structure",
         pools: tuple[str, ...] = SHIPPED_POOLS, output: Path | None = None, forest_seeds: int = 1,
-        only: tuple[str, ...] | None = None, kernel_path: str | None = None) -> dict:
+        only: tuple[str, ...] | None = None, kernel_path: str | None = None, cuts: bool = False) -> dict:
     """Train the forest on the prior's rows, compare it on the validation rows, write the file if it ships.
 
     ``pools``: the training pools used; ``output``: the results file (default: the mode's); ``forest_seeds``: how
@@ -489,6 +548,8 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
     ``kernel_path``: a candidate
     generic kernel whose rows were collected (:func:`rows_directory`); its arbiter is compared with the shipped
     pipeline (the shipped kernel's rows chosen by the shipped file) and, if it passes, written next to its rows.
+    ``cuts``: the feature rows end with each candidate's :func:`_cuts` (the cut-features record; no arbiter file
+    reads them, so none is written).
 
     Compared with what ``ABCClustering()`` did before any arbiter (the first candidate) and with the arbiter file
     shipped now (its own spectrum width), set by set.
@@ -509,7 +570,7 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
     only = FIT_CANDIDATES.get(mode, names) if only is None else only
     candidates = list(only)
     column = [list(names).index(c) for c in candidates]  # each candidate's column in the rows
-    F = np.concatenate([_features(r, spectrum_size, only) for r in train])
+    F = np.concatenate([_features(r, spectrum_size, only, cuts) for r in train])
     y = np.array([r[target][i] for r in train for i in column])
     start = time.process_time()
     models = [GradientBoostingRegressor(**{**MODEL, "random_state": seed}).fit(F, y) for seed in range(forest_seeds)]
@@ -519,7 +580,7 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
         return np.mean([m.predict(rows) for m in models], axis=0)
 
     groups = [r["name"].split(":")[0] for r in validation]
-    chosen = np.array([column[int(np.argmax(predict(_features(r, spectrum_size, only))))] for r in validation])
+    chosen = np.array([column[int(np.argmax(predict(_features(r, spectrum_size, only, cuts))))] for r in validation])
     shipped = Arbiter.from_file(out_path)
     if kernel_path is not None:
         out_path = directory / f"{out_path.stem}.json"
@@ -557,7 +618,7 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
                 "shipped arbiter": k_error(shipped_chosen)}
     collect_cpu = sum(r["cpu_seconds"] for r in train)
     result = {"union": {"arbiter": float(got.mean()), before: float(base.mean()), "shipped arbiter": float(now.mean())},
-              "spectrum_size": spectrum_size, "target": target, "pools": list(pools),
+              "spectrum_size": spectrum_size, "target": target, "pools": list(pools), "cut_features": cuts,
               "paired_gain": gain, "paired_se": se,
               "paired_gain_over_shipped": gain_shipped, "paired_se_over_shipped": se_shipped,
               "group_changes": changes, "group_changes_over_shipped": changes_shipped, "per_group": per_group,
@@ -584,7 +645,7 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
     # The run's own command line, as every committed result names one.
     result = {"command": " ".join(["python", *sys.argv]), **result}
     results_path.write_text(json.dumps(result, indent=1))
-    if passes:
+    if passes and not cuts:
         write_arbiter(out_path, models if forest_seeds > 1 else models[0], candidates, provenance, spectrum_size)
         check = Arbiter.from_file(out_path)
         probe = F[:: max(1, len(F) // 500)]
@@ -664,8 +725,9 @@ def main(argv=None) -> int:
                         help="the arbiter for k unknown (ABCClustering()) or for a given n_clusters")
     parser.add_argument("--spectrum-size", type=int, choices=(SPECTRUM_SIZE, MAX_SPECTRUM_SIZE),
                         default=MAX_SPECTRUM_SIZE, help="eigenvalues per affinity the forest's features read")
-    parser.add_argument("--pools", nargs="+", choices=tuple(POOLS), default=SHIPPED_POOLS,
-                        help="training pools of --fit (default: those of the file shipped now)")
+    parser.add_argument("--pools", nargs="+", choices=tuple(POOLS), default=None,
+                        help="training pools of --fit (default: those of the file shipped now) or collected by "
+                             "--collect prior (default: all)")
     parser.add_argument("--output", default=None, help="results JSON of --fit (default: the mode's file)")
     parser.add_argument("--candidates", nargs="+", default=None,
                         help="the candidates --fit's forest chooses among (default: the shipped file's)")
@@ -674,6 +736,8 @@ def main(argv=None) -> int:
     parser.add_argument("--target", choices=("ari_structure", "ari"), default="ari_structure",
                         help="what the forest predicts: a candidate's ARI on the points of clusters (background-noise "
                              "singletons not scored, as the clustbench protocol scores) or on every point")
+    parser.add_argument("--cut-features", action="store_true",
+                        help="--fit's rows end with each candidate's normalised cuts of both affinities (record below)")
     parser.add_argument("--pairwise", action="store_true",
                         help="fit and compare the pairwise design on the collected rows (seeds 0-4; record above)")
     parser.add_argument("--kernel", default=None,
@@ -681,10 +745,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.collect:
         i, n = map(int, args.part.split("/"))
-        collect(args.collect, (i, n), args.mode, args.kernel)
+        collect(args.collect, (i, n), args.mode, args.kernel, None if args.pools is None else tuple(args.pools))
     if args.fit:
-        fit(args.mode, args.spectrum_size, args.target, tuple(args.pools), args.output, args.forest_seeds,
-            None if args.candidates is None else tuple(args.candidates), args.kernel)
+        fit(args.mode, args.spectrum_size, args.target, tuple(args.pools or SHIPPED_POOLS), args.output,
+            args.forest_seeds,
+            None if args.candidates is None else tuple(args.candidates), args.kernel, args.cut_features)
     if args.pairwise:
         fit_pairwise(output=args.output)
     if not (args.collect or args.fit or args.pairwise):
