@@ -370,10 +370,11 @@ def test_dense_sets_of_hundreds_of_points_are_solved_in_float32_and_refined(monk
     assert spectral.estimate_n_clusters(affinity[:300, :300], 10)[0] == 4  # below the band: float64 LAPACK
 
 
-def test_the_float32_band_hands_sets_of_more_near_disconnected_groups_than_its_basis_to_float64():
+def test_the_float32_band_hands_sets_it_would_refine_inaccurately_to_float64():
     """Sixty loosely linked groups of ten points: sixty Laplacian eigenvalues near zero, more than the float32 basis
     (51 + REFINED_EXTRA columns) holds, where float32 vectors mix the groups and the refined near-zero eigenvalues
-    came out up to 1e-10 off; such sets go to float64 LAPACK, exact to rounding."""
+    came out up to 1e-10 off; such sets, and those whose near-zero eigenvalues' residual bound is too loose, go to
+    float64 LAPACK, exact to rounding."""
     from scipy.linalg import eigvalsh
 
     from skabc.spectral import eigen
@@ -392,6 +393,14 @@ def test_the_float32_band_hands_sets_of_more_near_disconnected_groups_than_its_b
     affinity = np.where(labels[:, None] == labels[None, :], affinity, 1e-7 * affinity)
     expected = np.sort(1.0 - eigvalsh(eigen.normalized_adjacency(affinity)))[:51]
     np.testing.assert_allclose(eigen.laplacian_eigenvalues(affinity, 51), expected, atol=1e-11)
+    # Fifty dense blocks of 20 linked at 1e-6 (review 50a): the basis holds every near-zero eigenvalue, yet the refined
+    # ones err by up to 7e-12 (residuals ~3e-6); their residual bound sends the set to float64 LAPACK.
+    n = 1000
+    labels = rng.permutation(np.arange(n) % 50)
+    affinity = np.where(labels[:, None] == labels[None, :], 1.0, 1e-6) * rng.uniform(0.5, 1.0, (n, n))
+    affinity = (affinity + affinity.T) / 2
+    expected = np.sort(1.0 - eigvalsh(eigen.normalized_adjacency(affinity)))[:51]
+    np.testing.assert_allclose(eigen.laplacian_eigenvalues(affinity, 51), expected, atol=1e-13)
 
 
 def test_exactly_known_zero_eigenvectors_are_exactly_constant():

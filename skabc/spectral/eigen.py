@@ -37,14 +37,13 @@ from ..exceptions import SkabcWarning
 # Up to this size the eigengap uses LAPACK (2,000 points: ~1 s; ARPACK converges slowly on the dozens of eigenvalues
 # close to 1 of learned affinities: 28-180 s per load_digits set).
 DENSE_EIGEN_LIMIT = 2500
-# From this size up to DENSE_EIGEN_LIMIT a dense solve runs LAPACK in float32 (REFINED_EXTRA columns more than asked),
-# refined in float64 (Rayleigh-Ritz): faster than ARPACK, which often fails on learned affinities (dozens of eigenvalues
-# close to 1) and then cost 3-4x. The refinement errs by about (6e-8 / g)^2, g the Laplacian eigenvalue just past the
-# float32 basis: below REFINED_MIN_GAP (more nearly separate groups than the basis holds; near-zero eigenvalues came
-# out up to 1e-10 instead of 1e-16) float64 LAPACK solves.
+# From this size up to DENSE_EIGEN_LIMIT a dense solve runs LAPACK in float32 (REFINED_EXTRA columns more than asked:
+# float32 mixes nearly equal eigenvalues' vectors), refined in float64 (Rayleigh-Ritz): faster than ARPACK, which often
+# fails on learned affinities (dozens of eigenvalues close to 1) and then cost 3-4x. Float64 LAPACK where the Laplacian
+# eigenvalue past the basis is below REFINED_MIN_GAP, or a near-zero one's error bound (residual^2 / gap) is above
+# REFINED_ZERO_ERROR (dense blocks linked at 1e-6: up to 6e-11; learned affinities: at most 1.7e-13).
 DENSE_REFINED_MIN = 600
-REFINED_EXTRA = 8
-REFINED_MIN_GAP = 0.05
+REFINED_EXTRA, REFINED_MIN_GAP, REFINED_ZERO_ERROR = 8, 0.05, 1e-12
 # Connected components of a sparse graph up to this size are solved densely (at most ~0.5 MiB each).
 SPARSE_DENSE_LIMIT = 256
 # A component on which ARPACK fails is solved densely up to this size (~128 MiB), else by LOBPCG.
@@ -200,8 +199,7 @@ def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: 
     """Largest ``m`` eigenvalues (and eigenvectors, else ``None``) of a dense normalised adjacency.
 
     LAPACK below :data:`DENSE_REFINED_MIN` points; from there to :data:`DENSE_EIGEN_LIMIT` float32 LAPACK refined
-    in float64 (float64 LAPACK where the float32 basis ends among Laplacian eigenvalues below
-    :data:`REFINED_MIN_GAP`); beyond, ARPACK (seeded by ``random_state``).
+    in float64 where that is accurate (see the constants); beyond, ARPACK (seeded by ``random_state``).
     """
     n = adjacency.shape[0]
     if n > DENSE_EIGEN_LIMIT and m < n - 1:
@@ -209,32 +207,34 @@ def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: 
         result = eigsh(adjacency, k=m, which="LA", v0=v0, return_eigenvectors=vectors)
         return result if vectors else (result, None)
     if n >= DENSE_REFINED_MIN and m < n - 1:
-        # Columns past the m-th: float32 mixes nearly equal eigenvalues' vectors; those at the m-th get refined.
         single, basis = _largest_dense_eigenpairs(_single_precision(adjacency), min(n - 1, m + REFINED_EXTRA), True)
-        if 1.0 - single[0] >= REFINED_MIN_GAP:
-            values, refined = _rayleigh_ritz(adjacency, basis)
-            return values[-m:], (refined[:, -m:] if vectors else None)
+        gap = 1.0 - single[0]  # the Laplacian eigenvalue past the basis: near-zero ones' distance to the rest
+        if gap >= REFINED_MIN_GAP:
+            values, refined, residuals = _rayleigh_ritz(adjacency, basis)
+            if np.all(residuals[values > 1.0 - 1e-6] ** 2 <= REFINED_ZERO_ERROR * gap):
+                return values[-m:], (refined[:, -m:] if vectors else None)
     return _largest_dense_eigenpairs(adjacency, m, vectors)
 
 
 def _single_precision(adjacency: np.ndarray) -> np.ndarray:
-    """A float32 copy for LAPACK, entries below float32's smallest normal number set to 0 (subnormals made one solve
-    7x slower)."""
+    """A float32 copy for LAPACK, entries below float32's smallest normal set to 0 (subnormals: a 7x slower solve)."""
     single = adjacency.astype(np.float32)
     single[np.abs(single) < np.finfo(np.float32).tiny] = 0.0
     return single
 
 
-def _rayleigh_ritz(matrix, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenpairs of a symmetric ``matrix`` in the span of ``basis`` (approximate eigenvectors), in float64, ascending.
+def _rayleigh_ritz(matrix, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Eigenpairs of a symmetric ``matrix`` in the span of ``basis`` (approximate eigenvectors), in float64, ascending,
+    and each pair's residual norm ``||matrix x - value x||``.
 
-    From single-precision eigenvectors, whose eigenvalues err by ~1e-7, the refined eigenvalues err by about the
-    square of the residuals (~1e-13), so eigengaps and zero eigenvalues read as from a float64 solve.
+    A refined eigenvalue errs by at most about its residual squared over its distance to the eigenvalues outside the
+    span (from single-precision eigenvectors: residuals ~3e-7, errors ~1e-13 where that distance is ~1).
     """
     basis, _ = np.linalg.qr(np.asarray(basis, dtype=np.float64))
-    projected = basis.T @ (matrix @ basis)
-    values, rotation = eigh(0.5 * (projected + projected.T))
-    return values, basis @ rotation
+    product = matrix @ basis
+    values, rotation = eigh(0.5 * (basis.T @ product + (basis.T @ product).T))
+    vectors = basis @ rotation
+    return values, vectors, np.linalg.norm(product @ rotation - vectors * values, axis=0)
 
 
 def _largest_dense_eigenpairs(matrix: np.ndarray, m: int, vectors: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -460,7 +460,7 @@ def _single_precision_eigsh(adjacency: sp.csr_matrix, m: int, v0: np.ndarray, nc
     """
     _, vectors = eigsh(adjacency.astype(np.float32), k=m, which="LA", v0=v0.astype(np.float32), ncv=ncv, tol=tol,
                        return_eigenvectors=True)
-    return _rayleigh_ritz(adjacency, vectors)
+    return _rayleigh_ritz(adjacency, vectors)[:2]
 
 
 def _dense_eigenpairs(adjacency: sp.csr_matrix, m: int, vectors: bool) -> tuple[np.ndarray, np.ndarray | None]:
