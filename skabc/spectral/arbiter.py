@@ -50,7 +50,7 @@ KNN_PARTITION_VARIANTS = {"generic": "generic-knn"}
 _MAX_NODES = 1_000_000
 FORMAT = "skabc-arbiter"
 #: Laplacian eigenvalues below this are zero to the accuracy of the solvers (ARPACK and LAPACK ~1e-16; float32 solves
-#: refined in float64 ~1e-13, the dense ones at most 1e-12 by a residual bound; LOBPCG's tolerance ~1e-10): the
+#: refined in float64 ~1e-13, near-zero dense ones within 1e-11 by a residual bound; LOBPCG's tolerance ~1e-10): the
 #: features read them as 0. The shipped forests split ``log10(lambda + 1e-12)`` down to lambda ~ 3e-16, where which
 #: solver ran, or the BLAS build, would otherwise choose the branch.
 EIGENVALUE_RESOLUTION = 1e-10
