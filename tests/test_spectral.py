@@ -408,6 +408,18 @@ def test_the_float32_band_hands_sets_it_would_refine_inaccurately_to_float64(mon
     np.testing.assert_allclose(eigen.laplacian_eigenvalues(affinity, 51), expected, atol=1e-13)
 
 
+def test_a_float32_affinity_has_the_spectrum_of_its_float64_copy():
+    """Degrees summed in float32 left the trivial eigenvalue at ~1e-8 (either sign: counted as a zero or not) and the
+    next ones 8% off where they are ~1e-6 (review 50a)."""
+    from skabc.spectral.eigen import laplacian_eigenvalues
+
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    for bandwidth in (1.0, 0.1):
+        single = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / bandwidth).astype(np.float32)
+        np.testing.assert_allclose(laplacian_eigenvalues(single, 3),
+                                   laplacian_eigenvalues(single.astype(np.float64), 3), rtol=1e-9, atol=1e-13)
+
+
 def test_exactly_known_zero_eigenvectors_are_exactly_constant():
     """Where a cut reads no more columns than the graph has components, each column is a component's zero
     eigenvector, known exactly: its embedding ``D^-1/2 x`` is constant on the component to the last bit (division

@@ -91,7 +91,7 @@ def normalized_adjacency(affinity):
     if sp.issparse(affinity):
         return _sparse_normalized_adjacency(_as_csr(affinity))[0]
     affinity = scale_free(affinity)
-    degree = affinity.sum(axis=1)
+    degree = affinity.sum(axis=1, dtype=np.float64)  # a float32 sum left the trivial eigenvalue at ~1e-8
     inv_sqrt = np.zeros_like(degree, dtype=np.float64)
     positive = degree > np.finfo(np.float64).tiny
     inv_sqrt[positive] = 1.0 / np.sqrt(degree[positive])
