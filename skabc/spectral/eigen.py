@@ -210,7 +210,7 @@ def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: 
         single, basis = _largest_dense_eigenpairs(_single_precision(adjacency), min(n - 1, m + REFINED_EXTRA), True)
         gap = 1.0 - single[0]  # the basis' last Laplacian eigenvalue: near-zero ones' distance to those outside
         if gap >= REFINED_MIN_GAP:
-            values, refined, residuals = _rayleigh_ritz(adjacency, basis)
+            values, refined, residuals = _rayleigh_ritz(adjacency, basis, residuals=True)
             if np.all(residuals[values > 1.0 - 1e-6] ** 2 <= REFINED_ZERO_ERROR * gap):
                 return values[-m:], (refined[:, -m:] if vectors else None)
     return _largest_dense_eigenpairs(adjacency, m, vectors)
@@ -223,18 +223,18 @@ def _single_precision(adjacency: np.ndarray) -> np.ndarray:
     return single
 
 
-def _rayleigh_ritz(matrix, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rayleigh_ritz(matrix, basis, residuals: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Eigenpairs of a symmetric ``matrix`` in the span of ``basis`` (approximate eigenvectors), in float64, ascending,
-    and each pair's residual norm ``||matrix x - value x||``.
+    and with ``residuals`` each pair's residual norm ``||matrix x - value x||`` (else ``None``).
 
     A refined eigenvalue errs by at most about its residual squared over its distance to the eigenvalues outside the
-    span (from single-precision eigenvectors: residuals ~3e-7, errors ~1e-13 where that distance is ~1).
-    """
+    span (from single-precision eigenvectors: residuals ~3e-7, errors ~1e-13 where that distance is ~1)."""
     basis, _ = np.linalg.qr(np.asarray(basis, dtype=np.float64))
     product = matrix @ basis
-    values, rotation = eigh(0.5 * (basis.T @ product + (basis.T @ product).T))
+    projected = basis.T @ product
+    values, rotation = eigh(0.5 * (projected + projected.T))
     vectors = basis @ rotation
-    return values, vectors, np.linalg.norm(product @ rotation - vectors * values, axis=0)
+    return values, vectors, np.linalg.norm(product @ rotation - vectors * values, axis=0) if residuals else None
 
 
 def _largest_dense_eigenpairs(matrix: np.ndarray, m: int, vectors: bool) -> tuple[np.ndarray, np.ndarray | None]:
