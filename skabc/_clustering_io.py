@@ -91,6 +91,10 @@ def _comparable_params(model) -> dict:
 
 def restore_clustering(cls, meta: dict, tensors: dict, device):
     """A fitted ``cls`` (ABCClustering) from :func:`describe_clustering`'s output, or a version-1 file's."""
+    labels = tensors["labels_"].numpy()
+    if not _schema.label_values_ok(labels, meta["n_clusters"]):  # the values, read: before any network is built
+        raise _schema.fail("labels_", f"cluster ids must lie in [0, n_clusters={meta['n_clusters']}), got "
+                                      f"[{labels.min()}, {labels.max()}]")
     if "class" in meta["kernel"]:
         kernel = persistence.restore(meta["kernel"], persistence.nested(_KERNEL, tensors), device)
     else:  # version 1: always a ContextualKernel, its weights directly under "kernel."
@@ -109,12 +113,9 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
     elif "feature_names_in" not in meta and hasattr(kernel, "feature_names_in_"):
         # Version-1 files did not say; a later file's None means the model saw none (its kernel may have).
         model.feature_names_in_ = kernel.feature_names_in_
-    model.labels_ = tensors["labels_"].numpy()
+    model.labels_ = labels
     model.n_clusters_ = meta["n_clusters"]
     model.candidate_ = meta.get("candidate")  # files written before it was stored: unknown
-    if not _schema.label_values_ok(model.labels_, model.n_clusters_):
-        raise _schema.fail("labels_", f"cluster ids must lie in [0, n_clusters={model.n_clusters_}), got "
-                                      f"[{model.labels_.min()}, {model.labels_.max()}]")
     # The settings resolved at fit (they fill in every 'auto' as they did then); version-1 files
     # stored none: resolve them as fit would, from the loaded kernel.
     resolved = {name[:-1]: value for name, value in meta.get("fitted", {}).items()}

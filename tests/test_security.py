@@ -245,6 +245,24 @@ def test_corrupt_description_is_refused_naming_the_file(raw, match, saved, tmp_p
     refused(load_saved_kernel, forge(tmp_path / "k.safetensors", raw=raw, tensors=saved.kernel_tensors), match)
 
 
+def test_out_of_range_labels_are_refused_before_the_kernel_is_built(saved, tmp_path, monkeypatch):
+    """Review 51b: cluster ids beyond n_clusters were refused only after the kernel's network was built and its
+    weights loaded; a file must be refused before anything is built from it."""
+    import skabc.kernels._contextual_io as contextual_io
+
+    built = []
+    real_build = contextual_io.build_module
+    monkeypatch.setattr(contextual_io, "build_module", lambda kernel, n, *a, **k: built.append(n) or
+                        real_build(kernel, n, *a, **k))
+    tensors = {**saved.model_tensors, "labels_": saved.model_tensors["labels_"] + 100}
+    refused(ABCClustering.load, forge(tmp_path / "m.safetensors", saved.model_meta, tensors),
+            r"labels_: cluster ids must lie in \[0, n_clusters=")
+    checked = len(built)  # the description's checks lay the network out on 'meta' (allocation-free), no more
+    built.clear()
+    ABCClustering.load(forge(tmp_path / "ok.safetensors", saved.model_meta, saved.model_tensors), device="cpu")
+    assert len(built) > checked  # a load that succeeds builds the network for real after the same checks
+
+
 def test_blocks_a_file_does_not_hold_are_refused_before_the_network_is_laid_out(saved, tmp_path, monkeypatch):
     """Probe 41a: every block of a forged n_blocks was laid out on 'meta' before the tensor names were compared
     (13.5 s for n_blocks=5000 with 5,000 one-number tensors); now the file must hold each block's weights first."""
