@@ -59,13 +59,14 @@ def check_output(path: str, what: str) -> None:
 MISSING_MARKS = frozenset({"na", "n/a", "#n/a", "nan", "null", "none", "nil", "?", "-", "missing"})
 
 
-def read_array(path: str, what: str, ndim: int, header: bool | None = None):
+def read_array(path: str, what: str, ndim: int, header: bool | None = None, rows: int | None = None):
     """Load a .npy (never pickled objects) or comma-separated text file; a first line of no numbers is a header.
 
     A header whose first name is empty above a first column of distinct whole numbers is pandas' row index
     (``DataFrame.to_csv()`` writes it by default): that column is dropped.  ``header`` (2-D text files): whether
     the first line names the columns; ``None`` guesses, and warns where pandas' ``0,1,...,d-1`` stands above rows
-    of whole numbers, which it reads as data.
+    of whole numbers, which it reads as data.  ``rows`` (one-column files of names): the number of values
+    expected, which decides whether a first name is a header (see :func:`_read_names`).
 
     Any name but .npy is read as text (``cluster -o labels.out`` writes text, which ``evaluate`` reads
     back), as UTF-8 with an optional byte-order mark (as spreadsheet programs write it), so a marked
@@ -87,7 +88,7 @@ def read_array(path: str, what: str, ndim: int, header: bool | None = None):
                 data.close()
                 raise ValueError("it is an .npz archive of several arrays, not one .npy array")
         elif ndim == 1:
-            data = _read_names(file)
+            data = _read_names(file, rows)
         else:
             # The first two lines with content (numpy skips blank and comment lines, and counts them in skiprows).
             lead, first, second = _first_content_lines(file)
@@ -209,11 +210,13 @@ def _numeric(values: list[str]) -> bool:
     return True
 
 
-def _read_names(file: Path):
+def _read_names(file: Path, rows: int | None = None):
     """One value per line (or one comma-separated row of numbers): numbers as floats, else names as strings.
 
-    A first line is a header when it is not a number while the rest are, or, for names, when its value
-    occurs nowhere else in the file (a column title such as ``species``; a class is named more than once).
+    A first line is a header when it is not a number while the rest are, or, for names, when the file holds
+    ``rows + 1`` values where ``rows`` are expected; with ``rows`` unknown (or matching neither count), when
+    its value occurs nowhere else in the file (a column title such as ``species``; a class is named more than
+    once).  A file of exactly ``rows`` names keeps its first, however rare.
     A file of one line that is not all numbers is a header alone.  Pandas' ``Series.to_csv()`` (the row
     index, then the values, under a header whose first name is empty) gives its values.
     """
@@ -233,6 +236,8 @@ def _read_names(file: Path):
         return _numbers(lines)
     if _numeric(lines[1:]):
         return _numbers(lines[1:])
+    if rows is not None and len(lines) in (rows, rows + 1):
+        return np.array(lines[len(lines) - rows:], dtype=str)
     return np.array(lines[1:] if lines[0] not in lines[1:] else lines, dtype=str)
 
 

@@ -81,8 +81,8 @@ def _train(args: argparse.Namespace) -> int:
     check_output(args.output, "output")
     check_distinct({"output": args.output}, {"X file": args.X, "y file": args.y, "groups file": args.groups})
     X = read_array(args.X, "X", 2, header=args.header)
-    y = read_array(args.y, "y", 1)
-    groups = read_array(args.groups, "groups", 1) if args.groups else None
+    y = read_array(args.y, "y", 1, rows=len(X))
+    groups = read_array(args.groups, "groups", 1, rows=len(X)) if args.groups else None
     # ContextualKernel()'s defaults (a fine-tune of the generic kernel on an automatic schedule) unless a network
     # option or --scratch asks for a new network; only the options given override the defaults.
     given = {"attention": args.attention, "compat": args.compat, "d_model": args.d_model, "n_blocks": args.n_blocks,
@@ -112,7 +112,7 @@ def _cluster(args: argparse.Namespace) -> int:
     if args.plot:
         check_picture(args.plot)
     X = read_array(args.X, "X", 2, header=args.header)
-    groups = read_array(args.groups, "groups", 1) if args.groups else None
+    groups = read_array(args.groups, "groups", 1, rows=len(X)) if args.groups else None
     bound = {} if args.max_clusters is None else {"max_clusters": args.max_clusters}  # else ABCClustering's
     if args.no_gaussian_split:
         bound["gaussian_split"] = False
@@ -199,7 +199,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
     labels = read_array(args.labels, "labels", 1)
-    truth = read_array(args.truth, "truth", 1)
+    truth = read_array(args.truth, "truth", 1, rows=len(labels))
     if len(labels) != len(truth):
         raise ValueError(f"labels has {len(labels)} entries but truth has {len(truth)}")
     for name, path, values in (("labels", args.labels, labels), ("truth", args.truth, truth)):
@@ -208,7 +208,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.groups:  # each set scored alone: true ids repeat from set to set (0..k-1 in every one)
         from ._validation import encode_groups
 
-        groups = read_array(args.groups, "groups", 1)
+        groups = read_array(args.groups, "groups", 1, rows=len(truth))
         if len(groups) != len(truth):
             raise ValueError(f"groups has {len(groups)} entries but labels and truth have {len(truth)}")
         codes = encode_groups(groups, len(truth))

@@ -494,6 +494,22 @@ def test_cli_reads_class_and_group_names_from_text_files(tmp_path, capsys, heade
     assert len(labels) == 60 and not set(labels[:30]) & set(labels[30:])  # ids unique across the two groups
 
 
+@pytest.mark.parametrize("header", ["", "species\n"])
+def test_cli_keeps_a_first_name_that_occurs_once_when_the_file_has_one_name_per_row(tmp_path, capsys, header):
+    """Review 51b: a first name found nowhere else in the file was taken for a header and dropped, so 'evaluate'
+    said the files differed in length, and two such files would have been scored on n - 1 rows."""
+    truth = ["noise", "cat", "cat", "dog", "dog", "dog"]
+    (tmp_path / "truth.csv").write_text(header + "\n".join(truth) + "\n")
+    np.save(tmp_path / "pred.npy", np.array([2, 0, 0, 1, 1, 1]))
+    assert main(["evaluate", str(tmp_path / "pred.npy"), str(tmp_path / "truth.csv")]) == 0
+    assert capsys.readouterr().out.startswith("ARI 1.0000")
+    (tmp_path / "groups.csv").write_text(header + "\n".join(["solo"] + ["rest"] * 5) + "\n")
+    argv = ["evaluate", str(tmp_path / "pred.npy"), str(tmp_path / "truth.csv"),
+            "--groups", str(tmp_path / "groups.csv")]
+    assert main(argv) == 0  # six group names for six rows, the first one among them
+    assert "(mean over 2 sets)" in capsys.readouterr().out
+
+
 def test_cli_label_file_with_commas_on_several_lines_is_refused(tmp_path, capsys):
     (tmp_path / "y.csv").write_text("1,2\n3,4\n")
     np.save(tmp_path / "p.npy", np.zeros(4))
