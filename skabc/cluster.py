@@ -188,9 +188,9 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
     ----------
     labels_ : ndarray of shape (n_samples,)
         Cluster labels; with ``groups``, ids are unique across groups (the groups' in the order of their
-        sorted group ids, each numbered as below).  With a non-learned
-        affinity, ``n_clusters`` given and one of SpectralClustering's ``assign_labels``, exactly
-        its labels (its ids and dtype: int32 from k-means); otherwise int64, numbered in order of first appearance.
+        sorted group ids, each numbered as below).  With a non-learned affinity, ``n_clusters`` given and one of
+        SpectralClustering's ``assign_labels``, exactly its labels (its ids and dtype: int32 from k-means) for fewer
+        clusters than points; otherwise int64, in order of first appearance (``n_clusters`` >= points: ``0..n-1``).
     affinity_matrix_ : ndarray of shape (n_samples, n_samples) or sparse matrix
         Affinity given to the spectral step: the kernel's, raised to ``affinity_power``, or the
         kNN graph when the arbiter kept one of its partitions (block-diagonal sparse with ``groups``;
