@@ -147,7 +147,7 @@ TAKES_TRUE_K = ("ABC_k", *GIVEN_K)
 METHOD_LONG = {
     "ABC": ("`ABCClustering(random_state=seed)`: the shipped generic kernel, k not given; its arbiter keeps one of "
             "four partitions (the kernel's affinity with the consensus or the plain eigengap k, the set's 10-NN graph "
-            "with the rotation or the consensus k)"),
+            "with the rotation or the plain eigengap k)"),
     "ABC_k": "`ABCClustering(n_clusters=k, random_state=seed)`: the same, given the true k (a diagnostic: how "
              "much the estimate of k costs; the requirements score ABC with k unknown)",
     "SC_rbf": "`SpectralClustering(n_clusters=k, affinity='rbf', random_state=seed)` (default gamma=1)",
