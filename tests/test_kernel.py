@@ -274,6 +274,58 @@ def test_checkpoint_resume_matches_uninterrupted(blob_data, tmp_path, draws):
         torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("after_best", [0, 1, 2])
+def test_resume_with_validation_keeps_the_best_epoch_and_patience_of_an_uninterrupted_run(
+        blob_data, tmp_path, monkeypatch, after_best):
+    """Review 51c: a run resumed from its checkpoint forgot the best epoch before the interruption (best score
+    reset, patience counted from epoch 0): it kept other weights, or stopped at another epoch, than the same fit
+    run in one go.  Scores here are a function of the weights, so both runs see the same sequence; the run is
+    interrupted at its best epoch (the checkpoint holds its weights) or after it (a file of their own)."""
+    import skabc.training.early_stopping as early_stopping
+
+    def weight_score(module, sets, settings):
+        return abs(sum(float(p.double().sum()) for p in module.state_dict().values())) * 1000.0 % 1.0
+
+    monkeypatch.setattr(early_stopping, "score_sets", weight_score)
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 10, "early_stopping": True, "n_iter_no_change": 3}
+    full = ContextualKernel(**params).fit(X, y, groups=g)
+    scores = [row["valid_ari"] for row in full.net_.history]
+    best = max(epoch for epoch, row in enumerate(full.net_.history, start=1) if row["valid_ari_best"])
+    stop = best + after_best
+    assert best < len(scores) < 10 and stop < len(scores)  # early stopping ended it after the interruption
+    with pytest.warns(RuntimeWarning, match=f"interrupted after {stop} of 10 epochs"):
+        _train_epochs(ContextualKernel(**params, checkpoint_dir=tmp_path), X, y, g, epochs=stop)
+    assert (tmp_path / "best_params.pt").is_file() == (after_best > 0)
+    resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    assert [row["valid_ari"] for row in resumed.net_.history] == scores
+    assert resumed.n_training_sets_ == full.n_training_sets_
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+
+
+def test_a_forged_or_missing_best_weights_file_is_refused_or_said(blob_data, tmp_path, monkeypatch):
+    """The best validated weights a resume restores (best_params.pt) are read with torch's safe loader and must fit
+    the network; a checkpoint without them (written by an earlier version) resumes as before, and says so."""
+    import skabc.training.early_stopping as early_stopping
+
+    monkeypatch.setattr(early_stopping, "score_sets", lambda module, sets, settings: abs(
+        sum(float(p.double().sum()) for p in module.state_dict().values())) * 1000.0 % 1.0)
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 10, "early_stopping": True, "n_iter_no_change": 3}
+    with pytest.warns(RuntimeWarning, match="interrupted after 3 of 10 epochs"):
+        _train_epochs(ContextualKernel(**params, checkpoint_dir=tmp_path), X, y, g, epochs=3)
+    best = tmp_path / "best_params.pt"
+    saved = torch.load(best, weights_only=True)
+    assert 1 <= saved["epoch"] < 3
+    torch.save({"epoch": saved["epoch"], "state": {"x": torch.zeros(1)}}, best)
+    with pytest.raises(ValueError, match=r"cannot resume from .*best_params\.pt.*do not fit"):
+        ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    best.unlink()
+    with pytest.warns(UserWarning, match=r"does not hold the weights of its best epoch \(" + str(saved["epoch"])):
+        ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+
+
 def _train_epochs(kernel, X, y, g, epochs):
     """Run only the first ``epochs`` epochs of a fit (simulates a run killed after them)."""
     import skorch
@@ -687,7 +739,8 @@ def test_ctrl_c_while_the_settings_are_chosen_stops_cleanly(blob_data, tmp_path,
     with pytest.warns(TrainingInterruptedWarning, match=r"interrupted after 2 of 2 scored epochs, while the kept "
                                                         r"weights and clustering settings were scored .* keeps the "
                                                         r"weights of its best validation score \(.* ARI\) with its "
-                                                        r"start's .* A refit with this checkpoint_dir does not redo"):
+                                                        r"start's .* A refit with this checkpoint_dir trains nothing "
+                                                        r"and makes the choice again"):
         kernel = ContextualKernel(**params).fit(X, y, groups=g)
     validation = dict(kernel.net_.callbacks_)["validation"]
     assert kernel.recommended_clustering_ == validation.settings and kernel.validation_score_ is None
@@ -716,9 +769,11 @@ def test_ctrl_c_while_the_settings_are_chosen_stops_cleanly(blob_data, tmp_path,
         stopped = ContextualKernel(**stopping).fit(X, y, groups=g)
     monkeypatch.undo()
     with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)  # no restore and no re-derivation: it trains on
+        warnings.simplefilter("error", UserWarning)  # no restore: it trains again from the last checkpoint
         resumed = ContextualKernel(**stopping).fit(X, y, groups=g)
-    assert len(resumed.net_.history) > len(stopped.net_.history)
+    # Review 51c: with the best epoch and patience restored it stops where the run did (it used to train on), and
+    # this time chooses its settings.
+    assert len(resumed.net_.history) == len(stopped.net_.history) and resumed.validation_score_ is not None
 
 
 def test_memory_limit_refuses_huge_dense_affinity(tiny_kernel):

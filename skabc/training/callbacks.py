@@ -118,6 +118,16 @@ class RedrawEachEpoch(Callback):
 
 #: torch's random stream in a checkpoint folder (:class:`RandomStreamCheckpoint`).
 RANDOM_STREAM_FILE = "random_stream.pt"
+#: The best validated weights of a run in a checkpoint folder, where they are not the checkpoint's own
+#: (:class:`~skabc.training.early_stopping.ValidationSetsScoring`): ``{'epoch': int, 'state': state dict}``.
+BEST_WEIGHTS_FILE = "best_params.pt"
+
+
+def save_atomically(content, file: Path) -> None:
+    """``torch.save`` to ``file`` whole or not at all (as skorch's checkpoint files are read back)."""
+    partial = file.with_name(file.name + ".tmp")
+    torch.save(content, partial)
+    os.replace(partial, file)
 
 
 class RandomStreamCheckpoint(Callback):
@@ -162,7 +172,4 @@ class RandomStreamCheckpoint(Callback):
 
     def on_epoch_end(self, net, **kwargs):
         if self.monitor(net):
-            file = Path(self.dirname) / RANDOM_STREAM_FILE
-            partial = file.with_name(file.name + ".tmp")
-            torch.save(self._state(), partial)
-            os.replace(partial, file)  # whole or not at all, as the other checkpoint files
+            save_atomically(self._state(), Path(self.dirname) / RANDOM_STREAM_FILE)

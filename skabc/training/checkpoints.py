@@ -20,7 +20,7 @@ from skorch import NeuralNet
 from torch import nn
 
 from ..persistence import json_ready
-from .callbacks import RANDOM_STREAM_FILE
+from .callbacks import BEST_WEIGHTS_FILE, RANDOM_STREAM_FILE
 from .plan import WARM_START
 
 #: Files of a checkpoint in ``checkpoint_dir`` (skorch's Checkpoint names).
@@ -214,7 +214,35 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
             raise ValueError(f"cannot resume from {str(stream)!r}: it is not a checkpoint skabc wrote "
                              f"({type(exc).__name__}); remove it (or use another checkpoint_dir) to start "
                              "afresh.") from None
+    best = directory / BEST_WEIGHTS_FILE
+    if best.is_file():  # written only where a run's best validated epoch is not its last checkpoint's
+        try:
+            saved = torch.load(best, map_location="cpu", weights_only=True)
+            _check_best_weights(saved, net)
+        except pickle.UnpicklingError as exc:
+            raise _unpickling_refusal(best, exc) from None
+        except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError) as exc:
+            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"cannot resume from {str(best)!r}: it is not a checkpoint skabc wrote ({first_line}); "
+                             "remove it (or use another checkpoint_dir) to start afresh.") from None
     return len(history)
+
+
+def _check_best_weights(saved, net: NeuralNet | None) -> None:
+    """A run's saved best weights: ``{'epoch': positive int, 'state': tensors}``, fitting ``net``'s module."""
+    if not isinstance(saved, dict) or set(saved) != {"epoch", "state"}:
+        raise ValueError("it is not a mapping of 'epoch' and 'state'")
+    epoch = saved["epoch"]
+    if isinstance(epoch, bool) or not isinstance(epoch, Integral) or not 1 <= epoch:
+        raise ValueError(f"its epoch {epoch!r} is not a positive integer")
+    # A file newer than the history (Ctrl-C between the two writes) names a later epoch: the resume ignores it.
+    state = saved["state"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError("the weights are not a mapping of tensor names to tensors")
+    if net is not None:
+        name = first_mismatch(state, net.module_.state_dict())
+        if name is not None:
+            raise ValueError(f"the weights do not fit this configuration's network ({name!r} differs)")
 
 
 def _unpickling_refusal(file: Path, exc: pickle.UnpicklingError) -> ValueError:

@@ -9,11 +9,13 @@ planned stop from a user's Ctrl-C.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import torch
 from skorch.callbacks import Callback
 
-from .callbacks import close_progress_bars
+from .._user_warnings import warn_user
+from .callbacks import BEST_WEIGHTS_FILE, close_progress_bars, save_atomically
 from .validation import choose_partition, choose_settings, score_sets, settings_label
 
 
@@ -130,12 +132,18 @@ class ValidationSetsScoring(Callback):
         unless the sets reject it (:func:`~skabc.training.validation.choose_partition`).
     start_state : dict, default=None
         The weights the fit started from; ``None``: the module's at train begin.  Given, a run resumed from a
-        checkpoint scores, mixes with and falls back to the true start, not the checkpoint's weights (the best
-        epoch before the interruption is not kept: only epochs after the resume compete with the start).
+        checkpoint scores, mixes with and falls back to the true start, not the checkpoint's weights.
     start_is_candidate : bool, default=True
         Whether the start competes with the epochs.  ``False`` for a network trained from scratch: its random
         start could score as well as a few epochs of training (a tiny network's near-constant affinity cuts
         sets as a trained one still does), and was then kept with every epoch's work dropped.
+    dirname : str or path, default=None
+        The checkpoint folder of the run, with ``monitor``: after each checkpointed epoch whose best weights are
+        an earlier epoch's, they are saved there (:data:`~skabc.training.callbacks.BEST_WEIGHTS_FILE`), and a
+        resumed run takes its best epoch, score and weights back from the restored history and that file, so
+        it keeps and stops on what the uninterrupted run would.
+    monitor : callable, default=None
+        ``monitor(net)``: whether the epoch just ended is checkpointed (the Checkpoint's own).
 
     Attributes
     ----------
@@ -163,8 +171,11 @@ class ValidationSetsScoring(Callback):
 
     def __init__(self, sets: list, settings: dict, patience: int | None = 5, name: str = "valid_ari",
                  choose_clustering: bool = True, alpha: float = 1.0, knn_partition: bool = False,
-                 start_state: dict | None = None, start_is_candidate: bool = True) -> None:
+                 start_state: dict | None = None, start_is_candidate: bool = True, dirname=None,
+                 monitor=None) -> None:
         self.start_state = start_state
+        self.dirname = dirname
+        self.monitor = monitor
         self.start_is_candidate = start_is_candidate
         self.sets = sets
         self.settings = settings
@@ -194,6 +205,27 @@ class ValidationSetsScoring(Callback):
         self.stopped_ = False
         self.kept_start_ = False
         self.choice_interrupted_ = False
+        if len(net.history):  # resumed from a checkpoint: its epochs' scores are in the restored history
+            self._resume_best(net)
+
+    def _resume_best(self, net) -> None:
+        """The best epoch, score and weights of the epochs before a resume, from the history and the saved file."""
+        best = [(epoch, row[self.name]) for epoch, row in enumerate(net.history, start=1)
+                if row.get(self.name + "_best") and self.name in row]
+        if not best:  # no epoch beat the start (or, for a scratch start, none was scored)
+            return
+        epoch, score = best[-1]
+        if epoch == len(net.history):  # the checkpoint's own weights
+            state = _copy_state(net.module_)
+        else:
+            saved = None if self.dirname is None else load_best_weights(Path(self.dirname) / BEST_WEIGHTS_FILE)
+            if saved is None or saved["epoch"] != epoch:
+                warn_user(f"the checkpoint in {str(self.dirname)!r} does not hold the weights of its best epoch "
+                          f"({epoch}, {self.name} {score:.4f}; a checkpoint of an earlier skabc version): only the "
+                          "start and the epochs after the resume compete for the weights kept.")
+                return
+            state = _clone_state(saved["state"])
+        self.best_epoch_, self.best_score_, self.best_state_ = epoch, float(score), state
 
     def on_epoch_end(self, net, **kwargs):
         score = score_sets(net.module_, self.sets, self.epoch_settings_)
@@ -204,7 +236,11 @@ class ValidationSetsScoring(Callback):
         if improved:
             self.best_score_, self.best_epoch_ = score, epoch
             self.best_state_ = _copy_state(net.module_)
-        elif self.patience is not None and epoch - self.best_epoch_ >= self.patience:
+        if self.dirname is not None and self.monitor(net) and 0 < self.best_epoch_ < epoch:
+            # This epoch's checkpoint holds its own weights; a resume needs the best ones too.
+            save_atomically({"epoch": self.best_epoch_, "state": self.best_state_},
+                            Path(self.dirname) / BEST_WEIGHTS_FILE)
+        if not improved and self.patience is not None and epoch - self.best_epoch_ >= self.patience:
             self.stopped_ = True
             epochs = f"{self.patience} epoch" + ("s" if self.patience != 1 else "")
             _stop_after_epoch(net, f"early stopping: no better {self.name} in {epochs}; the weights of "
@@ -269,6 +305,17 @@ class ValidationSetsScoring(Callback):
 def _with_state(module, state: dict):
     module.load_state_dict(state)
     return module
+
+
+def load_best_weights(file: Path) -> dict | None:
+    """The ``{'epoch': int, 'state': state dict}`` a :class:`ValidationSetsScoring` saved, ``None`` if absent.
+
+    Read with torch's safe loader (tensors and plain containers only); checked by
+    the checkpoint's checks (:mod:`skabc.training.checkpoints`) before a resume restores anything.
+    """
+    if not file.is_file():
+        return None
+    return torch.load(file, map_location="cpu", weights_only=True)
 
 
 class TimeLimit(Callback):

@@ -279,12 +279,11 @@ def _refit_after_choice(kernel, finished: int) -> str:
     if kernel.checkpoint_dir is None:
         return ""
     if finished >= kernel.max_epochs:
-        return (" A refit with this checkpoint_dir does not redo the choice: it trains nothing and re-derives the "
-                "kernel from the last checkpoint (only epochs trained after a resume compete); remove the directory "
-                "to train again.")
+        return (" A refit with this checkpoint_dir trains nothing and makes the choice again from the last "
+                "checkpoint (its best validated weights); remove the directory to train again.")
     # Early stopping or max_time ended the run before its last epoch: the checkpoint is of an unfinished run.
-    return (" A refit with this checkpoint_dir resumes the run from its last checkpoint (only epochs trained after "
-            "the resume compete); remove the directory to train again.")
+    return (" A refit with this checkpoint_dir resumes the run from its last checkpoint (with its best validated "
+            "weights so far); remove the directory to train again.")
 
 
 def _handle_interruption(kernel, net: NeuralNet) -> None:
