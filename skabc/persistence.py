@@ -241,6 +241,8 @@ def _file_mode(path: Path) -> int:
 
 def read_description(path) -> dict:
     """The JSON description stored in a file written by skabc."""
+    if not isinstance(path, (str, os.PathLike)):  # pathlib's own error names no argument
+        raise TypeError(f"path must be a str or os.PathLike naming a saved skabc model, got {type(path).__name__}")
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"no saved skabc model at {str(path)!r}: it is a directory; give the model's file")

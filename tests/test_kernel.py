@@ -254,6 +254,9 @@ def test_load_rejects_non_skabc_files(tmp_path):
         ContextualKernel.load(bad)
     with pytest.raises(FileNotFoundError):
         ContextualKernel.load(tmp_path / "missing.safetensors")
+    for not_a_path in (None, 3):  # review 51b: pathlib's own TypeError named no argument
+        with pytest.raises(TypeError, match=r"path must be a str or os\.PathLike naming a saved skabc model"):
+            ContextualKernel.load(not_a_path)
 
 
 @pytest.mark.parametrize("draws", [{}, {"dropout": 0.2}, {"attention": "sampled", "window_size": 8}])
