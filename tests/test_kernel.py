@@ -307,6 +307,49 @@ def test_resume_with_validation_keeps_the_best_epoch_and_patience_of_an_uninterr
         torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
 
 
+def test_a_stop_before_its_checkpoint_is_written_leaves_no_newer_best_weights(blob_data, tmp_path, monkeypatch):
+    """Review 51e: the best weights were saved when an epoch ended, before skorch's Checkpoint wrote that epoch; a
+    max_time stop after the epoch (or early stopping) in between left a file of a later best epoch than the history
+    held, and the resume dropped the history's best epoch with a warning (another run than the uninterrupted one)."""
+    import skabc.training.early_stopping as early_stopping
+
+    # Scores by distinct weights, in the order first scored (the start first); the same weights score the same in
+    # every run below.
+    table = [0.0, 0.5, 0.3, 0.2, 0.4, 0.6, 0.1, 0.05, 0.05, 0.05, 0.05]
+    seen = {}
+
+    def table_score(module, sets, settings):
+        key = tuple(float(p.double().sum()) for p in module.state_dict().values())
+        return seen.setdefault(key, table[len(seen)] if len(seen) < len(table) else 0.0)
+
+    monkeypatch.setattr(early_stopping, "score_sets", table_score)
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 9, "early_stopping": True, "n_iter_no_change": 4, "checkpoint_every": 3}
+    full = ContextualKernel(**params).fit(X, y, groups=g)
+    scores = [(row["valid_ari"], row["valid_ari_best"]) for row in full.net_.history]
+    assert [flag for _, flag in scores].count(True) == 2  # epochs 1 and 5 are the best so far
+    stop = early_stopping.TimeLimit.on_epoch_end
+
+    def stop_after_six(self, net, **kwargs):  # max_time ends the run once epoch 6 is scored, before its checkpoint
+        if len(net.history) == 6:
+            self._stop(net, "would be passed by another epoch", after_epoch=True)
+        return stop(self, net, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(early_stopping.TimeLimit, "on_epoch_end", stop_after_six)
+        stopped = ContextualKernel(**params, max_time=1e9, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    assert len(stopped.net_.history) == 6
+    assert len(json.loads((tmp_path / "history.json").read_text())) == 3
+    saved = torch.load(tmp_path / "best_params.pt", weights_only=True)
+    assert (saved["epoch"], saved["checkpoint"]) == (1, 3)  # epoch 3's checkpoint, not epoch 6's best (5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    assert [(row["valid_ari"], row["valid_ari_best"]) for row in resumed.net_.history] == scores
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+
+
 def test_a_forged_or_missing_best_weights_file_is_refused_or_said(blob_data, tmp_path, monkeypatch):
     """The best validated weights a resume restores (best_params.pt) are read with torch's safe loader and must fit
     the network; a checkpoint without them (written by an earlier version) resumes as before, and says so."""
@@ -320,11 +363,24 @@ def test_a_forged_or_missing_best_weights_file_is_refused_or_said(blob_data, tmp
         _train_epochs(ContextualKernel(**params, checkpoint_dir=tmp_path), X, y, g, epochs=3)
     best = tmp_path / "best_params.pt"
     saved = torch.load(best, weights_only=True)
-    assert 1 <= saved["epoch"] < 3
-    torch.save({"epoch": saved["epoch"], "state": {"x": torch.zeros(1)}}, best)
-    with pytest.raises(ValueError, match=r"cannot resume from .*best_params\.pt.*do not fit"):
+    assert 1 <= saved["epoch"] < 3 and saved["checkpoint"] == 3
+    nan = {name: torch.full_like(value, float("nan")) if value.is_floating_point() else value
+           for name, value in saved["state"].items()}
+    for forged, match in (({**saved, "state": {"x": torch.zeros(1)}}, "do not fit"),
+                          ({**saved, "state": nan}, "holds NaN or infinite values"),
+                          ({"epoch": saved["epoch"], "state": saved["state"]},
+                           "not a mapping of 'epoch', 'checkpoint'"),
+                          ({**saved, "epoch": 1.0}, "its epoch 1.0 is not a positive integer")):
+        torch.save(forged, best)
+        with pytest.raises(ValueError, match=r"cannot resume from .*best_params\.pt.*" + match):
+            ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    torch.save({**saved, "checkpoint": 2}, best)  # the file of another checkpoint than the history's
+    with pytest.warns(UserWarning, match=r"does not hold the weights of its best epoch \(" + str(saved["epoch"])):
         ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
-    best.unlink()
+    with pytest.warns(RuntimeWarning, match="interrupted after 3 of 10 epochs"):  # the same checkpoint again
+        _train_epochs(ContextualKernel(**params, checkpoint_dir=tmp_path / "again"), X, y, g, epochs=3)
+    tmp_path = tmp_path / "again"
+    (tmp_path / "best_params.pt").unlink()
     with pytest.warns(UserWarning, match=r"does not hold the weights of its best epoch \(" + str(saved["epoch"])):
         ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
 

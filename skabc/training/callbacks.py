@@ -9,9 +9,11 @@ from pathlib import Path
 import torch
 from skorch.callbacks import Callback, ProgressBar
 
+from .._user_warnings import warn_user
 from ..sampling import SampledSetsDataset
 
-__all__ = ["EveryNthEpoch", "KeepBestWeights", "RandomStreamCheckpoint", "RedrawEachEpoch", "WarmupCosine"]
+__all__ = ["BestWeightsCheckpoint", "EveryNthEpoch", "KeepBestWeights", "RandomStreamCheckpoint", "RedrawEachEpoch",
+           "WarmupCosine"]
 
 
 class WarmupCosine(Callback):
@@ -119,7 +121,7 @@ class RedrawEachEpoch(Callback):
 #: torch's random stream in a checkpoint folder (:class:`RandomStreamCheckpoint`).
 RANDOM_STREAM_FILE = "random_stream.pt"
 #: The best validated weights of a run in a checkpoint folder, where they are not the checkpoint's own
-#: (:class:`~skabc.training.early_stopping.ValidationSetsScoring`): ``{'epoch': int, 'state': state dict}``.
+#: (:class:`BestWeightsCheckpoint`): ``{'epoch': best epoch, 'checkpoint': the checkpoint's epoch, 'state': weights}``.
 BEST_WEIGHTS_FILE = "best_params.pt"
 
 
@@ -173,3 +175,56 @@ class RandomStreamCheckpoint(Callback):
     def on_epoch_end(self, net, **kwargs):
         if self.monitor(net):
             save_atomically(self._state(), Path(self.dirname) / RANDOM_STREAM_FILE)
+
+
+class BestWeightsCheckpoint(Callback):
+    """Save a validated run's best weights with each checkpoint; give them back to a resumed run.
+
+    A run with held-out validation (the callback named ``'validation'``, a
+    :class:`~skabc.training.early_stopping.ValidationSetsScoring`) keeps its best epoch's weights, not its
+    last; resumed from a checkpoint, it must also know that epoch, its score and its weights, or it keeps
+    other weights, and stops at another epoch, than the run that was not interrupted.  The epoch and score are
+    in the restored history; the weights are the checkpoint's own where the best epoch is the checkpoint's,
+    else in :data:`BEST_WEIGHTS_FILE`, written here after every checkpointed epoch whose best is earlier.
+    Placed after skorch's Checkpoint: a stop that ends an epoch before its checkpoint is written (early
+    stopping, ``max_time``) writes neither.
+
+    Parameters
+    ----------
+    dirname : str or path
+        The checkpoint folder.
+    monitor : callable
+        ``monitor(net)`` is true after an epoch whose checkpoint is written (the Checkpoint's own).
+    """
+
+    def __init__(self, dirname, monitor) -> None:
+        self.dirname = dirname
+        self.monitor = monitor
+
+    def on_train_begin(self, net, **kwargs):
+        validation = dict(net.callbacks_).get("validation")
+        best = None if validation is None or not len(net.history) else validation.best_so_far(net)
+        if best is None:  # a fresh run, or no epoch before the resume beat the start
+            return
+        epoch, score = best
+        if epoch == len(net.history):
+            validation.restore_best(epoch, score, net.module_.state_dict())
+            return
+        file = Path(self.dirname) / BEST_WEIGHTS_FILE
+        # Read and checked with the other checkpoint files before training (skabc.training.checkpoints).
+        saved = torch.load(file, map_location="cpu", weights_only=True) if file.is_file() else None
+        if saved is None or saved["epoch"] != epoch or saved["checkpoint"] != len(net.history):
+            warn_user(f"the checkpoint in {str(self.dirname)!r} does not hold the weights of its best epoch ({epoch}, "
+                      f"{validation.name} {score:.4f}) saved with it (written by an earlier skabc version, or stopped "
+                      "while its files were written): only the start and the epochs after the resume compete for "
+                      "the weights kept.")
+            return
+        validation.restore_best(epoch, score, saved["state"])
+
+    def on_epoch_end(self, net, **kwargs):
+        validation = dict(net.callbacks_).get("validation")
+        epoch = len(net.history)
+        if validation is None or not self.monitor(net) or not 0 < validation.best_epoch_ < epoch:
+            return  # no validation, no checkpoint now, or the checkpoint's own weights are the best
+        save_atomically({"epoch": validation.best_epoch_, "checkpoint": epoch, "state": validation.best_state_},
+                        Path(self.dirname) / BEST_WEIGHTS_FILE)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import pickle
-from numbers import Integral
+from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,9 @@ from torch import nn
 from ..persistence import json_ready
 from .callbacks import BEST_WEIGHTS_FILE, RANDOM_STREAM_FILE
 from .plan import WARM_START
+
+#: The history entry of the held-out score (ValidationSetsScoring's default ``name``).
+VALIDATION_SCORE = "valid_ari"
 
 #: Files of a checkpoint in ``checkpoint_dir`` (skorch's Checkpoint names).
 CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_history": "history.json"}
@@ -229,16 +233,27 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
 
 
 def _check_best_weights(saved, net: NeuralNet | None) -> None:
-    """A run's saved best weights: ``{'epoch': positive int, 'state': tensors}``, fitting ``net``'s module."""
-    if not isinstance(saved, dict) or set(saved) != {"epoch", "state"}:
-        raise ValueError("it is not a mapping of 'epoch' and 'state'")
-    epoch = saved["epoch"]
-    if isinstance(epoch, bool) or not isinstance(epoch, Integral) or not 1 <= epoch:
-        raise ValueError(f"its epoch {epoch!r} is not a positive integer")
-    # A file newer than the history (Ctrl-C between the two writes) names a later epoch: the resume ignores it.
-    state = saved["state"]
+    """A run's saved best weights (:class:`~skabc.training.callbacks.BestWeightsCheckpoint`): ``{'epoch',
+    'checkpoint'}`` positive integers and ``'state'`` weights that fit ``net``'s module."""
+    if not isinstance(saved, dict) or set(saved) != {"epoch", "checkpoint", "state"}:
+        raise ValueError("it is not a mapping of 'epoch', 'checkpoint' and 'state'")
+    for key in ("epoch", "checkpoint"):
+        value = saved[key]
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"its {key} {value!r} is not a positive integer")
+    _check_weights(saved["state"], net)
+
+
+def _check_weights(state, net: NeuralNet | None) -> None:
+    """Saved weights: dense, finite tensors by name that fit ``net``'s module (torch's own errors for others
+    name no file, and come only once training has ended)."""
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ValueError("the weights are not a mapping of tensor names to tensors")
+    for name, value in state.items():
+        if value.layout != torch.strided or value.is_meta:
+            raise ValueError(f"the weight {name!r} is not a dense tensor of values")
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise ValueError(f"the weight {name!r} holds NaN or infinite values")
     if net is not None:
         name = first_mismatch(state, net.module_.state_dict())
         if name is not None:
@@ -264,6 +279,14 @@ def _check_history(history, max_epochs=None) -> None:
     for number, row in enumerate(history, start=1):
         if row.get("epoch") != number or not isinstance(row.get("event_cp"), bool):
             raise ValueError(f"epoch {number} of the history has no epoch number {number} or checkpoint flag")
+        # A resume keeps the best of these scores (ValidationSetsScoring): finite numbers, flagged true or false.
+        score, flag = row.get(VALIDATION_SCORE), row.get(VALIDATION_SCORE + "_best", False)
+        if (VALIDATION_SCORE in row or flag) and (isinstance(score, bool) or not isinstance(score, Real)
+                                                  or not math.isfinite(score) or not -1.0 <= score <= 1.0):
+            raise ValueError(f"epoch {number} of the history has a {VALIDATION_SCORE} that is no adjusted Rand index")
+        if not isinstance(flag, bool):
+            raise ValueError(f"epoch {number} of the history flags its {VALIDATION_SCORE} with {flag!r}, not true "
+                             "or false")
         if not isinstance(row.get("batches"), list) or not row["batches"]:
             raise ValueError(f"epoch {number} of the history has no list of batches")
     if not any(row["event_cp"] for row in history):
@@ -273,11 +296,7 @@ def _check_history(history, max_epochs=None) -> None:
 def _check_fits(name: str, content, net: NeuralNet) -> None:
     """The weights (``params.pt``) or optimizer state (``optimizer.pt``) fit the net they would be loaded into."""
     if name == CHECKPOINT_FILES["f_params"]:
-        if not isinstance(content, dict) or not all(isinstance(v, torch.Tensor) for v in content.values()):
-            raise ValueError("the weights are not a mapping of tensor names to tensors")
-        name = first_mismatch(content, net.module_.state_dict())
-        if name is not None:
-            raise ValueError(f"the weights do not fit this configuration's network ({name!r} differs)")
+        _check_weights(content, net)
         return
     groups = net.optimizer_.state_dict()["param_groups"]
     saved = content.get("param_groups") if isinstance(content, dict) else None

@@ -9,13 +9,11 @@ planned stop from a user's Ctrl-C.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import torch
 from skorch.callbacks import Callback
 
-from .._user_warnings import warn_user
-from .callbacks import BEST_WEIGHTS_FILE, close_progress_bars, save_atomically
+from .callbacks import close_progress_bars
 from .validation import choose_partition, choose_settings, score_sets, settings_label
 
 
@@ -99,7 +97,9 @@ class ValidationSetsScoring(Callback):
     weights with all of ``settings``, arbiter included): where the start
     scores higher, its weights and settings are restored, so a fine-tuned
     kernel is never worse on the held-out sets than the kernel it started
-    from.
+    from.  A run resumed from a checkpoint takes back its best epoch, score and weights so far
+    (:meth:`restore_best`, called by :class:`~skabc.training.callbacks.BestWeightsCheckpoint`), so it keeps and
+    stops on what the uninterrupted run would.
 
     Parameters
     ----------
@@ -137,13 +137,6 @@ class ValidationSetsScoring(Callback):
         Whether the start competes with the epochs.  ``False`` for a network trained from scratch: its random
         start could score as well as a few epochs of training (a tiny network's near-constant affinity cuts
         sets as a trained one still does), and was then kept with every epoch's work dropped.
-    dirname : str or path, default=None
-        The checkpoint folder of the run, with ``monitor``: after each checkpointed epoch whose best weights are
-        an earlier epoch's, they are saved there (:data:`~skabc.training.callbacks.BEST_WEIGHTS_FILE`), and a
-        resumed run takes its best epoch, score and weights back from the restored history and that file, so
-        it keeps and stops on what the uninterrupted run would.
-    monitor : callable, default=None
-        ``monitor(net)``: whether the epoch just ended is checkpointed (the Checkpoint's own).
 
     Attributes
     ----------
@@ -171,11 +164,8 @@ class ValidationSetsScoring(Callback):
 
     def __init__(self, sets: list, settings: dict, patience: int | None = 5, name: str = "valid_ari",
                  choose_clustering: bool = True, alpha: float = 1.0, knn_partition: bool = False,
-                 start_state: dict | None = None, start_is_candidate: bool = True, dirname=None,
-                 monitor=None) -> None:
+                 start_state: dict | None = None, start_is_candidate: bool = True) -> None:
         self.start_state = start_state
-        self.dirname = dirname
-        self.monitor = monitor
         self.start_is_candidate = start_is_candidate
         self.sets = sets
         self.settings = settings
@@ -205,27 +195,17 @@ class ValidationSetsScoring(Callback):
         self.stopped_ = False
         self.kept_start_ = False
         self.choice_interrupted_ = False
-        if len(net.history):  # resumed from a checkpoint: its epochs' scores are in the restored history
-            self._resume_best(net)
 
-    def _resume_best(self, net) -> None:
-        """The best epoch, score and weights of the epochs before a resume, from the history and the saved file."""
+    def best_so_far(self, net) -> tuple[int, float] | None:
+        """The best epoch and score the history of ``net`` records (a resumed run's epochs before the resume), or
+        ``None`` where no epoch beat the start (none was scored, for a start that does not compete)."""
         best = [(epoch, row[self.name]) for epoch, row in enumerate(net.history, start=1)
-                if row.get(self.name + "_best") and self.name in row]
-        if not best:  # no epoch beat the start (or, for a scratch start, none was scored)
-            return
-        epoch, score = best[-1]
-        if epoch == len(net.history):  # the checkpoint's own weights
-            state = _copy_state(net.module_)
-        else:
-            saved = None if self.dirname is None else load_best_weights(Path(self.dirname) / BEST_WEIGHTS_FILE)
-            if saved is None or saved["epoch"] != epoch:
-                warn_user(f"the checkpoint in {str(self.dirname)!r} does not hold the weights of its best epoch "
-                          f"({epoch}, {self.name} {score:.4f}; a checkpoint of an earlier skabc version): only the "
-                          "start and the epochs after the resume compete for the weights kept.")
-                return
-            state = _clone_state(saved["state"])
-        self.best_epoch_, self.best_score_, self.best_state_ = epoch, float(score), state
+                if row.get(self.name + "_best") is True and self.name in row]
+        return None if not best else (best[-1][0], float(best[-1][1]))
+
+    def restore_best(self, epoch: int, score: float, state: dict) -> None:
+        """Take back a resumed run's best epoch, its score and its weights (after :meth:`on_train_begin`)."""
+        self.best_epoch_, self.best_score_, self.best_state_ = epoch, score, _clone_state(state)
 
     def on_epoch_end(self, net, **kwargs):
         score = score_sets(net.module_, self.sets, self.epoch_settings_)
@@ -236,11 +216,7 @@ class ValidationSetsScoring(Callback):
         if improved:
             self.best_score_, self.best_epoch_ = score, epoch
             self.best_state_ = _copy_state(net.module_)
-        if self.dirname is not None and self.monitor(net) and 0 < self.best_epoch_ < epoch:
-            # This epoch's checkpoint holds its own weights; a resume needs the best ones too.
-            save_atomically({"epoch": self.best_epoch_, "state": self.best_state_},
-                            Path(self.dirname) / BEST_WEIGHTS_FILE)
-        if not improved and self.patience is not None and epoch - self.best_epoch_ >= self.patience:
+        elif self.patience is not None and epoch - self.best_epoch_ >= self.patience:
             self.stopped_ = True
             epochs = f"{self.patience} epoch" + ("s" if self.patience != 1 else "")
             _stop_after_epoch(net, f"early stopping: no better {self.name} in {epochs}; the weights of "
@@ -305,17 +281,6 @@ class ValidationSetsScoring(Callback):
 def _with_state(module, state: dict):
     module.load_state_dict(state)
     return module
-
-
-def load_best_weights(file: Path) -> dict | None:
-    """The ``{'epoch': int, 'state': state dict}`` a :class:`ValidationSetsScoring` saved, ``None`` if absent.
-
-    Read with torch's safe loader (tensors and plain containers only); checked by
-    the checkpoint's checks (:mod:`skabc.training.checkpoints`) before a resume restores anything.
-    """
-    if not file.is_file():
-        return None
-    return torch.load(file, map_location="cpu", weights_only=True)
 
 
 class TimeLimit(Callback):

@@ -29,6 +29,7 @@ from ..nn.build import build_module, set_transform
 from ..nn.loss import SameClusterBCELoss
 from ..sampling import ClusterSetSampler, SampledSetsDataset, check_clusters_per_set, collate_sets
 from .callbacks import (
+    BestWeightsCheckpoint,
     EveryNthEpoch,
     KeepBestWeights,
     RandomStreamCheckpoint,
@@ -104,9 +105,9 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
             # while its clustering settings were chosen.
             warn_user(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a finished run of this configuration "
                       f"({done} of {kernel.max_epochs} epochs) but not the kernel it fitted: nothing is trained, "
-                      "the kernel is re-derived from the last epoch's checkpoint (where the fit validates, no epoch "
-                      "is left to compete with the start: a fine-tune keeps its start) and may differ from the one "
-                      "that run returned; use another directory or remove it to train again", SkabcWarning)
+                      "the kernel is re-derived from the last epoch's checkpoint (where the fit validates, from its "
+                      "best validated weights, its clustering settings chosen again); use another directory or "
+                      "remove it to train again", SkabcWarning)
         # LoadInitState restores the checkpoint at train begin; partial_fit keeps that state and turns
         # Ctrl-C into a clean stop.
         net.partial_fit(dataset, y=None, epochs=max(0, kernel.max_epochs - done))
@@ -193,6 +194,7 @@ def training_callbacks(kernel, total_steps: int, extra=()) -> list:
         callbacks.append(("progress", ProgressBar()))
     if kernel.checkpoint_dir is not None:
         callbacks.append(("checkpoint", checkpoint))
+        callbacks.append(("best_weights", BestWeightsCheckpoint(kernel.checkpoint_dir, checkpoint.monitor)))
         callbacks.append(("random_stream", RandomStreamCheckpoint(kernel.checkpoint_dir, checkpoint.monitor,
                                                                   resolve_device(kernel.device))))
     return callbacks

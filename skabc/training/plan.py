@@ -23,7 +23,6 @@ from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from ..nn.build import set_transform
 from ..sampling import check_set_size
-from .callbacks import EveryNthEpoch
 from .early_stopping import StartWeightMix, TimeLimit, ValidationSetsScoring
 from .schedule import (
     AUTO_MAX_TIME,
@@ -306,8 +305,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         callbacks.append(("validation", ValidationSetsScoring(sets, recommended, patience=kernel.n_iter_no_change,
                                                               choose_clustering=not class_split, alpha=alpha,
                                                               knn_partition=class_split, start_state=start_state,
-                                                              start_is_candidate=init != "scratch" or continuing,
-                                                              **_checkpointing(kernel))))
+                                                              start_is_candidate=init != "scratch" or continuing)))
     if held_out is None and alpha < 1.0:
         callbacks.append(("start_weight_mix", StartWeightMix(alpha, start_state)))
     if held_out is None and early_stopping and kernel.early_stopping == "auto" and kernel.verbose:
@@ -329,13 +327,6 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
                         recommended_clustering=recommended, train_labels=train_labels, schedule=schedule,
                         fine_tune_alpha=alpha, callbacks=callbacks, max_time=max_time,
                         validation_labels=None if held_out is None else np.where(held_out, labels, -1))
-
-
-def _checkpointing(kernel) -> dict:
-    """Where and when the validation callback saves the best weights a resume needs: the checkpoints' own."""
-    if kernel.checkpoint_dir is None:
-        return {}
-    return {"dirname": str(kernel.checkpoint_dir), "monitor": EveryNthEpoch(kernel.checkpoint_every)}
 
 
 def resolve_fine_tune_alpha(kernel, init: str, validates_on_groups: bool) -> float:
