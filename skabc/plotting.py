@@ -410,8 +410,7 @@ def plot_training(kernel: Any, axes: np.ndarray | None = None) -> np.ndarray:
     x = np.array([0, *(epoch for epoch, _ in scored)])
     y = np.array([validation.start_score_, *(score for _, score in scored)], dtype=float)
     axes[1].plot(x, y, "o-", color="0.3", markersize=3, label="held-out sets, k unknown")
-    # The callback's own record, not the history's flags: a resumed run's epochs before the interruption do not
-    # compete, and the final comparison may restore the start.
+    # The callback's own record, not the history's flags: the final comparison may restore the start.
     won = bool(getattr(validation, "kept_start_", False))
     kept = 0 if won else int(validation.best_epoch_)
     title = "validation"

@@ -299,7 +299,7 @@ def test_resume_with_validation_keeps_the_best_epoch_and_patience_of_an_uninterr
     assert best < len(scores) < 10 and stop < len(scores)  # early stopping ended it after the interruption
     with pytest.warns(RuntimeWarning, match=f"interrupted after {stop} of 10 epochs"):
         _train_epochs(ContextualKernel(**params, checkpoint_dir=tmp_path), X, y, g, epochs=stop)
-    assert (tmp_path / "best_params.pt").is_file() == (after_best > 0)
+    assert (tmp_path / f"best_params.{stop}.pt").is_file() == (after_best > 0)
     resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
     assert [row["valid_ari"] for row in resumed.net_.history] == scores
     assert resumed.n_training_sets_ == full.n_training_sets_
@@ -340,8 +340,8 @@ def test_a_stop_before_its_checkpoint_is_written_leaves_no_newer_best_weights(bl
         stopped = ContextualKernel(**params, max_time=1e9, checkpoint_dir=tmp_path).fit(X, y, groups=g)
     assert len(stopped.net_.history) == 6
     assert len(json.loads((tmp_path / "history.json").read_text())) == 3
-    saved = torch.load(tmp_path / "best_params.pt", weights_only=True)
-    assert (saved["epoch"], saved["checkpoint"]) == (1, 3)  # epoch 3's checkpoint, not epoch 6's best (5)
+    saved = torch.load(tmp_path / "best_params.3.pt", weights_only=True)
+    assert (saved["epoch"], saved["checkpoint"]) == (1, 3) and not (tmp_path / "best_params.6.pt").exists()
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
@@ -350,9 +350,47 @@ def test_a_stop_before_its_checkpoint_is_written_leaves_no_newer_best_weights(bl
         torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
 
 
+def test_a_run_stopped_while_its_checkpoint_is_written_resumes_from_the_one_before(blob_data, tmp_path, monkeypatch):
+    """Review 51f: Ctrl-C (or a crash) between skorch's checkpoint files and the best weights' file left a
+    checkpoint without its best weights, and the resume dropped its best epoch.  The best weights are written
+    first now, one file per checkpoint, and the previous checkpoint's stays until a newer one is written."""
+    from skorch.callbacks import Checkpoint
+
+    import skabc.training.early_stopping as early_stopping
+
+    monkeypatch.setattr(early_stopping, "score_sets", lambda module, sets, settings: abs(
+        sum(float(p.double().sum()) for p in module.state_dict().values())) * 1000.0 % 1.0)
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 10, "early_stopping": True, "n_iter_no_change": 3}
+    full = ContextualKernel(**params).fit(X, y, groups=g)
+    best = max(epoch for epoch, row in enumerate(full.net_.history, start=1) if row["valid_ari_best"])
+    assert best + 2 < len(full.net_.history)
+    write = Checkpoint.on_epoch_end
+
+    def stopped_at(self, net, **kwargs):  # Ctrl-C once the best weights of this epoch are saved, before the rest
+        if len(net.history) == best + 2:
+            raise KeyboardInterrupt
+        return write(self, net, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Checkpoint, "on_epoch_end", stopped_at)
+        with pytest.warns(RuntimeWarning, match="interrupted"):
+            ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    assert len(json.loads((tmp_path / "history.json").read_text())) == best + 1
+    assert {f.name for f in tmp_path.glob("best_params.*.pt")} == {f"best_params.{best + 1}.pt",
+                                                                  f"best_params.{best + 2}.pt"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    assert [row["valid_ari"] for row in resumed.net_.history] == [row["valid_ari"] for row in full.net_.history]
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+
+
 def test_a_forged_or_missing_best_weights_file_is_refused_or_said(blob_data, tmp_path, monkeypatch):
-    """The best validated weights a resume restores (best_params.pt) are read with torch's safe loader and must fit
-    the network; a checkpoint without them (written by an earlier version) resumes as before, and says so."""
+    """The best validated weights a resume restores (best_params.<checkpoint>.pt) are read with torch's safe loader
+    and must fit the network; a checkpoint without them (written by an earlier version) resumes as before, and says
+    so."""
     import skabc.training.early_stopping as early_stopping
 
     monkeypatch.setattr(early_stopping, "score_sets", lambda module, sets, settings: abs(
@@ -361,7 +399,7 @@ def test_a_forged_or_missing_best_weights_file_is_refused_or_said(blob_data, tmp
     params = {**TINY, "max_epochs": 10, "early_stopping": True, "n_iter_no_change": 3}
     with pytest.warns(RuntimeWarning, match="interrupted after 3 of 10 epochs"):
         _train_epochs(ContextualKernel(**params, checkpoint_dir=tmp_path), X, y, g, epochs=3)
-    best = tmp_path / "best_params.pt"
+    best = tmp_path / "best_params.3.pt"
     saved = torch.load(best, weights_only=True)
     assert 1 <= saved["epoch"] < 3 and saved["checkpoint"] == 3
     nan = {name: torch.full_like(value, float("nan")) if value.is_floating_point() else value
@@ -372,7 +410,7 @@ def test_a_forged_or_missing_best_weights_file_is_refused_or_said(blob_data, tmp
                            "not a mapping of 'epoch', 'checkpoint'"),
                           ({**saved, "epoch": 1.0}, "its epoch 1.0 is not a positive integer")):
         torch.save(forged, best)
-        with pytest.raises(ValueError, match=r"cannot resume from .*best_params\.pt.*" + match):
+        with pytest.raises(ValueError, match=r"cannot resume from .*best_params\.3\.pt.*" + match):
             ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
     torch.save({**saved, "checkpoint": 2}, best)  # the file of another checkpoint than the history's
     with pytest.warns(UserWarning, match=r"does not hold the weights of its best epoch \(" + str(saved["epoch"])):
@@ -380,7 +418,7 @@ def test_a_forged_or_missing_best_weights_file_is_refused_or_said(blob_data, tmp
     with pytest.warns(RuntimeWarning, match="interrupted after 3 of 10 epochs"):  # the same checkpoint again
         _train_epochs(ContextualKernel(**params, checkpoint_dir=tmp_path / "again"), X, y, g, epochs=3)
     tmp_path = tmp_path / "again"
-    (tmp_path / "best_params.pt").unlink()
+    (tmp_path / "best_params.3.pt").unlink()
     with pytest.warns(UserWarning, match=r"does not hold the weights of its best epoch \(" + str(saved["epoch"])):
         ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
 

@@ -120,9 +120,15 @@ class RedrawEachEpoch(Callback):
 
 #: torch's random stream in a checkpoint folder (:class:`RandomStreamCheckpoint`).
 RANDOM_STREAM_FILE = "random_stream.pt"
-#: The best validated weights of a run in a checkpoint folder, where they are not the checkpoint's own
-#: (:class:`BestWeightsCheckpoint`): ``{'epoch': best epoch, 'checkpoint': the checkpoint's epoch, 'state': weights}``.
-BEST_WEIGHTS_FILE = "best_params.pt"
+#: The best validated weights of a run in a checkpoint folder, one file per checkpoint whose best epoch is an earlier
+#: one (:class:`BestWeightsCheckpoint`), named by the checkpoint's epoch: ``{'epoch': best epoch, 'checkpoint': the
+#: checkpoint's epoch, 'state': weights}``.
+BEST_WEIGHTS_FILE = "best_params.{checkpoint}.pt"
+
+
+def best_weights_file(dirname, checkpoint: int) -> Path:
+    """Where the best weights that go with the checkpoint of epoch ``checkpoint`` are saved."""
+    return Path(dirname) / BEST_WEIGHTS_FILE.format(checkpoint=checkpoint)
 
 
 def save_atomically(content, file: Path) -> None:
@@ -185,16 +191,16 @@ class BestWeightsCheckpoint(Callback):
     last; resumed from a checkpoint, it must also know that epoch, its score and its weights, or it keeps
     other weights, and stops at another epoch, than the run that was not interrupted.  The epoch and score are
     in the restored history; the weights are the checkpoint's own where the best epoch is the checkpoint's,
-    else in :data:`BEST_WEIGHTS_FILE`, written here after every checkpointed epoch whose best is earlier.
-    Placed after skorch's Checkpoint: a stop that ends an epoch before its checkpoint is written (early
-    stopping, ``max_time``) writes neither.
+    else in the file :func:`best_weights_file` names for that checkpoint.  Placed just before skorch's
+    Checkpoint: a stop that ends an epoch first (early stopping, ``max_time``) writes neither, and one that
+    ends the run while the checkpoint is written leaves the previous checkpoint's file in place (the one
+    before that is removed once a newer one is written).
 
     Parameters
     ----------
-    dirname : str or path
-        The checkpoint folder.
-    monitor : callable
-        ``monitor(net)`` is true after an epoch whose checkpoint is written (the Checkpoint's own).
+    dirname, monitor
+        The checkpoint folder, and whether an epoch's checkpoint is written, as for
+        :class:`RandomStreamCheckpoint`.
     """
 
     def __init__(self, dirname, monitor) -> None:
@@ -206,25 +212,36 @@ class BestWeightsCheckpoint(Callback):
         best = None if validation is None or not len(net.history) else validation.best_so_far(net)
         if best is None:  # a fresh run, or no epoch before the resume beat the start
             return
-        epoch, score = best
-        if epoch == len(net.history):
-            validation.restore_best(epoch, score, net.module_.state_dict())
+        epoch, checkpoint = best[0], len(net.history)
+        if epoch == checkpoint:
+            validation.restore_best(epoch, best[1], net.module_.state_dict())
             return
-        file = Path(self.dirname) / BEST_WEIGHTS_FILE
+        file = best_weights_file(self.dirname, checkpoint)
         # Read and checked with the other checkpoint files before training (skabc.training.checkpoints).
         saved = torch.load(file, map_location="cpu", weights_only=True) if file.is_file() else None
-        if saved is None or saved["epoch"] != epoch or saved["checkpoint"] != len(net.history):
+        if saved is None or saved["epoch"] != epoch or saved["checkpoint"] != checkpoint:
             warn_user(f"the checkpoint in {str(self.dirname)!r} does not hold the weights of its best epoch ({epoch}, "
-                      f"{validation.name} {score:.4f}) saved with it (written by an earlier skabc version, or stopped "
-                      "while its files were written): only the start and the epochs after the resume compete for "
-                      "the weights kept.")
+                      f"{validation.name} {best[1]:.4f}) (a checkpoint of an earlier skabc version, or a file "
+                      "removed): only the start and the epochs after the resume compete for the weights kept.")
             return
-        validation.restore_best(epoch, score, saved["state"])
+        validation.restore_best(epoch, best[1], saved["state"])
 
     def on_epoch_end(self, net, **kwargs):
         validation = dict(net.callbacks_).get("validation")
         epoch = len(net.history)
-        if validation is None or not self.monitor(net) or not 0 < validation.best_epoch_ < epoch:
-            return  # no validation, no checkpoint now, or the checkpoint's own weights are the best
-        save_atomically({"epoch": validation.best_epoch_, "checkpoint": epoch, "state": validation.best_state_},
-                        Path(self.dirname) / BEST_WEIGHTS_FILE)
+        if validation is None or not self.monitor(net):
+            return
+        if 0 < validation.best_epoch_ < epoch:  # else the checkpoint's own weights are the best
+            save_atomically({"epoch": validation.best_epoch_, "checkpoint": epoch, "state": validation.best_state_},
+                            best_weights_file(self.dirname, epoch))
+        # Keep the newest file of an earlier checkpoint (the one on disk until this epoch's is written), no older.
+        earlier = sorted(_checkpoint_of(f) for f in Path(self.dirname).glob(BEST_WEIGHTS_FILE.format(checkpoint="*")))
+        earlier = [c for c in earlier if c is not None and c < epoch]
+        for checkpoint in earlier[:-1]:
+            best_weights_file(self.dirname, checkpoint).unlink(missing_ok=True)
+
+
+def _checkpoint_of(file: Path) -> int | None:
+    """The checkpoint epoch a best-weights file is named by, ``None`` for another name that matches the pattern."""
+    middle = file.name[len("best_params."):-len(".pt")]
+    return int(middle) if middle.isdigit() else None

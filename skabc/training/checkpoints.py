@@ -21,7 +21,7 @@ from skorch import NeuralNet
 from torch import nn
 
 from ..persistence import json_ready
-from .callbacks import BEST_WEIGHTS_FILE, RANDOM_STREAM_FILE
+from .callbacks import RANDOM_STREAM_FILE, best_weights_file
 from .plan import WARM_START
 
 #: The history entry of the held-out score (ValidationSetsScoring's default ``name``).
@@ -218,7 +218,10 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
             raise ValueError(f"cannot resume from {str(stream)!r}: it is not a checkpoint skabc wrote "
                              f"({type(exc).__name__}); remove it (or use another checkpoint_dir) to start "
                              "afresh.") from None
-    best = directory / BEST_WEIGHTS_FILE
+    best = best_weights_file(directory, len(history))
+    if best.exists() and not best.is_file():
+        raise ValueError(f"cannot resume from {str(best)!r}: it is not a file; remove it (or use another "
+                         "checkpoint_dir) to start afresh.")
     if best.is_file():  # written only where a run's best validated epoch is not its last checkpoint's
         try:
             saved = torch.load(best, map_location="cpu", weights_only=True)
@@ -250,12 +253,14 @@ def _check_weights(state, net: NeuralNet | None) -> None:
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ValueError("the weights are not a mapping of tensor names to tensors")
     for name, value in state.items():
-        if value.layout != torch.strided or value.is_meta:
+        if value.layout != torch.strided or value.is_meta or value.is_quantized:
             raise ValueError(f"the weight {name!r} is not a dense tensor of values")
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             raise ValueError(f"the weight {name!r} holds NaN or infinite values")
     if net is not None:
-        name = first_mismatch(state, net.module_.state_dict())
+        expected = net.module_.state_dict()
+        name = first_mismatch(state, expected) or next(
+            (k for k in sorted(state) if state[k].dtype != expected[k].dtype), None)
         if name is not None:
             raise ValueError(f"the weights do not fit this configuration's network ({name!r} differs)")
 

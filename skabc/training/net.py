@@ -193,8 +193,8 @@ def training_callbacks(kernel, total_steps: int, extra=()) -> list:
     if kernel.verbose:
         callbacks.append(("progress", ProgressBar()))
     if kernel.checkpoint_dir is not None:
-        callbacks.append(("checkpoint", checkpoint))
         callbacks.append(("best_weights", BestWeightsCheckpoint(kernel.checkpoint_dir, checkpoint.monitor)))
+        callbacks.append(("checkpoint", checkpoint))
         callbacks.append(("random_stream", RandomStreamCheckpoint(kernel.checkpoint_dir, checkpoint.monitor,
                                                                   resolve_device(kernel.device))))
     return callbacks
