@@ -218,9 +218,10 @@ def test_device_is_checked_where_it_is_used(tiny_kernel):
     (lambda d: (d / "history.json").write_text("[{}]"), r"history\.json.*epoch 1 of the history"),
     (lambda d: (d / "history.json").write_text('[{"epoch": 1, "event_cp": false, "batches": [{}]}]'),
      r"records no saved epoch"),
-    (lambda d: torch.save({"cpu": torch.zeros(3)}, d / "random_stream.pt"), r"random_stream\.pt.*not a checkpoint"),
-    (lambda d: torch.save({"cpu": torch.zeros(3, dtype=torch.uint8)}, d / "random_stream.pt"),
-     r"random_stream\.pt.*not a checkpoint"),
+    (lambda d: torch.save({"cpu": torch.zeros(3)}, d / "random_stream.1.pt"),
+     r"random_stream\.1\.pt.*not a checkpoint"),
+    (lambda d: torch.save({"cpu": torch.zeros(3, dtype=torch.uint8)}, d / "random_stream.1.pt"),
+     r"random_stream\.1\.pt.*not a checkpoint"),
 ])
 def test_forged_checkpoint_files_are_refused_by_name(blob_data, tmp_path, forge, match):
     """A probe: checkpoint files that unpickle but do not fit the network failed in torch or skorch unnamed."""
@@ -421,6 +422,48 @@ def test_a_forged_or_missing_best_weights_file_is_refused_or_said(blob_data, tmp
     (tmp_path / "best_params.3.pt").unlink()
     with pytest.warns(UserWarning, match=r"does not hold the weights of its best epoch \(" + str(saved["epoch"])):
         ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+
+
+def test_a_checkpoint_of_an_earlier_version_resumes_from_its_single_random_stream(blob_data, tmp_path):
+    """Checkpoints now keep one random stream per checkpoint (random_stream.<epoch>.pt: a stop while skorch writes
+    its files leaves the previous checkpoint's); one written before, with a single random_stream.pt, resumes from it
+    as it did."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 3, "dropout": 0.2}
+    full = ContextualKernel(**params).fit(X, y, groups=g)
+    with pytest.warns(RuntimeWarning, match="interrupted after 2 of 3 epochs"):
+        _train_epochs(ContextualKernel(**params, checkpoint_dir=tmp_path), X, y, g, epochs=2)
+    assert {f.name for f in tmp_path.glob("random_stream*")} == {"random_stream.1.pt", "random_stream.2.pt"}
+    (tmp_path / "random_stream.2.pt").rename(tmp_path / "random_stream.pt")
+    (tmp_path / "random_stream.1.pt").unlink()
+    resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+
+
+def test_a_stop_while_the_random_stream_is_saved_resumes_with_the_stream_of_its_checkpoint(
+        blob_data, tmp_path, monkeypatch):
+    """Review 51f: the random stream was saved after skorch's checkpoint files, so a stop between the two left a
+    checkpoint with the previous epoch's stream (other dropout masks after the resume)."""
+    from skabc.training.callbacks import RandomStreamCheckpoint
+
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 4, "dropout": 0.2}
+    full = ContextualKernel(**params).fit(X, y, groups=g)
+    save = RandomStreamCheckpoint.on_epoch_end
+
+    def stopped_at_three(self, net, **kwargs):
+        if len(net.history) == 3:
+            raise KeyboardInterrupt
+        return save(self, net, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RandomStreamCheckpoint, "on_epoch_end", stopped_at_three)
+        with pytest.warns(RuntimeWarning, match="interrupted"):
+            ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
 
 
 def _train_epochs(kernel, X, y, g, epochs):

@@ -118,8 +118,10 @@ class RedrawEachEpoch(Callback):
             dataset_train.epoch = len(net.history) - 1
 
 
-#: torch's random stream in a checkpoint folder (:class:`RandomStreamCheckpoint`).
-RANDOM_STREAM_FILE = "random_stream.pt"
+#: torch's random stream in a checkpoint folder, one file per checkpoint named by its epoch
+#: (:class:`RandomStreamCheckpoint`); checkpoints of earlier versions hold one ``random_stream.pt``.
+RANDOM_STREAM_FILE = "random_stream.{checkpoint}.pt"
+LEGACY_RANDOM_STREAM_FILE = "random_stream.pt"
 #: The best validated weights of a run in a checkpoint folder, one file per checkpoint whose best epoch is an earlier
 #: one (:class:`BestWeightsCheckpoint`), named by the checkpoint's epoch: ``{'epoch': best epoch, 'checkpoint': the
 #: checkpoint's epoch, 'state': weights}``.
@@ -129,6 +131,23 @@ BEST_WEIGHTS_FILE = "best_params.{checkpoint}.pt"
 def best_weights_file(dirname, checkpoint: int) -> Path:
     """Where the best weights that go with the checkpoint of epoch ``checkpoint`` are saved."""
     return Path(dirname) / BEST_WEIGHTS_FILE.format(checkpoint=checkpoint)
+
+
+def random_stream_file(dirname, checkpoint: int) -> Path:
+    """The random stream of the checkpoint of epoch ``checkpoint``: its own file, else an earlier version's one."""
+    tagged = Path(dirname) / RANDOM_STREAM_FILE.format(checkpoint=checkpoint)
+    return tagged if tagged.exists() else Path(dirname) / LEGACY_RANDOM_STREAM_FILE
+
+
+def keep_two_checkpoints(pattern: str, dirname, epoch: int) -> None:
+    """Remove the files of ``pattern`` (``'...{checkpoint}...'``) for checkpoints before the newest one earlier than
+    ``epoch``: that one stays until this epoch's checkpoint is written, since a stop while it is written leaves
+    the history of the one before."""
+    head, tail = pattern.split("{checkpoint}")
+    named = (file.name[len(head):len(file.name) - len(tail)] for file in Path(dirname).glob(head + "*" + tail))
+    earlier = sorted(int(middle) for middle in named if middle.isdigit() and int(middle) < epoch)
+    for checkpoint in earlier[:-1]:
+        (Path(dirname) / pattern.format(checkpoint=checkpoint)).unlink(missing_ok=True)
 
 
 def save_atomically(content, file: Path) -> None:
@@ -143,7 +162,9 @@ class RandomStreamCheckpoint(Callback):
 
     Dropout masks and sampled attention draw from torch's generator: without its state a resumed run would
     draw other ones than the uninterrupted run (the sets themselves are drawn from seeds per epoch).  Placed
-    after every other callback, so the state saved is the one the next epoch starts from.
+    after every callback that draws from it and just before skorch's Checkpoint (which draws nothing), so the
+    state saved is the one the next epoch starts from; one file per checkpoint (:func:`random_stream_file`),
+    the previous one kept until this one's checkpoint is written, as :class:`BestWeightsCheckpoint` does.
 
     Parameters
     ----------
@@ -167,7 +188,7 @@ class RandomStreamCheckpoint(Callback):
         return state
 
     def on_train_begin(self, net, **kwargs):
-        file = Path(self.dirname) / RANDOM_STREAM_FILE
+        file = random_stream_file(self.dirname, len(net.history))
         # Resumed (the history holds the checkpointed epochs): restore before the next epoch's first batch.
         self.pending_ = torch.load(file, weights_only=True) if len(net.history) and file.is_file() else None
 
@@ -180,7 +201,9 @@ class RandomStreamCheckpoint(Callback):
 
     def on_epoch_end(self, net, **kwargs):
         if self.monitor(net):
-            save_atomically(self._state(), Path(self.dirname) / RANDOM_STREAM_FILE)
+            epoch = len(net.history)
+            save_atomically(self._state(), Path(self.dirname) / RANDOM_STREAM_FILE.format(checkpoint=epoch))
+            keep_two_checkpoints(RANDOM_STREAM_FILE, self.dirname, epoch)
 
 
 class BestWeightsCheckpoint(Callback):
@@ -234,14 +257,4 @@ class BestWeightsCheckpoint(Callback):
         if 0 < validation.best_epoch_ < epoch:  # else the checkpoint's own weights are the best
             save_atomically({"epoch": validation.best_epoch_, "checkpoint": epoch, "state": validation.best_state_},
                             best_weights_file(self.dirname, epoch))
-        # Keep the newest file of an earlier checkpoint (the one on disk until this epoch's is written), no older.
-        earlier = sorted(_checkpoint_of(f) for f in Path(self.dirname).glob(BEST_WEIGHTS_FILE.format(checkpoint="*")))
-        earlier = [c for c in earlier if c is not None and c < epoch]
-        for checkpoint in earlier[:-1]:
-            best_weights_file(self.dirname, checkpoint).unlink(missing_ok=True)
-
-
-def _checkpoint_of(file: Path) -> int | None:
-    """The checkpoint epoch a best-weights file is named by, ``None`` for another name that matches the pattern."""
-    middle = file.name[len("best_params."):-len(".pt")]
-    return int(middle) if middle.isdigit() else None
+        keep_two_checkpoints(BEST_WEIGHTS_FILE, self.dirname, epoch)

@@ -21,7 +21,7 @@ from skorch import NeuralNet
 from torch import nn
 
 from ..persistence import json_ready
-from .callbacks import RANDOM_STREAM_FILE, best_weights_file
+from .callbacks import best_weights_file, random_stream_file
 from .plan import WARM_START
 
 #: The history entry of the held-out score (ValidationSetsScoring's default ``name``).
@@ -205,8 +205,8 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ValueError(f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote ({first_line}); "
                              "remove it (or use another checkpoint_dir) to start afresh.") from None
-    stream = directory / RANDOM_STREAM_FILE
-    if stream.is_file():  # absent from checkpoints of earlier versions: those resume without it
+    stream = random_stream_file(directory, len(history))
+    if stream.is_file():  # absent from checkpoints of the earliest versions: those resume without it
         try:
             state = torch.load(stream, map_location="cpu", weights_only=True)
             if not (isinstance(state, dict) and isinstance(state.get("cpu"), torch.Tensor)

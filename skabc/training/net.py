@@ -193,10 +193,11 @@ def training_callbacks(kernel, total_steps: int, extra=()) -> list:
     if kernel.verbose:
         callbacks.append(("progress", ProgressBar()))
     if kernel.checkpoint_dir is not None:
+        # Before the Checkpoint: a stop while it writes leaves the previous checkpoint's files of these two.
         callbacks.append(("best_weights", BestWeightsCheckpoint(kernel.checkpoint_dir, checkpoint.monitor)))
-        callbacks.append(("checkpoint", checkpoint))
         callbacks.append(("random_stream", RandomStreamCheckpoint(kernel.checkpoint_dir, checkpoint.monitor,
                                                                   resolve_device(kernel.device))))
+        callbacks.append(("checkpoint", checkpoint))
     return callbacks
 
 
