@@ -366,17 +366,8 @@ def test_a_run_stopped_while_its_checkpoint_is_written_resumes_from_the_one_befo
     full = ContextualKernel(**params).fit(X, y, groups=g)
     best = max(epoch for epoch, row in enumerate(full.net_.history, start=1) if row["valid_ari_best"])
     assert best + 2 < len(full.net_.history)
-    write = Checkpoint.on_epoch_end
-
-    def stopped_at(self, net, **kwargs):  # Ctrl-C once the best weights of this epoch are saved, before the rest
-        if len(net.history) == best + 2:
-            raise KeyboardInterrupt
-        return write(self, net, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(Checkpoint, "on_epoch_end", stopped_at)
-        with pytest.warns(RuntimeWarning, match="interrupted"):
-            ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    # Ctrl-C once the best weights of that epoch are saved, before skorch's files.
+    _fit_stopped_in(Checkpoint, best + 2, ContextualKernel(**params, checkpoint_dir=tmp_path), X, y, g, monkeypatch)
     assert len(json.loads((tmp_path / "history.json").read_text())) == best + 1
     assert {f.name for f in tmp_path.glob("best_params.*.pt")} == {f"best_params.{best + 1}.pt",
                                                                   f"best_params.{best + 2}.pt"}
@@ -450,20 +441,26 @@ def test_a_stop_while_the_random_stream_is_saved_resumes_with_the_stream_of_its_
     X, y, g = blob_data
     params = {**TINY, "max_epochs": 4, "dropout": 0.2}
     full = ContextualKernel(**params).fit(X, y, groups=g)
-    save = RandomStreamCheckpoint.on_epoch_end
-
-    def stopped_at_three(self, net, **kwargs):
-        if len(net.history) == 3:
-            raise KeyboardInterrupt
-        return save(self, net, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(RandomStreamCheckpoint, "on_epoch_end", stopped_at_three)
-        with pytest.warns(RuntimeWarning, match="interrupted"):
-            ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    stopped = ContextualKernel(**params, checkpoint_dir=tmp_path)
+    _fit_stopped_in(RandomStreamCheckpoint, 3, stopped, X, y, g, monkeypatch)
     resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
     for name, value in resumed.module_.state_dict().items():
         torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+
+
+def _fit_stopped_in(callback: type, epoch: int, kernel, X, y, g, monkeypatch) -> None:
+    """Fit ``kernel`` with a Ctrl-C raised as ``callback`` begins its work at the end of epoch ``epoch``."""
+    original = callback.on_epoch_end
+
+    def stopped(self, net, **kwargs):
+        if len(net.history) == epoch:
+            raise KeyboardInterrupt
+        return original(self, net, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(callback, "on_epoch_end", stopped)
+        with pytest.warns(RuntimeWarning, match="interrupted"):
+            kernel.fit(X, y, groups=g)
 
 
 def _train_epochs(kernel, X, y, g, epochs):
