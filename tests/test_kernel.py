@@ -448,6 +448,36 @@ def test_a_stop_while_the_random_stream_is_saved_resumes_with_the_stream_of_its_
         torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
 
 
+def test_files_named_like_a_checkpoints_own_are_left_alone_and_bad_streams_refused(blob_data, tmp_path):
+    """Review 51g: pruning the per-checkpoint files read 'random_stream.02.pt' as epoch 2 and deleted the live
+    'random_stream.2.pt', crashed on a folder or on 'random_stream.\u00b2.pt' so named, and a stream file of garbage
+    or of an invalid generator state failed in torch's words (struct.error, 'Invalid mt19937 state')."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 3, "dropout": 0.2}
+    full = ContextualKernel(**params).fit(X, y, groups=g)
+    (tmp_path / "random_stream.02.pt").write_bytes(b"not ours")
+    (tmp_path / "random_stream.0.pt").mkdir()
+    (tmp_path / "random_stream.\u00b2.pt").write_bytes(b"not ours either")
+    with pytest.warns(RuntimeWarning, match="interrupted after 2 of 3 epochs"):
+        _train_epochs(ContextualKernel(**params, checkpoint_dir=tmp_path), X, y, g, epochs=2)
+    assert (tmp_path / "random_stream.1.pt").is_file() and (tmp_path / "random_stream.2.pt").is_file()
+    resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+    history = json.loads((tmp_path / "history.json").read_text())
+    (tmp_path / "fitted_kernel.safetensors").unlink()  # as if interrupted after epoch 2: a fit resumes
+    (tmp_path / "history.json").write_text(json.dumps(history[:2]))
+    stream = tmp_path / "random_stream.2.pt"
+    invalid = torch.zeros_like(torch.get_rng_state())
+    for content in (b"junk", None):
+        if content is None:
+            torch.save({"cpu": invalid}, stream)
+        else:
+            stream.write_bytes(content)
+        with pytest.raises(ValueError, match=r"cannot resume from .*random_stream\.2\.pt"):
+            ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+
+
 def _fit_stopped_in(callback: type, epoch: int, kernel, X, y, g, monkeypatch) -> None:
     """Fit ``kernel`` with a Ctrl-C raised as ``callback`` begins its work at the end of epoch ``epoch``."""
     original = callback.on_epoch_end

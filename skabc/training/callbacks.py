@@ -136,7 +136,7 @@ def best_weights_file(dirname, checkpoint: int) -> Path:
 def random_stream_file(dirname, checkpoint: int) -> Path:
     """The random stream of the checkpoint of epoch ``checkpoint``: its own file, else an earlier version's one."""
     tagged = Path(dirname) / RANDOM_STREAM_FILE.format(checkpoint=checkpoint)
-    return tagged if tagged.exists() else Path(dirname) / LEGACY_RANDOM_STREAM_FILE
+    return tagged if tagged.exists() or tagged.is_symlink() else Path(dirname) / LEGACY_RANDOM_STREAM_FILE
 
 
 def keep_two_checkpoints(pattern: str, dirname, epoch: int) -> None:
@@ -144,8 +144,11 @@ def keep_two_checkpoints(pattern: str, dirname, epoch: int) -> None:
     ``epoch``: that one stays until this epoch's checkpoint is written, since a stop while it is written leaves
     the history of the one before."""
     head, tail = pattern.split("{checkpoint}")
-    named = (file.name[len(head):len(file.name) - len(tail)] for file in Path(dirname).glob(head + "*" + tail))
-    earlier = sorted(int(middle) for middle in named if middle.isdigit() and int(middle) < epoch)
+    named = {file.name[len(head):len(file.name) - len(tail)] for file in Path(dirname).glob(head + "*" + tail)
+             if file.is_file()}
+    # Only the names written here ('7', never '07' or other digits): others are not these files, and stay.
+    earlier = sorted(int(middle) for middle in named if middle.isascii() and middle.isdigit()
+                     and str(int(middle)) == middle and int(middle) < epoch)
     for checkpoint in earlier[:-1]:
         (Path(dirname) / pattern.format(checkpoint=checkpoint)).unlink(missing_ok=True)
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import pickle
+import struct
 from numbers import Integral, Real
 from pathlib import Path
 
@@ -201,20 +202,25 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
                     _check_fits(name, content, net)
         except pickle.UnpicklingError as exc:
             raise _unpickling_refusal(file, exc) from None
-        except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+        except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError, UnicodeDecodeError,
+                struct.error) as exc:
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ValueError(f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote ({first_line}); "
                              "remove it (or use another checkpoint_dir) to start afresh.") from None
     stream = random_stream_file(directory, len(history))
+    if (stream.exists() or stream.is_symlink()) and not stream.is_file():
+        raise ValueError(f"cannot resume from {str(stream)!r}: it is not a file; remove it (or use another "
+                         "checkpoint_dir) to start afresh.")
     if stream.is_file():  # absent from checkpoints of the earliest versions: those resume without it
         try:
             state = torch.load(stream, map_location="cpu", weights_only=True)
             if not (isinstance(state, dict) and isinstance(state.get("cpu"), torch.Tensor)
                     and state["cpu"].dtype == torch.uint8 and state["cpu"].shape == torch.get_rng_state().shape):
                 raise ValueError("not a saved random stream")
+            _check_generator_state(state["cpu"])
         except pickle.UnpicklingError as exc:
             raise _unpickling_refusal(stream, exc) from None
-        except (RuntimeError, OSError, EOFError, ValueError) as exc:
+        except (RuntimeError, OSError, EOFError, ValueError, struct.error) as exc:
             raise ValueError(f"cannot resume from {str(stream)!r}: it is not a checkpoint skabc wrote "
                              f"({type(exc).__name__}); remove it (or use another checkpoint_dir) to start "
                              "afresh.") from None
@@ -228,11 +234,21 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
             _check_best_weights(saved, net)
         except pickle.UnpicklingError as exc:
             raise _unpickling_refusal(best, exc) from None
-        except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError) as exc:
+        except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError, struct.error) as exc:
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ValueError(f"cannot resume from {str(best)!r}: it is not a checkpoint skabc wrote ({first_line}); "
                              "remove it (or use another checkpoint_dir) to start afresh.") from None
     return len(history)
+
+
+def _check_generator_state(state: torch.Tensor) -> None:
+    """Whether torch's CPU generator takes ``state`` (it refuses an invalid one only when it is set, at the first
+    epoch of the resumed run); the caller's generator is left as it was."""
+    current = torch.get_rng_state()
+    try:
+        torch.set_rng_state(state)
+    finally:
+        torch.set_rng_state(current)
 
 
 def _check_best_weights(saved, net: NeuralNet | None) -> None:
