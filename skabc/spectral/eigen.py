@@ -40,10 +40,10 @@ DENSE_EIGEN_LIMIT = 2500
 # From this size up to DENSE_EIGEN_LIMIT a dense solve runs LAPACK in float32 (REFINED_EXTRA columns more than asked:
 # float32 mixes nearly equal eigenvalues' vectors), refined in float64 (Rayleigh-Ritz): faster than ARPACK, which often
 # fails on learned affinities (dozens of eigenvalues close to 1) and then cost 3-4x. Float64 LAPACK where the last
-# Laplacian eigenvalue of the basis is below REFINED_MIN_GAP, or a near-zero one's error bound (residual^2 / gap) is
-# above REFINED_ZERO_ERROR, a tenth of the arbiter's zero (blocks linked at 1e-6: 6e-11 at 2,500 points).
+# Laplacian eigenvalue of the basis is below REFINED_MIN_GAP, or the error bound (residual^2 / gap) of one below
+# REFINED_NEAR_ZERO is above REFINED_ZERO_ERROR, a tenth of the arbiter's zero (blocks linked at 1e-6: 6e-11 at 2,500).
 DENSE_REFINED_MIN = 600
-REFINED_EXTRA, REFINED_MIN_GAP, REFINED_ZERO_ERROR = 8, 0.05, 1e-11
+REFINED_EXTRA, REFINED_MIN_GAP, REFINED_NEAR_ZERO, REFINED_ZERO_ERROR = 8, 0.05, 1e-6, 1e-11
 # Connected components of a sparse graph up to this size are solved densely (at most ~0.5 MiB each).
 SPARSE_DENSE_LIMIT = 256
 # A component on which ARPACK fails is solved densely up to this size (~128 MiB), else by LOBPCG.
@@ -211,7 +211,7 @@ def _dense_top_eigenpairs(adjacency: np.ndarray, m: int, random_state, vectors: 
         gap = 1.0 - single[0]  # the basis' last Laplacian eigenvalue: near-zero ones' distance to those outside
         if gap >= REFINED_MIN_GAP:
             values, refined, residuals = _rayleigh_ritz(adjacency, basis, residuals=True)
-            if np.all(residuals[values > 1.0 - 1e-6] ** 2 <= REFINED_ZERO_ERROR * gap):
+            if np.all(residuals[values > 1.0 - REFINED_NEAR_ZERO] ** 2 <= REFINED_ZERO_ERROR * gap):
                 return values[-m:], (refined[:, -m:] if vectors else None)
     return _largest_dense_eigenpairs(adjacency, m, vectors)
 
