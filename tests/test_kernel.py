@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import shutil
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -211,10 +213,11 @@ def test_device_is_checked_where_it_is_used(tiny_kernel):
 
 
 @pytest.mark.parametrize("forge, match", [
-    (lambda d: torch.save({"x": torch.zeros(2)}, d / "params.pt"), r"params\.pt.*weights do not fit"),
-    (lambda d: torch.save({k: torch.zeros(3, 3) for k in torch.load(d / "params.pt")}, d / "params.pt"),
-     r"params\.pt.*weights do not fit"),
-    (lambda d: torch.save({"state": {}, "param_groups": []}, d / "optimizer.pt"), r"optimizer\.pt.*optimizer state"),
+    (lambda d: torch.save({"x": torch.zeros(2)}, d / "params.1.pt"), r"params\.1\.pt.*weights do not fit"),
+    (lambda d: torch.save({k: torch.zeros(3, 3) for k in torch.load(d / "params.1.pt")}, d / "params.1.pt"),
+     r"params\.1\.pt.*weights do not fit"),
+    (lambda d: torch.save({"state": {}, "param_groups": []}, d / "optimizer.1.pt"),
+     r"optimizer\.1\.pt.*optimizer state"),
     (lambda d: (d / "history.json").write_text("[{}]"), r"history\.json.*epoch 1 of the history"),
     (lambda d: (d / "history.json").write_text('[{"epoch": 1, "event_cp": false, "batches": [{}]}]'),
      r"records no saved epoch"),
@@ -231,6 +234,8 @@ def test_forged_checkpoint_files_are_refused_by_name(blob_data, tmp_path, forge,
     (tmp_path / "fitted_kernel.safetensors").unlink(missing_ok=True)  # as if interrupted: a fit resumes
     history = json.loads((tmp_path / "history.json").read_text())
     (tmp_path / "history.json").write_text(json.dumps(history[:1]))
+    for part in ("params", "optimizer"):  # the checkpoint of epoch 1's files
+        (tmp_path / f"{part}.2.pt").rename(tmp_path / f"{part}.1.pt")
     forge(tmp_path)
     with pytest.raises(ValueError, match=match):
         ContextualKernel(**params).fit(X, y, groups=g)
@@ -246,6 +251,19 @@ def test_checkpoint_dir_must_be_a_folder(blob_data, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="checkpoint_dir is an empty path"):
         ContextualKernel(**{**TINY, "checkpoint_dir": ""}).fit(X, y, groups=g)
     assert not (tmp_path / "history.json").exists()
+
+
+@pytest.mark.parametrize("name", ["params.2.pt", "best_params.3.pt", "history.json.tmp", "config.json"])
+def test_a_folder_where_a_checkpoint_file_goes_is_refused_before_training(blob_data, tmp_path, name):
+    """Session 51 left this: a folder named as a later checkpoint's file failed that epoch's write, after the
+    training before it, with the system's IsADirectoryError."""
+    X, y, g = blob_data
+    (tmp_path / name).mkdir()
+    (tmp_path / "params.02.pt").mkdir()  # not a name the checkpoint writes: left alone
+    with pytest.raises(ValueError, match=rf"holds a folder named as a checkpoint file \('{re.escape(name)}'\)"):
+        ContextualKernel(**{**TINY, "max_epochs": 3, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+    (tmp_path / name).rmdir()
+    ContextualKernel(**{**TINY, "max_epochs": 3, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
 
 
 def test_load_rejects_non_skabc_files(tmp_path):
@@ -467,6 +485,8 @@ def test_files_named_like_a_checkpoints_own_are_left_alone_and_bad_streams_refus
     history = json.loads((tmp_path / "history.json").read_text())
     (tmp_path / "fitted_kernel.safetensors").unlink()  # as if interrupted after epoch 2: a fit resumes
     (tmp_path / "history.json").write_text(json.dumps(history[:2]))
+    for part in ("params", "optimizer"):  # the checkpoint of epoch 2's files
+        (tmp_path / f"{part}.3.pt").rename(tmp_path / f"{part}.2.pt")
     stream = tmp_path / "random_stream.2.pt"
     invalid = torch.zeros_like(torch.get_rng_state())
     for content in (b"junk", None):
@@ -476,6 +496,70 @@ def test_files_named_like_a_checkpoints_own_are_left_alone_and_bad_streams_refus
             stream.write_bytes(content)
         with pytest.raises(ValueError, match=r"cannot resume from .*random_stream\.2\.pt"):
             ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+
+
+@pytest.mark.parametrize("truncated", [False, True])
+def test_a_stop_inside_skorchs_checkpoint_resumes_from_the_one_before(blob_data, tmp_path, monkeypatch, truncated):
+    """Session 51 left this: skorch wrote the weights, the optimizer state and the history one after the other, in
+    place, so Ctrl-C before the history (or while it was written) left the weights of epoch 3 beside the history
+    of epoch 2, and the resume trained on from that mix silently (other weights than one run), or found a broken
+    history.  Each checkpoint has its own weight files now, every file is written whole, the history last."""
+    import skorch
+
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 4, "dropout": 0.2}
+    full = ContextualKernel(**params).fit(X, y, groups=g)
+    original = skorch.NeuralNet.save_params
+
+    def stopped(self, **files):
+        if "f_history" in files and len(self.history) == 3:
+            if truncated:  # killed halfway through the history's write
+                Path(files["f_history"]).write_text('[{"epoch": 1, "batches": [')
+            raise KeyboardInterrupt
+        return original(self, **files)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(skorch.NeuralNet, "save_params", stopped)
+        with pytest.warns(RuntimeWarning, match="interrupted"):
+            ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    assert len(json.loads((tmp_path / "history.json").read_text())) == 2
+    resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    assert len(resumed.net_.history) == 4
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+    # Only the last checkpoint's weight files stay.
+    assert {f.name for f in tmp_path.glob("*.pt") if not f.name.startswith("random_stream")} == {
+        "params.4.pt", "optimizer.4.pt"}
+
+
+def test_a_checkpoint_of_an_earlier_version_resumes_from_its_single_weight_files(blob_data, tmp_path):
+    """Folders written before the weights had a file per checkpoint hold one params.pt and optimizer.pt: they
+    resume from those as they did, and the next checkpoint replaces them."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 3, "dropout": 0.2}
+    full = ContextualKernel(**params).fit(X, y, groups=g)
+    with pytest.warns(RuntimeWarning, match="interrupted after 2 of 3 epochs"):
+        _train_epochs(ContextualKernel(**params, checkpoint_dir=tmp_path), X, y, g, epochs=2)
+    for part in ("params", "optimizer"):
+        (tmp_path / f"{part}.2.pt").rename(tmp_path / f"{part}.pt")
+    resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+    assert not (tmp_path / "params.pt").exists() and (tmp_path / "params.3.pt").is_file()
+
+
+def test_a_checkpoint_that_cannot_be_written_stops_the_fit(blob_data, tmp_path, monkeypatch):
+    """skorch's Checkpoint printed a failed write and trained on, leaving a folder that could not resume the run
+    (or resumed an older one); the error now ends the fit, naming nothing but what the system said."""
+    import skorch
+
+    def full_disk(self, **files):
+        raise OSError(28, "No space left on device")
+
+    X, y, g = blob_data
+    monkeypatch.setattr(skorch.NeuralNet, "save_params", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
 
 
 def _fit_stopped_in(callback: type, epoch: int, kernel, X, y, g, monkeypatch) -> None:

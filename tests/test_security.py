@@ -515,14 +515,19 @@ class _Exploit:
         return (os.system, (f"touch {self.marker}",))
 
 
-@pytest.mark.parametrize("name", ["params.pt", "optimizer.pt", "random_stream.pt"])  # the stream: probe 44d
+# One file per checkpoint, named by its epoch (the history's last); 'params.pt': an earlier version's single file,
+# read where the checkpoint's own is absent.  The stream: probe 44d.
+@pytest.mark.parametrize("name", ["params.{epoch}.pt", "optimizer.{epoch}.pt", "random_stream.{epoch}.pt",
+                                  "params.pt"])
 def test_pickled_checkpoint_in_checkpoint_dir_is_refused_naming_the_file(name, blob_data, tmp_path):
     X, y, g = blob_data
     folder = tmp_path / "ckpt"
     ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
     marker = tmp_path / "pwned"
-    if name == "random_stream.pt":  # one per checkpoint, named by its epoch: the one of the history's last
-        name = f"random_stream.{len(json.loads((folder / 'history.json').read_text()))}.pt"
+    epoch = len(json.loads((folder / "history.json").read_text()))
+    name = name.format(epoch=epoch)
+    if name == "params.pt":
+        (folder / f"params.{epoch}.pt").unlink()
     torch.save({"state": _Exploit(marker)}, folder / name)
     refusal = rf"refusing to resume from .*{re.escape(name)}.*pickled Python objects"
     with pytest.raises(ValueError, match=refusal) as info:
@@ -535,14 +540,15 @@ def test_corrupt_or_missing_checkpoint_files_are_named(blob_data, tmp_path):
     X, y, g = blob_data
     folder = tmp_path / "ckpt"
     ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
-    good = (folder / "params.pt").read_bytes()
-    (folder / "params.pt").write_bytes(b"\x00garbage")
-    with pytest.raises(ValueError, match=r"cannot resume from .*params\.pt.*corrupt"):
+    params = folder / f"params.{len(json.loads((folder / 'history.json').read_text()))}.pt"
+    good = params.read_bytes()
+    params.write_bytes(b"\x00garbage")
+    with pytest.raises(ValueError, match=rf"cannot resume from .*{re.escape(params.name)}.*corrupt"):
         ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
-    (folder / "params.pt").unlink()
-    with pytest.raises(ValueError, match=r"holds no params\.pt"):
+    params.unlink()
+    with pytest.raises(ValueError, match=r"holds no params\.pt"):  # nor an earlier version's single file
         ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)
-    (folder / "params.pt").write_bytes(good)
+    params.write_bytes(good)
     (folder / "history.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"cannot resume from .*history\.json"):
         ContextualKernel(**{**TINY, "checkpoint_dir": folder}).fit(X, y, groups=g)

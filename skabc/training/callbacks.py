@@ -7,13 +7,14 @@ import os
 from pathlib import Path
 
 import torch
-from skorch.callbacks import Callback, ProgressBar
+from skorch.callbacks import Callback, Checkpoint, LoadInitState, ProgressBar
+from skorch.history import History
 
 from .._user_warnings import warn_user
 from ..sampling import SampledSetsDataset
 
 __all__ = ["BestWeightsCheckpoint", "EveryNthEpoch", "KeepBestWeights", "RandomStreamCheckpoint", "RedrawEachEpoch",
-           "WarmupCosine"]
+           "ResumeFromCheckpoint", "WarmupCosine", "WholeFilesCheckpoint"]
 
 
 class WarmupCosine(Callback):
@@ -128,6 +129,23 @@ LEGACY_RANDOM_STREAM_FILE = "random_stream.pt"
 BEST_WEIGHTS_FILE = "best_params.{checkpoint}.pt"
 
 
+#: skorch's Checkpoint files in a checkpoint folder (:class:`WholeFilesCheckpoint`): the weights and optimizer state
+#: one file per checkpoint named by its epoch, the history (which names the checkpoint's epoch) one file written last.
+CHECKPOINT_FILES = {"f_params": "params.{checkpoint}.pt", "f_optimizer": "optimizer.{checkpoint}.pt",
+                    "f_history": "history.json"}
+#: The weights and optimizer state in checkpoint folders of earlier versions (one file each, overwritten).
+LEGACY_CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt"}
+
+
+def checkpoint_file(dirname, key: str, checkpoint: int) -> Path:
+    """skorch's file ``key`` (``'f_params'``, ``'f_optimizer'``, ``'f_history'``) of the checkpoint of epoch
+    ``checkpoint``: its own file, else (weights and optimizer state) the one an earlier version wrote."""
+    tagged = Path(dirname) / CHECKPOINT_FILES[key].format(checkpoint=checkpoint)
+    if key not in LEGACY_CHECKPOINT_FILES or tagged.exists() or tagged.is_symlink():
+        return tagged
+    return Path(dirname) / LEGACY_CHECKPOINT_FILES[key]
+
+
 def best_weights_file(dirname, checkpoint: int) -> Path:
     """Where the best weights that go with the checkpoint of epoch ``checkpoint`` are saved."""
     return Path(dirname) / BEST_WEIGHTS_FILE.format(checkpoint=checkpoint)
@@ -158,6 +176,74 @@ def save_atomically(content, file: Path) -> None:
     partial = file.with_name(file.name + ".tmp")
     torch.save(content, partial)
     os.replace(partial, file)
+
+
+class WholeFilesCheckpoint(Checkpoint):
+    """skorch's Checkpoint that a stop at any point leaves resumable: every file whole, the history written last.
+
+    skorch writes its files one after the other, in place, onto the previous checkpoint's: a stop between the
+    weights and the history (Ctrl-C, a killed job) left the weights of one epoch beside the history of another,
+    and a resume trained on from that mix silently.  Here the weights and optimizer state go to files of their own
+    checkpoint (:data:`CHECKPOINT_FILES`), each written whole (:func:`save_atomically`), and the history last, so a
+    stop before it leaves the previous checkpoint in force, files and all; the files of checkpoints before the
+    one written are removed after it.  A failed write raises (skorch's Checkpoint prints it and trains on, so
+    a resume would find a checkpoint missing).
+
+    Parameters
+    ----------
+    dirname : str or path
+        The checkpoint folder.
+    monitor : callable
+        ``monitor(net)`` is true after an epoch whose checkpoint is written.
+    """
+
+    def __init__(self, dirname, monitor) -> None:
+        super().__init__(monitor=monitor, dirname=str(dirname), f_params=CHECKPOINT_FILES["f_params"].format(
+            checkpoint="{last_epoch[epoch]}"), f_optimizer=CHECKPOINT_FILES["f_optimizer"].format(
+            checkpoint="{last_epoch[epoch]}"), f_history=CHECKPOINT_FILES["f_history"], f_criterion=None,
+            f_pickle=None, load_best=False)
+
+    def _save_params(self, f, net, f_name, log_name):
+        partial = Path(f).with_name(Path(f).name + ".tmp")
+        net.save_params(**{f_name: str(partial)})
+        os.replace(partial, f)
+
+    def on_epoch_end(self, net, **kwargs):
+        super().on_epoch_end(net, **kwargs)
+        if net.history[-1, self.event_name]:
+            epoch = len(net.history)
+            for key in LEGACY_CHECKPOINT_FILES:
+                keep_two_checkpoints(CHECKPOINT_FILES[key], self.dirname, epoch + 1)  # this one alone
+                (Path(self.dirname) / LEGACY_CHECKPOINT_FILES[key]).unlink(missing_ok=True)
+
+
+class ResumeFromCheckpoint(LoadInitState):
+    """Restore the checkpoint in force at train begin: its history, then the files of the epoch it names.
+
+    Read only after :func:`~skabc.training.checkpoints.checkpointed_epochs` has checked every file; a folder
+    of an earlier version (one ``params.pt`` and ``optimizer.pt``) resumes from those (:func:`checkpoint_file`).
+
+    Parameters
+    ----------
+    dirname : str or path
+        The checkpoint folder.
+    """
+
+    def __init__(self, dirname) -> None:
+        self.dirname = dirname
+        super().__init__(checkpoint=None)
+
+    def on_train_begin(self, net, X=None, y=None, **kwargs):
+        if self.did_load_:
+            return
+        self.did_load_ = True
+        history_file = Path(self.dirname) / CHECKPOINT_FILES["f_history"]
+        if not history_file.is_file():
+            return
+        history = History.from_file(str(history_file))
+        net.load_params(**{key: str(checkpoint_file(self.dirname, key, len(history)))
+                           for key in LEGACY_CHECKPOINT_FILES})
+        net.history = history
 
 
 class RandomStreamCheckpoint(Callback):

@@ -22,14 +22,21 @@ from skorch import NeuralNet
 from torch import nn
 
 from ..persistence import json_ready
-from .callbacks import best_weights_file, random_stream_file
+from .callbacks import (
+    BEST_WEIGHTS_FILE,
+    CHECKPOINT_FILES,
+    LEGACY_CHECKPOINT_FILES,
+    LEGACY_RANDOM_STREAM_FILE,
+    RANDOM_STREAM_FILE,
+    best_weights_file,
+    checkpoint_file,
+    random_stream_file,
+)
 from .plan import WARM_START
 
 #: The history entry of the held-out score (ValidationSetsScoring's default ``name``).
 VALIDATION_SCORE = "valid_ari"
 
-#: Files of a checkpoint in ``checkpoint_dir`` (skorch's Checkpoint names).
-CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt", "f_history": "history.json"}
 _CONFIG_FILE = "config.json"
 
 
@@ -85,6 +92,28 @@ def check_checkpoint_dir(checkpoint_dir) -> None:
     if Path(checkpoint_dir).exists() and not Path(checkpoint_dir).is_dir():
         raise ValueError(f"checkpoint_dir={str(checkpoint_dir)!r} is a file, not a folder; give a folder for the "
                          "checkpoint files.")
+    if Path(checkpoint_dir).is_dir():
+        # Found now, not when that epoch's checkpoint fails to be written (after the training before it).
+        blocking = sorted(entry.name for entry in Path(checkpoint_dir).iterdir()
+                          if _is_checkpoint_name(entry.name.removesuffix(".tmp")) and entry.is_dir())
+        if blocking:
+            raise ValueError(f"checkpoint_dir={str(checkpoint_dir)!r} holds a folder named as a checkpoint file "
+                             f"({blocking[0]!r}), where that file could not be written; remove it or use another "
+                             "checkpoint_dir.")
+
+
+def _is_checkpoint_name(name: str) -> bool:
+    """Whether ``name`` is one a checkpoint folder's files are written under (``'params.7.pt'``, ``'config.json'``;
+    epochs from 1, as the files are named: never ``'params.07.pt'`` or ``'params.0.pt'``)."""
+    if name in {_CONFIG_FILE, LEGACY_RANDOM_STREAM_FILE, *LEGACY_CHECKPOINT_FILES.values()}:
+        return True
+    for pattern in (*CHECKPOINT_FILES.values(), BEST_WEIGHTS_FILE, RANDOM_STREAM_FILE):
+        head, _, tail = pattern.partition("{checkpoint}")
+        middle = name[len(head):len(name) - len(tail)] if tail else None
+        if name == pattern or (middle is not None and name.startswith(head) and name.endswith(tail)
+                               and middle.isascii() and middle.isdigit() and str(int(middle)) == middle != "0"):
+            return True
+    return False
 
 
 def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, announce: bool = True,
@@ -188,18 +217,19 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
     never arbitrary objects; given ``net``, they must fit its module and optimizer (torch's own errors
     for a mismatch name neither the file nor the checkpoint).
     """
-    for name in CHECKPOINT_FILES.values():
-        file = directory / name
+    history = None
+    for key in ("f_history", "f_params", "f_optimizer"):  # the history names the epoch of the other two
+        file = directory / CHECKPOINT_FILES[key] if history is None else checkpoint_file(directory, key, len(history))
         if not file.is_file():
-            raise ValueError(f"checkpoint_dir={str(directory)!r} holds no {name}; remove it to start afresh.")
+            raise ValueError(f"checkpoint_dir={str(directory)!r} holds no {file.name}; remove it to start afresh.")
         try:
-            if file.suffix == ".json":
+            if history is None:
                 history = json.loads(file.read_text())
                 _check_history(history, max_epochs)
             else:
                 content = torch.load(file, map_location="cpu", weights_only=True)
                 if net is not None:
-                    _check_fits(name, content, net)
+                    _check_fits(key, content, net)
         except pickle.UnpicklingError as exc:
             raise _unpickling_refusal(file, exc) from None
         except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError, UnicodeDecodeError,
@@ -314,9 +344,10 @@ def _check_history(history, max_epochs=None) -> None:
         raise ValueError("the history records no saved epoch")
 
 
-def _check_fits(name: str, content, net: NeuralNet) -> None:
-    """The weights (``params.pt``) or optimizer state (``optimizer.pt``) fit the net they would be loaded into."""
-    if name == CHECKPOINT_FILES["f_params"]:
+def _check_fits(key: str, content, net: NeuralNet) -> None:
+    """The weights (``key`` ``'f_params'``) or optimizer state (``'f_optimizer'``) fit the net they would be loaded
+    into."""
+    if key == "f_params":
         _check_weights(content, net)
         return
     groups = net.optimizer_.state_dict()["param_groups"]

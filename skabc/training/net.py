@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from sklearn.utils import check_random_state
 from skorch import NeuralNet
-from skorch.callbacks import Checkpoint, GradientNormClipping, LoadInitState, ProgressBar
+from skorch.callbacks import GradientNormClipping, ProgressBar
 from torch import nn
 
 from .._runtime import float32_default, memory_limit_bytes, resolve_device, seeded_torch, tuned_allocator
@@ -34,10 +34,12 @@ from .callbacks import (
     KeepBestWeights,
     RandomStreamCheckpoint,
     RedrawEachEpoch,
+    ResumeFromCheckpoint,
     WarmupCosine,
+    WholeFilesCheckpoint,
     close_progress_bars,
 )
-from .checkpoints import CHECKPOINT_FILES, checkpointed_epochs, first_mismatch
+from .checkpoints import checkpointed_epochs, first_mismatch
 from .divergence import diverged_error
 from .early_stopping import TimeLimit, choice_interrupted, finished_epochs, interrupted_by_user
 
@@ -108,7 +110,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
                       "the kernel is re-derived from the last epoch's checkpoint (where the fit validates, from its "
                       "best validated weights, its clustering settings chosen again); use another directory or "
                       "remove it to train again", SkabcWarning)
-        # LoadInitState restores the checkpoint at train begin; partial_fit keeps that state and turns
+        # ResumeFromCheckpoint restores the checkpoint at train begin; partial_fit keeps that state and turns
         # Ctrl-C into a clean stop.
         net.partial_fit(dataset, y=None, epochs=max(0, kernel.max_epochs - done))
         _handle_interruption(kernel, net)
@@ -180,9 +182,8 @@ def training_callbacks(kernel, total_steps: int, extra=()) -> list:
     """Named callbacks: resume first (the others read the restored history at train begin)."""
     callbacks = []
     if kernel.checkpoint_dir is not None:
-        checkpoint = Checkpoint(monitor=EveryNthEpoch(kernel.checkpoint_every), dirname=str(kernel.checkpoint_dir),
-                                f_pickle=None, f_criterion=None, load_best=False, **CHECKPOINT_FILES)
-        callbacks.append(("resume", LoadInitState(checkpoint)))
+        checkpoint = WholeFilesCheckpoint(kernel.checkpoint_dir, EveryNthEpoch(kernel.checkpoint_every))
+        callbacks.append(("resume", ResumeFromCheckpoint(kernel.checkpoint_dir)))
     callbacks += [
         ("redraw_sets", RedrawEachEpoch()),
         ("keep_best", KeepBestWeights()),
