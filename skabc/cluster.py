@@ -136,11 +136,11 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
     affinity_power : float or 'auto', default='auto'
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:
-        probabilities near 1 stay, moderate cross-cluster probabilities
-        fade, which helps the eigengap find the number of clusters of a soft
-        kernel.  ``'auto'``: the kernel's recommendation (stored with
-        every shipped kernel), else 1; resolved in ``fit`` into
-        ``affinity_power_``.
+        moderate cross-cluster probabilities fade, which helps the eigengap
+        find the number of clusters of a soft kernel; one that leaves no two
+        points linked (every affinity underflows to 0) is refused.  ``'auto'``:
+        the kernel's recommendation (stored with every shipped kernel), else 1;
+        resolved in ``fit`` into ``affinity_power_``.
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
         Passed to :class:`~sklearn.cluster.SpectralClustering`.
     n_components : int, default=None

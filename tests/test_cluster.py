@@ -536,6 +536,21 @@ def test_affinity_power_sharpens_what_the_spectral_step_sees(tiny_kernel):
         ABCClustering(kernel=tiny_kernel, affinity_power=0).fit(X)
 
 
+@pytest.mark.parametrize("n_clusters", [None, 2])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_an_affinity_power_that_links_no_two_points_is_refused(tiny_kernel, n_clusters, sparse):
+    """Session 51 left this: affinity_power=1e308 underflowed every affinity below 1 to 0, and the set came back as
+    one cluster (k unknown) or as k arbitrary groups (k given), without a word."""
+    X, _, _ = make_blob_sets(n_sets=1, set_size=30, random_state=5)
+    affinity = tiny_kernel.transform(X)
+    if sparse:
+        affinity = sp.csr_matrix(np.where(affinity > np.median(affinity), affinity, 0.0))
+    params = {"affinity": "precomputed", "n_clusters": n_clusters, "random_state": 0}
+    ABCClustering(**params, affinity_power=30.0).fit(affinity)  # some pairs stay linked
+    with pytest.raises(ValueError, match=r"affinity_power=1e\+308 leaves no two points of this set of 30 linked"):
+        ABCClustering(**params, affinity_power=1e308).fit(affinity)
+
+
 @pytest.mark.parametrize("use_groups", [False, True])
 def test_auto_assign_labels_follows_the_kernel(tiny_kernel, monkeypatch, use_groups):
     """'auto' is scikit-learn's 'kmeans' for a kernel that recommends nothing, else the kernel's recommendation."""

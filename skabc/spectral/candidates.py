@@ -27,7 +27,7 @@ from .select import (
     rotation_cap,
     rotation_selection,
 )
-from .step import SpectralStep, compact
+from .step import SpectralStep, compact, raise_to_power
 
 #: Candidate name -> (affinity source, k rule).  ``'kernel'``: the kernel's affinity at the model's
 #: ``affinity_power``; ``'knn'``: the set's symmetric kNN connectivity graph (:func:`~skabc.spectral.knn.knn_graph`).
@@ -175,9 +175,7 @@ class _Source:
             self.step, affinity = step, probabilities
         else:
             self.step, affinity = replace(step, affinity_power=1.0), knn_graph(X)
-        power = self.step.affinity_power
-        if power != 1.0:
-            affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
+        affinity = raise_to_power(affinity, self.step.affinity_power)
         self.affinity, self.found, self.partitions, self.spectrum = affinity, {}, {}, None
         self._pairs = None  # a sparse affinity's eigenpairs, solved once for every rule and cut (_shared_pairs)
 

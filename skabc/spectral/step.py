@@ -11,6 +11,29 @@ from .assign import SKLEARN_ASSIGN_LABELS, sklearn_spectral_labels, spectral_lab
 from .select import N_CLUSTERS_SELECTORS
 
 
+def raise_to_power(affinity, power: float):
+    """``affinity ** power`` entrywise (a sparse one's stored entries), refused where it leaves no two points linked.
+
+    Affinities below 1 raised to a large power underflow to 0: with every pair at 0 the spectral step has nothing
+    to cut, and it returned one cluster, or a given ``k`` drawn at random, without a word.
+    """
+    if power == 1.0:
+        return affinity
+    raised = affinity.power(power) if sp.issparse(affinity) else affinity**power
+    if _linked_pairs(raised) == 0 and _linked_pairs(affinity) > 0:
+        raise ValueError(f"affinity_power={power:g} leaves no two points of this set of {affinity.shape[0]} linked: "
+                         "every affinity between two points is below 1 and its power underflows to 0. Use a smaller "
+                         "affinity_power.")
+    return raised
+
+
+def _linked_pairs(affinity) -> int:
+    """Non-zero entries off the diagonal."""
+    if sp.issparse(affinity):
+        return int(affinity.count_nonzero() - np.count_nonzero(affinity.diagonal()))
+    return int(np.count_nonzero(affinity) - np.count_nonzero(np.diagonal(affinity)))
+
+
 @dataclass(frozen=True)
 class SpectralStep:
     """Everything the spectral step needs, resolved once in ``fit`` (no ``'auto'`` left).
@@ -81,10 +104,7 @@ class SpectralStep:
         eigenvalues : ndarray or None
             Smallest Laplacian eigenvalues the selector compared (``None`` with ``n_clusters`` given).
         """
-        affinity = probabilities
-        if self.affinity_power != 1.0:
-            power = self.affinity_power
-            affinity = affinity.power(power) if sp.issparse(affinity) else affinity**power
+        affinity = raise_to_power(probabilities, self.affinity_power)
         n = affinity.shape[0]
         if self.n_clusters is not None and self.n_clusters >= n:
             # Only singletons make n clusters of n points (no eigensolve: scipy refuses k >= N for a sparse graph and
