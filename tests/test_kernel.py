@@ -253,7 +253,8 @@ def test_checkpoint_dir_must_be_a_folder(blob_data, tmp_path, monkeypatch):
     assert not (tmp_path / "history.json").exists()
 
 
-@pytest.mark.parametrize("name", ["params.2.pt", "best_params.3.pt", "history.json.tmp", "config.json"])
+@pytest.mark.parametrize("name", ["params.2.pt", "best_params.3.pt", "history.json.tmp", "config.json",
+                                  "fitted_kernel.safetensors"])
 def test_a_folder_where_a_checkpoint_file_goes_is_refused_before_training(blob_data, tmp_path, name):
     """Session 51 left this: a folder named as a later checkpoint's file failed that epoch's write, after the
     training before it, with the system's IsADirectoryError."""
@@ -448,6 +449,7 @@ def test_a_checkpoint_of_an_earlier_version_resumes_from_its_single_random_strea
     resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
     for name, value in resumed.module_.state_dict().items():
         torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+    assert not (tmp_path / "random_stream.pt").exists()  # review 52a: stale once a newer checkpoint has its own
 
 
 def test_a_stop_while_the_random_stream_is_saved_resumes_with_the_stream_of_its_checkpoint(
@@ -523,13 +525,38 @@ def test_a_stop_inside_skorchs_checkpoint_resumes_from_the_one_before(blob_data,
         with pytest.warns(RuntimeWarning, match="interrupted"):
             ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
     assert len(json.loads((tmp_path / "history.json").read_text())) == 2
+    assert (tmp_path / "history.json.tmp").is_file() == truncated
     resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
-    assert len(resumed.net_.history) == 4
+    assert len(resumed.net_.history) == 4 and not list(tmp_path.glob("*.tmp"))
     for name, value in resumed.module_.state_dict().items():
         torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
     # Only the last checkpoint's weight files stay.
     assert {f.name for f in tmp_path.glob("*.pt") if not f.name.startswith("random_stream")} == {
         "params.4.pt", "optimizer.4.pt"}
+
+
+def test_a_stop_inside_the_last_checkpoint_leaves_no_partial_files(blob_data, tmp_path, monkeypatch):
+    """Review 52a: a run stopped while its last epoch's checkpoint was written is complete (its kernel is kept and
+    restored), so nothing rewrote the partial file the stop left (history.json.tmp): it stayed for good."""
+    import skorch
+
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 2}
+    original = skorch.NeuralNet.save_params
+
+    def stopped(self, **files):
+        if "f_history" in files and len(self.history) == 2:
+            Path(files["f_history"]).write_text("[")
+            raise KeyboardInterrupt
+        return original(self, **files)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(skorch.NeuralNet, "save_params", stopped)
+        ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    assert list(tmp_path.glob("*.tmp"))
+    (tmp_path / "notes.tmp").write_text("the user's")
+    ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    assert [f.name for f in tmp_path.glob("*.tmp")] == ["notes.tmp"]
 
 
 def test_a_checkpoint_of_an_earlier_version_resumes_from_its_single_weight_files(blob_data, tmp_path):

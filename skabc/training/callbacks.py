@@ -171,6 +171,28 @@ def keep_two_checkpoints(pattern: str, dirname, epoch: int) -> None:
         (Path(dirname) / pattern.format(checkpoint=checkpoint)).unlink(missing_ok=True)
 
 
+def is_checkpoint_file_name(name: str) -> bool:
+    """Whether the checkpoint callbacks write a file named ``name`` (``'params.7.pt'``, ``'history.json'``; epochs
+    from 1, as the files are named: never ``'params.07.pt'`` or ``'params.0.pt'``), or an earlier version did."""
+    if name in {LEGACY_RANDOM_STREAM_FILE, *LEGACY_CHECKPOINT_FILES.values()}:
+        return True
+    for pattern in (*CHECKPOINT_FILES.values(), BEST_WEIGHTS_FILE, RANDOM_STREAM_FILE):
+        head, _, tail = pattern.partition("{checkpoint}")
+        middle = name[len(head):len(name) - len(tail)] if tail else None
+        if name == pattern or (middle is not None and name.startswith(head) and name.endswith(tail)
+                               and middle.isascii() and middle.isdigit() and str(int(middle)) == middle != "0"):
+            return True
+    return False
+
+
+def remove_partial_files(dirname) -> None:
+    """Remove what a run stopped inside :func:`save_atomically` left (``'params.3.pt.tmp'``): never read, and
+    otherwise rewritten only by a run that reaches that epoch again (a run stopped in its last one is complete)."""
+    for partial in Path(dirname).glob("*.tmp"):
+        if partial.is_file() and is_checkpoint_file_name(partial.name.removesuffix(".tmp")):
+            partial.unlink()
+
+
 def save_atomically(content, file: Path) -> None:
     """``torch.save`` to ``file`` whole or not at all (as skorch's checkpoint files are read back)."""
     partial = file.with_name(file.name + ".tmp")
@@ -215,6 +237,8 @@ class WholeFilesCheckpoint(Checkpoint):
             for key in LEGACY_CHECKPOINT_FILES:
                 keep_two_checkpoints(CHECKPOINT_FILES[key], self.dirname, epoch + 1)  # this one alone
                 (Path(self.dirname) / LEGACY_CHECKPOINT_FILES[key]).unlink(missing_ok=True)
+            # Written before this checkpoint (RandomStreamCheckpoint): an earlier version's single file is stale now.
+            (Path(self.dirname) / LEGACY_RANDOM_STREAM_FILE).unlink(missing_ok=True)
 
 
 class ResumeFromCheckpoint(LoadInitState):

@@ -22,22 +22,15 @@ from skorch import NeuralNet
 from torch import nn
 
 from ..persistence import json_ready
-from .callbacks import (
-    BEST_WEIGHTS_FILE,
-    CHECKPOINT_FILES,
-    LEGACY_CHECKPOINT_FILES,
-    LEGACY_RANDOM_STREAM_FILE,
-    RANDOM_STREAM_FILE,
-    best_weights_file,
-    checkpoint_file,
-    random_stream_file,
-)
+from .callbacks import CHECKPOINT_FILES, best_weights_file, checkpoint_file, is_checkpoint_file_name, random_stream_file
 from .plan import WARM_START
 
 #: The history entry of the held-out score (ValidationSetsScoring's default ``name``).
 VALIDATION_SCORE = "valid_ari"
 
 _CONFIG_FILE = "config.json"
+#: The fitted kernel of a complete run, in ``checkpoint_dir`` (skabc's safe format; :mod:`skabc.training.result`).
+RESULT_FILE = "fitted_kernel.safetensors"
 
 
 def _digest(*parts: np.ndarray) -> str:
@@ -103,17 +96,8 @@ def check_checkpoint_dir(checkpoint_dir) -> None:
 
 
 def _is_checkpoint_name(name: str) -> bool:
-    """Whether ``name`` is one a checkpoint folder's files are written under (``'params.7.pt'``, ``'config.json'``;
-    epochs from 1, as the files are named: never ``'params.07.pt'`` or ``'params.0.pt'``)."""
-    if name in {_CONFIG_FILE, LEGACY_RANDOM_STREAM_FILE, *LEGACY_CHECKPOINT_FILES.values()}:
-        return True
-    for pattern in (*CHECKPOINT_FILES.values(), BEST_WEIGHTS_FILE, RANDOM_STREAM_FILE):
-        head, _, tail = pattern.partition("{checkpoint}")
-        middle = name[len(head):len(name) - len(tail)] if tail else None
-        if name == pattern or (middle is not None and name.startswith(head) and name.endswith(tail)
-                               and middle.isascii() and middle.isdigit() and str(int(middle)) == middle != "0"):
-            return True
-    return False
+    """Whether ``name`` is one a checkpoint folder's files are written under (``'params.7.pt'``, ``'config.json'``)."""
+    return name in {_CONFIG_FILE, RESULT_FILE} or is_checkpoint_file_name(name)
 
 
 def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, announce: bool = True,
@@ -221,7 +205,10 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
     for key in ("f_history", "f_params", "f_optimizer"):  # the history names the epoch of the other two
         file = directory / CHECKPOINT_FILES[key] if history is None else checkpoint_file(directory, key, len(history))
         if not file.is_file():
-            raise ValueError(f"checkpoint_dir={str(directory)!r} holds no {file.name}; remove it to start afresh.")
+            # The checkpoint's own file is the one missing (the fallback is an earlier version's single file).
+            missing = file.name if history is None else CHECKPOINT_FILES[key].format(checkpoint=len(history))
+            raise ValueError(f"checkpoint_dir={str(directory)!r} holds no {missing}, which its history names; "
+                             "remove the folder to start afresh.")
         try:
             if history is None:
                 history = json.loads(file.read_text())

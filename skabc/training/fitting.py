@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import numpy as np
 
 from ..nn.build import record_architecture, set_transform
 from ..sampling import check_set_size
+from .callbacks import remove_partial_files
 from .checkpoints import check_checkpoint_dir
 from .divergence import check_trained_weights
 from .net import train
@@ -45,6 +47,8 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
     group_codes : ndarray of int64 or None
     """
     check_checkpoint_dir(kernel.checkpoint_dir)
+    if kernel.checkpoint_dir is not None and Path(kernel.checkpoint_dir).is_dir():
+        remove_partial_files(kernel.checkpoint_dir)
     plan = plan_training(kernel, X, labels, group_codes)
     if restore_result(kernel, plan, X, group_codes):
         return

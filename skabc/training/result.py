@@ -17,13 +17,11 @@ from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from ..persistence import json_ready
 from ..sampling import check_set_size
-from .checkpoints import checkpointed_epochs, started_as_this_run
+from .checkpoints import RESULT_FILE, checkpointed_epochs, started_as_this_run
 from .early_stopping import choice_interrupted, finished_epochs
 from .net import n_sets_per_epoch
 from .plan import WARM_START
 
-#: The fitted kernel of a complete run, in ``checkpoint_dir`` (skabc's safe format).
-RESULT_FILE = "fitted_kernel.safetensors"
 #: Fitted attributes a restored kernel keeps from this fit: they describe its input, which validation just set.
 THIS_FITS_INPUT = ("n_features_in_", "feature_names_in_")
 #: Parameters of the fit's held-out validation (early stopping) that shape its result where it validates.
