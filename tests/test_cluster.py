@@ -538,17 +538,38 @@ def test_affinity_power_sharpens_what_the_spectral_step_sees(tiny_kernel):
 
 @pytest.mark.parametrize("n_clusters", [None, 2])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_an_affinity_power_that_links_no_two_points_is_refused(tiny_kernel, n_clusters, sparse):
+def test_an_affinity_power_that_cuts_the_graph_is_refused(tiny_kernel, n_clusters, sparse):
     """Session 51 left this: affinity_power=1e308 underflowed every affinity below 1 to 0, and the set came back as
-    one cluster (k unknown) or as k arbitrary groups (k given), without a word."""
+    one cluster (k unknown) or as k arbitrary groups (k given), without a word; review 52a: also where one pair of
+    points stayed linked (an affinity of exactly 1), and weights above 1 overflowed into scikit-learn's error.
+    A learned kernel's confident 'apart' (2e-5 at the shipped power 4) is not refused (the arbiter's small sets)."""
     X, _, _ = make_blob_sets(n_sets=1, set_size=30, random_state=5)
     affinity = tiny_kernel.transform(X)
     if sparse:
         affinity = sp.csr_matrix(np.where(affinity > np.median(affinity), affinity, 0.0))
     params = {"affinity": "precomputed", "n_clusters": n_clusters, "random_state": 0}
     ABCClustering(**params, affinity_power=30.0).fit(affinity)  # some pairs stay linked
-    with pytest.raises(ValueError, match=r"affinity_power=1e\+308 leaves no two points of this set of 30 linked"):
+    with pytest.raises(ValueError, match=r"affinity_power=1e\+308 underflows affinities between points as strong as"):
         ABCClustering(**params, affinity_power=1e308).fit(affinity)
+    affinity[0, 1] = affinity[1, 0] = 1.0
+    with pytest.raises(ValueError, match=r"affinity_power=1e\+308 underflows affinities between points as strong as"):
+        ABCClustering(**params, affinity_power=1e308).fit(affinity)
+    with pytest.raises(ValueError, match=r"affinity_power=1e\+308 overflows affinities above 1 to infinity"):
+        ABCClustering(**params, affinity_power=1e308).fit(affinity * 3.0)
+
+
+def test_a_power_that_cuts_nothing_needed_is_not_refused():
+    """Review 52a: n_clusters >= n makes singletons without reading the affinity; an outlier whose every affinity
+    underflows is a cluster of its own, not a broken graph."""
+    pair = np.array([[1.0, 0.5], [0.5, 1.0]])
+    labels = ABCClustering(affinity="precomputed", n_clusters=2, affinity_power=1e308).fit_predict(pair)
+    np.testing.assert_array_equal(labels, [0, 1])
+    affinity = np.full((12, 12), 0.1)
+    affinity[:6, :6] = affinity[6:, 6:] = 0.9
+    affinity[11, :] = affinity[:, 11] = 1e-200
+    np.fill_diagonal(affinity, 1.0)
+    labels = ABCClustering(affinity="precomputed", affinity_power=8, random_state=0).fit_predict(affinity)
+    assert len(set(labels[:6])) == len(set(labels[6:11])) == 1 and labels[11] not in labels[:11]
 
 
 @pytest.mark.parametrize("use_groups", [False, True])

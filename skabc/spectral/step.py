@@ -10,28 +10,44 @@ import scipy.sparse as sp
 from .assign import SKLEARN_ASSIGN_LABELS, sklearn_spectral_labels, spectral_labels
 from .select import N_CLUSTERS_SELECTORS
 
+#: Affinities at least this strong must survive ``affinity_power``: only powers above ~100 can underflow them to 0.
+STRONG_AFFINITY = 1e-3
 
-def raise_to_power(affinity, power: float):
-    """``affinity ** power`` entrywise (a sparse one's stored entries), refused where it leaves no two points linked.
 
-    Affinities below 1 raised to a large power underflow to 0: with every pair at 0 the spectral step has nothing
-    to cut, and it returned one cluster, or a given ``k`` drawn at random, without a word.
+def raise_to_power(affinity, power: float, check: bool = True):
+    """``affinity ** power`` entrywise (a sparse one's stored entries), refused where it destroys the graph.
+
+    Affinities below 1 raised to a huge power underflow to 0, and above 1 overflow: ``affinity_power=1e308`` made
+    one cluster, or a given ``k`` of arbitrary groups, or singletons, without a word.  Refused: a power that
+    underflows an affinity of at least :data:`STRONG_AFFINITY` between two points, or overflows one.
+    ``check=False`` where nothing is cut (``n_clusters >= n``: singletons).
     """
     if power == 1.0:
         return affinity
     raised = affinity.power(power) if sp.issparse(affinity) else affinity**power
-    if _linked_pairs(raised) == 0 and _linked_pairs(affinity) > 0:
-        raise ValueError(f"affinity_power={power:g} leaves no two points of this set of {affinity.shape[0]} linked: "
-                         "every affinity between two points is below 1 and its power underflows to 0. Use a smaller "
+    if not check:
+        return raised
+    values = raised.data if sp.issparse(raised) else raised
+    if values.size and not np.isfinite(values.max()):  # non-negative: an inf (or NaN) is the maximum
+        raise ValueError(f"affinity_power={power:g} overflows affinities above 1 to infinity; use a smaller "
                          "affinity_power.")
+    if STRONG_AFFINITY**power == 0.0:  # else no affinity that strong can have underflowed
+        lost = _strongest_underflowed(affinity, raised, power)
+        if lost >= STRONG_AFFINITY:
+            raise ValueError(f"affinity_power={power:g} underflows affinities between points as strong as "
+                             f"{lost:.3g} to 0, cutting the links the clustering reads. Use a smaller affinity_power.")
     return raised
 
 
-def _linked_pairs(affinity) -> int:
-    """Non-zero entries off the diagonal."""
+def _strongest_underflowed(affinity, raised, power: float) -> float:
+    """The largest affinity between two points that ``power`` made 0 (0 if none)."""
     if sp.issparse(affinity):
-        return int(affinity.count_nonzero() - np.count_nonzero(affinity.diagonal()))
-    return int(np.count_nonzero(affinity) - np.count_nonzero(np.diagonal(affinity)))
+        coo = affinity.tocoo()
+        lost = (coo.data > 0) & (coo.data**power == 0) & (coo.row != coo.col)
+        return float(coo.data[lost].max()) if lost.any() else 0.0
+    lost = (raised == 0) & (affinity > 0)
+    np.fill_diagonal(lost, False)
+    return float(affinity[lost].max()) if lost.any() else 0.0
 
 
 @dataclass(frozen=True)
@@ -104,8 +120,9 @@ class SpectralStep:
         eigenvalues : ndarray or None
             Smallest Laplacian eigenvalues the selector compared (``None`` with ``n_clusters`` given).
         """
-        affinity = raise_to_power(probabilities, self.affinity_power)
-        n = affinity.shape[0]
+        n = probabilities.shape[0]
+        affinity = raise_to_power(probabilities, self.affinity_power,
+                                  check=self.n_clusters is None or self.n_clusters < n)
         if self.n_clusters is not None and self.n_clusters >= n:
             # Only singletons make n clusters of n points (no eigensolve: scipy refuses k >= N for a sparse graph and
             # warns for a dense one).  Asking for more is said once per call, by the caller (skabc._sets).
