@@ -558,6 +558,20 @@ def test_an_affinity_power_that_cuts_the_graph_is_refused(tiny_kernel, n_cluster
         ABCClustering(**params, affinity_power=1e308).fit(affinity * 3.0)
 
 
+def test_the_power_check_reads_the_affinitys_own_precision():
+    """Review 52c: the check that a power can underflow a strong affinity was computed in float64, so a float32
+    affinity of 0.01 went to 0 at powers 30 to 100 unrefused."""
+    from skabc.spectral.step import raise_to_power
+
+    affinity = np.full((4, 4), 0.01, dtype=np.float32)
+    np.fill_diagonal(affinity, 1.0)
+    with pytest.raises(ValueError, match=r"affinity_power=30 underflows affinities between points as strong as 0\.01"):
+        raise_to_power(affinity, 30.0)
+    with pytest.raises(ValueError, match="affinity_power=30 underflows"):
+        raise_to_power(sp.csr_matrix(affinity), 30.0)
+    np.testing.assert_allclose(raise_to_power(affinity.astype(np.float64), 30.0), affinity.astype(np.float64) ** 30)
+
+
 def test_a_power_that_cuts_nothing_needed_is_not_refused():
     """Review 52a: n_clusters >= n makes singletons without reading the affinity; an outlier whose every affinity
     underflows is a cluster of its own, not a broken graph."""

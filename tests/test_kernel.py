@@ -559,6 +559,27 @@ def test_a_stop_inside_the_last_checkpoint_leaves_no_partial_files(blob_data, tm
     assert [f.name for f in tmp_path.glob("*.tmp")] == ["notes.tmp"]
 
 
+def test_files_of_the_user_and_stale_files_of_an_earlier_layout(blob_data, tmp_path, monkeypatch):
+    """Review 52c: pruning deleted the user's 'params.0.pt' (epoch 0 is never a checkpoint's); an earlier version's
+    single files stayed for good where a stop fell between the history's write and their removal in a run's last
+    checkpoint (and a later loss of the tagged file would have resumed from them)."""
+    import skabc.training.early_stopping as early_stopping
+
+    monkeypatch.setattr(early_stopping, "score_sets", lambda module, sets, settings: abs(
+        sum(float(p.double().sum()) for p in module.state_dict().values())) * 1000.0 % 1.0)
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 4, "dropout": 0.2, "early_stopping": True, "n_iter_no_change": 4}
+    users = ["params.0.pt", "optimizer.0.pt", "random_stream.0.pt", "best_params.0.pt"]
+    for name in users:
+        (tmp_path / name).write_bytes(b"the user's")
+    ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    assert all((tmp_path / name).read_bytes() == b"the user's" for name in users)
+    for name in ("params.pt", "optimizer.pt", "random_stream.pt"):  # as a stop before their removal leaves them
+        (tmp_path / name).write_bytes(b"stale")
+    ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)  # restores the finished run
+    assert not any((tmp_path / name).exists() for name in ("params.pt", "optimizer.pt", "random_stream.pt"))
+
+
 def test_a_checkpoint_of_an_earlier_version_resumes_from_its_single_weight_files(blob_data, tmp_path):
     """Folders written before the weights had a file per checkpoint hold one params.pt and optimizer.pt: they
     resume from those as they did, and the next checkpoint replaces them."""

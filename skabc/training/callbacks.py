@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -162,35 +163,52 @@ def keep_two_checkpoints(pattern: str, dirname, epoch: int) -> None:
     ``epoch``: that one stays until this epoch's checkpoint is written, since a stop while it is written leaves
     the history of the one before."""
     head, tail = pattern.split("{checkpoint}")
-    named = {file.name[len(head):len(file.name) - len(tail)] for file in Path(dirname).glob(head + "*" + tail)
-             if file.is_file()}
-    # Only the names written here ('7', never '07' or other digits): others are not these files, and stay.
-    earlier = sorted(int(middle) for middle in named if middle.isascii() and middle.isdigit()
-                     and str(int(middle)) == middle and int(middle) < epoch)
+    named = (_checkpoint_number(pattern, file.name) for file in Path(dirname).glob(head + "*" + tail)
+             if file.is_file())
+    # Only the names written here ('7', never '07', '0' or other digits): others are not these files, and stay.
+    earlier = sorted(number for number in named if number is not None and number < epoch)
     for checkpoint in earlier[:-1]:
         (Path(dirname) / pattern.format(checkpoint=checkpoint)).unlink(missing_ok=True)
 
 
+def _checkpoint_number(pattern: str, name: str) -> int | None:
+    """The epoch in ``name`` if it is ``pattern`` (``'params.{checkpoint}.pt'``) as the callbacks write it: epochs
+    from 1, never ``'params.07.pt'`` or ``'params.0.pt'``; else ``None``."""
+    head, _, tail = pattern.partition("{checkpoint}")
+    middle = name[len(head):len(name) - len(tail)]
+    if (not tail or len(name) <= len(head) + len(tail) or not name.startswith(head) or not name.endswith(tail)
+            or not (middle.isascii() and middle.isdigit()) or str(int(middle)) != middle or middle == "0"):
+        return None
+    return int(middle)
+
+
 def is_checkpoint_file_name(name: str) -> bool:
-    """Whether the checkpoint callbacks write a file named ``name`` (``'params.7.pt'``, ``'history.json'``; epochs
-    from 1, as the files are named: never ``'params.07.pt'`` or ``'params.0.pt'``), or an earlier version did."""
-    if name in {LEGACY_RANDOM_STREAM_FILE, *LEGACY_CHECKPOINT_FILES.values()}:
+    """Whether the checkpoint callbacks write a file named ``name`` (``'params.7.pt'``, ``'history.json'``), or an
+    earlier version did."""
+    if name in {CHECKPOINT_FILES["f_history"], LEGACY_RANDOM_STREAM_FILE, *LEGACY_CHECKPOINT_FILES.values()}:
         return True
-    for pattern in (*CHECKPOINT_FILES.values(), BEST_WEIGHTS_FILE, RANDOM_STREAM_FILE):
-        head, _, tail = pattern.partition("{checkpoint}")
-        middle = name[len(head):len(name) - len(tail)] if tail else None
-        if name == pattern or (middle is not None and name.startswith(head) and name.endswith(tail)
-                               and middle.isascii() and middle.isdigit() and str(int(middle)) == middle != "0"):
-            return True
-    return False
+    return any(_checkpoint_number(pattern, name) is not None
+               for pattern in (CHECKPOINT_FILES["f_params"], CHECKPOINT_FILES["f_optimizer"], BEST_WEIGHTS_FILE,
+                               RANDOM_STREAM_FILE))
 
 
 def remove_partial_files(dirname) -> None:
-    """Remove what a run stopped inside :func:`save_atomically` left (``'params.3.pt.tmp'``): never read, and
-    otherwise rewritten only by a run that reaches that epoch again (a run stopped in its last one is complete)."""
+    """Remove what a run stopped while it wrote a checkpoint left: partial files (``'params.3.pt.tmp'``), never
+    read, and an earlier version's single files once the history's checkpoint has its own.  Otherwise only a run
+    that reaches that epoch again would (a run stopped in its last one is complete, and is only restored)."""
     for partial in Path(dirname).glob("*.tmp"):
         if partial.is_file() and is_checkpoint_file_name(partial.name.removesuffix(".tmp")):
             partial.unlink()
+    try:
+        epoch = len(json.loads((Path(dirname) / CHECKPOINT_FILES["f_history"]).read_text()))
+    except (OSError, ValueError, TypeError):  # none, or damaged: the checks before a resume say so
+        return
+    tagged = {key: Path(dirname) / CHECKPOINT_FILES[key].format(checkpoint=epoch) for key in LEGACY_CHECKPOINT_FILES}
+    if all(file.is_file() for file in tagged.values()):
+        for name in LEGACY_CHECKPOINT_FILES.values():
+            (Path(dirname) / name).unlink(missing_ok=True)
+    if (Path(dirname) / RANDOM_STREAM_FILE.format(checkpoint=epoch)).is_file():
+        (Path(dirname) / LEGACY_RANDOM_STREAM_FILE).unlink(missing_ok=True)
 
 
 def save_atomically(content, file: Path) -> None:
