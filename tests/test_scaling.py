@@ -377,6 +377,28 @@ def test_arpack_failure_falls_back_to_another_solver(monkeypatch, dense_fallback
     assert k == 3 and adjusted_rand_score(y, labels) == 1.0
 
 
+def test_arpack_that_needs_too_many_restarts_hands_a_small_component_to_the_dense_solver(monkeypatch):
+    """Probe 52d: on a degenerate spectrum (2,000 points, 50 distinct ones) ARPACK took 196 restarts, 10 s of a
+    13 s fit, where the dense solve of the component costs about one; it is now stopped after
+    ARPACK_FALLBACK_MAXITER restarts (the digest sets need at most 17) and the component solved densely."""
+    import skabc.spectral.eigen as spectral
+
+    affinity, _ = _bridged_blobs([150, 170, 160], seed=3)  # one component, above SPARSE_DENSE_LIMIT
+    expected = estimate_n_clusters(affinity.toarray(), 6)[1]
+    dense, restarts = [], []
+    real_dense, real_eigsh = spectral._dense_eigenpairs, spectral.eigsh
+    monkeypatch.setattr(spectral, "_dense_eigenpairs", lambda *a, **kw: dense.append(1) or real_dense(*a, **kw))
+    monkeypatch.setattr(spectral, "eigsh", lambda *a, **kw: restarts.append(kw.get("maxiter")) or real_eigsh(*a, **kw))
+    monkeypatch.setattr(spectral, "ARPACK_FALLBACK_MAXITER", 1)  # every solve of this graph needs more
+    k, values = estimate_n_clusters(affinity, 6, random_state=0)
+    assert k == 3 and np.allclose(values, expected, atol=1e-6)
+    assert restarts == [1] and dense == [1]
+    monkeypatch.setattr(spectral, "ARPACK_FALLBACK_DENSE_LIMIT", 100)  # larger components keep ARPACK's own limit
+    dense.clear(), restarts.clear()
+    estimate_n_clusters(affinity, 6, random_state=0)
+    assert restarts == [None] and dense == []
+
+
 def test_unconverged_lobpcg_falls_back_to_arpack(monkeypatch):
     """LOBPCG that returns unconverged pairs (e.g. its starting guess) is caught by the residual check."""
     import skabc.spectral.eigen as spectral

@@ -46,20 +46,19 @@ DENSE_REFINED_MIN = 600
 REFINED_EXTRA, REFINED_MIN_GAP, REFINED_NEAR_ZERO, REFINED_ZERO_ERROR = 8, 0.05, 1e-6, 1e-11
 # Connected components of a sparse graph up to this size are solved densely (at most ~0.5 MiB each).
 SPARSE_DENSE_LIMIT = 256
-# A component on which ARPACK fails is solved densely up to this size (~128 MiB), else by LOBPCG.
-ARPACK_FALLBACK_DENSE_LIMIT = 4096
+# A component on which ARPACK fails, or (up to this size) exceeds its restarts (a degenerate spectrum: 50 duplicated
+# points of 2,000 took 196, the digest sets at most 17), is solved densely up to this size (~128 MiB), else by LOBPCG.
+ARPACK_FALLBACK_DENSE_LIMIT, ARPACK_FALLBACK_MAXITER = 4096, 50
 # Components of at least this size are reordered (RCM) and solved by float32 ARPACK, refined in double (see below).
 ARPACK_LARGE_COMPONENT = 20_000
 
 EIGEN_SOLVERS = ("arpack", "lobpcg", "amg")
 
 _ARPACK_MIN_NCV = 40
-# Residual tolerance of LOBPCG for eigen_tol='auto'; eigenvalue errors are about its square.
-_LOBPCG_TOL = 1e-5
+_LOBPCG_TOL = 1e-5  # residual tolerance of LOBPCG for eigen_tol='auto'; eigenvalue errors are about its square
 _LOBPCG_MAXITER = {"lobpcg": 2000, "amg": 200}
 _LOBPCG_ACCEPT = 100.0  # LOBPCG residuals above this multiple of the tolerance are refused (ARPACK takes over)
-# Diagonal shift of L for the AMG preconditioner only: a singular matrix makes a poor one.
-_AMG_SHIFT = 1e-5
+_AMG_SHIFT = 1e-5  # diagonal shift of L for the AMG preconditioner only: a singular matrix makes a poor one
 #: Largest entries outside this range are scaled to 1 first: the normalised Laplacian does not depend on the scale,
 #: but float64 degrees do (entries near 1e-310 sum below the smallest normal number: k = 1; near 1e307 overflow).
 _SAFE_SCALE = (1e-100, 1e100)
@@ -381,10 +380,10 @@ def _component_eigenpairs(
     """Smallest ``m`` eigenpairs of ``I - adjacency`` for one connected component.
 
     Should ARPACK fail (it can on nearly regular graphs, whose spectrum is highly degenerate: "no
-    shifts could be applied"), the component is solved again densely up to
-    :data:`ARPACK_FALLBACK_DENSE_LIMIT` points, else by LOBPCG.  Should LOBPCG not converge (it
-    can return its starting guess with many eigenvalues on expander-like kNN graphs), the
-    component is solved again by ARPACK, with a warning.  ``fallback=False`` stops these retries.
+    shifts could be applied"; up to :data:`ARPACK_FALLBACK_DENSE_LIMIT` points, also after
+    :data:`ARPACK_FALLBACK_MAXITER` restarts), the component is solved again densely up to that size, else by
+    LOBPCG.  Should LOBPCG not converge (it can return its starting guess with many eigenvalues on expander-like
+    kNN graphs), the component is solved again by ARPACK, with a warning.  ``fallback=False`` stops these retries.
     """
     size = adjacency.shape[0]
     iterative_ok = m < size - 1 if solver == "arpack" else size >= 5 * (m + 1)  # lobpcg needs room
@@ -406,7 +405,8 @@ def _component_eigenpairs(
             if large:
                 top, vecs = _single_precision_eigsh(adjacency, m, v0, ncv, tol)
             else:
-                result = eigsh(adjacency, k=m, which="LA", v0=v0, ncv=ncv, tol=tol, return_eigenvectors=vectors)
+                result = eigsh(adjacency, k=m, which="LA", v0=v0, ncv=ncv, tol=tol, return_eigenvectors=vectors,
+                               maxiter=ARPACK_FALLBACK_MAXITER if size <= ARPACK_FALLBACK_DENSE_LIMIT else None)
                 top, vecs = result if vectors else (result, None)
         except ArpackError:
             if order is not None:
