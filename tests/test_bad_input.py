@@ -352,7 +352,7 @@ def test_single_class_y_works(estimator, X30):
 
 def test_only_unlabelled_y(X30, tiny_kernel):
     y = np.full(30, -1)
-    with pytest.raises(ValueError, match="no group holds at least 2 labelled rows"):
+    with pytest.raises(ValueError, match=r"y has no labelled rows \(every label is -1\)"):
         ContextualKernel(**TINY).fit(X30, y)
     with pytest.raises(ValueError, match="not fitted"):
         ABCClustering(kernel=ContextualKernel(**TINY)).fit(X30, y)

@@ -891,7 +891,7 @@ def _y():
         (_X(), _y()[:5], None, ValueError, "y has 5 entries but X has 20 rows"),
         (_X(), _y(), np.zeros(5), ValueError, "groups has 5 entries"),
         (_X(), np.linspace(0, 1, 20), None, ValueError, "continuous"),
-        (_X(), np.full(20, -1), None, ValueError, "no group holds at least 2 labelled rows"),
+        (_X(), np.full(20, -1), None, ValueError, r"y has no labelled rows \(every label is -1\)"),
         (_X(), _y(), np.arange(20), ValueError, "no group holds at least 2 labelled rows"),
         (np.array([["a", "b"]] * 20), _y(), None, ValueError, "values other than numbers"),
     ],

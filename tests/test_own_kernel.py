@@ -338,6 +338,26 @@ def test_max_time_says_it_ended_the_run_when_verbose(blobs, capsys):
     assert capsys.readouterr().out == ""
 
 
+def test_labels_that_are_all_unlabelled_are_refused_in_the_users_terms():
+    """Probe 52e: the training schedule's check answered, naming n_labelled, n_classes and batch_size."""
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match=r"y has no labelled rows \(every label is -1\)"):
+        ContextualKernel(**FAST).fit(X, np.full(20, -1))
+
+
+@pytest.mark.parametrize("init", ["generic", "scratch"])
+def test_verbose_ends_with_the_held_out_score_of_what_is_kept(blobs, capsys, init):
+    """Probe 52e: the epoch table ends at the last epoch's score; the start's score, the kept weights' score after
+    the choice of settings (and the mix with the start) and that choice were never printed."""
+    X, y = blobs
+    params = dict(**FAST, max_epochs=2, sets_per_epoch=8, early_stopping=True, init=init, verbose=1)
+    kernel = ContextualKernel(**params, **({} if init == "generic" else TINY_NET)).fit(X, y)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert f"held-out valid_ari {kernel.validation_score_:.4f}" in last
+    assert validation.settings_label(kernel.recommended_clustering()) in last
+    assert ("the start scored" in last or "the start's weights are kept" in last) == (init == "generic")
+
+
 def test_time_limit_does_not_begin_an_epoch_that_cannot_end_in_time(monkeypatch):
     """With validation (best weights restored), an epoch that cannot end by the limit is not begun."""
     from types import SimpleNamespace
@@ -804,9 +824,11 @@ def test_the_epoch_that_ends_the_run_is_printed(blobs, capsys, monkeypatch, limi
     rows = [line for line in out.splitlines() if re.match(r"^\s+\d+\s", line)]
     assert 0 < len(kernel.net_.history) < 30 and len(rows) == len(kernel.net_.history)
     lines = out.rstrip().splitlines()
-    # The stop, then what the run still does after its last epoch (it took seconds with nothing printed).
-    assert lines[-1].startswith("scoring the kept weights and clustering settings on ")
-    assert message in out and lines[-2].startswith(message.split(":")[0][:10])
+    # The stop, then what the run still does after its last epoch (it took seconds with nothing printed), then
+    # what it keeps.
+    assert lines[-2].startswith("scoring the kept weights and clustering settings on ")
+    assert lines[-1].startswith("held-out valid_ari ")
+    assert message in out and lines[-3].startswith(message.split(":")[0][:10])
     # The last epoch's progress bar is closed (cleared) before the stop is printed, not left drawn with the
     # next line glued to it (probe /work/probe39b/r01_bar_left_on_stop.py).
     assert dict(kernel.net_.callbacks_)["progress"].pbar_.disable

@@ -239,6 +239,8 @@ class ValidationSetsScoring(Callback):
         best = self.best_epoch_, self.best_score_
         try:
             self._choose(net, state, start)
+            if getattr(net, "verbose", 0):  # the epoch table shows neither the start nor what is kept (probe 52e)
+                print(self._summary(), flush=True)
         except KeyboardInterrupt:
             # Ctrl-C here (skorch catches it in the epochs only): the best epoch's weights (the scoring may have
             # loaded the start's) with the start's settings, unscored; the fit warns, and keeps no finished run.
@@ -247,6 +249,15 @@ class ValidationSetsScoring(Callback):
             self.best_settings_, self.final_score_, self.final_start_score_ = dict(self.settings), None, None
             self.kept_start_, self.choice_interrupted_ = False, True
             self.best_epoch_, self.best_score_ = best
+
+    def _summary(self) -> str:
+        """What the fit keeps and its held-out score, against the start's where it competed."""
+        settings = settings_label(self.best_settings_)
+        if self.kept_start_:
+            return (f"held-out {self.name} {self.final_score_:.4f}: the start's weights are kept, clustered with "
+                    f"{settings} (the trained ones scored no higher)")
+        start = "" if self.final_start_score_ is None else f"; the start scored {self.final_start_score_:.4f}"
+        return f"held-out {self.name} {self.final_score_:.4f} with the kept weights, clustered with {settings}{start}"
 
     def _choose(self, net, state, start) -> None:
         """The kept weights' clustering settings and, for a start that competes, the start against them."""
