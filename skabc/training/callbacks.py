@@ -138,13 +138,16 @@ CHECKPOINT_FILES = {"f_params": "params.{checkpoint}.pt", "f_optimizer": "optimi
 LEGACY_CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt"}
 
 
+def _own_or_legacy(dirname, pattern: str, legacy: str | None, checkpoint: int) -> Path:
+    """The file of ``pattern`` for the checkpoint of epoch ``checkpoint``, else an earlier version's ``legacy``."""
+    tagged = Path(dirname) / pattern.format(checkpoint=checkpoint)
+    return tagged if legacy is None or tagged.exists() or tagged.is_symlink() else Path(dirname) / legacy
+
+
 def checkpoint_file(dirname, key: str, checkpoint: int) -> Path:
     """skorch's file ``key`` (``'f_params'``, ``'f_optimizer'``, ``'f_history'``) of the checkpoint of epoch
     ``checkpoint``: its own file, else (weights and optimizer state) the one an earlier version wrote."""
-    tagged = Path(dirname) / CHECKPOINT_FILES[key].format(checkpoint=checkpoint)
-    if key not in LEGACY_CHECKPOINT_FILES or tagged.exists() or tagged.is_symlink():
-        return tagged
-    return Path(dirname) / LEGACY_CHECKPOINT_FILES[key]
+    return _own_or_legacy(dirname, CHECKPOINT_FILES[key], LEGACY_CHECKPOINT_FILES.get(key), checkpoint)
 
 
 def best_weights_file(dirname, checkpoint: int) -> Path:
@@ -154,8 +157,7 @@ def best_weights_file(dirname, checkpoint: int) -> Path:
 
 def random_stream_file(dirname, checkpoint: int) -> Path:
     """The random stream of the checkpoint of epoch ``checkpoint``: its own file, else an earlier version's one."""
-    tagged = Path(dirname) / RANDOM_STREAM_FILE.format(checkpoint=checkpoint)
-    return tagged if tagged.exists() or tagged.is_symlink() else Path(dirname) / LEGACY_RANDOM_STREAM_FILE
+    return _own_or_legacy(dirname, RANDOM_STREAM_FILE, LEGACY_RANDOM_STREAM_FILE, checkpoint)
 
 
 def keep_two_checkpoints(pattern: str, dirname, epoch: int) -> None:
@@ -203,19 +205,29 @@ def remove_partial_files(dirname) -> None:
         epoch = len(json.loads((Path(dirname) / CHECKPOINT_FILES["f_history"]).read_text()))
     except (OSError, ValueError, TypeError):  # none, or damaged: the checks before a resume say so
         return
-    tagged = {key: Path(dirname) / CHECKPOINT_FILES[key].format(checkpoint=epoch) for key in LEGACY_CHECKPOINT_FILES}
-    if all(file.is_file() for file in tagged.values()):
+    remove_legacy_files(dirname, epoch)
+
+
+def remove_legacy_files(dirname, checkpoint: int) -> None:
+    """Remove an earlier version's single files where the checkpoint of epoch ``checkpoint`` has its own."""
+    tagged = [Path(dirname) / CHECKPOINT_FILES[key].format(checkpoint=checkpoint) for key in LEGACY_CHECKPOINT_FILES]
+    if all(file.is_file() for file in tagged):
         for name in LEGACY_CHECKPOINT_FILES.values():
             (Path(dirname) / name).unlink(missing_ok=True)
-    if (Path(dirname) / RANDOM_STREAM_FILE.format(checkpoint=epoch)).is_file():
+    if (Path(dirname) / RANDOM_STREAM_FILE.format(checkpoint=checkpoint)).is_file():
         (Path(dirname) / LEGACY_RANDOM_STREAM_FILE).unlink(missing_ok=True)
+
+
+def write_atomically(file, write) -> None:
+    """``write(path)`` into ``file`` whole or not at all: to ``<file>.tmp`` first, then renamed over ``file``."""
+    partial = Path(file).with_name(Path(file).name + ".tmp")
+    write(str(partial))
+    os.replace(partial, file)
 
 
 def save_atomically(content, file: Path) -> None:
     """``torch.save`` to ``file`` whole or not at all (as skorch's checkpoint files are read back)."""
-    partial = file.with_name(file.name + ".tmp")
-    torch.save(content, partial)
-    os.replace(partial, file)
+    write_atomically(file, lambda path: torch.save(content, path))
 
 
 class WholeFilesCheckpoint(Checkpoint):
@@ -224,7 +236,7 @@ class WholeFilesCheckpoint(Checkpoint):
     skorch writes its files one after the other, in place, onto the previous checkpoint's: a stop between the
     weights and the history (Ctrl-C, a killed job) left the weights of one epoch beside the history of another,
     and a resume trained on from that mix silently.  Here the weights and optimizer state go to files of their own
-    checkpoint (:data:`CHECKPOINT_FILES`), each written whole (:func:`save_atomically`), and the history last, so a
+    checkpoint (:data:`CHECKPOINT_FILES`), each written whole (:func:`write_atomically`), and the history last, so a
     stop before it leaves the previous checkpoint in force, files and all; the files of checkpoints before the
     one written are removed after it.  A failed write raises (skorch's Checkpoint prints it and trains on, so
     a resume would find a checkpoint missing).
@@ -244,9 +256,7 @@ class WholeFilesCheckpoint(Checkpoint):
             f_pickle=None, load_best=False)
 
     def _save_params(self, f, net, f_name, log_name):
-        partial = Path(f).with_name(Path(f).name + ".tmp")
-        net.save_params(**{f_name: str(partial)})
-        os.replace(partial, f)
+        write_atomically(f, lambda path: net.save_params(**{f_name: path}))
 
     def on_epoch_end(self, net, **kwargs):
         super().on_epoch_end(net, **kwargs)
@@ -254,9 +264,7 @@ class WholeFilesCheckpoint(Checkpoint):
             epoch = len(net.history)
             for key in LEGACY_CHECKPOINT_FILES:
                 keep_two_checkpoints(CHECKPOINT_FILES[key], self.dirname, epoch + 1)  # this one alone
-                (Path(self.dirname) / LEGACY_CHECKPOINT_FILES[key]).unlink(missing_ok=True)
-            # Written before this checkpoint (RandomStreamCheckpoint): an earlier version's single file is stale now.
-            (Path(self.dirname) / LEGACY_RANDOM_STREAM_FILE).unlink(missing_ok=True)
+            remove_legacy_files(self.dirname, epoch)  # its stream was written just before (RandomStreamCheckpoint)
 
 
 class ResumeFromCheckpoint(LoadInitState):
