@@ -831,6 +831,33 @@ def test_predict_many_names_what_it_takes(tiny_kernel):
         model.predict_many(None)
 
 
+@pytest.fixture(scope="module")
+def named_kernels(blob_data):
+    """A canonicalising kernel (any width) and a pairwise one, both fitted on a frame of columns u, v."""
+    from skabc.kernels.pairwise import PairwiseKernel
+
+    X, y, groups = blob_data
+    frame = pd.DataFrame(X, columns=["u", "v"])
+    canonical = ContextualKernel(**{**TINY, "canonical_features": 4}).fit(frame, y, groups=groups)
+    return frame, [canonical, PairwiseKernel().fit(frame)]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["canonical", "pairwise"])
+@pytest.mark.parametrize("columns", [["p", "v"], ["v", "u"], ["u", "v", "w"]], ids=["renamed", "reordered", "extra"])
+def test_a_kernel_of_any_width_checks_a_frames_column_names(named_kernels, which, columns):
+    """A probe (53a): a kernel that takes sets of any width exposed feature_names_in_ and took a frame of other
+    columns without a word, where scikit-learn's transformers refuse it; an array of any width still goes."""
+    frame, kernels = named_kernels
+    kernel, rows = kernels[which], frame.iloc[:30]
+    other = pd.DataFrame(np.c_[rows.to_numpy(), rows.to_numpy()[:, :1]][:, : len(columns)], columns=columns)
+    with pytest.raises(ValueError, match=r"feature names should match.*pass them as an array"):
+        kernel.affinity(other)
+    np.testing.assert_array_equal(kernel.affinity(rows), kernel.affinity(rows.to_numpy()))
+    assert kernel.affinity(np.c_[rows.to_numpy(), rows.to_numpy()]).shape == (30, 30)
+    # Column names scikit-learn does not count as names (not all strings) are not checked either.
+    assert kernel.affinity(pd.DataFrame(rows.to_numpy(), columns=[0, 1])).shape == (30, 30)
+
+
 def test_other_feature_names_are_named_before_the_nan_they_bring(tiny_kernel):
     """A probe (43q): a frame reindexed to other names (all NaN) got 'contains NaN', where scikit-learn's
     estimators name the mismatch (its check_dataframe_column_names_consistency expects that)."""

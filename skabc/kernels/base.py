@@ -48,6 +48,25 @@ def check_recommended_clustering(settings) -> dict:
     return {name: (float(v) if name == "affinity_power" else v) for name, v in settings.items()}
 
 
+def check_named_columns(kernel, X) -> None:
+    """Refuse a frame whose column names are not those ``kernel`` was fitted on.
+
+    For kernels that take sets of any width, which scikit-learn's ``validate_data(reset=False)`` would refuse: the
+    width stays free, but a frame's names are checked as scikit-learn checks them (when every one is a string),
+    since a frame of other columns is most likely the wrong frame.  An array is taken as it is.
+    """
+    fitted = getattr(kernel, "feature_names_in_", None)
+    columns = getattr(X, "columns", None)
+    if fitted is None or columns is None or not all(isinstance(name, str) for name in columns):
+        return
+    if list(columns) != list(fitted):
+        raise ValueError(
+            f"The feature names should match those that were passed during fit: this {type(kernel).__name__} was "
+            f"fitted on columns {list(fitted)[:6]}, X has {list(columns)[:6]}. It takes sets of any width: to "
+            "apply it to other columns on purpose, pass them as an array (X.to_numpy())."
+        )
+
+
 def save_with_settings(kernel, path, recommended_clustering: dict | None) -> None:
     """Save ``kernel`` (:func:`skabc.persistence.save`) with ``recommended_clustering`` when given, which it keeps;
     a save that fails leaves the kernel's settings as they were."""

@@ -13,7 +13,7 @@ from ..training.fitting import fit_kernel, unchanged_on_failure
 from ..training.plan import network_of, reads_canonical_input
 from ._contextual_constraints import CONTEXTUAL_KERNEL_CONSTRAINTS
 from ._contextual_io import check_contextual, describe_contextual, restore_contextual
-from .base import AffinityTransformerMixin, Kernel, save_with_settings
+from .base import AffinityTransformerMixin, Kernel, check_named_columns, save_with_settings
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
 SPARSE_AUTO_MIN_SAMPLES = 10_000
@@ -202,7 +202,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         Number of features seen during fit; a canonicalising kernel (``network_params_['canonical_features']``
         set: the generic one and those fine-tuned from it) takes sets of any width.
     feature_names_in_ : ndarray of str
-        Feature names seen during fit, when X has them.
+        Feature names seen during fit, when X has them; a frame given to ``transform`` must have these.
     n_training_sets_ : int
         Number of training sets drawn over all epochs.
     init_, fine_tune_alpha_, network_params_, schedule_, batch_size_ : str, float, dict, Schedule or None, int
@@ -375,12 +375,13 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
                                 n_random_neighbors=self.n_random_neighbors, set_transform=set_transform(network))
 
     def _validate_set(self, X) -> np.ndarray:
-        """Validate a set for inference; canonical kernels accept any number of features."""
+        """Validate a set for inference; canonical kernels take any width (a frame's names are still checked)."""
         check_not_masked_or_missing(X)
-        scale_free = network_of(self).canonical_features is not None
-        X = (check_array(X, dtype=self._input_dtype(), ensure_min_samples=1) if scale_free
-             else validate_data(self, X, dtype=self._input_dtype(), reset=False, ensure_min_samples=1))
-        return to_network_float32(X if scale_free else check_magnitude(X), scale_free=scale_free)
+        if network_of(self).canonical_features is None:
+            X = validate_data(self, X, dtype=self._input_dtype(), reset=False, ensure_min_samples=1)
+            return to_network_float32(check_magnitude(X), scale_free=False)
+        check_named_columns(self, X)
+        return to_network_float32(check_array(X, dtype=self._input_dtype(), ensure_min_samples=1), scale_free=True)
 
     def returns_sparse(self, n_samples: int) -> bool:
         """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points.
@@ -428,9 +429,8 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         ----------
         path : str or path
         recommended_clustering : dict, default=None
-            ABCClustering settings to store with the kernel (what its ``'auto'``
-            values resolve to, see :meth:`recommended_clustering`; the kernel
-            keeps them too); ``None`` keeps the kernel's own.
+            ABCClustering settings to store with the kernel (what its ``'auto'`` values resolve to, see
+            :meth:`recommended_clustering`; the kernel keeps them too); ``None`` keeps the kernel's own.
         """
         check_is_fitted(self, "module_")
         save_with_settings(self, path, recommended_clustering)

@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_array, validate_data
 from .._constraints import SPECTRAL_N_JOBS, IntRange
 from .._user_warnings import warn_user
 from ..exceptions import AffinityTooLargeError
-from .base import Kernel
+from .base import Kernel, check_named_columns
 
 #: The kernel names of :func:`sklearn.metrics.pairwise.pairwise_kernels`.
 KERNEL_NAMES = frozenset(KERNEL_PARAMS)
@@ -193,6 +193,7 @@ class PairwiseKernel(Kernel):
         affinity : ndarray of shape (n_samples, n_samples), or scipy.sparse.csr_matrix for the kNN graph
         """
         self._validate_params()
+        check_named_columns(self, X)  # any width, as SpectralClustering's affinity of a new set
         X = check_array(X, accept_sparse=SPARSE_FORMATS, dtype=np.float64)
         if self.metric == "nearest_neighbors":
             _check_n_neighbors(self.n_neighbors, X.shape[0], "nearest_neighbors")
