@@ -350,7 +350,7 @@ def test_a_stop_before_its_checkpoint_is_written_leaves_no_newer_best_weights(bl
     assert [flag for _, flag in scores].count(True) == 2  # epochs 1 and 5 are the best so far
     stop = early_stopping.TimeLimit.on_epoch_end
 
-    def stop_after_six(self, net, **kwargs):  # max_time ends the run once epoch 6 is scored, before its checkpoint
+    def stop_after_six(self, net, **kwargs):  # a stop once epoch 6 is scored, before its checkpoint (early stopping's)
         if len(net.history) == 6:
             self._stop(net, "would be passed by another epoch", after_epoch=True)
         return stop(self, net, **kwargs)
@@ -366,6 +366,39 @@ def test_a_stop_before_its_checkpoint_is_written_leaves_no_newer_best_weights(bl
         warnings.simplefilter("error", UserWarning)
         resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
     assert [(row["valid_ari"], row["valid_ari_best"]) for row in resumed.net_.history] == scores
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+
+
+def test_a_max_time_stop_after_an_epoch_writes_that_epochs_checkpoint(blob_data, tmp_path, monkeypatch):
+    """Probe 53b: max_time ended a run once an epoch was scored but before the checkpoint callbacks (placed after
+    it) wrote that epoch, so the resume trained and scored it again.  It is written first now, and the resume goes
+    on from it to the uninterrupted run's weights."""
+    import skabc.training.early_stopping as early_stopping
+
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 9, "early_stopping": True, "n_iter_no_change": 30}
+    full = ContextualKernel(**params).fit(X, y, groups=g)
+    with monkeypatch.context() as patch:
+        clock = iter(np.arange(0.0, 1e6, 1.0))  # every reading one second later: a few epochs fit in 20 s
+        patch.setattr(early_stopping.time, "monotonic", lambda: float(next(clock)))
+        stopped = ContextualKernel(**params, max_time=20, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    epochs = len(stopped.net_.history)
+    assert 1 < epochs < 9 and dict(stopped.net_.callbacks_)["time_limit"].stopped_
+    assert len(json.loads((tmp_path / "history.json").read_text())) == epochs
+    assert (tmp_path / f"params.{epochs}.pt").is_file() and (tmp_path / f"random_stream.{epochs}.pt").is_file()
+    scored = early_stopping.ValidationSetsScoring.on_epoch_end
+    trained = []
+
+    def count(self, net, **kwargs):  # once per epoch the resumed run trains
+        trained.append(len(net.history))
+        return scored(self, net, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(early_stopping.ValidationSetsScoring, "on_epoch_end", count)
+        resumed = ContextualKernel(**params, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+    assert trained == list(range(epochs + 1, 10))
+    assert [row["valid_ari"] for row in resumed.net_.history] == [row["valid_ari"] for row in full.net_.history]
     for name, value in resumed.module_.state_dict().items():
         torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -11,6 +12,7 @@ from sklearn.datasets import make_blobs
 from skorch.history import History
 
 import skabc.training.early_stopping as early_stopping
+import skabc.training.net as net_module
 import skabc.training.plan as plan
 import skabc.training.validation as validation
 from skabc import ContextualKernel, pretrained
@@ -805,10 +807,9 @@ def test_the_epoch_log_has_no_colour_codes_where_stdout_is_no_terminal(blobs, ca
 @pytest.mark.parametrize("limit", ["early_stopping", "max_time"])
 def test_the_epoch_that_ends_the_run_is_printed(blobs, capsys, monkeypatch, limit):
     """skorch prints an epoch's row after every callback: a stop raised before it left that epoch out of the log."""
-    import re
-
     X, y = blobs
     groups = np.repeat(np.arange(6), 40)
+    monkeypatch.setattr(net_module, "draws_progress_bars", lambda: True)  # as in a terminal
     params = dict(**TINY_NET, **FAST, init="scratch", max_epochs=30, verbose=1)
     if limit == "early_stopping":
         monkeypatch.setattr(early_stopping, "score_sets", lambda *args: 0.5)  # never better than the start
@@ -848,10 +849,26 @@ def test_ctrl_c_inside_an_epoch_clears_its_progress_bar(blobs, capsys, monkeypat
             raise KeyboardInterrupt
 
     monkeypatch.setattr(ProgressBar, "on_batch_end", interrupted)
+    monkeypatch.setattr(net_module, "draws_progress_bars", lambda: True)  # as in a terminal
     kernel = ContextualKernel(**TINY_NET, **FAST, init="scratch", max_epochs=5, verbose=1)
     with pytest.warns(RuntimeWarning, match="interrupted after 1 of 5 epochs; .*loss so far \\([0-9.]+\\)\\.$"):
         kernel.fit(X, y, groups=np.repeat(np.arange(6), 40))
     assert dict(kernel.net_.callbacks_)["progress"].pbar_.disable
+
+
+def test_a_log_file_gets_the_epoch_rows_without_a_progress_bar(blobs, capsys, monkeypatch):
+    """Probe 53b: with stderr a file or pipe (nohup, CI), tqdm's bar still redrew itself there, about 1.4 KB an
+    epoch, and the epoch log's rows ended up on its line.  The bar is drawn only where it redraws in place."""
+    X, y = blobs
+    params = dict(**TINY_NET, **FAST, init="scratch", max_epochs=3, verbose=1)
+    assert not net_module.draws_progress_bars()  # pytest's captured stderr is not a terminal
+    kernel = ContextualKernel(**params).fit(X, y)
+    captured = capsys.readouterr()
+    assert "progress" not in dict(kernel.net_.callbacks_) and "\r" not in captured.err + captured.out
+    assert len([line for line in captured.out.splitlines() if re.match(r"^\s+\d+\s", line)]) == 3
+    monkeypatch.setattr(net_module, "draws_progress_bars", lambda: True)  # a terminal or a notebook
+    kernel = ContextualKernel(**params).fit(X, y)
+    assert "\r" in capsys.readouterr().err and "progress" in dict(kernel.net_.callbacks_)
 
 
 def test_validation_scores_are_the_result_and_the_start_as_each_clusters(blobs, monkeypatch):

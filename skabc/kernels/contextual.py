@@ -190,7 +190,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, set sampling and batch order.
     verbose : int, default=0
-        ``> 0`` prints skorch's epoch log (with ``valid_ari``) and a progress bar.
+        ``> 0`` prints skorch's epoch log (with ``valid_ari``) and, in a terminal or notebook, a progress bar.
 
     Attributes
     ----------

@@ -397,3 +397,15 @@ class BestWeightsCheckpoint(Callback):
             save_atomically({"epoch": validation.best_epoch_, "checkpoint": epoch, "state": validation.best_state_},
                             best_weights_file(self.dirname, epoch))
         keep_two_checkpoints(BEST_WEIGHTS_FILE, self.dirname, epoch)
+
+
+def write_epoch_checkpoint(net) -> None:
+    """Write the checkpoint of the epoch that has just ended now, in the order its callbacks write it.
+
+    For a stop raised at the end of an epoch by a callback placed before the checkpoint ones (``max_time``): the
+    epoch is trained and scored, and a resumed run would otherwise train it again.  Each writes only where its
+    monitor says this epoch has a checkpoint.
+    """
+    for _, callback in getattr(net, "callbacks_", ()):
+        if isinstance(callback, (BestWeightsCheckpoint, RandomStreamCheckpoint, WholeFilesCheckpoint)):
+            callback.on_epoch_end(net)

@@ -13,7 +13,7 @@ import time
 import torch
 from skorch.callbacks import Callback
 
-from .callbacks import close_progress_bars
+from .callbacks import close_progress_bars, write_epoch_checkpoint
 from .validation import choose_partition, choose_settings, score_sets, settings_label
 
 
@@ -333,10 +333,12 @@ class TimeLimit(Callback):
             self._stop(net, "reached")
 
     def on_epoch_end(self, net, **kwargs):
-        # Runs after the validation callback (added before it), so this epoch is already scored and saved.
+        # Runs after the validation callback (added before it), so this epoch is already scored; it is saved
+        # before the stop, since the checkpoint callbacks come after this one (a resume goes on from it).
         now = time.monotonic()
         self.shortest_epoch_ = min(self.shortest_epoch_, now - self.epoch_start_)
         if self.validated_ and now - self.start_ + self.shortest_epoch_ > self.max_time:
+            write_epoch_checkpoint(net)
             self._stop(net, "would be passed by another epoch", after_epoch=True)
 
     def _stop(self, net, why: str, after_epoch: bool = False) -> None:

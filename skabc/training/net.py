@@ -178,6 +178,20 @@ def _renders_colour() -> bool:
     return "ipykernel" in sys.modules or (hasattr(sys.stdout, "isatty") and sys.stdout.isatty())
 
 
+def draws_progress_bars() -> bool:
+    """Whether stderr redraws a progress bar in place: a terminal, or a Jupyter kernel's output.
+
+    In a log file or a pipe (nohup, CI) every redraw of tqdm's bar is more text on one line (about 1.4 KB an
+    epoch on digits), and the epoch log's rows were glued to it; there the log's one row per epoch says enough.
+    """
+    if "ipykernel" in sys.modules:
+        return True
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):  # no stderr, or a closed one
+        return False
+
+
 def training_callbacks(kernel, total_steps: int, extra=()) -> list:
     """Named callbacks: resume first (the others read the restored history at train begin)."""
     callbacks = []
@@ -191,7 +205,7 @@ def training_callbacks(kernel, total_steps: int, extra=()) -> list:
         ("lr_schedule", WarmupCosine(kernel.lr, max(total_steps, 1))),
         *extra,
     ]
-    if kernel.verbose:
+    if kernel.verbose and draws_progress_bars():
         callbacks.append(("progress", ProgressBar()))
     if kernel.checkpoint_dir is not None:
         # Before the Checkpoint: a stop while it writes leaves the previous checkpoint's files of these two.
