@@ -181,8 +181,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         affinity, ``None`` (every point, as SpectralClustering) for the
         others; resolved in ``fit`` into ``max_samples_``.
     verbose : int, default=0
-        Verbosity of the spectral step.  With an arbiter, each candidate partition's log comes under its
-        name, and one line per set names the partition kept.
+        Verbosity of the spectral step, as SpectralClustering's with ``n_clusters`` given.  With ``k`` estimated by
+        an arbiter, ``1`` prints each candidate's ``k`` and the partition kept; ``2`` adds the candidates' cut logs.
 
     Attributes
     ----------

@@ -719,8 +719,15 @@ def test_verbose_names_each_candidates_log_and_the_partition_kept(capsys):
     assert len(kept) == 1 and f"(k={model.n_clusters_})" in kept[0] and out.rstrip().endswith(kept[0])
     headers = [line for line in out.splitlines() if line.startswith("candidate ")]
     assert [h.split()[1] for h in headers] == list(load_arbiter("generic").candidates)
-    # Every assignment's log comes under a candidate's name (SpectralClustering's own lines, as verbose asks).
-    assert out.index(headers[0]) < out.index("Computing label assignment using")
+    # Probe 53b: at verbose=1 the cuts' own logs (k-means's, four or five times SpectralClustering's) buried the
+    # line above; they come from verbose=2, each under its candidate's name.
+    assert len(out.splitlines()) == len(headers) + 1 and "Computing label assignment" not in out
+    ABCClustering(random_state=0, verbose=2).fit(X)
+    out = capsys.readouterr().out
+    headers = [line for line in out.splitlines() if line.startswith("candidate ")]
+    assert out.index(headers[0]) < out.index("Computing label assignment using") and "Initialization complete" in out
+    ABCClustering(n_clusters=3, random_state=0, verbose=1).fit(X)  # given k: SpectralClustering's verbose=1 logs
+    assert "Computing label assignment using" in capsys.readouterr().out
     ABCClustering(random_state=0).fit(X)
     assert capsys.readouterr().out == ""
 

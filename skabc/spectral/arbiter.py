@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
-from .candidates import CANDIDATES, MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, Candidate, candidate_partitions
+from .candidates import CANDIDATES, MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, Candidate, candidate_partitions, quiet_cuts
 from .forest import TreeEnsemble
 from .knn import KNN_NEIGHBORS, knn_graph, links_every_row
 from .select import ZERO_EIGENVALUE
@@ -331,7 +331,7 @@ class Arbiter:
             knn = next((other for other in candidates if CANDIDATES[other.name][0] == "knn"), None)
             if knn is None:
                 graph = knn_graph(X)
-                labels = replace(step, affinity_power=1.0).labels_for(graph, c.n_clusters, seed)
+                labels = replace(quiet_cuts(step), affinity_power=1.0).labels_for(graph, c.n_clusters, seed)
             else:
                 graph, labels = knn.affinity, knn.cut(c.n_clusters, seed)
             return labels, graph, c.n_clusters, c.eigenvalues, f"knn-at-{c.name}"

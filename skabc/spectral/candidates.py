@@ -136,6 +136,7 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
     names = default_candidates(step.n_clusters is not None) if names is None else names
     if any(CANDIDATES[name][1] != "given" for name in names):
         step = replace(step, n_clusters=None)
+    verbose, step = step.verbose, quiet_cuts(step)
     sources, found_by = {}, []
     for name in names:
         source, rule = CANDIDATES[name]
@@ -156,14 +157,22 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
             eigenvalues = found.read_spectrum(eigen_seed)
         else:
             k, eigenvalues = found.k_by(rule, eigen_seed, seed)
-        if step.verbose:  # the label assignments' logs that follow are this candidate's (an arbiter keeps one)
-            print(f"candidate {name} (k={k})" + (": the partition above" if k in getattr(found, "partitions", ())
-                                                 else ":"))
+        if verbose:  # from verbose=2, the label assignments' logs that follow are this candidate's
+            print(f"candidate {name} (k={k})" + ("" if verbose < 2 else ": the partition above"
+                                                 if k in getattr(found, "partitions", ()) else ":"))
         found_by.append((name, found, found.labels_at(k, seed), eigenvalues))
     # Built once every rule has run: each candidate reads its affinity's whole spectrum.
     return [Candidate(name, labels, found.affinity, len(np.unique(labels)), eigenvalues,
                       found.spectrum[:MAX_SPECTRUM_SIZE], found.labels_at)
             for name, found, labels, eigenvalues in found_by]
+
+
+def quiet_cuts(step: SpectralStep) -> SpectralStep:
+    """``step`` for cutting the candidates: with ``k`` estimated, their label assignments log (k-means's, as
+    SpectralClustering's do) from ``verbose=2`` only; at 1, four or five cuts' logs a set (about 190 lines for 300
+    points) buried the one line that says which partition was kept.  With ``k`` given, ``verbose=1`` prints them
+    as SpectralClustering does."""
+    return step if step.verbose >= 2 or step.n_clusters is not None else replace(step, verbose=0)
 
 
 class _Source:
