@@ -727,7 +727,10 @@ def test_verbose_names_each_candidates_log_and_the_partition_kept(capsys):
     headers = [line for line in out.splitlines() if line.startswith("candidate ")]
     assert out.index(headers[0]) < out.index("Computing label assignment using") and "Initialization complete" in out
     ABCClustering(n_clusters=3, random_state=0, verbose=1).fit(X)  # given k: SpectralClustering's verbose=1 logs
-    assert "Computing label assignment using" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Computing label assignment using" in out
+    # ... each under its candidate's header, which says so (review 53d: the colon went with the logs' level).
+    assert all(line.endswith(":") for line in out.splitlines() if line.startswith("candidate "))
     ABCClustering(random_state=0).fit(X)
     assert capsys.readouterr().out == ""
 

@@ -854,8 +854,11 @@ def test_a_kernel_of_any_width_checks_a_frames_column_names(named_kernels, which
         kernel.affinity(other)
     np.testing.assert_array_equal(kernel.affinity(rows), kernel.affinity(rows.to_numpy()))
     assert kernel.affinity(np.c_[rows.to_numpy(), rows.to_numpy()]).shape == (30, 30)
-    # Column names scikit-learn does not count as names (not all strings) are not checked either.
+    # Column names scikit-learn does not count as names (none a string) are not checked either; mixed ones are
+    # refused as scikit-learn refuses them (review 53d).
     assert kernel.affinity(pd.DataFrame(rows.to_numpy(), columns=[0, 1])).shape == (30, 30)
+    with pytest.raises(TypeError, match="only supported if all input features have string names"):
+        kernel.affinity(pd.DataFrame(rows.to_numpy(), columns=["u", 1]))
 
 
 def test_other_feature_names_are_named_before_the_nan_they_bring(tiny_kernel):

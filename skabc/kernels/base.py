@@ -57,7 +57,13 @@ def check_named_columns(kernel, X) -> None:
     """
     fitted = getattr(kernel, "feature_names_in_", None)
     columns = getattr(X, "columns", None)
-    if fitted is None or columns is None or not all(isinstance(name, str) for name in columns):
+    if fitted is None or columns is None:
+        return
+    strings = [isinstance(name, str) for name in columns]
+    if any(strings) and not all(strings):  # as scikit-learn refuses them
+        raise TypeError(f"Feature names are only supported if all input features have string names; X has columns "
+                        f"{list(columns)[:6]}. Convert them all to str, or pass an array.")
+    if not any(strings):
         return
     if list(columns) != list(fitted):
         raise ValueError(

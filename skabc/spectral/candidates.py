@@ -157,8 +157,8 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
             eigenvalues = found.read_spectrum(eigen_seed)
         else:
             k, eigenvalues = found.k_by(rule, eigen_seed, seed)
-        if verbose:  # from verbose=2, the label assignments' logs that follow are this candidate's
-            print(f"candidate {name} (k={k})" + ("" if verbose < 2 else ": the partition above"
+        if verbose:  # where the cuts log (quiet_cuts), the label assignments' logs that follow are this candidate's
+            print(f"candidate {name} (k={k})" + ("" if not step.verbose else ": the partition above"
                                                  if k in getattr(found, "partitions", ()) else ":"))
         found_by.append((name, found, found.labels_at(k, seed), eigenvalues))
     # Built once every rule has run: each candidate reads its affinity's whole spectrum.
