@@ -291,6 +291,34 @@ recollected rows without the new pool loses the same 0.053 there (gaussians +0.0
 shipped file is no longer reproduced from rows collected today, and its 13-set score is the favourable end of
 the forest's spread.  The pool teaches the forest nothing it can use on slabs; the kernel's prior has to include
 them (the next generic kernel's pool).
+
+Large planar pool (design and rule fixed 2026-12-06, session 53, before its collection and fit): ``ABCClustering()``
+clusters a set of more than 2,000 points through a 2,000-row random subsample, and on six such subsamples of each of
+wut/circles, windows and trapped_lovers the 10-NN graph's rotation partition scores 1.00 every time while the
+shipped forest keeps it on 3, 3 and 1 of them (rating the kNN eigengap's many pieces higher; throw-away script
+``/work/exp53/bag.py``).  No training pool holds planar shapes of that size (the many-cluster pool is blobs), and
+the validation groups subsample clustbench sets to 1,200 rows, so neither sees that path.  Pool ``large-planar``
+(:data:`LARGE_PLANAR_POOL`, seed 9797, no seed used before): 300 sets of the planar families (rings, moons, curves,
+mixed, separated, chains) of 1,500-2,000 points, 2-3 features, up to 8 clusters.  Validation group
+``clustbench_large`` (:func:`large_subsample_group`): the nine wut sets of more than 2,000 points, standardised,
+then three seeded 2,000-row subsamples each (``RandomState(0..2)``), as ``ABCClustering`` clusters them.  Fit:
+``--fit --pools v2-mixture v3-mixture many-clusters chains large-planar``, the shipped design otherwise.  Rule: the
+recipe's (the union's paired gain over the shipped file above its SE, no group down by more than 0.01); since the
+shipped file is no longer reproduced from today's rows (record above), the same fit without the new pool is reported
+beside it as the control, and the pool's own effect is the paired difference between the two.
+Record (``--collect prior --part 0/2`` and ``1/2 --pools large-planar``, 300 sets, 12.1 CPU-min in all; ``--collect
+validation`` in two parts, the 27 new sets; ``--fit --pools v2-mixture v3-mixture many-clusters chains large-planar
+--output benchmarks/results/arbiter_large_planar_compare.json``, control ``--fit --output
+benchmarks/results/arbiter_large_planar_control_compare.json``): **fails, not shipped.**  Union of 287 validation
+sets 0.666 -> 0.673 against the shipped file (+0.007 +- 0.007): clustbench_large 0.453 -> 0.539, gaussians 0.469 ->
+0.525, but clustbench (13) 0.702 -> 0.650, many_clusters 0.609 -> 0.594, toys 0.922 -> 0.910.  The control (no new
+pool) scores 0.706, 0.453, 0.431, 0.616, 0.914 there (union 0.665).  Over forest seeds 0-4 (throw-away script
+``/work/exp53/seeds_fit.py``, the same rows): the control's clustbench (13) spreads over 0.645-0.706 and the new
+design's stays at 0.650; clustbench_large 0.429-0.459 against 0.514-0.542; many_clusters 0.607-0.616 against
+0.554-0.594; the union 0.662-0.671 against 0.666-0.673.  So the pool buys the large subsampled shapes (+0.08 on
+every forest seed) with sets of many clusters (-0.03), and the union does not move: the forest's features do not
+separate a large planar shape cut into many kNN pieces from many small clusters, as the wider arbiter's record
+found for thin zigzags.
 """
 
 from __future__ import annotations
@@ -353,12 +381,16 @@ CHAIN_POOL = dict(n_sets=300, set_size=(150, 1200), n_features=(2, 64), max_clus
 #: Tables whose clusters differ in 1-4 of their columns, the others pure noise, never rotated (family
 #: ``'informative'``): standardised, their clusters are flat slabs the generic kernel cuts into pieces.
 INFORMATIVE_POOL = dict(n_sets=300, set_size=(150, 1200), n_features=(1, 64), max_clusters=20)
+#: Planar shapes as large as ABCClustering's default subsample (``max_samples=2000``), few clusters (record above).
+LARGE_PLANAR_POOL = dict(n_sets=300, set_size=(1500, 2000), n_features=(2, 3), max_clusters=8)
+LARGE_PLANAR_FAMILIES = {"rings": 0.2, "moons": 0.15, "curves": 0.2, "mixed": 0.2, "separated": 0.1, "chains": 0.15}
 POOLS = {"v2-mixture": (v2.POOL_FAMILIES, 9090, POOL),
          "v3-mixture": ({**v3.POOL_FAMILIES, "separated": 0.1}, 9191, POOL),
          "many-clusters": (MANY_CLUSTER_FAMILIES, 9292, MANY_CLUSTER_POOL),
          "chains": ({"chains": 1.0}, 9393, CHAIN_POOL),
          "tapered": ({"tapered": 1.0}, 9494, CHAIN_POOL),
-         "informative": ({"informative": 1.0}, 9595, INFORMATIVE_POOL)}
+         "informative": ({"informative": 1.0}, 9595, INFORMATIVE_POOL),
+         "large-planar": (LARGE_PLANAR_FAMILIES, 9797, LARGE_PLANAR_POOL)}
 #: The pools of the shipped k-unknown file (``--fit``'s default); ``tapered`` was tried and not shipped.
 SHIPPED_POOLS = ("v2-mixture", "v3-mixture", "many-clusters", "chains")
 #: ABCClustering()'s spectral step with the shipped generic kernel, k unknown.
@@ -368,7 +400,7 @@ MODEL = dict(n_estimators=200, max_depth=3, learning_rate=0.05, subsample=0.8, r
 
 #: Sets used from each pool (its first ones), alternating between the pools.
 SETS_PER_POOL = {"v2-mixture": 700, "v3-mixture": 700, "many-clusters": 500, "chains": 300, "tapered": 300,
-                 "informative": 300}
+                 "informative": 300, "large-planar": 300}
 
 
 def training_sets():
@@ -392,6 +424,25 @@ def many_cluster_group() -> dict:
     return {"many_clusters": [(f"many-{i}", X[g == i], y[g == i], None) for i in np.unique(g)]}
 
 
+def large_subsample_group(home: Path) -> dict:
+    """Validation group ``clustbench_large``: each wut set of more than 2,000 points, standardised, at three seeded
+    2,000-row subsamples (what ``ABCClustering`` clusters of it); noise points (label 0) are not scored."""
+    import gzip
+
+    from sklearn.preprocessing import StandardScaler
+
+    sets = []
+    for name in ("circles", "graph", "isolation", "labirynth", "olympic", "stripes", "trajectories",
+                 "trapped_lovers", "windows"):
+        data = np.loadtxt(gzip.open(home / "wut" / f"{name}.data.gz"), ndmin=2)
+        labels = np.loadtxt(gzip.open(home / "wut" / f"{name}.labels0.gz"), dtype=int)
+        data = StandardScaler().fit_transform(data[:, data.std(axis=0) > 0])
+        for seed in range(3):
+            rows = np.random.RandomState(seed).choice(len(data), 2000, replace=False)
+            sets.append((f"wut/{name}@{seed}", data[rows], labels[rows], labels[rows] > 0))
+    return {"clustbench_large": sets}
+
+
 def informative_group() -> dict:
     """Validation group ``informative``: 40 sets of :data:`INFORMATIVE_POOL`'s kind from a seed of their own."""
     X, y, g = make_clustering_sets(**{**INFORMATIVE_POOL, "n_sets": 40}, families={"informative": 1.0},
@@ -403,7 +454,7 @@ def informative_group() -> dict:
 def validation_sets():
     home = ROOT.parent / "shared" / "data" / "clustbench"
     for group, sets in {**v2.validation_groups(home), **v3.extra_groups(home), **many_cluster_group(),
-                        **informative_group()}.items():
+                        **informative_group(), **large_subsample_group(home)}.items():
         for name, X, y, scored in sets:
             yield f"{group}:{name}", X, y, scored
 
