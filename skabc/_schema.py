@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 
+from ._runtime import untouched_torch_rng
+
 #: ``set_output(transform=...)`` containers (scikit-learn's), as a description may record one.
 OUTPUT_CONTAINERS = ("default", "pandas", "polars")
 #: Largest description accepted (the shipped ones are a few KiB).
@@ -215,9 +217,10 @@ def expected_tensors(build) -> dict[str, tuple[str, tuple[int, ...]]]:
     """``{name: (dtype, shape)}`` of the state dict of the module ``build()`` makes, built on 'meta'.
 
     The meta device records shapes and dtypes without allocating storage, so even a description of an
-    absurdly large network costs nothing here.
+    absurdly large network costs nothing here.  Nor does it move the caller's torch random stream, from which a
+    block may draw at construction (the sampled backend draws its window seed).
     """
-    with torch.device("meta"):
+    with untouched_torch_rng(), torch.device("meta"):
         module = build()
     return {k: (_SAFETENSORS_DTYPES.get(v.dtype, str(v.dtype)), tuple(v.shape)) for k, v in module.state_dict().items()}
 

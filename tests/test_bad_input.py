@@ -746,8 +746,13 @@ def test_a_parameter_the_fitted_backend_does_not_use_may_change_after_fit(X30, t
     kernel = copy.deepcopy(tiny_kernel).set_params(n_inducing=3, window_size=7, window_attention="dense")
     np.testing.assert_array_equal(kernel.transform(X30), tiny_kernel.transform(X30))
     kernel.save(tmp_path / "k.safetensors")
+    # No options either way (probe 53e: {} after None was refused as another architecture); real ones are refused.
+    assert tiny_kernel.attention_options is None
+    np.testing.assert_array_equal(kernel.set_params(attention_options={}).transform(X30), tiny_kernel.transform(X30))
+    with pytest.raises(ValueError, match=r"attention_options=\{'chunk_size': 8\} was set after fit"):
+        kernel.set_params(attention_options={"chunk_size": 8}).transform(X30)
     with pytest.raises(ValueError, match=r"attention=.* was set after fit"):
-        kernel.set_params(attention="isab").transform(X30)
+        kernel.set_params(attention="isab", attention_options=None).transform(X30)
 
 
 @pytest.mark.parametrize("estimator", [ABCClustering(), KernelEnsemble()], ids=lambda e: type(e).__name__)

@@ -132,6 +132,22 @@ def test_loading_a_kernel_leaves_torchs_random_stream(tmp_path):
     assert torch.equal(torch.rand(3), expected)
 
 
+def test_the_sampled_backend_leaves_torchs_random_stream_at_fit_and_load(blob_data, tmp_path):
+    """Probe 53e: a sampled block draws its window seed when built, and the shape-only builds on the meta device
+    (the memory check before training, the file's check before loading) ran outside any fork of the stream."""
+    X, y, groups = blob_data
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    kernel = ContextualKernel(**{**TINY, "attention": "sampled", "window_size": 8, "init": "scratch"}).fit(
+        X, y, groups=groups)
+    assert torch.equal(torch.rand(3), expected)
+    kernel.save(tmp_path / "sampled.safetensors")
+    torch.manual_seed(0)
+    ContextualKernel.load(tmp_path / "sampled.safetensors")
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_training_on_the_cpu_seeds_no_gpu(blob_data, monkeypatch):
     """``torch.manual_seed`` would seed every GPU, which the forked RNG state does not restore."""
     seeded = []

@@ -103,10 +103,12 @@ class ABCNet(nn.Module):
         factory = resolve_backend(attention)
         options = dict(attention_options or {})
         # One fresh module per block: `[Block()] * n` would share the weights.
-        self.blocks = nn.ModuleList(
-            factory(d_model=d_model, n_heads=n_heads, d_ff=d_ff, layer_norm=layer_norm, dropout=dropout, **options)
-            for _ in range(n_blocks)
-        )
+        blocks = [factory(d_model=d_model, n_heads=n_heads, d_ff=d_ff, layer_norm=layer_norm, dropout=dropout,
+                          **options) for _ in range(n_blocks)]
+        wrong = [type(block).__name__ for block in blocks if not isinstance(block, nn.Module)]
+        if wrong:  # a user's factory: torch's own error named neither it nor the parameter
+            raise TypeError(f"attention(...) must return an nn.Module, got {wrong[0]}")
+        self.blocks = nn.ModuleList(blocks)
         self.final_norm = nn.LayerNorm(d_model) if (layer_norm == "pre" and n_blocks > 0) else nn.Identity()
         self.head = SimilarityHead(d_model, compat)
         self.local_geometry = bool(local_geometry)
