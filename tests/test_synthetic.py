@@ -662,6 +662,27 @@ def test_points_that_overflow_are_refused(make):
         make(random_state=0)
 
 
+def test_an_ambient_noise_that_overflows_is_refused_as_the_others_are():
+    """Probe 53f: make_subspace_set(ambient_noise=1e160) raised a raw OverflowError from a Python float's square."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match="not finite"):
+            make_subspace_set(ambient_noise=1e160, random_state=0)
+
+
+def test_background_noise_around_a_single_point_is_spread_in_a_unit_box():
+    """Probe 53f: the box of one distinct structure point has no size, and every noise point was a copy of it, with
+    a label of its own."""
+    X, y = make_blobs_set(n_samples=2, n_clusters=1, noise_fraction=0.5, random_state=0)
+    assert len(np.unique(X, axis=0)) == 2 and np.abs(X[0] - X[1]).max() <= 0.5 * 1.2 + 1e-12
+    assert sorted(y) == [0, 1]  # the point's cluster, and the noise point's own label
+    X, _, groups = make_clustering_sets(n_sets=3, set_size=2, families="blobs", n_features=2, noise_probability=1,
+                                        noise_fraction=0.5, random_state=0)
+    assert all(len(np.unique(X[groups == g], axis=0)) == 2 for g in range(3))
+
+
 def test_families_of_other_types_are_unknown_names():
     """A probe (/work/probe42a): a name that is not a string raised sorting's TypeError ('<' not supported)."""
     for families in ([5, "zz"], {"blobs", 5}, {"blobs": 1.0, None: 1.0}):

@@ -130,7 +130,9 @@ def _embed(rng, X: np.ndarray, n_features: int, noise_std: float) -> np.ndarray:
 def _finish(rng, X, y, n_noise: int, n_features: int, embed_noise: float, margin: float = 0.1):
     """Add singleton-labelled background noise, embed into ``n_features`` dimensions, shuffle."""
     if n_noise:
-        X = np.concatenate([X, _background(rng, X, n_noise, margin)])
+        # A structure of one distinct point (two-point sets) spans no box: the noise would be copies of it.
+        box = X if np.ptp(X, axis=0).any() else np.concatenate([X - 0.5, X + 0.5])
+        X = np.concatenate([X, _background(rng, box, n_noise, margin)])
         y = np.concatenate([y, y.max() + 1 + np.arange(n_noise)])
     if n_features > X.shape[1]:
         X = _embed(rng, X, n_features, embed_noise)

@@ -54,7 +54,8 @@ def _subspace_points(rng, counts, d: int, dims: tuple[int, int], separation: flo
         parts.append((rng.standard_normal((count, r)) * spreads) @ basis.T
                      + ambient_noise * rng.standard_normal((count, d)))
         labels.append(np.full(count, c))
-        radii.append(np.sqrt(np.sum(spreads**2) + d * ambient_noise**2))
+        with np.errstate(over="ignore"):  # an absurd ambient_noise gives inf here, refused with the points below
+            radii.append(np.sqrt(np.sum(spreads**2) + d * np.float64(ambient_noise) ** 2))
     # Centres ~ N(0, tau^2 I): expected distance between two is tau sqrt(2d), ``separation`` mean radii.
     tau = separation * float(np.mean(radii)) / np.sqrt(2.0 * d)
     centres = tau * rng.standard_normal((k, d))
