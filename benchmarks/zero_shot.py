@@ -234,7 +234,7 @@ def _clustering_settings(kernel_path: str | None) -> tuple[dict, str]:
     from skabc.pretrained import RECOMMENDED_CLUSTERING, load_saved_kernel
 
     if kernel_path is None:
-        return {}, f"stored in the shipped generic file: {RECOMMENDED_CLUSTERING.get('generic', {})}"
+        return {}, f"stored in the shipped generic file: {dict(RECOMMENDED_CLUSTERING.get('generic', {}))}"
     own = load_saved_kernel(kernel_path, device="cpu").recommended_clustering()
     if own:
         return {}, f"stored in the kernel file: {own}"

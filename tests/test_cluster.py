@@ -532,6 +532,8 @@ def test_affinity_power_sharpens_what_the_spectral_step_sees(tiny_kernel):
 
     generic = ABCClustering(random_state=0).fit(X)
     assert generic.affinity_power_ == RECOMMENDED_CLUSTERING["generic"]["affinity_power"] > 1
+    with pytest.raises(TypeError):  # probe 53g: each kernel's settings were a plain, writable dict
+        RECOMMENDED_CLUSTERING["generic"]["affinity_power"] = 0.5
     with pytest.raises(ValueError, match="affinity_power"):
         ABCClustering(kernel=tiny_kernel, affinity_power=0).fit(X)
 

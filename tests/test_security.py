@@ -124,6 +124,9 @@ def test_forged_kernel_entries_are_refused(entry, value, match, saved, tmp_path)
         ("init_", "os.system", r"fit_record\.init_: 'os\.system' is not one of"),
         ("n_training_sets_", -1, r"fit_record\.n_training_sets_: -1 is out of range"),
         ("validation_score_", "0.9", r"fit_record\.validation_score_: expected a finite number, got a string"),
+        # A test run's fuzzing (session 53): an integer past float64 made np.isfinite raise a TypeError.
+        ("validation_score_", 10**400, r"fit_record\.validation_score_: expected a finite number"),
+        ("start_validation_score_", -(10**309), r"fit_record\.start_validation_score_: expected a finite number"),
         ("validation_settings_scores_", {"A**1": [1]}, r"validation_settings_scores_\.A\*\*1: expected a finite"),
         ("schedule_", {"max_epochs": 3}, r"fit_record\.schedule_: missing entries 'sets_per_epoch', 'n_steps'"),
         ("net_", 1, r"fit_record: unknown entry 'net_'"),

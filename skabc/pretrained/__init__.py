@@ -31,9 +31,9 @@ def _recommended(name: str) -> dict:
 
 
 #: ABCClustering settings chosen for each shipped kernel on its own validation data, as stored in
-#: its file (``benchmarks/pretrained_settings.py`` writes them; a read-only view).
-RECOMMENDED_CLUSTERING: Mapping[str, dict] = MappingProxyType(
-    {name: settings for name in AVAILABLE if (settings := _recommended(name))}
+#: its file (``benchmarks/pretrained_settings.py`` writes them; a read-only view, each kernel's settings too).
+RECOMMENDED_CLUSTERING: Mapping[str, Mapping] = MappingProxyType(
+    {name: MappingProxyType(settings) for name in AVAILABLE if (settings := _recommended(name))}
 )
 
 
