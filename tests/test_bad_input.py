@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from conftest import TINY, make_blob_sets
+from conftest import FUZZ_DERANDOMIZE, TINY, make_blob_sets
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -44,6 +44,7 @@ SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     database=None,  # write no .hypothesis/ folder into the repository
+    derandomize=FUZZ_DERANDOMIZE,
 )
 
 

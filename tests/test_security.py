@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import TINY, forge, make_blob_sets, read_meta, read_tensors
+from conftest import FUZZ_DERANDOMIZE, TINY, forge, make_blob_sets, read_meta, read_tensors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.frozen import FrozenEstimator
@@ -469,7 +469,7 @@ def mutated_tensors(draw, tensors: dict):
     return tensors
 
 
-FUZZ = settings(max_examples=60, deadline=None, database=None,
+FUZZ = settings(max_examples=60, deadline=None, database=None, derandomize=FUZZ_DERANDOMIZE,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
