@@ -310,7 +310,7 @@ Record (``--collect prior --part 0/2`` and ``1/2 --pools large-planar``, 300 set
 validation`` in two parts, the 27 new sets; ``--fit --pools v2-mixture v3-mixture many-clusters chains large-planar
 --output benchmarks/results/arbiter_large_planar_compare.json``, control ``--fit --output
 benchmarks/results/arbiter_large_planar_control_compare.json``): **fails, not shipped.**  Union of 287 validation
-sets 0.666 -> 0.673 against the shipped file (+0.007 +- 0.007): clustbench_large 0.453 -> 0.539, gaussians 0.469 ->
+sets 0.666 -> 0.673 against the shipped file (+0.007 +- 0.006): clustbench_large 0.453 -> 0.539, gaussians 0.469 ->
 0.525, but clustbench (13) 0.702 -> 0.650, many_clusters 0.609 -> 0.594, toys 0.922 -> 0.910.  The control (no new
 pool) scores 0.706, 0.453, 0.431, 0.616, 0.914 there (union 0.665).  Over forest seeds 0-4 (throw-away script
 ``/work/exp53/seeds_fit.py``, the same rows): the control's clustbench (13) spreads over 0.645-0.706 and the new

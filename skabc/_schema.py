@@ -25,8 +25,6 @@ import numpy as np
 import torch
 from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 
-from ._runtime import untouched_torch_rng
-
 #: ``set_output(transform=...)`` containers (scikit-learn's), as a description may record one.
 OUTPUT_CONTAINERS = ("default", "pandas", "polars")
 #: Largest description accepted (the shipped ones are a few KiB).
@@ -166,8 +164,8 @@ def check_params(cls, params, where: str, allowed) -> dict:
             raise fail(f"{where}.{name}", "expected a list of numbers")
         if isinstance(value, dict):
             check_plain_mapping(value, f"{where}.{name}")
-        if isinstance(value, Real) and not isinstance(value, bool) and not math.isfinite(value):
-            raise fail(f"{where}.{name}", f"expected a finite number, got {value}")
+        if isinstance(value, Real) and not isinstance(value, bool) and not _finite(value):
+            raise fail(f"{where}.{name}", f"expected a finite number, got {describe_value(value)}")
         if (isinstance(value, Integral) and not isinstance(value, bool) and abs(value) > MAX_COUNT
                 and name not in _NOT_COUNTS):
             raise fail(f"{where}.{name}", f"{value} is out of range (at most {MAX_COUNT} in absolute value)")
@@ -222,10 +220,10 @@ def expected_tensors(build) -> dict[str, tuple[str, tuple[int, ...]]]:
     """``{name: (dtype, shape)}`` of the state dict of the module ``build()`` makes, built on 'meta'.
 
     The meta device records shapes and dtypes without allocating storage, so even a description of an
-    absurdly large network costs nothing here.  Nor does it move the caller's torch random stream, from which a
-    block may draw at construction (the sampled backend draws its window seed).
+    absurdly large network costs nothing here.  No block draws from torch's random stream there (the sampled one
+    skips its seed), so the caller's stream, and any other thread's seeded fit, are left as they are.
     """
-    with untouched_torch_rng(), torch.device("meta"):
+    with torch.device("meta"):
         module = build()
     return {k: (_SAFETENSORS_DTYPES.get(v.dtype, str(v.dtype)), tuple(v.shape)) for k, v in module.state_dict().items()}
 
@@ -271,6 +269,14 @@ def label_values_ok(labels: np.ndarray, n_clusters: int) -> bool:
     return labels.size > 0 and int(labels.min()) >= 0 and int(labels.max()) < n_clusters
 
 
+def _finite(value) -> bool:
+    """``math.isfinite`` that takes an integer beyond float64's range as infinite (it raised OverflowError)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _is_number(value) -> bool:
     return isinstance(value, (Integral, Real)) and not isinstance(value, bool)
 
@@ -280,6 +286,8 @@ def describe_value(value) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
     if type(value) in names:
         return f"{names[type(value)]} ({_short(value)})"
+    if isinstance(value, Integral) and abs(value) > 2**64:  # not its hundreds of digits
+        return f"an integer of {int(int(value).bit_length() * math.log10(2)) + 1} digits"
     if isinstance(value, (Integral, Real)):
         return f"the number {value!r}"
     return type(value).__name__

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 import warnings
 
@@ -532,8 +533,12 @@ def test_affinity_power_sharpens_what_the_spectral_step_sees(tiny_kernel):
 
     generic = ABCClustering(random_state=0).fit(X)
     assert generic.affinity_power_ == RECOMMENDED_CLUSTERING["generic"]["affinity_power"] > 1
-    with pytest.raises(TypeError):  # probe 53g: each kernel's settings were a plain, writable dict
-        RECOMMENDED_CLUSTERING["generic"]["affinity_power"] = 0.5
+    # Probe 53g: each kernel's settings were a writable dict inside the read-only table; a lookup is a copy now,
+    # still a plain dict (review 53h: read-only views could not be saved, pickled or serialised).
+    settings = RECOMMENDED_CLUSTERING["generic"]
+    settings["affinity_power"] = 0.5
+    assert RECOMMENDED_CLUSTERING["generic"]["affinity_power"] == generic.affinity_power_
+    assert json.loads(json.dumps(RECOMMENDED_CLUSTERING["generic"])) == RECOMMENDED_CLUSTERING["generic"]
     with pytest.raises(ValueError, match="affinity_power"):
         ABCClustering(kernel=tiny_kernel, affinity_power=0).fit(X)
 

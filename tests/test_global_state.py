@@ -148,6 +148,32 @@ def test_the_sampled_backend_leaves_torchs_random_stream_at_fit_and_load(blob_da
     assert torch.equal(torch.rand(3), expected)
 
 
+def test_shape_only_builds_in_another_thread_leave_a_seeded_fit_alone(blob_data):
+    """Review 53h: the meta-device builds (a file's or the memory check's shapes) ran in a fork of torch's stream,
+    and setting it back rewound a seeded fit drawing from it in another thread; they draw nothing now."""
+    from skabc._schema import expected_tensors
+    from skabc.nn.build import build_module
+
+    X, y, groups = blob_data
+    params = {**TINY, "dropout": 0.3, "max_epochs": 4, "init": "scratch"}
+    solo = ContextualKernel(**params).fit(X, y, groups=groups).transform(X[:30])
+    shapes_of = ContextualKernel(**{**TINY, "attention": "sampled", "window_size": 8, "init": "scratch"})
+    done = threading.Event()
+
+    def check_shapes_meanwhile():
+        while not done.is_set():
+            expected_tensors(lambda: build_module(shapes_of, X.shape[1]))
+
+    other = threading.Thread(target=check_shapes_meanwhile)
+    other.start()
+    try:
+        beside = ContextualKernel(**params).fit(X, y, groups=groups).transform(X[:30])
+    finally:
+        done.set()
+        other.join()
+    np.testing.assert_array_equal(beside, solo)
+
+
 def test_training_on_the_cpu_seeds_no_gpu(blob_data, monkeypatch):
     """``torch.manual_seed`` would seed every GPU, which the forked RNG state does not restore."""
     seeded = []

@@ -1248,31 +1248,14 @@ def test_attention_options_reach_a_custom_factory(blob_data):
     assert seen["marker"] == 7 and seen["d_model"] == TINY["d_model"]
 
 
-@pytest.mark.parametrize("returned, error, match", [
-    ("number", TypeError, r"attention\(\.\.\.\) must return an nn.Module, got int"),
-    ("none", TypeError, r"attention\(\.\.\.\) must return an nn.Module, got NoneType"),
-    ("narrow", ValueError, r"must map \(B, n, d_model=16\) sets to that shape; it returned \(1, 2, 8\)"),
-    ("failing", ValueError, r"fails on a set of 2 points.*RuntimeError: no such kernel"),
-])
-def test_a_custom_attention_factory_that_builds_no_block_is_named(blob_data, returned, error, match):
-    """Probe 53e: a factory returning 42 or None, or a block of the wrong width, failed inside torch (`int is not a
-    Module subclass`, `'NoneType' object is not callable`, a layer norm's shape error); the embedder had a check."""
-    from torch import nn
-
-    class Narrow(nn.Module):
-        def forward(self, x, mask):
-            return x[..., :8]
-
-    class Failing(nn.Module):
-        def forward(self, x, mask):
-            raise RuntimeError("no such kernel")
-
-    def factory(**kwargs):
-        return {"number": 42, "none": None, "narrow": Narrow(), "failing": Failing()}[returned]
-
+@pytest.mark.parametrize("returned, name", [(42, "int"), (None, "NoneType")])
+def test_a_custom_attention_factory_that_builds_no_module_is_named(blob_data, returned, name):
+    """Probe 53e: a factory returning 42 or None failed inside torch (`int is not a Module subclass`, `'NoneType'
+    object is not callable`). (A block's forward is not probed: review 53h, a probe set of any size refuses blocks
+    that need more points, and it drew from streams the fit had seeded.)"""
     X, y, g = blob_data
-    with pytest.raises(error, match=match):
-        ContextualKernel(**{**TINY, "attention": factory, "init": "scratch"}).fit(X, y, groups=g)
+    with pytest.raises(TypeError, match=rf"attention\(\.\.\.\) must return an nn.Module, got {name}"):
+        ContextualKernel(**{**TINY, "attention": lambda **kwargs: returned, "init": "scratch"}).fit(X, y, groups=g)
 
 
 def test_training_memory_is_checked_before_training(blob_data):

@@ -88,6 +88,8 @@ def test_a_model_file_cannot_choose_where_training_writes(saved, tmp_path, blob_
         ("attention_options", {"evil": 1}, r"unknown option 'evil'"),
         ("attention_options", {"x": {"y": [1]}}, r"expected a string, number, boolean or null"),
         ("lr", True, r"kernel\.params\.lr: expected a number or a string, got a boolean"),
+        ("lr", 10**400, r"kernel\.params\.lr: expected a finite number, got an integer of 401 digits"),  # 53h
+        ("random_state", -(10**309), r"kernel\.params\.random_state: expected a finite number, got an integer of 310"),
         ("dropout", 2.0, r"The 'dropout' parameter"),
         ("context_gate", True, r"cannot be built \(context_gate=True needs local_geometry=True"),
         ("context_gate", "yes", r"The 'context_gate' parameter"),

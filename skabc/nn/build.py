@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._runtime import float32_default, resolve_device, untouched_torch_rng
+from .._runtime import float32_default, resolve_device
 from ..preprocessing import canonicalize_set
 from .backends import BACKEND_OPTIONS, resolve_backend
 from .embedders import EMBEDDERS
@@ -123,35 +123,7 @@ def _build_module(kernel, n_features: int) -> ABCNet:
                 f"embedder must map (m, {embed_width}) inputs to (m, d_model={kernel.d_model}); "
                 f"it returned shape {tuple(out.shape)}."
             )
-    if callable(kernel.attention) and module.blocks and not on_meta:
-        _probe_block(module.blocks[0], kernel.d_model, kernel.n_heads if module.local_geometry else None)
     return module
-
-
-def _probe_block(block: nn.Module, d_model: int, bias_heads: int | None) -> None:
-    """Run a user's attention block once on a set of two points: it must map ``(B, n, d_model)`` to that shape.
-
-    In eval mode and a fork of torch's random stream, so that the probe draws nothing a seeded fit would read.
-    """
-    weight = next(block.parameters(), None)
-    device = None if weight is None else weight.device
-    args = [torch.zeros(1, 2, d_model, device=device), torch.ones(1, 2, dtype=torch.bool, device=device)]
-    if bias_heads is not None:  # the network passes local-geometry biases to every block
-        args.append(torch.zeros(1, bias_heads, 2, 2, device=device))
-    training = block.training
-    try:
-        with untouched_torch_rng(), torch.no_grad():
-            block.eval()
-            out = block(*args)
-    except Exception as exc:  # the user's code: name the parameter, keep its error as the cause
-        raise ValueError(f"the block attention(...) built fails on a set of 2 points, shape (1, 2, d_model="
-                         f"{d_model}), with mask (1, 2): {type(exc).__name__}: {exc}") from exc
-    finally:
-        block.train(training)
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1, 2, d_model):
-        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ValueError(f"the block attention(...) built must map (B, n, d_model={d_model}) sets to that shape; "
-                         f"it returned {shape}.")
 
 
 #: Parameters the fitted weights depend on: changing one after fit needs a refit.  (``dropout`` and

@@ -6,7 +6,6 @@ import copy
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from types import MappingProxyType
 
 from .. import persistence
 from .._runtime import resolve_device
@@ -30,10 +29,30 @@ def _recommended(name: str) -> dict:
     return dict(read_description(path).get("recommended_clustering") or {}) if path.exists() else {}
 
 
+class _SettingsByKernel(Mapping):
+    """Kernel name -> its settings, read-only: each lookup returns a fresh ``dict``, so changing one changes no
+    later lookup, and it still saves, pickles and serialises as the plain dict it is."""
+
+    def __init__(self, table: dict) -> None:
+        self._table = table
+
+    def __getitem__(self, name: str) -> dict:
+        return dict(self._table[name])
+
+    def __iter__(self):
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __repr__(self) -> str:
+        return repr(self._table)
+
+
 #: ABCClustering settings chosen for each shipped kernel on its own validation data, as stored in
-#: its file (``benchmarks/pretrained_settings.py`` writes them; a read-only view, each kernel's settings too).
-RECOMMENDED_CLUSTERING: Mapping[str, Mapping] = MappingProxyType(
-    {name: MappingProxyType(settings) for name in AVAILABLE if (settings := _recommended(name))}
+#: its file (``benchmarks/pretrained_settings.py`` writes them; read-only, each lookup a copy).
+RECOMMENDED_CLUSTERING: Mapping[str, dict] = _SettingsByKernel(
+    {name: settings for name in AVAILABLE if (settings := _recommended(name))}
 )
 
 
