@@ -284,6 +284,9 @@ class ClusteringPersistenceMixin:
         """
         from .pretrained import load
 
+        if "kernel" in params:  # Python's own "got multiple values for keyword argument" named neither
+            raise TypeError(f"from_pretrained({name!r}) sets kernel to the shipped one; pass the other parameters, "
+                            "or use ABCClustering(kernel=...) for a kernel of your own")
         return cls(kernel=FrozenEstimator(load(name, device=device)), **params)
 
     def _describe(self) -> tuple[dict, dict]:

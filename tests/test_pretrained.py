@@ -263,3 +263,9 @@ def test_fine_tuning_starts_from_the_generic_weights():
     a = before.module_.head.query.weight.detach()
     b = model.kernel_.module_.head.query.weight.detach()
     assert 0 < float((a - b).abs().max()) < 0.05
+
+
+def test_from_pretrained_names_a_kernel_passed_beside_it():
+    """Probe 53g: from_pretrained(name, kernel=...) raised Python's "got multiple values for keyword argument"."""
+    with pytest.raises(TypeError, match=r"from_pretrained\('circles'\) sets kernel to the shipped one"):
+        ABCClustering.from_pretrained("circles", kernel=ContextualKernel())

@@ -683,6 +683,13 @@ def test_background_noise_around_a_single_point_is_spread_in_a_unit_box():
     assert all(len(np.unique(X[groups == g], axis=0)) == 2 for g in range(3))
 
 
+def test_a_bead_count_no_set_can_hold_is_refused_before_allocating():
+    """Probe 53f: n_beads=2e8 for 50 points took 3.4 GB (np.arange of the beads) to return 50 points."""
+    with pytest.raises(ValueError, match=r"n_beads must allow at most n_samples=50 beads"):
+        make_chains_set(n_samples=50, n_chains=1, n_blobs=0, bead_probability=1.0, n_beads=2 * 10**8)
+    assert make_chains_set(n_samples=10, random_state=0)[0].shape == (10, 2)  # the default (4, 20) beads still go
+
+
 def test_families_of_other_types_are_unknown_names():
     """A probe (/work/probe42a): a name that is not a string raised sorting's TypeError ('<' not supported)."""
     for families in ([5, "zz"], {"blobs", 5}, {"blobs": 1.0, None: 1.0}):

@@ -111,7 +111,7 @@ def make_chains_set(
     bead_probability : float, default=0.5
         Probability that a chain is beaded.
     n_beads : int or (int, int), default=(4, 20)
-        Beads of a beaded chain, or the range drawn from.
+        Beads of a beaded chain, or the range drawn from; its low end at most ``n_samples``.
     blob_share : float, default=0.3
         Share of the structure points in the blobs (when ``n_blobs > 0``).
     blob_std : float or (float, float), default=(0.03, 0.12)
@@ -151,6 +151,9 @@ def make_chains_set(
     width = _check_real("width", width)
     bead_probability = _check_real("bead_probability", bead_probability, 0.0, 1.0)
     bead_low, bead_high = _check_range("n_beads", n_beads, 2, integer=True)
+    if bead_low > n_samples:  # no bead count asked for can be filled; np.arange(2e8) took 3.4 GB for 50 points
+        raise ValueError(f"n_beads must allow at most n_samples={n_samples} beads (a bead holds points), "
+                         f"got {n_beads!r}.")
     blob_share = _check_real("blob_share", blob_share, 0.0, 1.0, open_max=True)
     std_low, std_high = _check_range("blob_std", blob_std, 0.0, positive=True)
     gap = _check_real("gap", gap)
