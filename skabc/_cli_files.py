@@ -29,11 +29,21 @@ def check_distinct(outputs: dict, inputs: dict) -> None:
     seen: dict = {}
     for what, path in [*inputs.items(), *outputs.items()]:
         if path:
-            where = Path(path).resolve()
+            where = _identity(path)
             if where in seen and what in outputs:
                 raise ValueError(f"{what} {path!r} is also the {seen[where]}: writing it would overwrite that; "
                                  "choose another file name")
             seen.setdefault(where, what)
+
+
+def _identity(path) -> tuple:
+    """What names one file: its device and inode where it exists (a hard link is another name of the same file,
+    which ``resolve`` does not see), else its resolved path."""
+    try:
+        status = Path(path).stat()
+    except OSError:
+        return ("path", Path(path).resolve())
+    return ("inode", status.st_dev, status.st_ino)
 
 
 def check_output(path: str, what: str) -> None:

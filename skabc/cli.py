@@ -39,6 +39,10 @@ def _demo(args: argparse.Namespace) -> int:
         kernel = ContextualKernel(init="scratch", d_model=64, n_blocks=6, set_size=(100, 300), sets_per_epoch=1024,
                                   max_epochs=args.epochs, random_state=0, verbose=0 if args.quiet else 1)
         kernels = {"multiplicative (trained now)": kernel.fit(X, y, groups=groups)}
+        from .training.early_stopping import interrupted_by_user
+
+        if interrupted_by_user(kernel.net_):  # fit keeps the partial kernel; the demo must not score it as trained
+            raise KeyboardInterrupt
     else:
         kernels = {"multiplicative": load("circles"), "additive": load("circles-additive"),
                    "pairwise": load("circles-pairwise")}

@@ -727,6 +727,19 @@ def test_cli_never_writes_an_output_over_an_input(tmp_path, capsys, command, cla
     assert {name: (tmp_path / f"{name}.csv").read_bytes() for name in ("X", "y")} == before
 
 
+def test_cli_never_writes_an_output_over_a_hard_link_of_an_input(tmp_path, capsys):
+    """Probe 53j: another name of the same file (a hard link) passed the check, which compared resolved paths, and
+    `cluster hard.npy -o X.npy` wrote the labels over the points."""
+    import os
+
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(30, 2)))
+    os.link(tmp_path / "X.npy", tmp_path / "hard.npy")
+    before = (tmp_path / "X.npy").read_bytes()
+    assert main(["cluster", str(tmp_path / "hard.npy"), "-o", str(tmp_path / "X.npy"), "-q"]) == 1
+    assert f"output '{tmp_path / 'X.npy'}' is also the X file" in capsys.readouterr().err
+    assert (tmp_path / "X.npy").read_bytes() == before
+
+
 @pytest.mark.parametrize("command", [["train", "{X}", "{y}", "-o", "{d}/out/", "--epochs", "1"],
                                      ["cluster", "{X}", "-o", "{d}/out/"], ["cluster", "{X}", "-o", "{d}/out/."]])
 def test_cli_refuses_an_output_that_names_a_folder_before_any_work(tmp_path, capsys, command):
@@ -906,6 +919,13 @@ def test_cli_ctrl_c_is_one_line_and_code_130(tmp_path, capsys, monkeypatch):
                  "-q"]) == 130
     assert "interrupted; the partial kernel was saved to" in capsys.readouterr().err
     assert (tmp_path / "k.safetensors").exists()
+    # Probe 53j: `demo --train` scored the half-trained kernel as trained, saved its picture and exited 0.
+    from skabc import ContextualKernel
+
+    monkeypatch.setattr(ContextualKernel, "fit", lambda self, *args, **kwargs: setattr(self, "net_", None) or self)
+    assert main(["demo", "--train", "--epochs", "1", "--sets", "1", "--plot", str(tmp_path / "d.png"), "-q"]) == 130
+    assert capsys.readouterr().err.strip() == "skabc demo: interrupted"
+    assert not (tmp_path / "d.png").exists()
 
 
 def test_cli_messages_name_the_command_line_s_own_inputs(tmp_path, capsys):
