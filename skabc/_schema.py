@@ -102,15 +102,10 @@ def check_int(value, where: str, low: int, high: int) -> int:
 
 
 def check_number(value, where: str) -> float:
-    """A finite JSON number (not a boolean); an integer beyond float64's range is not one (``np.isfinite`` raised a
-    TypeError on it: a forged ``1e400`` written as digits)."""
-    try:
-        number = float(value) if _is_number(value) else math.nan
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
+    """A finite JSON number (not a boolean); an integer beyond float64's range is not one (:func:`_finite`)."""
+    if not _is_number(value) or not _finite(value):
         raise fail(where, f"expected a finite number, got {describe_value(value)}")
-    return number
+    return float(value)
 
 
 def check_str(value, where: str, choices=None) -> str:

@@ -173,23 +173,29 @@ def print_plain(text: str) -> None:
     print(_ANSI.sub("", text), flush=True)
 
 
+def _live(stream) -> bool:
+    """Whether ``stream`` renders live output (colours, a bar redrawn in place): a terminal, or a Jupyter kernel's
+    output (not a terminal, but rendered)."""
+    if "ipykernel" in sys.modules:
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no stream, or a closed one
+        return False
+
+
 def _renders_colour() -> bool:
-    """Whether stdout shows ANSI colours: a terminal, or a Jupyter kernel's output (not a terminal, but coloured)."""
-    return "ipykernel" in sys.modules or (hasattr(sys.stdout, "isatty") and sys.stdout.isatty())
+    """Whether stdout shows ANSI colours."""
+    return _live(sys.stdout)
 
 
 def draws_progress_bars() -> bool:
-    """Whether stderr redraws a progress bar in place: a terminal, or a Jupyter kernel's output.
+    """Whether stderr redraws a progress bar in place.
 
     In a log file or a pipe (nohup, CI) every redraw of tqdm's bar is more text on one line (about 1.4 KB an
     epoch on digits), and the epoch log's rows were glued to it; there the log's one row per epoch says enough.
     """
-    if "ipykernel" in sys.modules:
-        return True
-    try:
-        return bool(sys.stderr.isatty())
-    except (AttributeError, ValueError):  # no stderr, or a closed one
-        return False
+    return _live(sys.stderr)
 
 
 def training_callbacks(kernel, total_steps: int, extra=()) -> list:
