@@ -15,9 +15,14 @@ from .kernels._contextual_io import described_width
 from .kernels.base import CLUSTERING_SETTINGS, Kernel
 from .spectral.arbiter import CANDIDATES
 from .spectral.split import SPLIT_SUFFIX
+from .spectral.step import MAX_AFFINITY_POWER
 
 # Prefix of the kernel's tensors in a saved model.
 _KERNEL = "kernel."
+
+#: Parameters of the machine, not of the model: not written, and dropped where an older file holds them (a file's
+#: ``n_jobs`` of 10**6 would start that many worker processes at ``predict``).
+MACHINE_PARAMS = ("n_jobs",)
 
 
 def describe_clustering(model) -> tuple[dict, dict]:
@@ -50,7 +55,7 @@ def describe_clustering(model) -> tuple[dict, dict]:
     tensors = {_KERNEL + k: v for k, v in kernel_tensors.items()}
     tensors["labels_"] = torch.as_tensor(np.asarray(model.labels_, dtype=np.int64))
     meta = {
-        "params": persistence.plain_params(model, skip=("kernel",)),
+        "params": persistence.plain_params(model, skip=("kernel", *MACHINE_PARAMS)),
         "kernel": kernel_meta,
         # How `kernel` was given: None (the generic kernel), frozen, a fitted kernel used as it is (or fine-tuned
         # with warm_start), or an unfitted one that fit trained on y (a refit of the loaded model trains again).
@@ -102,7 +107,8 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
     fitted = FrozenEstimator(kernel) if meta.get("kernel_param") == "frozen" else kernel
     param = {"none": None, "trained": clone(kernel)}.get(meta.get("kernel_param"), fitted)
     # Files written before gaussian_split existed clustered without the split; its default is now 'auto'.
-    params = {"gaussian_split": False, **persistence.unlist(meta["params"])}
+    params = {"gaussian_split": False, **{k: v for k, v in persistence.unlist(meta["params"]).items()
+                                          if k not in MACHINE_PARAMS}}
     model = cls(kernel=param, **params)
     remember_fitted_params(model)
     model.kernel_ = fitted
@@ -137,6 +143,10 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     _schema.check_params(cls, meta["params"], prefix + "params", allowed)
     # More k-means restarts than any setting needs: a forged n_init of 1e9 made predict run for hours.
     _schema.check_int(meta["params"].get("n_init", cls().n_init), prefix + "params.n_init", 1, MAX_SAVED_N_INIT)
+    power = meta["params"].get("affinity_power")
+    if isinstance(power, (int, float)) and not isinstance(power, bool) and power >= MAX_AFFINITY_POWER:
+        raise _schema.fail(prefix + "params.affinity_power", f"{power:g} underflows every affinity a clustering "
+                                                             f"reads (at most {MAX_AFFINITY_POWER:.1f})")
     if meta["params"].get("affinity", "learned") != "learned":  # save() refuses the others: their model is not it
         raise _schema.fail(prefix + "params.affinity", f"{meta['params']['affinity']!r}, but a saved model's "
                                                        "affinity is 'learned' (its saved kernel)")
@@ -224,7 +234,8 @@ class ClusteringPersistenceMixin:
         or a :class:`KernelEnsemble`, frozen or not), the settings every
         ``'auto'`` resolved to and ``candidate_`` are stored, so the loaded
         model predicts exactly as this one.  ``affinity_matrix_`` and
-        ``eigenvalues_`` are not stored (``predict`` recomputes what it needs).
+        ``eigenvalues_`` are not stored (``predict`` recomputes what it needs), nor are the machine's settings
+        (``n_jobs``; the kernel's ``device``, ``verbose``, ``memory_limit``): the loaded model takes their defaults.
 
         Parameters
         ----------

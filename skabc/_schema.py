@@ -157,6 +157,8 @@ def check_params(cls, params, where: str, allowed) -> dict:
             raise fail(f"{where}.{name}", f"expected a scalar, got {describe_value(params[name])}")
         if isinstance(value, tuple) and not all(_is_number(v) for v in value):
             raise fail(f"{where}.{name}", "expected a list of numbers")
+        if isinstance(value, tuple) and not all(_finite(v) and abs(v) <= MAX_COUNT for v in value):
+            raise fail(f"{where}.{name}", f"expected finite numbers of at most {MAX_COUNT} in absolute value")
         if isinstance(value, dict):
             check_plain_mapping(value, f"{where}.{name}")
         if isinstance(value, Real) and not isinstance(value, bool) and not _finite(value):

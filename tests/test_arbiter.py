@@ -166,6 +166,16 @@ def test_unparsable_arbiter_files_are_value_errors_naming_the_file(tmp_path, tex
         ({"spectrum_size": 2}, "spectrum_size"),
         ({"spectrum_size": "21"}, "spectrum_size"),
         ({"spectrum_size": True}, "spectrum_size"),
+        # Probe 54b: numpy read these as numbers, a float or boolean version as 1, any nonzero flag as true.
+        ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), threshold=["0.3", 0, 0])]}, "lists of numbers"),
+        ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), value=[0.0, True, 2.0])]}, "lists of numbers"),
+        ({"version": True}, "not an arbiter file"),
+        ({"version": 1.0}, "not an arbiter file"),
+        ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), is_leaf=[0, 2, 1])]}, "0 or 1"),
+        ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), missing_left=[0.5, 1, 1])]}, "0 or 1"),
+        ({"provenance": ["a list"]}, "provenance"),
+        # Leaf values whose sum overflows: inf (or NaN) scores, and argmax would keep the first candidate.
+        ({"trees": [_stump(0, 0.0, 1e308, 1e308)] * 2}, "can sum to"),
     ],
 )
 def test_forged_arbiter_files_are_refused(tmp_path, change, message):

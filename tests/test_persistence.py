@@ -198,7 +198,8 @@ def test_what_save_writes_load_reads(tiny_kernel, tmp_path):
     kernel = ContextualKernel(**{**TINY, "random_state": 2**32 - 1, "memory_limit": 8 * 2**30, "max_time": 1e10})
     kernel.fit(X, y, groups=groups).save(tmp_path / "kernel.safetensors")
     loaded = ContextualKernel.load(tmp_path / "kernel.safetensors")
-    assert loaded.get_params() == {**kernel.get_params(), "device": "auto"}  # the device is load's own
+    # The device is load's own, and the memory limit this machine's (probe 54b: not written since).
+    assert loaded.get_params() == {**kernel.get_params(), "device": "auto", "memory_limit": "auto"}
     model = ABCClustering(kernel=tiny_kernel, gamma=5e9, kernel_params={"foo": 1}, random_state=2**32 - 1).fit(X)
     model.save(tmp_path / "model.safetensors")
     again = ABCClustering.load(tmp_path / "model.safetensors")

@@ -250,6 +250,41 @@ def test_corrupt_description_is_refused_naming_the_file(raw, match, saved, tmp_p
     refused(load_saved_kernel, forge(tmp_path / "k.safetensors", raw=raw, tensors=saved.kernel_tensors), match)
 
 
+def test_a_file_does_not_set_the_loading_machines_limits(saved, tmp_path):
+    """Probe 54b: a file's n_jobs of 10**6 started that many worker processes at predict, and its memory_limit of
+    None lifted the memory guard. Neither is written now; an older file's are read and dropped."""
+    assert "n_jobs" not in saved.model_meta["params"]
+    assert "memory_limit" not in json.dumps(saved.model_meta) + json.dumps(saved.kernel_meta)
+    meta = copy.deepcopy(saved.model_meta)
+    meta["params"]["n_jobs"] = 10**6
+    meta["kernel"]["kernel"]["params"]["memory_limit"] = None
+    model = ABCClustering.load(forge(tmp_path / "m.safetensors", meta, saved.model_tensors), device="cpu")
+    assert model.n_jobs is None and model.kernel_.memory_limit == "auto"
+    kernel_meta = copy.deepcopy(saved.kernel_meta)
+    kernel_meta["kernel"]["params"]["memory_limit"] = 1e30
+    kernel = ContextualKernel.load(forge(tmp_path / "k.safetensors", kernel_meta, saved.kernel_tensors))
+    assert kernel.memory_limit == "auto"
+    np.testing.assert_array_equal(model.predict(saved.X), ABCClustering.load(saved.model).predict(saved.X))
+
+
+@pytest.mark.parametrize(("where", "value", "match"), [
+    (("kernel", "kernel", "params", "set_size"), [100, 2**200], r"set_size: expected finite numbers of at most"),
+    (("kernel", "kernel", "params", "clusters_per_set"), [2, 2**70], r"clusters_per_set: expected finite numbers"),
+    (("params", "affinity_power"), 1e300, r"params\.affinity_power: 1e\+300 underflows every affinity"),
+    (("fitted", "affinity_power_"), 1e300, r"invalid recommended value 1e\+300 for 'affinity_power'"),
+])
+def test_saved_values_that_escape_their_bounds_are_refused(saved, tmp_path, where, value, match):
+    """Probe 54b: a list's entries escaped the size bound that a scalar meets, and a power that underflows every
+    affinity loaded, to refuse every set later."""
+    meta = copy.deepcopy(saved.model_meta)
+    *path, last = where
+    target = meta
+    for key in path:
+        target = target[key]
+    target[last] = value
+    refused(ABCClustering.load, forge(tmp_path / "m.safetensors", meta, saved.model_tensors), match)
+
+
 def test_out_of_range_labels_are_refused_before_the_kernel_is_built(saved, tmp_path, monkeypatch):
     """Review 51b: cluster ids beyond n_clusters were refused only after the kernel's network was built and its
     weights loaded; a file must be refused before anything is built from it."""

@@ -23,6 +23,9 @@ _BLOCK_NAME = re.compile(r"blocks\.(\d{1,9})\.")
 
 # Parameters save() does not write: machine-specific, or (checkpoint_dir) where later training would write.
 UNSAVED_PARAMS = ("checkpoint_dir", "checkpoint_every", "verbose", "device")
+# Parameters of this machine's limits, not of the model: not written, and where an older file holds them, read and
+# dropped (a file must not lift the memory guard of the machine that loads it).
+MACHINE_PARAMS = ("memory_limit",)
 # Fitted attributes that say how training went, saved so that a loaded kernel still tells: name -> kind.
 FIT_RECORD = {"init_": "str", "fine_tune_alpha_": "number", "batch_size_": "int", "max_time_": "number",
               "validation_score_": "number", "start_validation_score_": "number", "n_training_sets_": "int",
@@ -41,7 +44,7 @@ def describe_contextual(kernel) -> tuple[dict, dict]:
     check_is_fitted(kernel, "module_")
     check_architecture_unchanged(kernel, "save")
     part = {
-        "params": persistence.plain_params(kernel, skip=UNSAVED_PARAMS),
+        "params": persistence.plain_params(kernel, skip=UNSAVED_PARAMS + MACHINE_PARAMS),
         "n_features_in": int(kernel.n_features_in_),
         "feature_names_in": [str(f) for f in getattr(kernel, "feature_names_in_", [])] or None,
     }
@@ -61,7 +64,8 @@ def restore_contextual(cls, meta: dict, tensors: dict, device):
     """A fitted ``cls`` (ContextualKernel) from :func:`describe_contextual`'s output."""
     part = meta["kernel"]
     try:
-        kernel = cls(**persistence.unlist(part["params"]), device=device)
+        params = {k: v for k, v in persistence.unlist(part["params"]).items() if k not in MACHINE_PARAMS}
+        kernel = cls(**params, device=device)
     except TypeError as exc:
         raise ValueError(f"the saved kernel parameters do not match this version of skabc: {exc}") from exc
     if part.get("network_params"):

@@ -422,8 +422,8 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
     def save(self, path, *, recommended_clustering: dict | None = None) -> None:
         """Write the fitted kernel to one safetensors file (weights + JSON description).
 
-        The write is atomic: an interrupted save never leaves a broken file.  Only kernels whose
-        parameters are plain values (no custom module or callable) can be saved this way; pickle works for the others.
+        Atomic: an interrupted save leaves no broken file.  Not written: this machine's ``device``, ``verbose``,
+        ``memory_limit`` and ``checkpoint_*``.  Plain parameters only (no custom module or callable): pickle the others.
 
         Parameters
         ----------

@@ -199,7 +199,8 @@ class Arbiter:
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:  # JSONDecodeError is a ValueError
             # (so is a number of more digits than Python converts); RecursionError: nesting deeper than the parser.
             raise ValueError(f"{path} is not a readable arbiter file: {type(error).__name__}: {error}") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != 1:
+        if not isinstance(data, dict) or data.get("format") != FORMAT or type(data.get("version")) is not int \
+                or data["version"] != 1:
             raise ValueError(f"{path} is not an arbiter file (format {FORMAT!r}, version 1)")
         candidates = data.get("candidates")
         if (not isinstance(candidates, list) or len(candidates) < 2
@@ -224,8 +225,9 @@ class Arbiter:
             raise ValueError(f"{path}: spectrum_size must be an integer in [3, {MAX_SPECTRUM_SIZE}]")
         forest = TreeEnsemble(trees, baseline, n_columns)
         provenance = data.get("provenance", {})
-        return cls(name or path.stem, tuple(candidates), forest, provenance if isinstance(provenance, dict) else {},
-                   spectrum_size=spectrum_size)
+        if not isinstance(provenance, dict):
+            raise ValueError(f"{path}: provenance must be an object")
+        return cls(name or path.stem, tuple(candidates), forest, provenance, spectrum_size=spectrum_size)
 
     @property
     def given_k(self) -> bool:

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+#: Largest prediction a forest may make in absolute value (the shipped ones predict an ARI, within [-1, 1]).
+_MAX_PREDICTION = 1e6
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
 
 class TreeEnsemble:
     """A sum of regression trees over feature rows (a gradient-boosted forest's prediction), from plain arrays.
@@ -18,6 +25,10 @@ class TreeEnsemble:
         self.baseline = float(baseline)
         self.n_columns = int(n_columns)
         self.trees = [self._checked(i, tree) for i, tree in enumerate(trees)]
+        # Every prediction is the baseline plus one leaf per tree: bounded, so no sum overflows to inf or NaN.
+        bound = abs(self.baseline) + sum(float(np.max(np.abs(t["value"]))) for t in self.trees)
+        if not np.isfinite(bound) or bound > _MAX_PREDICTION:
+            raise ValueError(f"the trees' leaf values can sum to {bound:.3g}: more than {_MAX_PREDICTION:g}")
 
     def _checked(self, index: int, tree) -> dict:
         where = f"tree {index}"
@@ -27,16 +38,18 @@ class TreeEnsemble:
         missing = [k for k in keys if k not in tree]
         if missing:
             raise ValueError(f"{where} lacks {missing}")
-        try:
-            arrays = {k: np.asarray(tree[k], dtype=np.float64) for k in keys}
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{where}: node arrays must hold numbers ({error})") from None
+        # JSON numbers only: numpy would read "0.3" or true as numbers, and a forged file is not a shipped one.
+        if not all(isinstance(tree[k], list) and all(_is_number(v) for v in tree[k]) for k in keys):
+            raise ValueError(f"{where}: node arrays must be lists of numbers")
+        arrays = {k: np.asarray(tree[k], dtype=np.float64) for k in keys}
         sizes = {a.shape for a in arrays.values()}
         if len(sizes) != 1 or len(next(iter(sizes))) != 1 or next(iter(sizes))[0] < 1:
             raise ValueError(f"{where}: node arrays must be 1-D, non-empty and of one length")
         m = arrays["value"].shape[0]
         if not all(np.isfinite(a).all() for a in arrays.values()):
             raise ValueError(f"{where}: node arrays must be finite")
+        if not all(np.isin(arrays[k], (0, 1)).all() for k in ("is_leaf", "missing_left")):
+            raise ValueError(f"{where}: is_leaf and missing_left must hold 0 or 1")
         leaf = arrays["is_leaf"] != 0
         nodes = np.arange(m)
         inner = ~leaf
