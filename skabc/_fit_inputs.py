@@ -185,6 +185,10 @@ def resolve_kernel(model, X, y, groups):
         y = column_or_1d(y) if np.ndim(y) == 2 else y  # a column vector was warned of above: not twice
         X = densify(X, kernel) if sp.issparse(X) else X
         return fit_on_labels(kernel, X, y, groups)
+    if fine_tune and y is not None:  # asked to fine-tune on y, which labels no row (probe 54a: the kernel was kept)
+        raise ValueError("ABCClustering was given y with no labels (every row -1, unlabelled) and a fitted kernel "
+                         "with warm_start=True, which fine-tunes on the labels in y; pass labelled y, or "
+                         "warm_start=False to use the kernel as it is.")
     if not fitted:
         # scikit-learn's wording for a missing y first (its checks and users' handlers look for it).
         given = ("requires y to be passed, but the target y is None" if y is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval
@@ -206,12 +206,13 @@ def _check_label_values(values: np.ndarray, input_name: str, hint: str) -> None:
     if any(v is None or (isinstance(v, float) and v != v) for v in values) or _holds_pandas_na(values):
         raise ValueError(f"{input_name} contains missing values (NaN, None or pd.NA); {hint}")
     kinds = {"string" if isinstance(v, (str, bytes)) else type(v).__name__ for v in values}
-    if "string" in kinds and len(kinds) > 1:
-        others = sorted(kinds - {"string"})
-        raise TypeError(
-            f"{input_name} mixes strings with {', '.join(others)} values; use one type for every entry "
-            f"(e.g. convert them all to str)."
-        )
+    for kind, plural in (("string", "strings"), ("bool", "booleans")):  # True is 1 to np.unique: one class
+        if kind in kinds and len(kinds) > 1:
+            others = sorted(kinds - {kind})
+            raise TypeError(
+                f"{input_name} mixes {plural} with {', '.join(others)} values; use one type for every entry "
+                f"(e.g. convert them all to str)."
+            )
 
 
 def _holds_pandas_na(values: np.ndarray) -> bool:
@@ -228,6 +229,8 @@ def encode_labels(y, n_samples: int) -> np.ndarray:
     _check_label_values(y, "y", "use -1 to mark unlabelled rows.")
     if y.dtype == object and len(y) and all(isinstance(v, Integral) for v in y):
         y = y.astype(np.int64)  # integers in an object column (pandas): scikit-learn calls their type unknown
+    elif y.dtype == object and len(y) and all(isinstance(v, Real) and not isinstance(v, bool) for v in y):
+        y = y.astype(np.float64)  # integers and floats mixed: as a float column (whole values) is taken
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError("y contains NaN or infinity; use -1 to mark unlabelled rows.")
     kind = type_of_target(y, input_name="y", raise_unknown=True)

@@ -363,6 +363,14 @@ def test_only_unlabelled_y(X30, tiny_kernel):
     assert_labels(ABCClustering(kernel=tiny_kernel, random_state=0).fit(X30, y).labels_, 30)
 
 
+def test_a_warm_start_kernel_given_no_labels_is_not_silently_kept(X30, tiny_kernel):
+    """Probe 54a: a fitted kernel with warm_start=True fine-tunes on y; y of no labels kept it without a word."""
+    kernel = copy.deepcopy(tiny_kernel).set_params(warm_start=True)
+    with pytest.raises(ValueError, match=r"no labels .* warm_start=True, which fine-tunes on the labels in y"):
+        ABCClustering(kernel=kernel, random_state=0).fit(X30, np.full(30, -1))
+    assert_labels(ABCClustering(kernel=kernel, random_state=0).fit(X30).labels_, 30)  # no y: used as it is
+
+
 @pytest.mark.parametrize("estimator", ["kernel", "abc"])
 def test_y_of_wrong_length_raises(estimator, X30):
     with pytest.raises(ValueError, match=r"^y has 20 entries but X has 30 rows"):
@@ -576,6 +584,22 @@ def test_y_mixing_strings_and_numbers_raises(estimator, X30):
     y = np.array(["a", 1, "b"] * 10, dtype=object)
     with pytest.raises(TypeError, match="y mixes strings with int values"):
         fit_with_y(estimator, X30, y)
+
+
+@pytest.mark.parametrize("estimator", ["kernel", "abc"])
+def test_y_mixing_booleans_and_numbers_raises(estimator, X30):
+    """Probe 54a: True and 1 (False and 0) were merged into one class without a word."""
+    with pytest.raises(TypeError, match="y mixes booleans with int values"):
+        fit_with_y(estimator, X30, np.array([True, 0, 2] * 10, dtype=object))
+
+
+def test_y_of_integers_and_whole_floats_in_an_object_column_is_read_as_numbers(X30):
+    """Probe 54a: scikit-learn's 'Unknown label type' (and a dump of y) where the float column is taken."""
+    from skabc._validation import encode_labels
+
+    mixed = np.array([1, 2.0, 3] * 10, dtype=object)
+    np.testing.assert_array_equal(encode_labels(mixed, 30), encode_labels(mixed.astype(float), 30))
+    assert_fit_output("kernel", fit_with_y("kernel", X30, mixed), 30)
 
 
 @pytest.mark.parametrize("missing", [None, np.nan, pd.NA], ids=["None", "nan", "NA"])

@@ -1400,3 +1400,16 @@ def test_a_run_stopped_inside_its_first_epoch_says_so(blob_data, monkeypatch):
                                             "when it stopped, inside the first epoch") as record:
         ContextualKernel(**{**TINY, "max_epochs": 3}).fit(X, y, groups=g)
     assert not any("inf" in str(w.message) for w in record)
+
+
+def test_clusters_per_set_beyond_the_classes_of_every_group_is_warned_of(blob_data):
+    """Probe 54a: every set held the classes there were, fewer than asked, without a word."""
+    from skabc.exceptions import SkabcWarning
+
+    X, y, groups = blob_data
+    most = max(len(np.unique(y[groups == g])) for g in np.unique(groups))
+    with pytest.warns(SkabcWarning, match=rf"asks for at least {most + 1} clusters a set, .* more than {most} "):
+        ContextualKernel(**{**TINY, "clusters_per_set": most + 1}).fit(X, y, groups=groups)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SkabcWarning)
+        ContextualKernel(**{**TINY, "clusters_per_set": most}).fit(X, y, groups=groups)
