@@ -52,6 +52,18 @@ raised the untrained generic kernel's partitions of 60 zero-shot digit sets give
 not its count (``k`` unknown 0.700 -> 0.660, |k error| 1.35 -> 2.83), so only a fine-tune, which re-learns the
 count, could use it.  Fine-tuned and applied with that scaling: 0.732 against 0.736 over the eight splits (-0.043
 to +0.048 per split).  Rule as above (mean gain >= +0.015): **fails**.
+The kNN graph's own candidates (2026-12-06, shipped; pre-registered before any fit ran it): the zero-shot arbiter's
+forest restricted to its two kNN candidates scored 0.750 / 0.772 against its unrestricted pick's 0.672 / 0.716 on
+100-image sets of digits 5-9 / 0-4 (seed 777, the own-kernel classes, not these splits' sets), so
+``choose_partition`` tries it third (``arbiter='generic-knn-only'``), kept only by a win beyond one standard error
+with ``k`` estimated that does not lose with ``k`` given. Rule: over these eight splits, the paired gain over all
+240 sets above its standard error and no split down by more than 0.02; the circles and arcs rows of
+``own_kernel.py`` (fits on held-out groups, which ``choose_partition`` does not serve) not down by more than 0.01.
+Result: split 2 (train 0, 1, 2, 8, 9) chose it, 0.845 -> 0.918 on its 30 sets (its fit had kept the untrained
+start before: the start's held-out score 0.419 beat the kNN partition's 0.417; the variant's 0.460 beat both); no
+other split changed its choice. Paired over the 240 sets +0.009 +- 0.004, the mean over the splits 0.736 -> 0.745:
+**passes**. (The file's splits 0 and 3 also moved against the file of 2026-12-04, 0.619 -> 0.650 and 0.637 ->
+0.633, with no change of choice: their fits stopped after other epochs, as changes since then moved training.)
 Prints a table and writes ``benchmarks/results/digit_splits.json``.
 """
 

@@ -114,11 +114,11 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         labels (:mod:`skabc.spectral.arbiter`).  With ``n_clusters=None``: the kernel's affinity and
         the set's 10-NN graph, each with two ``k`` rules (about three more spectral steps); with
         ``n_clusters`` given: both cut into ``n_clusters`` (one more).  ``'generic-knn'``: the same choice
-        of ``k``, the 10-NN graph cut into it.  ``'generic-count'``: ``k`` as the generic kernel and its
-        arbiter count it (``ABCClustering()``'s count before its ``gaussian_split``; on at most 2,000 of the
-        rows, sparse ones made dense), this model's
-        affinity cut into it.  ``None``: the kernel's affinity only.  ``'auto'``:
-        the kernel's recommendation (``'generic'`` for the generic kernel, or ``'generic-knn'`` for one
+        of ``k``, the 10-NN graph cut into it; ``'generic-knn-only'``: the 10-NN graph's own candidates only.
+        ``'generic-count'``: ``k`` as the generic kernel and its arbiter count it (``ABCClustering()``'s count
+        before its ``gaussian_split``; on at most 2,000 of the rows, sparse ones made dense), this model's
+        affinity cut into it.  ``None``: the kernel's affinity only.  ``'auto'``: the kernel's recommendation
+        (``'generic'`` for the generic kernel, or ``'generic-knn'`` / ``'generic-knn-only'`` for one
         fine-tuned on held-out classes, :func:`~skabc.training.validation.choose_partition`), with ``k``
         unknown only when ``n_clusters_selection`` is ``'auto'`` too; with ``k`` and its rule unset, a
         scikit-learn affinity of the rows gets ``'generic-count'`` (its own eigengap overcounts); resolved

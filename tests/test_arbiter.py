@@ -13,6 +13,7 @@ from skabc.spectral import SpectralStep
 from skabc.spectral.arbiter import (
     ARBITERS,
     GIVEN_K_ARBITERS,
+    KNN_CANDIDATE_VARIANTS,
     KNN_PARTITION_VARIANTS,
     Arbiter,
     TreeEnsemble,
@@ -323,6 +324,31 @@ def test_the_knn_partition_variant_cuts_the_knn_graph_at_the_chosen_k(tmp_path, 
     np.testing.assert_array_equal(labels, replace(STEP, affinity_power=1.0).labels_for(graph, k, 0))
 
 
+def test_the_knn_candidates_variant_keeps_the_best_predicted_knn_candidate(tmp_path, monkeypatch, fresh_arbiters):
+    """The forest prefers a kernel candidate; the kNN-candidates variant keeps the best predicted kNN one instead,
+    its own partition and k, and with k given cuts the kNN graph into it."""
+    from dataclasses import replace
+
+    kernel_first = n_feature_columns(len(UNKNOWN_K)) - len(UNKNOWN_K) + UNKNOWN_K.index("kernel-consensus")
+    eigengap = n_feature_columns(len(UNKNOWN_K)) - len(UNKNOWN_K) + UNKNOWN_K.index("knn-eigengap")
+    path = _forest_file(tmp_path, [_stump(kernel_first, 0.5, 0.0, 1.0), _stump(eigengap, 0.5, 0.0, 0.5)])
+    for arbiter in ("generic", "generic-knn-only"):
+        monkeypatch.setitem(ARBITERS, arbiter, str(path))
+    X = np.vstack([_blobs(150), [[0.0, 0.0]]])
+    P = _toy_probabilities(X)
+    own = load_arbiter("generic").cluster(STEP, P, X, 0, 0)
+    only = load_arbiter("generic-knn-only")
+    assert only.sources == ("knn",) and only.partition == "knn"
+    labels, _, k, _, chosen = only.cluster(STEP, P, X, 0, 0)
+    assert own[4] == "kernel-consensus" and chosen == "knn-eigengap"
+    candidates = only.candidates_of(STEP, P, X, 0, 0)
+    kept = candidates[UNKNOWN_K.index("knn-eigengap")]
+    np.testing.assert_array_equal(labels, kept.labels)
+    assert k == kept.n_clusters
+    given = replace(STEP, n_clusters=3)
+    assert load_arbiter("generic-knn-only", given_k=True).cluster(given, P, X, 0, 0)[4] == "knn-given"
+
+
 @pytest.mark.parametrize("candidates", [UNKNOWN_K, ("kernel-consensus", "knn-rotation", "knn-eigengap"), GIVEN_K])
 def test_the_knn_graph_is_solved_once_for_every_rule_and_cut(tmp_path, monkeypatch, fresh_arbiters, candidates):
     """One eigensolve of the set's kNN graph serves its rotation and eigengap rules, the spectrum its features read,
@@ -396,7 +422,7 @@ def test_a_knn_partition_arbiter_without_knn_candidates_builds_the_graph(tmp_pat
 
 def test_every_knn_partition_variant_is_an_arbiter_in_both_modes(fresh_arbiters):
     assert load_arbiter("generic").partition == "kernel"
-    for base, variant in KNN_PARTITION_VARIANTS.items():
+    for base, variant in [*KNN_PARTITION_VARIANTS.items(), *KNN_CANDIDATE_VARIANTS.items()]:
         assert ARBITERS[variant] == ARBITERS[base] and GIVEN_K_ARBITERS[variant] == GIVEN_K_ARBITERS[base]
         assert load_arbiter(variant).partition == load_arbiter(variant, given_k=True).partition == "knn"
     X = _blobs(150)

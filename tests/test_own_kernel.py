@@ -537,10 +537,11 @@ def test_a_fine_tune_validated_on_held_out_classes_keeps_the_generic_settings(bl
     assert kernel.fine_tune_alpha_ == plan.CLASS_SPLIT_ALPHA and "valid_ari" in kernel.net_.history[-1]
     generic = pretrained.load("generic").recommended_clustering()
     chosen = kernel.recommended_clustering()
-    assert chosen in (generic, {**generic, "arbiter": "generic-knn"})
-    # No other settings were tried: the generic ones and their kNN partition, with k estimated and given; the
-    # result was compared with the start as it clusters on its own.
-    labels = [validation.settings_label(s) for s in (generic, {**generic, "arbiter": "generic-knn"})]
+    variants = [generic, *({**generic, "arbiter": name} for name in ("generic-knn", "generic-knn-only"))]
+    assert chosen in variants
+    # No other settings were tried: the generic ones, their kNN partition and the kNN candidates, with k estimated
+    # and given; the result was compared with the start as it clusters on its own.
+    labels = [validation.settings_label(s) for s in variants]
     compared = {*labels, *(label + ", k given" for label in labels)}
     best_epoch = dict(kernel.net_.callbacks_)["validation"].best_epoch_
     start = set() if best_epoch == 0 else {"start weights, " + validation.settings_label(generic)}
@@ -637,17 +638,45 @@ def test_choose_partition_takes_the_knn_variant_unless_the_kernel_clearly_wins(m
         i = index[id(affinity)]
         wins = kernel_wins if n_clusters is None else kernel_wins_at_given_k
         kernel_right, graph_right = (i < 11, i >= 2) if wins == 2 else (i < wins, i >= wins)
-        right = kernel_right if settings["arbiter"] == "generic" else graph_right
+        right = kernel_right if settings["arbiter"] == "generic" else graph_right  # kNN candidates: as the graph
         return sets[i][1] if right else np.zeros(20, dtype=int)
 
     monkeypatch.setattr(validation, "cluster_affinity", cluster)
     start = {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "consensus", "arbiter": "generic"}
     chosen, scores = validation.choose_partition(None, sets, start)
     assert chosen == {**start, "arbiter": kept}
-    labels = ("A**4 consensus njw arbiter generic", "A**4 consensus njw arbiter generic-knn")
+    labels = ("A**4 consensus njw arbiter generic", "A**4 consensus njw arbiter generic-knn",
+              "A**4 consensus njw arbiter generic-knn-only")
     assert set(scores) == {*labels, *(label + ", k given" for label in labels)}
     # Without an arbiter that has a kNN-partition variant there is nothing to compare.
     assert validation.choose_partition(None, sets, {**start, "arbiter": None}) == ({**start, "arbiter": None}, {})
+
+
+@pytest.mark.parametrize(("only_right", "only_right_at_given_k", "kept"),
+                         [(12, 12, "generic-knn-only"), (8, 12, "generic-knn-only"), (12, 0, "generic-knn"),
+                          (6, 12, "generic-knn")])
+def test_choose_partition_takes_the_knn_candidates_only_where_they_clearly_win(monkeypatch, only_right,
+                                                                               only_right_at_given_k, kept):
+    """The kernel's partition and the kNN graph cut at its k are right on the first 6 of 12 sets, the kNN
+    candidates on the first ``only_right``: kept only by a win beyond one standard error with k estimated (two sets
+    more: 0.17 against 0.11) that does not lose with k given."""
+    rng = np.random.default_rng(0)
+    sets = [(rng.normal(size=(20, 2)).astype(np.float32), rng.integers(0, 3, 20)) for _ in range(12)]
+    monkeypatch.setattr(validation, "set_affinity", lambda module, X: X)
+    index = {id(X): i for i, (X, _) in enumerate(sets)}
+
+    def cluster(affinity, settings, n_clusters=None, **kwargs):
+        i = index[id(affinity)]
+        right = 6
+        if settings["arbiter"] == "generic-knn-only":
+            right = only_right if n_clusters is None else only_right_at_given_k
+        return sets[i][1] if i < right else np.zeros(20, dtype=int)
+
+    monkeypatch.setattr(validation, "cluster_affinity", cluster)
+    start = {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "consensus", "arbiter": "generic"}
+    chosen, scores = validation.choose_partition(None, sets, start)
+    assert chosen == {**start, "arbiter": kept}
+    assert scores["A**4 consensus njw arbiter generic-knn-only"] == only_right / 12
 
 
 @pytest.mark.parametrize(("start_score", "kept_start"), [(0.9, True), (0.1, False)])

@@ -40,12 +40,18 @@ _PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
 #: ``'generic-count'`` only counts: the generic kernel's arbiter gives ``k`` for a scikit-learn affinity
 #: (:mod:`skabc._counting`, which cuts the model's own affinity into it).
 ARBITERS = {"generic": "arbiter_generic.json", "generic-knn": "arbiter_generic.json",
-            "generic-count": "arbiter_generic.json"}
-GIVEN_K_ARBITERS = {"generic": "arbiter_generic_given_k.json", "generic-knn": "arbiter_generic_given_k.json"}
+            "generic-knn-only": "arbiter_generic.json", "generic-count": "arbiter_generic.json"}
+GIVEN_K_ARBITERS = {"generic": "arbiter_generic_given_k.json", "generic-knn": "arbiter_generic_given_k.json",
+                    "generic-knn-only": "arbiter_generic_given_k.json"}
 #: Arbiter -> its kNN-partition variant: the same forest chooses, and so its ``k``, but the set's kNN graph is cut
 #: into that many clusters (a kernel fine-tuned on a few classes finds how many new classes a set holds better
 #: than it separates them; ``benchmarks/digit_splits.py``).
 KNN_PARTITION_VARIANTS = {"generic": "generic-knn"}
+#: Arbiter -> its kNN-candidates variant: the same forest chooses among the kNN graph's candidates only (their
+#: partitions and ``k``); with ``k`` given, the kNN graph cut into it.  On small sets of many columns (100 digit
+#: images) the kernel's ``k`` rules over-count where the kNN graph's do not; a labelled fit keeps the variant only
+#: where its held-out sets say so (:func:`~skabc.training.validation.choose_partition`).
+KNN_CANDIDATE_VARIANTS = {"generic": "generic-knn-only", "generic-knn": "generic-knn-only"}
 #: Most tree nodes a file may hold (a forged file cannot make evaluation allocate without bound).
 _MAX_NODES = 1_000_000
 FORMAT = "skabc-arbiter"
@@ -163,6 +169,9 @@ class Arbiter:
         ``'kernel'``: the chosen candidate's partition; ``'knn'``: the set's kNN graph cut at the chosen ``k``.
     spectrum_size : int, default=SPECTRUM_SIZE
         Eigenvalues per affinity its features read (the file's ``spectrum_size``).
+    sources : tuple of str, default=None
+        The sources (:data:`~skabc.spectral.candidates.CANDIDATES`' first entries, e.g. ``('knn',)``) whose candidates
+        may be kept; ``None``: any.  All are still computed: each one's features read the others.
     """
 
     name: str
@@ -171,6 +180,7 @@ class Arbiter:
     provenance: dict
     partition: str = "kernel"
     spectrum_size: int = SPECTRUM_SIZE
+    sources: tuple[str, ...] | None = None
 
     @classmethod
     def from_file(cls, path, name: str | None = None) -> Arbiter:
@@ -255,7 +265,7 @@ class Arbiter:
         return candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
 
     def choose(self, candidates: list[Candidate], n_features_in: int) -> tuple[int, np.ndarray]:
-        """Index of the candidate with the highest predicted ARI, and every prediction.
+        """Index of the candidate of :attr:`sources` with the highest predicted ARI, and every prediction.
 
         The first candidate wins ties; with ``k`` given, a kNN graph of exactly ``k`` connected components
         wins whatever the forest predicts.
@@ -279,7 +289,9 @@ class Arbiter:
             exact = _components_at_k(candidates)
             if exact is not None:
                 return exact, scores
-        return int(np.argmax(scores)), scores
+        allowed = np.flatnonzero([self.sources is None or CANDIDATES[c.name][0] in self.sources for c in candidates])
+        allowed = allowed if allowed.size else np.arange(len(candidates))
+        return int(allowed[np.argmax(scores[allowed])]), scores
 
     def cluster(self, step: SpectralStep, probabilities, X, eigen_seed, seed: int):
         """The chosen partition of one set, as :meth:`SpectralStep.cluster` returns one, plus its name.
@@ -408,6 +420,8 @@ def load_arbiter(name: str, given_k: bool = False) -> Arbiter:
     arbiter = Arbiter.from_file(_PRETRAINED / registry[name], name)
     if name in KNN_PARTITION_VARIANTS.values():
         arbiter = replace(arbiter, partition="knn")
+    if name in KNN_CANDIDATE_VARIANTS.values():
+        arbiter = replace(arbiter, partition="knn", sources=("knn",))
     if arbiter.given_k != given_k:
         mode = "a given" if given_k else "an unknown"
         raise ValueError(f"the shipped arbiter file {registry[name]} is not for {mode} k")

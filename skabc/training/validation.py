@@ -19,7 +19,7 @@ from sklearn.metrics import adjusted_rand_score
 from .._threads import single_native_thread
 from ..sampling import ClusterSetSampler
 from ..spectral import SpectralStep, consensus_n_clusters, estimate_n_clusters, spectral_labels
-from ..spectral.arbiter import KNN_PARTITION_VARIANTS, arbiter_for
+from ..spectral.arbiter import KNN_CANDIDATE_VARIANTS, KNN_PARTITION_VARIANTS, arbiter_for
 from .divergence import check_finite_affinity
 
 #: Fewest held-out labelled rows worth a validation split.
@@ -247,7 +247,10 @@ def choose_partition(module: torch.nn.Module, sets: list, settings: dict) -> tup
     ``benchmarks/digit_splits.py`` (by 0.004 to 0.057 ARI).  Held-out sets mix seen rows, which the kernel
     memorised, with an unseen class, so they credit the kernel's partition: the variant stays unless the
     arbiter's own partition beats it by more than one standard error, with ``k`` estimated or given (each
-    set's true ``k``).
+    set's true ``k``).  Then the arbiter's kNN-candidates variant
+    (:data:`~skabc.spectral.arbiter.KNN_CANDIDATE_VARIANTS`: the kNN graph's own ``k`` rules, where the kernel's
+    over-count) replaces that choice only if it beats it by more than one standard error with ``k`` estimated and
+    does not lose by more with ``k`` given.
 
     Parameters
     ----------
@@ -261,26 +264,36 @@ def choose_partition(module: torch.nn.Module, sets: list, settings: dict) -> tup
     Returns
     -------
     chosen : dict
-        ``settings``, with ``'arbiter'`` its kNN-partition variant where kept.
+        ``settings``, with ``'arbiter'`` its kNN-partition or kNN-candidates variant where kept.
     scores : dict
-        :func:`settings_label` -> mean adjusted Rand index of both, ``k`` estimated and given.
+        :func:`settings_label` -> mean adjusted Rand index of the three, ``k`` estimated and given.
     """
     arbiter = settings.get("arbiter")
     if arbiter not in KNN_PARTITION_VARIANTS or not sets:
         return dict(settings), {}
     variant = {**settings, "arbiter": KNN_PARTITION_VARIANTS[arbiter]}
     affinities = [set_affinity(module, X) for X, *_ in sets]
-    scores, chosen = {}, variant
-    for k_given in (False, True):
-        results = []
-        for candidate in (settings, variant):
-            results.append(np.array([adjusted_rand_score(labels, cluster_affinity(
+    scores, results = {}, {}
+
+    def ari(candidate: dict, k_given: bool) -> np.ndarray:
+        label = settings_label(candidate) + (", k given" if k_given else "")
+        if label not in results:
+            results[label] = np.array([adjusted_rand_score(labels, cluster_affinity(
                 affinity, candidate, rows=_rows(item), n_clusters=len(np.unique(labels)) if k_given else None))
-                for affinity, (_, labels, *item) in zip(affinities, sets, strict=True)]))
-            scores[settings_label(candidate) + (", k given" if k_given else "")] = float(results[-1].mean())
-        loss = results[0] - results[1]
+                for affinity, (_, labels, *item) in zip(affinities, sets, strict=True)])
+            scores[label] = float(results[label].mean())
+        return results[label]
+
+    chosen = variant
+    for k_given in (False, True):
+        loss = ari(settings, k_given) - ari(variant, k_given)
         if loss.mean() > _standard_error(loss):
             chosen = dict(settings)
+    # The kNN graph's own candidates: kept only where they win with k estimated and do not lose with k given.
+    only = {**settings, "arbiter": KNN_CANDIDATE_VARIANTS[arbiter]}
+    gain, loss = ari(only, False) - ari(chosen, False), ari(chosen, True) - ari(only, True)
+    if gain.mean() > _standard_error(gain) and not loss.mean() > _standard_error(loss):
+        chosen = only
     return chosen, scores
 
 
