@@ -15,7 +15,6 @@ from .kernels._contextual_io import described_width
 from .kernels.base import CLUSTERING_SETTINGS, Kernel
 from .spectral.arbiter import CANDIDATES
 from .spectral.split import SPLIT_SUFFIX
-from .spectral.step import MAX_AFFINITY_POWER
 
 # Prefix of the kernel's tensors in a saved model.
 _KERNEL = "kernel."
@@ -143,10 +142,6 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     _schema.check_params(cls, meta["params"], prefix + "params", allowed)
     # More k-means restarts than any setting needs: a forged n_init of 1e9 made predict run for hours.
     _schema.check_int(meta["params"].get("n_init", cls().n_init), prefix + "params.n_init", 1, MAX_SAVED_N_INIT)
-    power = meta["params"].get("affinity_power")
-    if isinstance(power, (int, float)) and not isinstance(power, bool) and power >= MAX_AFFINITY_POWER:
-        raise _schema.fail(prefix + "params.affinity_power", f"{power:g} underflows every affinity a clustering "
-                                                             f"reads (at most {MAX_AFFINITY_POWER:.1f})")
     if meta["params"].get("affinity", "learned") != "learned":  # save() refuses the others: their model is not it
         raise _schema.fail(prefix + "params.affinity", f"{meta['params']['affinity']!r}, but a saved model's "
                                                        "affinity is 'learned' (its saved kernel)")

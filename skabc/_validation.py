@@ -207,6 +207,8 @@ def _check_label_values(values: np.ndarray, input_name: str, hint: str) -> None:
         raise ValueError(f"{input_name} contains missing values (NaN, None or pd.NA); {hint}")
     kinds = {"string" if isinstance(v, (str, bytes)) else type(v).__name__ for v in values}
     for kind, plural in (("string", "strings"), ("bool", "booleans")):  # True is 1 to np.unique: one class
+        if kind == "bool" and all(v == -1 for v in values if type(v).__name__ != "bool"):
+            continue  # booleans beside the unlabelled marker: nothing merges
         if kind in kinds and len(kinds) > 1:
             others = sorted(kinds - {kind})
             raise TypeError(
@@ -220,6 +222,20 @@ def _holds_pandas_na(values: np.ndarray) -> bool:
     return pandas is not None and any(v is pandas.NA for v in values)
 
 
+def _object_numbers(values: np.ndarray) -> np.ndarray:
+    """Numbers in an object column (pandas) as numbers, which scikit-learn calls of unknown type: integers exactly
+    (a float64 cast would merge classes beyond 2**53), also booleans and whole floats; float64 where one value is
+    fractional (then refused as continuous).  Other columns, or integers beyond int64, as they are."""
+    if not all(isinstance(v, (Real, np.bool_)) for v in values):
+        return values
+    if all(isinstance(v, (Integral, np.bool_)) or float(v).is_integer() for v in values):
+        try:
+            return np.array([int(v) for v in values], dtype=np.int64)
+        except OverflowError:
+            return values
+    return values.astype(np.float64)
+
+
 def encode_labels(y, n_samples: int) -> np.ndarray:
     """Cluster labels as codes ``0..C-1``, with ``-1`` (unlabelled) kept as ``-1``."""
     check_not_masked_or_missing_labels(y, "y")
@@ -227,10 +243,8 @@ def encode_labels(y, n_samples: int) -> np.ndarray:
     if len(y) != n_samples:
         raise ValueError(f"y has {len(y)} entries but X has {n_samples} rows.")
     _check_label_values(y, "y", "use -1 to mark unlabelled rows.")
-    if y.dtype == object and len(y) and all(isinstance(v, Integral) for v in y):
-        y = y.astype(np.int64)  # integers in an object column (pandas): scikit-learn calls their type unknown
-    elif y.dtype == object and len(y) and all(isinstance(v, Real) and not isinstance(v, bool) for v in y):
-        y = y.astype(np.float64)  # integers and floats mixed: as a float column (whole values) is taken
+    if y.dtype == object and len(y):
+        y = _object_numbers(y)
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError("y contains NaN or infinity; use -1 to mark unlabelled rows.")
     kind = type_of_target(y, input_name="y", raise_unknown=True)

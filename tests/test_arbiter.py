@@ -177,6 +177,9 @@ def test_unparsable_arbiter_files_are_value_errors_naming_the_file(tmp_path, tex
         ({"provenance": ["a list"]}, "provenance"),
         # Leaf values whose sum overflows: inf (or NaN) scores, and argmax would keep the first candidate.
         ({"trees": [_stump(0, 0.0, 1e308, 1e308)] * 2}, "can sum to"),
+        # Review 54c: integers beyond float64 raised OverflowError (node arrays) and TypeError (baseline).
+        ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), value=[0, 10**400, 1])]}, "must be finite"),
+        ({"baseline": 10**400}, "baseline must be a finite number"),
     ],
 )
 def test_forged_arbiter_files_are_refused(tmp_path, change, message):

@@ -600,6 +600,20 @@ def test_y_of_integers_and_whole_floats_in_an_object_column_is_read_as_numbers(X
     mixed = np.array([1, 2.0, 3] * 10, dtype=object)
     np.testing.assert_array_equal(encode_labels(mixed, 30), encode_labels(mixed.astype(float), 30))
     assert_fit_output("kernel", fit_with_y("kernel", X30, mixed), 30)
+    # Review 54c: exactly, not through float64 (2**53 and 2**53 + 1 were merged into one class).
+    big = np.array([2**53, 2**53 + 1, 3.0, -1.0], dtype=object)
+    np.testing.assert_array_equal(encode_labels(big, 4), [1, 2, 0, -1])
+
+
+def test_booleans_beside_the_unlabelled_marker_are_labels(X30):
+    """Review 54c: the booleans check refused True/False with -1 (nothing merges there), and object columns of
+    numpy booleans got scikit-learn's 'Unknown label type'."""
+    from skabc._validation import encode_labels
+
+    np.testing.assert_array_equal(encode_labels(np.array([True, False, -1], dtype=object), 3), [1, 0, -1])
+    np.testing.assert_array_equal(encode_labels(np.array([np.True_, np.False_, -1], dtype=object), 3), [1, 0, -1])
+    np.testing.assert_array_equal(encode_labels(np.array([np.True_, np.False_], dtype=object), 2), [1, 0])
+    assert_fit_output("kernel", fit_with_y("kernel", X30, np.array([True, False, -1] * 10, dtype=object)), 30)
 
 
 @pytest.mark.parametrize("missing", [None, np.nan, pd.NA], ids=["None", "nan", "NA"])

@@ -1408,7 +1408,7 @@ def test_clusters_per_set_beyond_the_classes_of_every_group_is_warned_of(blob_da
 
     X, y, groups = blob_data
     most = max(len(np.unique(y[groups == g])) for g in np.unique(groups))
-    with pytest.warns(SkabcWarning, match=rf"asks for at least {most + 1} clusters a set, .* more than {most} "):
+    with pytest.warns(SkabcWarning, match=rf"asks for at least {most + 1} clusters a set, .* at most {most} labelled"):
         ContextualKernel(**{**TINY, "clusters_per_set": most + 1}).fit(X, y, groups=groups)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SkabcWarning)

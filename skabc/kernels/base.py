@@ -22,7 +22,6 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from .._schema import OUTPUT_CONTAINERS
 from ..spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
 from ..spectral.arbiter import ARBITERS
-from ..spectral.step import MAX_AFFINITY_POWER
 
 #: The ABCClustering settings a kernel may recommend (what each ``'auto'`` resolves to).
 CLUSTERING_SETTINGS = ("affinity_power", "assign_labels", "n_clusters_selection", "arbiter")
@@ -30,8 +29,7 @@ CLUSTERING_SETTINGS = ("affinity_power", "assign_labels", "n_clusters_selection"
 
 #: Values each recommended setting may take.
 _SETTING_CHECKS = {
-    # A power that underflows every affinity a clustering reads would refuse every set: refused where it is read.
-    "affinity_power": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < MAX_AFFINITY_POWER,
+    "affinity_power": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
     "assign_labels": lambda v: v in ASSIGN_LABELS,
     "n_clusters_selection": lambda v: isinstance(v, str) and v in N_CLUSTERS_SELECTORS,
     "arbiter": lambda v: v is None or (isinstance(v, str) and v in ARBITERS),

@@ -227,7 +227,7 @@ class Arbiter:
             raise ValueError(f"{path}: trees must be a non-empty list")
         if sum(len(t.get("value", ())) if isinstance(t, dict) else 0 for t in trees) > _MAX_NODES:
             raise ValueError(f"{path}: more than {_MAX_NODES} tree nodes")
-        if isinstance(baseline, bool) or not isinstance(baseline, (int, float)) or not np.isfinite(baseline):
+        if isinstance(baseline, bool) or not isinstance(baseline, (int, float)) or not _finite(baseline):
             raise ValueError(f"{path}: baseline must be a finite number")
         spectrum_size = data.get("spectrum_size", SPECTRUM_SIZE)
         if isinstance(spectrum_size, bool) or not isinstance(spectrum_size, int) or not (
@@ -339,6 +339,8 @@ class Arbiter:
                                 for o, score in zip(candidates, scores, strict=True))
             kept = (f"the kNN graph cut at {c.name}'s k={c.n_clusters}" if knn_partition
                     else f"{c.name} (k={c.n_clusters})")
+            if self.sources is not None:
+                kept += f", the best of the {'/'.join(self.sources)} candidates"
             print(f"arbiter {self.name!r}: kept {kept}; weighed {weighed} (predicted ARI)")
         if knn_partition:
             # The kNN candidates' graph and its eigensolve where the arbiter has one (every shipped arbiter does).
@@ -350,6 +352,13 @@ class Arbiter:
                 graph, labels = knn.affinity, knn.cut(c.n_clusters, seed)
             return labels, graph, c.n_clusters, c.eigenvalues, f"knn-at-{c.name}"
         return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
+
+
+def _finite(value: float) -> bool:
+    try:  # an integer beyond float64's range is not finite (it raised OverflowError)
+        return bool(np.isfinite(float(value)))
+    except OverflowError:
+        return False
 
 
 def _components_at_k(candidates: list[Candidate]) -> int | None:

@@ -41,7 +41,10 @@ class TreeEnsemble:
         # JSON numbers only: numpy would read "0.3" or true as numbers, and a forged file is not a shipped one.
         if not all(isinstance(tree[k], list) and all(_is_number(v) for v in tree[k]) for k in keys):
             raise ValueError(f"{where}: node arrays must be lists of numbers")
-        arrays = {k: np.asarray(tree[k], dtype=np.float64) for k in keys}
+        try:
+            arrays = {k: np.asarray(tree[k], dtype=np.float64) for k in keys}
+        except OverflowError:  # an integer beyond float64's range
+            raise ValueError(f"{where}: node arrays must be finite") from None
         sizes = {a.shape for a in arrays.values()}
         if len(sizes) != 1 or len(next(iter(sizes))) != 1 or next(iter(sizes))[0] < 1:
             raise ValueError(f"{where}: node arrays must be 1-D, non-empty and of one length")

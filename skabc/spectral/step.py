@@ -12,9 +12,6 @@ from .select import N_CLUSTERS_SELECTORS
 
 #: Affinities at least this strong must survive ``affinity_power``: only powers above ~100 can underflow them to 0.
 STRONG_AFFINITY = 1e-3
-#: Powers from here on underflow even a float64 affinity of :data:`STRONG_AFFINITY` to 0 (about 107.8): every set is
-#: refused, so a file that stores one is refused when it is read.
-MAX_AFFINITY_POWER = float(np.log(np.finfo(np.float64).smallest_subnormal) / np.log(STRONG_AFFINITY))
 
 
 def raise_to_power(affinity, power: float, check: bool = True):

@@ -129,7 +129,8 @@ class ValidationSetsScoring(Callback):
         is compared with the start.
     knn_partition : bool, default=False
         With ``choose_clustering=False``: switch the arbiter of ``settings`` to its kNN-partition variant
-        unless the sets reject it (:func:`~skabc.training.validation.choose_partition`).
+        unless the sets reject it, or to its kNN-candidates variant where they clearly prefer that
+        (:func:`~skabc.training.validation.choose_partition`).
     start_state : dict, default=None
         The weights the fit started from; ``None``: the module's at train begin.  Given, a run resumed from a
         checkpoint scores, mixes with and falls back to the true start, not the checkpoint's weights.
@@ -152,9 +153,9 @@ class ValidationSetsScoring(Callback):
         Whether this callback ended the run.
     best_settings_ : dict
         The clustering settings chosen for the restored weights (``settings``
-        itself with ``choose_clustering=False``, or its kNN-partition variant with ``knn_partition``).
+        itself with ``choose_clustering=False``, or a kNN variant of it with ``knn_partition``).
     settings_scores_ : dict
-        Mean validation ARI of every compared setting (with ``choose_clustering=False``: only the two
+        Mean validation ARI of every compared setting (with ``choose_clustering=False``: only the three
         partitions of ``knn_partition``) and, where the weights changed, of the start as it clusters alone.
     final_score_, final_start_score_ : float or None
         Once training ends: the score of the result as it clusters (its weights, mixed where ``alpha < 1``,

@@ -87,7 +87,8 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     wanted, most = check_clusters_per_set(kernel.clusters_per_set), max(len(g) for g in sampler.groups)
     if wanted is not None and wanted[0] > most:  # the sampler draws what there is: say so (probe 54a)
         warn_user(f"clusters_per_set={kernel.clusters_per_set!r} asks for at least {wanted[0]} clusters a set, but "
-                  f"no group holds more than {most} labelled classes: each set holds at most {most}.")
+                  f"the training sets draw on at most {most} labelled classes a group (classes or groups held out "
+                  f"for validation are not drawn): each set holds at most {most}.")
     device = resolve_device(kernel.device)
 
     n_labelled = int((labels >= 0).sum())
