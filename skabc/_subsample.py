@@ -6,7 +6,8 @@ holds.  ``ABCClustering(max_samples=m)`` therefore clusters a set of more
 than ``m`` points by clustering ``m`` of them drawn at random (seeded per set)
 and giving every other point the label of its nearest drawn neighbours (a
 distance-weighted vote among :data:`EXTEND_NEIGHBORS`, in the set's
-standardised features): landmark spectral clustering.
+standardised features or, where the drawn points' own labels agree with their neighbours clearly more often
+there, in its rows as given): landmark spectral clustering.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.neighbors import KNeighborsClassifier
+from sklearn.neighbors import KNeighborsClassifier, NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_array, check_random_state
 
@@ -58,21 +59,49 @@ def extend_labels(X, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
     vote = KNeighborsClassifier(n_neighbors=min(EXTEND_NEIGHBORS, len(rows)), weights="distance")
     out = np.empty(X.shape[0], dtype=labels.dtype)
     out[rows] = labels
-    # Standardised and searched a block of rows at a time, sparse X made dense block by block, never whole; the
+    # Centred, scaled and searched a block of rows at a time, sparse X made dense block by block, never whole; the
     # same blocks for dense and sparse X, so both get the same labels (a sparse X left uncentred had a large offset
     # column swamp the float64 distances, and the sparse neighbour search broke ties otherwise).
     mean, scale = _column_statistics(X)
-
-    def standardised(indices: np.ndarray) -> np.ndarray:
-        block = X[indices].toarray() if sp.issparse(X) else X[indices]
-        return (block - mean) / scale
-
-    vote.fit(standardised(rows), labels)
+    # The standardised features, unless the rows as given show the subsample's own partition clearly more locally
+    # (a kNN candidate's partition is of the rows as given: standardising word counts blew up their rare columns,
+    # and the 1,000 rows left out of 3,000 were labelled at ARI 0.10 where their subsample scored 0.98).
+    as_given = (np.zeros_like(mean), np.ones_like(scale))
+    if _self_agreement(_block(X, rows, *as_given), labels) > _self_agreement(_block(X, rows, mean, scale),
+                                                                             labels) + SPACE_MARGIN:
+        mean, scale = as_given
+    vote.fit(_block(X, rows, mean, scale), labels)
     step = max(1, DENSE_BLOCK_ENTRIES // max(X.shape[1], 1))
     for start in range(0, len(others), step):
         chunk = others[start : start + step]
-        out[chunk] = vote.predict(standardised(chunk))
+        out[chunk] = vote.predict(_block(X, chunk, mean, scale))
     return out
+
+
+#: How much more of the subsample the rows as given must label as their neighbours do (leave-one-out) before the
+#: vote leaves the standardised features for them (within it, both show the partition alike).
+SPACE_MARGIN = 0.02
+
+
+def _block(X, indices: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    block = X[indices].toarray() if sp.issparse(X) else X[indices]
+    return (block - mean) / scale
+
+
+def _self_agreement(Z: np.ndarray, labels: np.ndarray) -> float:
+    """Share of the rows of ``Z`` whose :data:`EXTEND_NEIGHBORS` nearest others hold their label most often."""
+    n_neighbors = min(EXTEND_NEIGHBORS, len(Z) - 1)
+    if n_neighbors < 1:
+        return 1.0
+    _, nearest = NearestNeighbors(n_neighbors=n_neighbors + 1).fit(Z).kneighbors(Z)
+    # Each row's own index among its neighbours is dropped (with copies it may not come first), else the farthest.
+    own = nearest == np.arange(len(Z))[:, None]
+    drop = own & (np.cumsum(own, axis=1) == 1)
+    drop[~own.any(axis=1), -1] = True
+    others = labels[nearest[~drop].reshape(len(Z), n_neighbors)]
+    classes = np.unique(labels)
+    counts = np.stack([(others == c).sum(axis=1) for c in classes], axis=1)
+    return float(np.mean(classes[np.argmax(counts, axis=1)] == labels))
 
 
 #: Entries of the dense blocks :func:`extend_labels` makes of a sparse X (64 MiB of float64).

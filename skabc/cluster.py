@@ -174,10 +174,10 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         before any work is dispatched (with an int ``random_state``, a
         group's are those of the group clustered alone).
     max_samples : int, None or 'auto', default='auto'
-        Largest set clustered whole: a larger set is clustered on this many
-        of its points drawn at random (seeded by ``random_state``), every
-        other point taking the label of its nearest drawn neighbours (a
-        distance-weighted vote on standardised features).  ``'auto'``: 2,000 for the learned
+        Largest set clustered whole: a larger set is clustered on this many of its points drawn at random
+        (seeded by ``random_state``), every other point taking the label of its nearest drawn neighbours (a
+        distance-weighted vote on standardised features, or on the rows as given where the drawn points' own
+        labels agree clearly better with their neighbours there).  ``'auto'``: 2,000 for the learned
         affinity, ``None`` (every point, as SpectralClustering) for the
         others; resolved in ``fit`` into ``max_samples_``.
     verbose : int, default=0
