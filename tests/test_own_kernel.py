@@ -623,12 +623,9 @@ def test_choose_settings_keeps_the_arbiter_unless_it_clearly_loses(monkeypatch, 
         assert scores["A**4 consensus njw arbiter generic, k given"] == (1.0 if wins_at_given_k else 0.0)
 
 
-@pytest.mark.parametrize(("kernel_wins", "kernel_wins_at_given_k", "kept"),
-                         [(0, 0, "generic-knn"), (12, 0, "generic"), (0, 12, "generic"), (2, 0, "generic-knn")])
-def test_choose_partition_takes_the_knn_variant_unless_the_kernel_clearly_wins(monkeypatch, kernel_wins,
-                                                                              kernel_wins_at_given_k, kept):
-    """On the first ``kernel_wins`` sets only the kernel's partition is right, on the others only the graph's;
-    with 2, the graph is wrong on two sets and the kernel on one (both right elsewhere): a win within noise."""
+def _stub_partitions(monkeypatch, right) -> list:
+    """12 validation sets whose clustering is perfect where ``right(arbiter, set index, n_clusters)``, one cluster
+    elsewhere (``choose_partition``'s affinities and clusterings stubbed)."""
     rng = np.random.default_rng(0)
     sets = [(rng.normal(size=(20, 2)).astype(np.float32), rng.integers(0, 3, 20)) for _ in range(12)]
     monkeypatch.setattr(validation, "set_affinity", lambda module, X: X)
@@ -636,12 +633,24 @@ def test_choose_partition_takes_the_knn_variant_unless_the_kernel_clearly_wins(m
 
     def cluster(affinity, settings, n_clusters=None, **kwargs):
         i = index[id(affinity)]
-        wins = kernel_wins if n_clusters is None else kernel_wins_at_given_k
-        kernel_right, graph_right = (i < 11, i >= 2) if wins == 2 else (i < wins, i >= wins)
-        right = kernel_right if settings["arbiter"] == "generic" else graph_right  # kNN candidates: as the graph
-        return sets[i][1] if right else np.zeros(20, dtype=int)
+        return sets[i][1] if right(settings["arbiter"], i, n_clusters) else np.zeros(20, dtype=int)
 
     monkeypatch.setattr(validation, "cluster_affinity", cluster)
+    return sets
+
+
+@pytest.mark.parametrize(("kernel_wins", "kernel_wins_at_given_k", "kept"),
+                         [(0, 0, "generic-knn"), (12, 0, "generic"), (0, 12, "generic"), (2, 0, "generic-knn")])
+def test_choose_partition_takes_the_knn_variant_unless_the_kernel_clearly_wins(monkeypatch, kernel_wins,
+                                                                              kernel_wins_at_given_k, kept):
+    """On the first ``kernel_wins`` sets only the kernel's partition is right, on the others only the graph's;
+    with 2, the graph is wrong on two sets and the kernel on one (both right elsewhere): a win within noise."""
+    def right(arbiter, i, n_clusters):
+        wins = kernel_wins if n_clusters is None else kernel_wins_at_given_k
+        kernel_right, graph_right = (i < 11, i >= 2) if wins == 2 else (i < wins, i >= wins)
+        return kernel_right if arbiter == "generic" else graph_right  # kNN candidates: as the graph
+
+    sets = _stub_partitions(monkeypatch, right)
     start = {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "consensus", "arbiter": "generic"}
     chosen, scores = validation.choose_partition(None, sets, start)
     assert chosen == {**start, "arbiter": kept}
@@ -660,19 +669,12 @@ def test_choose_partition_takes_the_knn_candidates_only_where_they_clearly_win(m
     """The kernel's partition and the kNN graph cut at its k are right on the first 6 of 12 sets, the kNN
     candidates on the first ``only_right``: kept only by a win beyond one standard error with k estimated (two sets
     more: 0.17 against 0.11) that does not lose with k given."""
-    rng = np.random.default_rng(0)
-    sets = [(rng.normal(size=(20, 2)).astype(np.float32), rng.integers(0, 3, 20)) for _ in range(12)]
-    monkeypatch.setattr(validation, "set_affinity", lambda module, X: X)
-    index = {id(X): i for i, (X, _) in enumerate(sets)}
+    def right(arbiter, i, n_clusters):
+        if arbiter != "generic-knn-only":
+            return i < 6
+        return i < (only_right if n_clusters is None else only_right_at_given_k)
 
-    def cluster(affinity, settings, n_clusters=None, **kwargs):
-        i = index[id(affinity)]
-        right = 6
-        if settings["arbiter"] == "generic-knn-only":
-            right = only_right if n_clusters is None else only_right_at_given_k
-        return sets[i][1] if i < right else np.zeros(20, dtype=int)
-
-    monkeypatch.setattr(validation, "cluster_affinity", cluster)
+    sets = _stub_partitions(monkeypatch, right)
     start = {"affinity_power": 4.0, "assign_labels": "njw", "n_clusters_selection": "consensus", "arbiter": "generic"}
     chosen, scores = validation.choose_partition(None, sets, start)
     assert chosen == {**start, "arbiter": kept}
