@@ -67,8 +67,9 @@ def extend_labels(X, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
     # (a kNN candidate's partition is of the rows as given: standardising word counts blew up their rare columns,
     # and the 1,000 rows left out of 3,000 were labelled at ARI 0.10 where their subsample scored 0.98).
     as_given = (np.zeros_like(mean), np.ones_like(scale))
+    margin = max(SPACE_MARGIN, MARGIN_ROWS / len(rows))  # a few rows' worth on a small subsample: not one row's noise
     if _self_agreement(_block(X, rows, *as_given), labels) > _self_agreement(_block(X, rows, mean, scale),
-                                                                             labels) + SPACE_MARGIN:
+                                                                             labels) + margin:
         mean, scale = as_given
     vote.fit(_block(X, rows, mean, scale), labels)
     step = max(1, DENSE_BLOCK_ENTRIES // max(X.shape[1], 1))
@@ -81,6 +82,8 @@ def extend_labels(X, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
 #: How much more of the subsample the rows as given must label as their neighbours do (leave-one-out) before the
 #: vote leaves the standardised features for them (within it, both show the partition alike).
 SPACE_MARGIN = 0.02
+#: ... and at least this many rows of it.
+MARGIN_ROWS = 3
 
 
 def _block(X, indices: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -89,7 +92,8 @@ def _block(X, indices: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.nd
 
 
 def _self_agreement(Z: np.ndarray, labels: np.ndarray) -> float:
-    """Share of the rows of ``Z`` whose :data:`EXTEND_NEIGHBORS` nearest others hold their label most often."""
+    """Share of the rows of ``Z`` whose :data:`EXTEND_NEIGHBORS` nearest others hold their label most often (a row
+    whose label ties with others for the most counts as the share of those tied, so that ids do not matter)."""
     n_neighbors = min(EXTEND_NEIGHBORS, len(Z) - 1)
     if n_neighbors < 1:
         return 1.0
@@ -99,9 +103,10 @@ def _self_agreement(Z: np.ndarray, labels: np.ndarray) -> float:
     drop = own & (np.cumsum(own, axis=1) == 1)
     drop[~own.any(axis=1), -1] = True
     others = labels[nearest[~drop].reshape(len(Z), n_neighbors)]
-    classes = np.unique(labels)
+    classes, own_class = np.unique(labels, return_inverse=True)
     counts = np.stack([(others == c).sum(axis=1) for c in classes], axis=1)
-    return float(np.mean(classes[np.argmax(counts, axis=1)] == labels))
+    top = counts == counts.max(axis=1, keepdims=True)
+    return float(np.mean(top[np.arange(len(Z)), own_class] / top.sum(axis=1)))
 
 
 #: Entries of the dense blocks :func:`extend_labels` makes of a sparse X (64 MiB of float64).

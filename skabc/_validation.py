@@ -203,7 +203,7 @@ def _check_label_values(values: np.ndarray, input_name: str, hint: str) -> None:
     """Refuse object labels holding missing values or mixing strings with numbers (unsortable)."""
     if values.dtype != object:
         return
-    if any(v is None or (isinstance(v, float) and v != v) for v in values) or _holds_pandas_na(values):
+    if any(v is None or (isinstance(v, (float, np.floating)) and v != v) for v in values) or _holds_pandas_na(values):
         raise ValueError(f"{input_name} contains missing values (NaN, None or pd.NA); {hint}")
     kinds = {"string" if isinstance(v, (str, bytes)) else type(v).__name__ for v in values}
     for kind, plural in (("string", "strings"), ("bool", "booleans")):  # True is 1 to np.unique: one class
@@ -228,12 +228,12 @@ def _object_numbers(values: np.ndarray) -> np.ndarray:
     fractional (then refused as continuous).  Other columns, or integers beyond int64, as they are."""
     if not all(isinstance(v, (Real, np.bool_)) for v in values):
         return values
-    if all(isinstance(v, (Integral, np.bool_)) or float(v).is_integer() for v in values):
-        try:
+    try:  # a number beyond float64 (a huge Fraction) or int64: left to the checks that follow, which name it
+        if all(isinstance(v, (Integral, np.bool_)) or float(v).is_integer() for v in values):
             return np.array([int(v) for v in values], dtype=np.int64)
-        except OverflowError:
-            return values
-    return values.astype(np.float64)
+        return values.astype(np.float64)
+    except OverflowError:
+        return values
 
 
 def encode_labels(y, n_samples: int) -> np.ndarray:

@@ -605,6 +605,20 @@ def test_y_of_integers_and_whole_floats_in_an_object_column_is_read_as_numbers(X
     np.testing.assert_array_equal(encode_labels(big, 4), [1, 2, 0, -1])
 
 
+def test_object_labels_beyond_float64_and_numpy_nan_groups_are_value_errors(X30, tiny_kernel):
+    """Review 54e: a whole Fraction beyond float64 raised a raw OverflowError while the labels were read, and a
+    numpy float32 NaN passed as a group id."""
+    from fractions import Fraction
+
+    from skabc._validation import encode_labels
+
+    with pytest.raises(ValueError, match="Unknown label type"):
+        encode_labels(np.array([Fraction(10**400), 1], dtype=object), 2)
+    groups = np.array([np.float32("nan"), np.float32(1.0)] * 15, dtype=object)
+    with pytest.raises(ValueError, match="groups contains missing values"):
+        ABCClustering(kernel=tiny_kernel).fit(X30, groups=groups)
+
+
 def test_booleans_beside_the_unlabelled_marker_are_labels(X30):
     """Review 54c: the booleans check refused True/False with -1 (nothing merges there), and object columns of
     numpy booleans got scikit-learn's 'Unknown label type'."""
