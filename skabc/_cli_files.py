@@ -228,12 +228,21 @@ def _read_names(file: Path, rows: int | None = None):
     its value occurs nowhere else in the file (a column title such as ``species``; a class is named more than
     once).  A file of exactly ``rows`` names keeps its first, however rare.
     A file of one line that is not all numbers is a header alone.  Pandas' ``Series.to_csv()`` (the row
-    index, then the values, under a header whose first name is empty) gives its values.
+    index, then the values, under a header whose first name is empty) gives its values.  An empty line between
+    values is refused (one after the first line, or before or after the values, is skipped).
     """
     import numpy as np
 
     with file.open(encoding="utf-8-sig") as f:
-        lines = [line.strip() for line in f if line.strip()]
+        stripped = [line.strip() for line in f]
+    content = [i for i, line in enumerate(stripped) if line]
+    # Empty lines between values: dropped, each would move every later value onto the row before (probe 53j). One
+    # after the first line with content may set off a header, and empty lines before or after the values are fine.
+    gaps = [i for i in range(content[1], content[-1]) if not stripped[i]] if len(content) > 1 else []
+    if gaps:
+        raise ValueError(f"line {gaps[0] + 1} is empty: a one-column file holds one value per line, and an empty "
+                         "line would shift every row after it; write the row's value there")
+    lines = [line for line in stripped if line]
     if len(lines) > 1 and _index_header(lines[0]) and all(line.count(",") == 1 for line in lines):
         values = [line.split(",")[1].strip() for line in lines[1:]]  # pandas' Series.to_csv(): index, value
         return _numbers(values) if _numeric(values) else np.array(values, dtype=str)

@@ -200,7 +200,8 @@ def format_bytes(n_bytes: float) -> str:
 
 
 def _check_label_values(values: np.ndarray, input_name: str, hint: str) -> None:
-    """Refuse object labels holding missing values or mixing strings with numbers (unsortable)."""
+    """Refuse object labels holding missing values, mixing strings with numbers (unsortable) or booleans with numbers
+    other than the unlabelled marker -1 (``True`` and ``1`` would be one class)."""
     if values.dtype != object:
         return
     if any(v is None or (isinstance(v, (float, np.floating)) and v != v) for v in values) or _holds_pandas_na(values):

@@ -315,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--attention", choices=["sab", "isab", "sampled", "opa"], help="attention backend" + network)
     train.add_argument("--compat", choices=["multiplicative", "additive"], help="similarity head" + network)
     train.add_argument("--d-model", type=_positive_int, help="embedding width, a multiple of the 4 heads" + network)
-    train.add_argument("--n-blocks", type=int, help="attention blocks" + network)
+    train.add_argument("--n-blocks", type=_non_negative_int, help="attention blocks" + network)
     train.add_argument("--scratch", action="store_true", help="train the default network from scratch")
     train.add_argument("--set-size", type=_positive_int, nargs=2, metavar=("MIN", "MAX"),
                        help="training set sizes (default: 50 200)")

@@ -142,8 +142,9 @@ def test_canonicalising_members_take_any_width(tiny_kernel, blob_data):
     bound = KernelEnsemble.from_fitted([generic, tiny_kernel, FrozenEstimator(free)])
     assert bound.n_features_in_ == 2
     assert bound.transform(X[:12]).shape == (12, 12)
-    with pytest.raises(ValueError, match="features"):
-        bound.transform(rng.normal(size=(12, 7)))
+    with pytest.raises(ValueError, match=r"^KernelEnsemble member 1 \(ContextualKernel\): X has 7 features") as info:
+        bound.transform(rng.normal(size=(12, 7)))  # probe 53g: the message did not say which member refused
+    assert isinstance(info.value.__cause__, ValueError)  # the member's own error and frames stay (review 54f)
     assert KernelEnsemble.from_fitted([load("circles", device="cpu"), generic]).n_features_in_ == 2
 
 

@@ -90,7 +90,9 @@ def test_cli_without_command_prints_help(capsys):
     assert "demo" in capsys.readouterr().err  # a usage error: on stderr, as argparse reports them
 
 
-@pytest.mark.parametrize("argv", [["demo", "--no-such-option"], ["demo", "--sets", "0"], ["demo", "--epochs", "x"]])
+@pytest.mark.parametrize("argv", [["demo", "--no-such-option"], ["demo", "--sets", "0"], ["demo", "--epochs", "x"],
+                                  # Probe 53j: a negative block count got past argparse and exited 1, not 2.
+                                  ["train", "X.npy", "y.npy", "-o", "k.safetensors", "--n-blocks", "-1"]])
 def test_cli_rejects_bad_options(argv, capsys):
     with pytest.raises(SystemExit) as info:
         main(argv)
@@ -244,6 +246,8 @@ def test_cli_cluster_max_clusters_lets_the_estimate_past_50(tmp_path, capsys):
         # A first row with one bad field was dropped as a "header": n - 1 labels, misaligned, exit status 0.
         (["cluster", "{na_first}", "-o", "l.npy"], "'NA' is not a number (line 1, column 2)"),
         (["cluster", "{semicolons}", "-o", "l.npy"], "values must be separated by commas"),
+        # Probe 53j: an empty line between values was dropped, moving every later label one row up.
+        (["evaluate", "{gap}", "{gap}"], "line 3 is empty"),
     ],
 )
 def test_cli_bad_files_give_a_message_not_a_traceback(tmp_path, capsys, argv, message):
@@ -253,13 +257,15 @@ def test_cli_bad_files_give_a_message_not_a_traceback(tmp_path, capsys, argv, me
     (tmp_path / "titles.csv").write_text("label,group\n")
     (tmp_path / "na_first.csv").write_text("1.0,NA\n" + "".join(f"{i},{i}\n" for i in range(9)))
     (tmp_path / "semicolons.csv").write_text("".join(f"{i};{i}\n" for i in range(10)))
+    (tmp_path / "gap.csv").write_text("a\nb\n\na\nb\n\n")
     np.save(tmp_path / "X.npy", np.zeros((10, 2)))
     np.save(tmp_path / "X1.npy", np.zeros(10))
     np.save(tmp_path / "X2.npy", np.zeros(9))
     paths = {"bad": tmp_path / "bad.npy", "X": tmp_path / "X.npy", "X1": tmp_path / "X1.npy", "X2": tmp_path / "X2.npy",
              "empty": tmp_path / "empty.csv", "header": tmp_path / "header.csv", "titles": tmp_path / "titles.csv",
-             "na_first": tmp_path / "na_first.csv", "semicolons": tmp_path / "semicolons.csv"}
-    argv = [a.format(**paths) for a in argv]
+             "na_first": tmp_path / "na_first.csv", "semicolons": tmp_path / "semicolons.csv",
+             "gap": tmp_path / "gap.csv"}
+    argv, message = [a.format(**paths) for a in argv], message.format(**paths)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy's "input contained no data" must not reach the user either
         assert main(argv) == 1
@@ -278,6 +284,17 @@ def test_cli_evaluate_reads_the_text_labels_cluster_writes(tmp_path, capsys):
     capsys.readouterr()
     assert main(["evaluate", str(tmp_path / "labels.out"), str(tmp_path / "y.npy")]) == 0
     assert capsys.readouterr().out.startswith("ARI 1.0000")
+
+
+def test_one_column_files_keep_a_header_set_off_by_an_empty_line(tmp_path):
+    """Review 54f: only empty lines between values are refused; one after a header, or around the values, is not."""
+    from skabc._cli_files import read_array
+
+    (tmp_path / "labels.csv").write_text("\nspecies\n\na\nb\nb\na\n\n")
+    assert read_array(str(tmp_path / "labels.csv"), "labels", 1).tolist() == ["a", "b", "b", "a"]
+    (tmp_path / "gap.csv").write_text("species\na\nb\n\nb\na\n")
+    with pytest.raises(ValueError, match="line 4 is empty"):
+        read_array(str(tmp_path / "gap.csv"), "labels", 1)
 
 
 @pytest.mark.parametrize("n_clusters", [None, 3])

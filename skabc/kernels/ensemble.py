@@ -227,7 +227,14 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
             # A kernel's affinity whatever its set_output; any other transformer's output as an array, checked
             # (shape, finite, non-negative) as it is when that transformer is ABCClustering's kernel.
             if not isinstance(member, TransformerKernel):
-                affinity = member.affinity(X)
+                try:
+                    affinity = member.affinity(X)
+                except ValueError as error:
+                    if type(error) is not ValueError:  # a subclass keeps its type; the traceback names the member
+                        if hasattr(error, "add_note"):  # Python 3.11+
+                            error.add_note(f"raised by KernelEnsemble member {i} ({type(kernel).__name__})")
+                        raise
+                    raise ValueError(f"KernelEnsemble member {i} ({type(kernel).__name__}): {error}") from error
             else:
                 try:  # the member's own errors keep their type (an AffinityTooLargeError stays a MemoryError)
                     output = kernel.transform(X)

@@ -289,7 +289,8 @@ def choose_partition(module: torch.nn.Module, sets: list, settings: dict) -> tup
         loss = ari(settings, k_given) - ari(variant, k_given)
         if loss.mean() > _standard_error(loss):
             chosen = dict(settings)
-    # The kNN graph's own candidates: kept only where they win with k estimated and do not lose with k given.
+    # The kNN graph's own candidates: kept only where they win with k estimated and do not lose (beyond noise) with
+    # k given.
     only = {**settings, "arbiter": KNN_CANDIDATE_VARIANTS[arbiter]}
     gain, loss = ari(only, False) - ari(chosen, False), ari(chosen, True) - ari(only, True)
     if gain.mean() > _standard_error(gain) and not loss.mean() > _standard_error(loss):
