@@ -68,10 +68,12 @@ def extend_labels(X, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
     # and the 1,000 rows left out of 3,000 were labelled at ARI 0.10 where their subsample scored 0.98).
     as_given = (np.zeros_like(mean), np.ones_like(scale))
     margin = max(SPACE_MARGIN, MARGIN_ROWS / len(rows))  # a few rows' worth on a small subsample: not one row's noise
-    if _self_agreement(_block(X, rows, *as_given), labels) > _self_agreement(_block(X, rows, mean, scale),
-                                                                             labels) + margin:
-        mean, scale = as_given
-    vote.fit(_block(X, rows, mean, scale), labels)
+    local = _self_agreement(_block(X, rows, *as_given), labels)  # one dense block at a time; the usual one is kept
+    drawn = _block(X, rows, mean, scale)
+    if local > _self_agreement(drawn, labels) + margin:
+        (mean, scale), drawn = as_given, None  # the standardised block freed before the other is made
+        drawn = _block(X, rows, mean, scale)
+    vote.fit(drawn, labels)
     step = max(1, DENSE_BLOCK_ENTRIES // max(X.shape[1], 1))
     for start in range(0, len(others), step):
         chunk = others[start : start + step]

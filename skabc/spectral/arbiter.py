@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
+from .._schema import _finite
 from .candidates import CANDIDATES, MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, Candidate, candidate_partitions, quiet_cuts
 from .forest import TreeEnsemble
 from .knn import KNN_NEIGHBORS, knn_graph, links_every_row
@@ -51,7 +52,7 @@ KNN_PARTITION_VARIANTS = {"generic": "generic-knn"}
 #: partitions and ``k``); with ``k`` given, the kNN graph cut into it.  On small sets of many columns (100 digit
 #: images) the kernel's ``k`` rules over-count where the kNN graph's do not; a labelled fit keeps the variant only
 #: where its held-out sets say so (:func:`~skabc.training.validation.choose_partition`).
-KNN_CANDIDATE_VARIANTS = {"generic": "generic-knn-only", "generic-knn": "generic-knn-only"}
+KNN_CANDIDATE_VARIANTS = {"generic": "generic-knn-only"}
 #: Most tree nodes a file may hold (a forged file cannot make evaluation allocate without bound).
 _MAX_NODES = 1_000_000
 FORMAT = "skabc-arbiter"
@@ -352,13 +353,6 @@ class Arbiter:
                 graph, labels = knn.affinity, knn.cut(c.n_clusters, seed)
             return labels, graph, c.n_clusters, c.eigenvalues, f"knn-at-{c.name}"
         return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
-
-
-def _finite(value: float) -> bool:
-    try:  # an integer beyond float64's range is not finite (it raised OverflowError)
-        return bool(np.isfinite(float(value)))
-    except OverflowError:
-        return False
 
 
 def _components_at_k(candidates: list[Candidate]) -> int | None:

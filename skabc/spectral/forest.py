@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._schema import _is_number
+
 #: Largest prediction a forest may make in absolute value (the shipped ones predict an ARI, within [-1, 1]).
 _MAX_PREDICTION = 1e6
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class TreeEnsemble:

@@ -84,7 +84,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     """
     check_training_memory(kernel, set_size[1], X.shape[1])
     sampler = ClusterSetSampler(labels, group_codes, set_size, check_clusters_per_set(kernel.clusters_per_set))
-    wanted, most = check_clusters_per_set(kernel.clusters_per_set), max(len(g) for g in sampler.groups)
+    wanted, most = sampler.clusters_per_set, max(len(g) for g in sampler.groups)
     if wanted is not None and wanted[0] > most:  # the sampler draws what there is: say so (probe 54a)
         warn_user(f"clusters_per_set={kernel.clusters_per_set!r} asks for at least {wanted[0]} clusters a set, but "
                   f"the training sets draw on at most {most} labelled classes a group (classes or groups held out "
