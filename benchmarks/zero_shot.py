@@ -942,6 +942,9 @@ def _kernel_info(kernel_path: str | None) -> dict:
     return {"name": name,
             "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            # The arbiters choose the partitions too: a part is carried over only where these match as well.
+            "arbiter_sha256": {f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+                               for f in sorted(PRETRAINED_DIR.glob("arbiter_*.json"))},
             "clustering_settings": _clustering_settings(kernel_path)[1]}
 
 
@@ -1024,6 +1027,23 @@ def _requirement_lines(reqs: list[dict]) -> str:
     return "\n".join(f"{'PASS' if r['passed'] else 'FAIL'}  {r['requirement']}: {r['detail']}" for r in reqs)
 
 
+#: What each entry of zero_shot.json's ``parts`` holds, as the report's first line names it.
+PART_TITLES = {"gallery": "gallery toys and real datasets", "clustbench": "clustbench batteries",
+               "timing_side_by_side": "side-by-side timing"}
+
+
+def _produced_by(result: dict, command: str) -> str:
+    """``Produced by ...`` naming, where parts of the result were carried over from an earlier run, the command
+    that measured each part (one command for all: that command alone)."""
+    by_command: dict[str, list[str]] = {}
+    for part, info in (result.get("parts") or {}).items():
+        if info:
+            by_command.setdefault(info["command"], []).append(PART_TITLES.get(part, part))
+    if len(by_command) <= 1:
+        return f"Produced by `{command}`"
+    return "Produced by " + "; ".join(f"`{cmd}` ({', '.join(titles)})" for cmd, titles in by_command.items())
+
+
 def write_outputs(result: dict, figures: list[Path], command: str) -> str:
     summary, timing, reqs = result["summary"], result["timing"], result["requirements"]
     tables = ("### Adjusted Rand index (mean ± standard error over sets)\n\n" + K_ERROR_LEGEND
@@ -1033,7 +1053,7 @@ def write_outputs(result: dict, figures: list[Path], command: str) -> str:
     timing_lines = ", ".join(f"{DATASET_TITLES[d]} {s:.2f} s" for d, s in timing["median_seconds"].items())
     md = [
         "# Zero-shot benchmark: the scikit-learn clustering gallery\n\n",
-        f"Produced by `{command}`; raw numbers in `benchmarks/results/zero_shot.json`. "
+        f"{_produced_by(result, command)}; raw numbers in `benchmarks/results/zero_shot.json`. "
         f"Kernel: {result['kernel']['name']}.\n\n",
         "The six datasets of scikit-learn's gallery example *Comparing different clustering algorithms on toy "
         "datasets* (`examples/cluster/plot_cluster_comparison.py`), drawn with scikit-learn's own generators "
@@ -1082,13 +1102,15 @@ GALLERY_KEYS = ("quick", "seeds", "sizes", "gallery", "jobs", "benchmark_seconds
 
 
 def _previous_parts(kernel: dict) -> dict:
-    """The last zero_shot.json, when it measured the same kernel file with this code's layout; else {}."""
+    """The last zero_shot.json, when it measured the same kernel and arbiter files with this code's layout; else {}."""
     path = RESULTS / "zero_shot.json"
     if not path.exists():
         return {}
     previous = json.loads(path.read_text())
-    if previous.get("kernel", {}).get("sha256") != kernel["sha256"] or "parts" not in previous or previous["quick"]:
-        return {}
+    recorded = previous.get("kernel", {})
+    if (any(recorded.get(key) != kernel[key] for key in ("sha256", "arbiter_sha256")) or "parts" not in previous
+            or previous["quick"]):
+        return {}  # a run of other weights or arbiters (or one that recorded no arbiters) is not carried over
     return previous
 
 
@@ -1123,7 +1145,8 @@ def evaluate(n_seeds: int = 20, sizes=SIZES, jobs: int = 2, quick: bool = False,
         parts["gallery"] = {**previous["parts"]["gallery"], "carried_over": True}
         figures = [ROOT / f for f in result["gallery"]["files"]]
     else:
-        raise SystemExit("--no-gallery needs an earlier full zero_shot.json of the same kernel file to carry over")
+        raise SystemExit("--no-gallery needs an earlier full zero_shot.json of the same kernel and arbiter files to "
+                         "carry over")
 
     home = clustbench_data.resolve_data_home(data_home, ROOT)
     result["clustbench"] = None
