@@ -26,8 +26,9 @@ from hypothesis.extra import numpy as hnp
 from sklearn.exceptions import DataConversionWarning
 from sklearn.frozen import FrozenEstimator
 
-from skabc import ABCClustering, ContextualKernel, KernelEnsemble
+from skabc import ABCClustering, ContextualKernel, KernelEnsemble, pretrained
 from skabc.exceptions import AffinityTooLargeError
+from skabc.kernels import PairwiseKernel, PrecomputedKernel
 from skabc.preprocessing import SetCanonicalizer
 
 # Entry points.  "kernel.fit" trains a tiny kernel on (X, y) and transforms X; "kernel.transform" uses the
@@ -294,6 +295,19 @@ def test_a_kernel_fitted_without_names_hears_nothing_of_the_dataframes_names():
 def test_zero_rows_raise(route, ctx):
     with pytest.raises(ValueError, match=r"0 sample\(s\)"):
         run_route(route, np.empty((0, 2)), ctx, y=np.empty(0, dtype=int))
+
+
+@pytest.mark.parametrize("make_kernel", [lambda: pretrained.load("generic"), lambda: PairwiseKernel("rbf"),
+                                         lambda: PrecomputedKernel()], ids=["canonical", "pairwise", "precomputed"])
+@pytest.mark.parametrize(("bad", "message"), [
+    (np.empty((0, 3)), r"0 sample\(s\) \(shape=\(0, 3\)\) while a minimum of 1 is required by \w+Kernel"),
+    (np.full((3, 3), np.nan), r"Input X contains NaN"),
+    (np.ones((3, 3, 1)), r"dim 3, while dim <= 2 is required by \w+Kernel"),
+], ids=["no-rows", "nan", "3-d"])
+def test_every_kernels_errors_name_the_kernel_and_X(make_kernel, bad, message):
+    # The canonical kernel checked rows with a bare check_array: its errors named neither (probe 55b).
+    with pytest.raises(ValueError, match=message):
+        make_kernel().affinity(bad)
 
 
 @pytest.mark.parametrize("route", FIT_ROUTES)

@@ -92,8 +92,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         Give the network the local geometry of every set (:mod:`skabc.nn.geometry`: self-tuning scaled
         distances, kNN membership, shared neighbours) as attention biases and an additive term of the
         similarity logits.  Needs ``attention='sab'``.  The pair features are dense in ``n``: sets of more
-        than :data:`skabc.inference.GEOMETRY_MAX_SAMPLES` points, and sparse affinities, are computed without
-        them.
+        than :data:`skabc.inference.GEOMETRY_MAX_SAMPLES` points, and sparse affinities, are computed without them.
     embed_features : int, default=None
         Number of leading input (or canonical) columns the embedder sees;
         ``None``: all.  With ``local_geometry`` the distances still use every
@@ -381,7 +380,8 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
             X = validate_data(self, X, dtype=self._input_dtype(), reset=False, ensure_min_samples=1)
             return to_network_float32(check_magnitude(X), scale_free=False)
         check_named_columns(self, X)
-        return to_network_float32(check_array(X, dtype=self._input_dtype(), ensure_min_samples=1), scale_free=True)
+        X = check_array(X, dtype=self._input_dtype(), ensure_min_samples=1, estimator=self, input_name="X")
+        return to_network_float32(X, scale_free=True)
 
     def returns_sparse(self, n_samples: int) -> bool:
         """Whether :meth:`transform` returns a sparse affinity for a set of ``n_samples`` points.

@@ -194,7 +194,7 @@ class PairwiseKernel(Kernel):
         """
         self._validate_params()
         check_named_columns(self, X)  # any width, as SpectralClustering's affinity of a new set
-        X = check_array(X, accept_sparse=SPARSE_FORMATS, dtype=np.float64)
+        X = check_array(X, accept_sparse=SPARSE_FORMATS, dtype=np.float64, estimator=self, input_name="X")
         if self.metric == "nearest_neighbors":
             _check_n_neighbors(self.n_neighbors, X.shape[0], "nearest_neighbors")
             connectivity = kneighbors_graph(X, n_neighbors=self.n_neighbors, include_self=True, n_jobs=self.n_jobs)
@@ -349,7 +349,7 @@ class PrecomputedKernel(Kernel):
             number of samples.
         """
         self._validate_params()
-        X = check_array(X, accept_sparse=SPARSE_FORMATS, dtype=np.float64)
+        X = check_array(X, accept_sparse=SPARSE_FORMATS, dtype=np.float64, estimator=self, input_name="X")
         what = "affinity" if self.kind == "precomputed" else "distance"
         if X.ndim != 2 or X.shape[0] != X.shape[1]:
             raise ValueError(
