@@ -726,3 +726,76 @@ def test_mixed_sets_with_a_one_point_curve_give_their_blobs_a_spread():
         _, first = np.unique(X[groups == g], axis=0, return_inverse=True)
         labels = y[groups == g]
         assert all(len(np.unique(labels[first.ravel() == u])) == 1 for u in np.unique(first))
+
+
+# ------------------------------------------------------------------ requests too large, overflow, odd input (probe 55c)
+@pytest.mark.parametrize("make", [
+    lambda: make_circles_sets(n_sets=2, set_size=10**13),
+    lambda: make_blobs_set(30, n_features=10**12),
+    lambda: make_clustering_sets(2, 20, n_features=(1, 10**12)),
+    lambda: embed_in_dimensions(np.zeros((5, 2)), 10**13),
+    lambda: add_background_noise(np.zeros((20, 2)), np.zeros(20, dtype=int), fraction=1 - 1e-15),
+], ids=["circles-set_size", "blobs-n_features", "clustering-n_features", "embed", "noise-fraction"])
+def test_requests_beyond_the_output_limit_are_refused_by_their_parameters(make):
+    # They reached numpy as allocations of terabytes (MemoryError), or built gigabytes silently.
+    with pytest.raises(ValueError, match=r"ask for [\d,]+ rows of [\d,]+ features, more than"):
+        make()
+
+
+def test_unbounded_loop_counts_are_refused():
+    with pytest.raises(ValueError, match="n_layers must be at most 1000"):  # 10**9 layers ran for hours
+        make_warped_set(30, 2, n_layers=10**9, random_state=0)
+    with pytest.raises(ValueError, match="n_segments must be at most 10000"):
+        make_chains_set(50, n_segments=10**12, random_state=0)
+
+
+def test_bead_counts_beyond_the_points_are_drawn_as_many_as_points():
+    X, y = make_chains_set(40, n_chains=1, n_blobs=0, bead_probability=1.0, n_beads=(2, 10**12), random_state=0)
+    assert X.shape == (40, 2) and set(y) == {0}
+
+
+def test_bead_counts_do_not_matter_where_no_chain_is_beaded():
+    X, _ = make_chains_set(n_samples=3, n_chains=1, n_blobs=0, bead_probability=0.0, random_state=0)
+    assert X.shape == (3, 2)
+    with pytest.raises(ValueError, match="n_beads must allow at most n_samples=3"):
+        make_chains_set(n_samples=3, n_chains=1, n_blobs=0, bead_probability=0.5, random_state=0)
+
+
+@pytest.mark.parametrize("spread", [{"width": 1e308}, {"blob_std": 1e308}])
+def test_chains_overflowing_spreads_get_the_generators_overflow_error(spread):
+    with pytest.raises(ValueError, match="the drawn points are not finite"):  # was numpy's OverflowError
+        make_chains_set(50, random_state=0, **spread)
+
+
+@pytest.mark.parametrize("make", [partial(make_blobs_set, n_clusters=5), partial(make_rings_set, n_rings=3)],
+                         ids=["blobs", "rings"])
+def test_an_overflowing_imbalance_gives_one_large_cluster_without_warnings(make, recwarn):
+    X, y = make(30, imbalance=1e308, random_state=0)  # reached numpy's multinomial as NaN weights
+    assert X.shape[0] == 30 and np.all(np.isfinite(X))
+    assert np.bincount(y).max() > 30 - 2 * len(np.unique(y))  # every other cluster keeps its one point or so
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_discretized_levels_are_at_most_one_per_row():
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    Xd = discretize_columns(X, fraction=1.0, levels=10**12, random_state=0)  # allocated terabytes
+    assert all(len(np.unique(column)) <= 30 for column in Xd.T)
+
+
+@pytest.mark.parametrize("transform", [partial(add_background_noise, y=np.zeros(4, dtype=int)),
+                                       partial(add_outliers, y=np.zeros(4, dtype=int)),
+                                       partial(embed_in_dimensions, n_features=3), discretize_columns])
+def test_transforms_refuse_sparse_and_complex_sets_by_name(transform):
+    import scipy.sparse as sp
+
+    X = np.arange(8.0).reshape(4, 2)
+    with pytest.raises(TypeError, match="X must be a dense array"):  # was "setting an array element with a sequence"
+        transform(sp.csr_matrix(X))
+    with pytest.raises(ValueError, match="X holds complex numbers"):  # was cast to real, dropping the imaginary part
+        transform(X + 1j)
+
+
+def test_huge_family_weights_and_separations_raise_no_runtime_warnings(recwarn):
+    make_clustering_sets(2, 20, families={"blobs": 1e308, "rings": 1e308}, n_features=(2, 4), random_state=0)
+    make_blobs_set(30, min_separation=1e300, random_state=0)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

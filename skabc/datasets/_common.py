@@ -44,6 +44,18 @@ def _check_range(name: str, value, minimum: float, *, integer: bool = False, pos
     return low, high
 
 
+#: Most values a generator or transform returns (8 GiB of float64): a larger request is refused, by its parameters,
+#: before anything is drawn (counts of 10**12 asked numpy for terabytes).
+MAX_VALUES = 2**30
+
+
+def _check_output_size(rows: int, columns: int, what: str) -> None:
+    """Refuse an output of more than :data:`MAX_VALUES` values, naming the parameters ``what`` that ask for it."""
+    if rows * columns > MAX_VALUES:
+        raise ValueError(f"{what} ask for {rows:,} rows of {columns:,} features, more than the {MAX_VALUES:,} values "
+                         "(8 GiB of float64) a generator returns; ask for fewer.")
+
+
 def _check_noise_fraction(value) -> float:
     return _check_real("noise_fraction", value, 0.0, 1.0, open_max=True)
 
@@ -72,10 +84,14 @@ _LARGEST_LOG = 700.0
 
 def _size_weights(rng, k: int, imbalance: float) -> np.ndarray:
     """Log-normal cluster-size weights; ``imbalance=0`` gives equal expected sizes."""
-    logs = imbalance * rng.standard_normal(k)
-    if logs.max() > _LARGEST_LOG:  # exp would overflow to inf (and inf / inf to NaN): scale (only then)
-        logs = logs - logs.max()
-    return np.exp(logs)
+    draws = rng.standard_normal(k)
+    with np.errstate(over="ignore", invalid="ignore"):
+        logs = imbalance * draws
+        if not np.all(np.isfinite(logs)):  # an imbalance near 1e308: the largest weight 1, the others ~0 (never NaN)
+            logs = imbalance * (draws - draws.max())
+        elif logs.max() > _LARGEST_LOG:  # exp would overflow to inf (and inf / inf to NaN): scale (only then)
+            logs = logs - logs.max()
+        return np.exp(logs)
 
 
 def _split_counts(rng, n: int, weights: np.ndarray) -> np.ndarray:
@@ -85,7 +101,9 @@ def _split_counts(rng, n: int, weights: np.ndarray) -> np.ndarray:
 
 def _normalised(weights: np.ndarray) -> np.ndarray:
     """Non-negative finite ``weights`` (a positive sum) divided by their sum."""
-    if not np.isfinite(weights.sum()):  # finite weights near 1e308 overflow their sum: rescale (only then)
+    with np.errstate(over="ignore"):
+        total = weights.sum()
+    if not np.isfinite(total):  # finite weights near 1e308 overflow their sum: rescale (only then)
         weights = weights / weights.max()
     return weights / weights.sum()
 
@@ -144,8 +162,13 @@ def _finish(rng, X, y, n_noise: int, n_features: int, embed_noise: float, margin
 def check_finite_points(X: np.ndarray) -> None:
     """Refuse drawn points that overflowed float64 (a spread, noise or margin near 1e308), by the cause."""
     if not np.all(np.isfinite(X)):
-        raise ValueError("the drawn points are not finite: a spread, noise, margin or scale parameter overflows "
-                         "float64; use values of an ordinary scale.")
+        raise overflow_error()
+
+
+def overflow_error() -> ValueError:
+    """The error of drawn points that overflowed float64."""
+    return ValueError("the drawn points are not finite: a spread, noise, margin or scale parameter overflows float64; "
+                      "use values of an ordinary scale.")
 
 
 def _discretize(rng, X: np.ndarray, fraction: float, levels: tuple[int, int]) -> np.ndarray:
@@ -155,7 +178,7 @@ def _discretize(rng, X: np.ndarray, fraction: float, levels: tuple[int, int]) ->
     X = X.copy()
     for column in rng.choice(d, size=chosen, replace=False):
         values = X[:, column]
-        count = int(rng.randint(levels[0], levels[1] + 1))
+        count = min(int(rng.randint(levels[0], levels[1] + 1)), len(values))  # n rows hold at most n levels
         edges = np.quantile(values, np.linspace(0, 1, count + 1)[1:-1])
         codes = np.searchsorted(edges, values, side="right").astype(float)
         if codes.std() == 0:

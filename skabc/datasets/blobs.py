@@ -8,6 +8,7 @@ from sklearn.utils import check_random_state
 from ._common import (
     _check_int,
     _check_noise_fraction,
+    _check_output_size,
     _check_positive,
     _check_range,
     _check_real,
@@ -53,7 +54,8 @@ def _place_centers(rng, radius: np.ndarray, d: int, min_separation: float, box=N
             if i == 0 or min_separation == 0:
                 centers[i] = cand[0]
                 break
-            dist = np.sqrt(((cand[:, None, :] - centers[None, :i, :]) ** 2).sum(-1))
+            with np.errstate(over="ignore"):  # centres near 1e154 square to inf: far enough apart
+                dist = np.sqrt(((cand[:, None, :] - centers[None, :i, :]) ** 2).sum(-1))
             ratio = (dist / (radius[i] + radius[:i])).min(axis=1)
             ok = np.flatnonzero(ratio >= min_separation)
             if ok.size:
@@ -173,6 +175,7 @@ def make_blobs_set(
     n_samples = _check_int("n_samples", n_samples)
     n_clusters = _check_int("n_clusters", n_clusters)
     n_features = _check_int("n_features", n_features)
+    _check_output_size(n_samples, n_features, "n_samples and n_features")
     std_low, std_high = _check_range("cluster_std", cluster_std, 0.0, positive=True)
     anisotropy = _check_range("anisotropy", anisotropy, 1.0)
     imbalance = _check_real("imbalance", imbalance)

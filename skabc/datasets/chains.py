@@ -16,16 +16,20 @@ from sklearn.utils import check_random_state
 from ._common import (
     _check_int,
     _check_noise_fraction,
+    _check_output_size,
     _check_range,
     _check_real,
     _finish,
     _log_uniform,
     _split_counts,
     _split_noise,
+    overflow_error,
 )
 
 #: Tries at placing a chain or blob at least ``gap`` from the others before the region grows by a quarter.
 _PLACEMENT_TRIES = 50
+#: Most segments of one chain: a polyline of more is no chain (10**12 asked numpy for terabytes).
+MAX_SEGMENTS = 10_000
 
 
 def _polyline(rng, n_segments: int, length_range: tuple[float, float], turn_range: tuple[float, float]):
@@ -105,13 +109,14 @@ def make_chains_set(
     n_features : int, default=2
         Dimension of the points, at least 2 (embedded at random beyond 2).
     n_segments : int or (int, int), default=(2, 6)
-        Segments per chain, or the range each chain's number is drawn from.
+        Segments per chain, or the range each chain's number is drawn from; at most :data:`MAX_SEGMENTS`.
     width : float, default=0.03
         Standard deviation of the points across their chain's path.
     bead_probability : float, default=0.5
         Probability that a chain is beaded.
     n_beads : int or (int, int), default=(4, 20)
-        Beads of a beaded chain, or the range drawn from; its low end at most ``n_samples``.
+        Beads of a beaded chain, or the range drawn from; its low end at most ``n_samples`` (unless
+        ``bead_probability=0``), a high end beyond ``n_samples`` drawn as ``n_samples``.
     blob_share : float, default=0.3
         Share of the structure points in the blobs (when ``n_blobs > 0``).
     blob_std : float or (float, float), default=(0.03, 0.12)
@@ -147,13 +152,17 @@ def make_chains_set(
     n_chains = _check_int("n_chains", n_chains)
     n_blobs = _check_int("n_blobs", n_blobs, 0)
     n_features = _check_int("n_features", n_features, 2)
+    _check_output_size(n_samples, n_features, "n_samples and n_features")
     seg_low, seg_high = _check_range("n_segments", n_segments, 1, integer=True)
+    if seg_high > MAX_SEGMENTS:
+        raise ValueError(f"n_segments must be at most {MAX_SEGMENTS} (segments of one chain), got {n_segments!r}.")
     width = _check_real("width", width)
     bead_probability = _check_real("bead_probability", bead_probability, 0.0, 1.0)
     bead_low, bead_high = _check_range("n_beads", n_beads, 2, integer=True)
-    if bead_low > n_samples:  # no bead count asked for can be filled; np.arange(2e8) took 3.4 GB for 50 points
+    if bead_probability > 0 and bead_low > n_samples:  # no count asked for can be filled (np.arange(2e8): 3.4 GB)
         raise ValueError(f"n_beads must allow at most n_samples={n_samples} beads (a bead holds points), "
                          f"got {n_beads!r}.")
+    bead_high = min(bead_high, max(bead_low, n_samples))  # more beads than points: as many as points
     blob_share = _check_real("blob_share", blob_share, 0.0, 1.0, open_max=True)
     std_low, std_high = _check_range("blob_std", blob_std, 0.0, positive=True)
     gap = _check_real("gap", gap)
@@ -198,11 +207,14 @@ def _chain_set_points(rng, n: int, n_chains: int, n_blobs: int, segments: tuple[
 
 def _place(rng, shapes: list[np.ndarray], gap: float) -> list[np.ndarray]:
     """Shift each shape to a random spot at least ``gap`` from those placed before (the region grows if needed)."""
-    box = max(float(np.ptp(np.concatenate(shapes), axis=0).max()), 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        box = max(float(np.ptp(np.concatenate(shapes), axis=0).max()), 1.0)
     placed, tree = [], None
     for shape in shapes:
         attempt = 0
         while True:
+            if not np.isfinite(2 * box):  # a width or spread near 1e308: the region to draw from overflows
+                raise overflow_error()
             moved = shape + rng.uniform(-box, box, 2)
             # Nearest placed point of each moved point (a k-d tree: no n x m distance matrix for large sets).
             if tree is None or tree.query(moved, k=1)[0].min() >= gap:

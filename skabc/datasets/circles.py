@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._common import _check_int, _check_range, _check_real, check_finite_points
+from ._common import _check_int, _check_output_size, _check_range, _check_real, check_finite_points
 
 
 def make_circles_sets(
@@ -68,6 +68,7 @@ def make_circles_sets(
     rng = check_random_state(random_state)
     n_sets = _check_int("n_sets", n_sets)
     low, high = _check_range("set_size", set_size, 1, integer=True)
+    _check_output_size(n_sets * high, 2, "n_sets and set_size")
     k_low, k_high = _check_range("n_circles", n_circles, 1, integer=True)
     center_spread, radius_std = _check_real("center_spread", center_spread), _check_real("radius_std", radius_std)
     radius_mean, noise = _check_real("radius_mean", radius_mean, -np.inf), _check_real("noise", noise)

@@ -16,6 +16,7 @@ from sklearn.utils import check_random_state
 from ._common import (
     _check_int,
     _check_noise_fraction,
+    _check_output_size,
     _check_range,
     _check_real,
     _finish,
@@ -104,6 +105,7 @@ def make_informative_set(
     n_samples = _check_int("n_samples", n_samples)
     n_clusters = _check_int("n_clusters", n_clusters)
     n_features = _check_int("n_features", n_features)
+    _check_output_size(n_samples, n_features, "n_samples and n_features")
     n_informative = _check_int("n_informative", n_informative)
     if n_informative > n_features:
         raise ValueError(f"n_informative={n_informative} is more than the n_features={n_features} columns.")

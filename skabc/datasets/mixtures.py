@@ -18,6 +18,7 @@ from sklearn.utils import check_random_state
 from ._common import (
     _check_int,
     _check_noise_fraction,
+    _check_output_size,
     _check_range,
     _check_real,
     _finish,
@@ -27,6 +28,9 @@ from ._common import (
     _split_noise,
 )
 from .blobs import _blob_points
+
+#: Most residual layers of :func:`make_warped_set` (each costs a pass over the set: 10**9 ran for hours).
+MAX_LAYERS = 1000
 
 
 def _set_counts(n_samples, n_clusters, imbalance, noise_fraction, random_state):
@@ -128,6 +132,7 @@ def make_subspace_set(
     n_samples = _check_int("n_samples", n_samples)
     n_clusters = _check_int("n_clusters", n_clusters)
     n_features = _check_int("n_features", n_features)
+    _check_output_size(n_samples, n_features, "n_samples and n_features")
     dims = _check_range("subspace_dim", subspace_dim, 1, integer=True)
     if dims[0] > n_features:
         raise ValueError(f"subspace_dim must be at most n_features={n_features}, got {subspace_dim!r}.")
@@ -183,7 +188,7 @@ def make_warped_set(
     n_features : int, default=2
         Dimension of the points.
     n_layers : int or (int, int), default=(1, 4)
-        Number of residual layers, or the range it is drawn from.
+        Number of residual layers, or the range it is drawn from; at most :data:`MAX_LAYERS`.
     strength : float or (float, float), default=(0.5, 0.95)
         Lipschitz constant of each layer's residual, in ``[0, 1)``, or the
         range it is drawn from per layer.
@@ -217,7 +222,10 @@ def make_warped_set(
     n_samples = _check_int("n_samples", n_samples)
     n_clusters = _check_int("n_clusters", n_clusters)
     n_features = _check_int("n_features", n_features)
+    _check_output_size(n_samples, n_features, "n_samples and n_features")
     layers = _check_range("n_layers", n_layers, 0, integer=True)
+    if layers[1] > MAX_LAYERS:
+        raise ValueError(f"n_layers must be at most {MAX_LAYERS}, got {n_layers!r}.")
     strengths = _check_range("strength", strength, 0.0)
     if strengths[1] >= 1:
         raise ValueError(f"strength must be below 1 (an invertible layer), got {strength!r}.")

@@ -10,6 +10,7 @@ from sklearn.utils import check_random_state
 from ._common import (
     _check_int,
     _check_noise_fraction,
+    _check_output_size,
     _check_range,
     _check_real,
     _disc,
@@ -185,6 +186,7 @@ def make_rings_set(
     n_samples = _check_int("n_samples", n_samples)
     n_rings = _check_int("n_rings", n_rings)
     n_features = _check_int("n_features", n_features, 2)
+    _check_output_size(n_samples, n_features, "n_samples and n_features")
     if layout not in RING_LAYOUTS:
         raise ValueError(f"layout must be one of {RING_LAYOUTS}, got {layout!r}.")
     radius_range = _check_range("radius_range", radius_range, 0.0, positive=True)
@@ -251,6 +253,7 @@ def make_moons_set(
     n_samples = _check_int("n_samples", n_samples)
     n_moons = _check_int("n_moons", n_moons)
     n_features = _check_int("n_features", n_features, 2)
+    _check_output_size(n_samples, n_features, "n_samples and n_features")
     noise = _check_real("noise", noise)
     arc_jitter = _check_real("arc_jitter", arc_jitter, 0.0, np.pi / 2)
     imbalance = _check_real("imbalance", imbalance)
@@ -319,6 +322,7 @@ def make_curves_set(
     n_samples = _check_int("n_samples", n_samples)
     n_curves = _check_int("n_curves", n_curves)
     n_features = _check_int("n_features", n_features, 2)
+    _check_output_size(n_samples, n_features, "n_samples and n_features")
     if not isinstance(kinds, str) and not isinstance(kinds, Iterable):
         raise TypeError(f"kinds must be a curve kind or a sequence of {CURVE_KINDS}, got {kinds!r}.")
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)

@@ -28,6 +28,7 @@ from sklearn.utils import check_random_state
 
 from ._common import (
     _check_int,
+    _check_output_size,
     _check_range,
     _check_real,
     _discretize,
@@ -87,7 +88,7 @@ def _check_families(families) -> tuple[list[str], np.ndarray]:
         raise ValueError(f"families must name some of {sorted(FAMILIES)}, got {families!r}.")
     names = list(families)
     weights = np.array([_check_real(f"families[{name!r}]", families[name]) for name in names])
-    if weights.sum() <= 0:
+    if weights.max() <= 0:
         raise ValueError(f"families needs a positive weight, got {families!r}.")
     return names, _normalised(weights)
 
@@ -317,6 +318,7 @@ def make_clustering_sets(
         max_features = _check_int("max_features", max_features)
         if max_features < d_high:
             raise ValueError(f"max_features={max_features} is smaller than the largest n_features ({d_high}).")
+    _check_output_size(n_sets * size_high, max_features or d_high, "n_sets, set_size and n_features")
     noise_probability = _check_real("noise_probability", noise_probability, 0.0, 1.0)
     frac_low, frac_high = _check_range("noise_fraction", noise_fraction, 0.0)
     if frac_high >= 1:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from ._common import (
     _background,
     _check_int,
+    _check_output_size,
     _check_range,
     _check_real,
     _discretize,
@@ -18,7 +20,11 @@ from ._common import (
 
 
 def _check_set(X) -> np.ndarray:
-    """One finite, non-empty 2-D set as a float array."""
+    """One finite, non-empty 2-D set as a float array (dense and real: a sparse or complex one is refused)."""
+    if sp.issparse(X):
+        raise TypeError("X must be a dense array: these transforms draw dense points; pass X.toarray().")
+    if np.iscomplexobj(X):
+        raise ValueError("X holds complex numbers; the transforms take real coordinates.")
     X = np.asarray(X, dtype=float)
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}.")
@@ -69,6 +75,7 @@ def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1,
     margin = _check_real("margin", margin)
     rng = check_random_state(random_state)
     n_noise = round(fraction * len(X) / (1 - fraction))
+    _check_output_size(len(X) + n_noise, X.shape[1], "X and fraction")
     noise = _background(rng, X, n_noise, margin)
     check_finite_points(noise)
     labels = int(y.max()) + 1 + np.arange(n_noise, dtype=np.int64)  # int: a uint8 max of 255 would wrap
@@ -123,6 +130,7 @@ def add_outliers(X, y, fraction: float = 0.01, *, distance: float | tuple[float,
     low, high = _check_range("distance", distance, 0.0, positive=True)
     rng = check_random_state(random_state)
     n_outliers = max(1, round(fraction * len(X) / (1 - fraction))) if fraction > 0 else 0
+    _check_output_size(len(X) + n_outliers, X.shape[1], "X and fraction")
     centre = X.mean(axis=0)
     radius = np.sqrt(np.mean(np.sum((X - centre) ** 2, axis=1)))
     directions = rng.normal(size=(n_outliers, X.shape[1]))
@@ -162,6 +170,7 @@ def embed_in_dimensions(X, n_features: int, *, noise_std: float = 0.0, random_st
     """
     X = _check_set(X)
     n_features = _check_int("n_features", n_features)
+    _check_output_size(len(X), n_features, "X and n_features")
     if n_features < X.shape[1]:
         raise ValueError(f"n_features={n_features} is smaller than the {X.shape[1]} columns of X.")
     noise_std = _check_real("noise_std", noise_std)
@@ -189,7 +198,7 @@ def discretize_columns(X, fraction: float = 0.3, *, levels: int | tuple[int, int
         at least one when ``fraction > 0``).
     levels : int or (int, int), default=(2, 10)
         Number of distinct values of a discretised column, or the range it is
-        drawn from per column; at least 2.  A column where one value holds most
+        drawn from per column; at least 2 (at most one per row).  A column where one value holds most
         rows gets fewer (its quantiles coincide), but two at least, unless it is
         constant.  The column's mean becomes 0, its standard deviation is kept.
     random_state : int, RandomState instance or None, default=None
