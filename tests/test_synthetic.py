@@ -732,14 +732,26 @@ def test_mixed_sets_with_a_one_point_curve_give_their_blobs_a_spread():
 @pytest.mark.parametrize("make", [
     lambda: make_circles_sets(n_sets=2, set_size=10**13),
     lambda: make_blobs_set(30, n_features=10**12),
-    lambda: make_clustering_sets(2, 20, n_features=(1, 10**12)),
+    lambda: make_clustering_sets(2, 20, n_features=10**12, random_state=0),
     lambda: embed_in_dimensions(np.zeros((5, 2)), 10**13),
     lambda: add_background_noise(np.zeros((20, 2)), np.zeros(20, dtype=int), fraction=1 - 1e-15),
 ], ids=["circles-set_size", "blobs-n_features", "clustering-n_features", "embed", "noise-fraction"])
 def test_requests_beyond_the_output_limit_are_refused_by_their_parameters(make):
     # They reached numpy as allocations of terabytes (MemoryError), or built gigabytes silently.
-    with pytest.raises(ValueError, match=r"ask for [\d,]+ rows of [\d,]+ features, more than"):
+    with pytest.raises(ValueError, match=r"ask for [\d,]+ x [\d,]+ values, more than"):
         make()
+
+
+def test_the_output_limit_judges_the_sets_drawn_not_the_largest_they_could_be(monkeypatch):
+    import skabc.datasets._common as common
+
+    monkeypatch.setattr(common, "MAX_VALUES", 239)  # two sets of at most 60 points in 2-D could reach 240
+    X, _, _ = make_circles_sets(n_sets=2, set_size=(10, 60), random_state=0)
+    assert X.size <= 239
+    with pytest.raises(ValueError, match="n_sets and set_size ask for"):
+        make_circles_sets(n_sets=2, set_size=(10, 10**9), random_state=0)
+    X, _, _ = make_clustering_sets(2, set_size=(10, 60), n_features=2, random_state=0)
+    assert X.size <= 239
 
 
 def test_unbounded_loop_counts_are_refused():
@@ -749,9 +761,11 @@ def test_unbounded_loop_counts_are_refused():
         make_chains_set(50, n_segments=10**12, random_state=0)
 
 
-def test_bead_counts_beyond_the_points_are_drawn_as_many_as_points():
-    X, y = make_chains_set(40, n_chains=1, n_blobs=0, bead_probability=1.0, n_beads=(2, 10**12), random_state=0)
-    assert X.shape == (40, 2) and set(y) == {0}
+def test_bead_counts_far_beyond_the_points_cost_no_memory():
+    X, y = make_chains_set(40, n_chains=1, n_blobs=0, bead_probability=1.0, n_beads=(2, 2**30), random_state=0)
+    assert X.shape == (40, 2) and set(y) == {0}  # every bead's centre was listed: 2**30 of them took 8 GB
+    with pytest.raises(ValueError, match="n_beads must be at most 1,073,741,824"):
+        make_chains_set(40, n_beads=(2, 10**20), random_state=0)  # was numpy's "high is out of bounds for int64"
 
 
 def test_bead_counts_do_not_matter_where_no_chain_is_beaded():
@@ -776,9 +790,11 @@ def test_an_overflowing_imbalance_gives_one_large_cluster_without_warnings(make,
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
 
 
-def test_discretized_levels_are_at_most_one_per_row():
+def test_discretized_levels_beyond_their_limit_are_refused_by_name():
     X = np.random.default_rng(0).normal(size=(30, 2))
-    Xd = discretize_columns(X, fraction=1.0, levels=10**12, random_state=0)  # allocated terabytes
+    with pytest.raises(ValueError, match="levels must be at most 16,777,216"):  # asked numpy for terabytes
+        discretize_columns(X, fraction=1.0, levels=10**12, random_state=0)
+    Xd = discretize_columns(X, fraction=1.0, levels=(40, 80), random_state=0)  # more levels than rows: as before
     assert all(len(np.unique(column)) <= 30 for column in Xd.T)
 
 

@@ -45,15 +45,17 @@ def _check_range(name: str, value, minimum: float, *, integer: bool = False, pos
 
 
 #: Most values a generator or transform returns (8 GiB of float64): a larger request is refused, by its parameters,
-#: before anything is drawn (counts of 10**12 asked numpy for terabytes).
+#: before its points are drawn (counts of 10**12 asked numpy for terabytes).
 MAX_VALUES = 2**30
+#: Most levels of a discretised column (its quantile edges are listed: 10**12 asked numpy for terabytes).
+MAX_LEVELS = 2**24
 
 
 def _check_output_size(rows: int, columns: int, what: str) -> None:
     """Refuse an output of more than :data:`MAX_VALUES` values, naming the parameters ``what`` that ask for it."""
     if rows * columns > MAX_VALUES:
-        raise ValueError(f"{what} ask for {rows:,} rows of {columns:,} features, more than the {MAX_VALUES:,} values "
-                         "(8 GiB of float64) a generator returns; ask for fewer.")
+        raise ValueError(f"{what} ask for {rows:,} x {columns:,} values, more than the {MAX_VALUES:,} a generator "
+                         "returns; ask for fewer.")
 
 
 def _check_noise_fraction(value) -> float:
@@ -178,7 +180,7 @@ def _discretize(rng, X: np.ndarray, fraction: float, levels: tuple[int, int]) ->
     X = X.copy()
     for column in rng.choice(d, size=chosen, replace=False):
         values = X[:, column]
-        count = min(int(rng.randint(levels[0], levels[1] + 1)), len(values))  # n rows hold at most n levels
+        count = int(rng.randint(levels[0], levels[1] + 1))
         edges = np.quantile(values, np.linspace(0, 1, count + 1)[1:-1])
         codes = np.searchsorted(edges, values, side="right").astype(float)
         if codes.std() == 0:

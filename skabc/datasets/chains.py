@@ -30,6 +30,8 @@ from ._common import (
 _PLACEMENT_TRIES = 50
 #: Most segments of one chain: a polyline of more is no chain (10**12 asked numpy for terabytes).
 MAX_SEGMENTS = 10_000
+#: Most beads of one chain (beyond, a draw leaves numpy's 64-bit integers).
+MAX_BEADS = 2**30
 
 
 def _polyline(rng, n_segments: int, length_range: tuple[float, float], turn_range: tuple[float, float]):
@@ -63,9 +65,10 @@ def _chain_points(rng, count: int, vertices: np.ndarray, width: float, beads: in
     elif beads is None:
         s = rng.uniform(0, total, count)
     else:
-        centres = (np.arange(beads) + 0.5) * total / beads
         spread = 0.15 * total / beads  # beads a third of their spacing wide: gaps between them
-        s = np.clip(centres[rng.randint(0, beads, count)] + rng.normal(0, spread, count), 0, total)
+        # The centres of the drawn beads only: a list of every bead's centre took gigabytes for absurd counts.
+        centres = (rng.randint(0, beads, count) + 0.5) * total / beads
+        s = np.clip(centres + rng.normal(0, spread, count), 0, total)
     return _along(vertices, s) + rng.normal(0, width, (count, 2))
 
 
@@ -109,14 +112,14 @@ def make_chains_set(
     n_features : int, default=2
         Dimension of the points, at least 2 (embedded at random beyond 2).
     n_segments : int or (int, int), default=(2, 6)
-        Segments per chain, or the range each chain's number is drawn from; at most :data:`MAX_SEGMENTS`.
+        Segments per chain, or the range each chain's number is drawn from; at most 10,000.
     width : float, default=0.03
         Standard deviation of the points across their chain's path.
     bead_probability : float, default=0.5
         Probability that a chain is beaded.
     n_beads : int or (int, int), default=(4, 20)
-        Beads of a beaded chain, or the range drawn from; its low end at most ``n_samples`` (unless
-        ``bead_probability=0``), a high end beyond ``n_samples`` drawn as ``n_samples``.
+        Beads of a beaded chain, or the range drawn from; at most 2**30, its low end at most ``n_samples``
+        (unless ``bead_probability=0``).
     blob_share : float, default=0.3
         Share of the structure points in the blobs (when ``n_blobs > 0``).
     blob_std : float or (float, float), default=(0.03, 0.12)
@@ -162,7 +165,8 @@ def make_chains_set(
     if bead_probability > 0 and bead_low > n_samples:  # no count asked for can be filled (np.arange(2e8): 3.4 GB)
         raise ValueError(f"n_beads must allow at most n_samples={n_samples} beads (a bead holds points), "
                          f"got {n_beads!r}.")
-    bead_high = min(bead_high, max(bead_low, n_samples))  # more beads than points: as many as points
+    if bead_high > MAX_BEADS:
+        raise ValueError(f"n_beads must be at most {MAX_BEADS:,} (beads of one chain), got {n_beads!r}.")
     blob_share = _check_real("blob_share", blob_share, 0.0, 1.0, open_max=True)
     std_low, std_high = _check_range("blob_std", blob_std, 0.0, positive=True)
     gap = _check_real("gap", gap)

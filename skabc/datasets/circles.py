@@ -68,16 +68,18 @@ def make_circles_sets(
     rng = check_random_state(random_state)
     n_sets = _check_int("n_sets", n_sets)
     low, high = _check_range("set_size", set_size, 1, integer=True)
-    _check_output_size(n_sets * high, 2, "n_sets and set_size")
+    _check_output_size(n_sets * low, 2, "n_sets and set_size")  # the least they return; the sets drawn: below
     k_low, k_high = _check_range("n_circles", n_circles, 1, integer=True)
     center_spread, radius_std = _check_real("center_spread", center_spread), _check_real("radius_std", radius_std)
     radius_mean, noise = _check_real("radius_mean", radius_mean, -np.inf), _check_real("noise", noise)
     bounds = tuple(radius_range) if isinstance(radius_range, (tuple, list, np.ndarray)) else ()
     if len(bounds) != 2 or not 0 < _check_real("radius_range", bounds[0]) <= _check_real("radius_range", bounds[1]):
         raise ValueError(f"radius_range must satisfy 0 < min <= max, got {radius_range!r}")
-    X, y, groups = [], [], []
+    X, y, groups, rows = [], [], [], 0
     for s in range(n_sets):
         n = int(rng.randint(low, high + 1))
+        rows += n
+        _check_output_size(rows, 2, "n_sets and set_size")
         k = min(int(rng.randint(k_low, k_high + 1)), n)
         # Uniform in a disc: sqrt of a uniform radius.
         rho = center_spread * np.sqrt(rng.uniform(0, 1, k))

@@ -188,7 +188,7 @@ def make_warped_set(
     n_features : int, default=2
         Dimension of the points.
     n_layers : int or (int, int), default=(1, 4)
-        Number of residual layers, or the range it is drawn from; at most :data:`MAX_LAYERS`.
+        Number of residual layers, or the range it is drawn from; at most 1,000.
     strength : float or (float, float), default=(0.5, 0.95)
         Lipschitz constant of each layer's residual, in ``[0, 1)``, or the
         range it is drawn from per layer.

@@ -318,7 +318,8 @@ def make_clustering_sets(
         max_features = _check_int("max_features", max_features)
         if max_features < d_high:
             raise ValueError(f"max_features={max_features} is smaller than the largest n_features ({d_high}).")
-    _check_output_size(n_sets * size_high, max_features or d_high, "n_sets, set_size and n_features")
+    # The least these sizes can return, then (below) what the sets drawn so far return.
+    _check_output_size(n_sets * size_low, max_features or d_low, "n_sets, set_size and n_features")
     noise_probability = _check_real("noise_probability", noise_probability, 0.0, 1.0)
     frac_low, frac_high = _check_range("noise_fraction", noise_fraction, 0.0)
     if frac_high >= 1:
@@ -335,13 +336,15 @@ def make_clustering_sets(
 
     rng = check_random_state(random_state)
     drawn = rng.choice(len(names), size=n_sets, p=weights)
-    sets = []
+    sets, rows, widest = [], 0, 0
     for index in drawn:
         family = names[index]
         if family in _PLANAR_FAMILIES and d_high < 2:
             family = "blobs"
         n = int(rng.randint(size_low, size_high + 1))
         d = _draw_dimension(rng, max(d_low, 2) if family in _PLANAR_FAMILIES else d_low, d_high)
+        rows, widest = rows + n, max(widest, d)
+        _check_output_size(rows, max_features or widest, "n_sets, set_size and n_features")
         fraction = rng.uniform(frac_low, frac_high) if rng.uniform() < noise_probability else 0.0
         sets.append(_one_set(rng, family, n, d, max_clusters, fraction))
 

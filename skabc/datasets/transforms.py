@@ -7,6 +7,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from ._common import (
+    MAX_LEVELS,
     _background,
     _check_int,
     _check_output_size,
@@ -198,7 +199,7 @@ def discretize_columns(X, fraction: float = 0.3, *, levels: int | tuple[int, int
         at least one when ``fraction > 0``).
     levels : int or (int, int), default=(2, 10)
         Number of distinct values of a discretised column, or the range it is
-        drawn from per column; at least 2 (at most one per row).  A column where one value holds most
+        drawn from per column; at least 2, at most 2**24.  A column where one value holds most
         rows gets fewer (its quantiles coincide), but two at least, unless it is
         constant.  The column's mean becomes 0, its standard deviation is kept.
     random_state : int, RandomState instance or None, default=None
@@ -220,5 +221,7 @@ def discretize_columns(X, fraction: float = 0.3, *, levels: int | tuple[int, int
     X = _check_set(X)  # _discretize writes into a copy
     fraction = _check_real("fraction", fraction, 0.0, 1.0)
     levels = _check_range("levels", levels, 2, integer=True)
+    if levels[1] > MAX_LEVELS:
+        raise ValueError(f"levels must be at most {MAX_LEVELS:,}, got {levels!r}.")
     return _discretize(check_random_state(random_state), X, fraction, levels)
 
