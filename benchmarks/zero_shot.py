@@ -961,7 +961,8 @@ def _notes(summary: dict, reqs: list[dict], timing: dict, quick: bool, kernel_pa
         notes.append(f"Column {METHOD_TITLES[method]} skipped: {reason}.")
     for part, info in (parts or {}).items():
         if info.get("carried_over"):
-            notes.append(f"The {part} part was not rerun: carried over from `{info['command']}` (same kernel file).")
+            notes.append(f"The {part} part was not rerun: carried over from `{info['command']}` (same kernel and "
+                         "arbiter files).")
     mean = summary["structured_mean"]
     order = sorted(METHODS, key=lambda m: -mean[m]["ari"])
     notes.append("Mean ARI over the five structured toy datasets, best first: "
@@ -1033,14 +1034,16 @@ PART_TITLES = {"gallery": "gallery toys and real datasets", "clustbench": "clust
 
 
 def _produced_by(result: dict, command: str) -> str:
-    """``Produced by ...`` naming, where parts of the result were carried over from an earlier run, the command
-    that measured each part (one command for all: that command alone)."""
+    """``Produced by ...`` naming the command that measured each part of the result (one for all: that one alone;
+    no parts recorded: ``command``)."""
     by_command: dict[str, list[str]] = {}
     for part, info in (result.get("parts") or {}).items():
         if info:
             by_command.setdefault(info["command"], []).append(PART_TITLES.get(part, part))
-    if len(by_command) <= 1:
+    if not by_command:
         return f"Produced by `{command}`"
+    if len(by_command) == 1:  # every part by one command: this run's, or (this run measuring none) an earlier one's
+        return f"Produced by `{next(iter(by_command))}`"
     return "Produced by " + "; ".join(f"`{cmd}` ({', '.join(titles)})" for cmd, titles in by_command.items())
 
 
@@ -1121,7 +1124,7 @@ def evaluate(n_seeds: int = 20, sizes=SIZES, jobs: int = 2, quick: bool = False,
 
     A part not run this time (``gallery=False``, ``battery='none'``, no
     ``timing_threads``) is carried over from the last ``zero_shot.json`` when
-    that measured the same kernel file (and says so in its notes).
+    that measured the same kernel and arbiter files (and says so in its notes).
     """
     import clustbench_data
 
@@ -1386,7 +1389,7 @@ def main(argv=None) -> int:
                              "5,000 / 20,000 (both limited to --threads threads)")
     parser.add_argument("--no-gallery", action="store_true",
                         help="--eval without the gallery and real datasets (carried over from the last "
-                             "zero_shot.json of the same kernel)")
+                             "zero_shot.json of the same kernel and arbiters)")
     parser.add_argument("--render", action="store_true",
                         help="rewrite docs/zero_shot_results.md from benchmarks/results/zero_shot.json (no rerun)")
     # development only: a saved kernel file instead of the shipped generic weights
