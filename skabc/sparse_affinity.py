@@ -197,7 +197,7 @@ def row_keys(X: np.ndarray) -> np.ndarray:
     -------
     keys : ndarray of shape (n_samples,), uint64
     """
-    words = np.ascontiguousarray(X, dtype=np.float32)
+    words = np.ascontiguousarray(X, dtype=np.float32) + np.float32(0.0)  # -0.0 + 0.0 is 0.0: equal rows, equal bits
     words = words.reshape(len(words), -1).view(np.uint32).astype(np.uint64)
     keys = np.full(len(words), _GOLDEN, dtype=np.uint64)
     for column in words.T:

@@ -17,7 +17,15 @@ import skabc.training.plan as plan
 import skabc.training.validation as validation
 from skabc import ContextualKernel, pretrained
 from skabc.training.early_stopping import TimeLimit, ValidationSetsScoring
-from skabc.training.schedule import AUTO_MAX_TIME, MAX_STEPS, MIN_STEPS, Schedule, training_schedule
+from skabc.training.schedule import (
+    AUTO_MAX_TIME,
+    MAX_STEPS,
+    MIN_STEPS,
+    Schedule,
+    auto_batch_size,
+    relative_step_cost,
+    training_schedule,
+)
 from skabc.training.validation import validation_split
 
 FAST = dict(set_size=(2, 20), batch_size=4, device="cpu", random_state=0)
@@ -51,6 +59,17 @@ def test_schedule_caps_networks_with_local_geometry_lower(blobs, monkeypatch):
     ContextualKernel(**FAST, init="scratch").fit(X, y)
     assert [cap for _, _, _, cap, _ in calls] == [GEOMETRY_MAX_STEPS, MAX_STEPS]
 
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: training_schedule(300_000, 5, 32, set_size=(400, 100)), "set_size must be a"),  # 6,576 steps > cap
+    (lambda: training_schedule(1_000, 5, 2.5), "batch_size must be an integer >= 1, got 2.5"),  # 760.0 sets
+    (lambda: relative_step_cost(0, (50, 200)), "batch_size must be an integer >= 1, got 0"),
+    (lambda: auto_batch_size(-5, 5), "n_labelled must be an integer >= 1, got -5"),  # "math domain error"
+], ids=["reversed-set-size", "float-batch", "zero-batch", "negative-rows"])
+def test_schedule_helpers_refuse_what_they_cannot_size(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
 
 def test_schedule_cap_shrinks_with_the_cost_of_a_step(blobs, monkeypatch):
     """Larger sets or batches cost more per step: the cap is a CPU budget, not a step count."""
@@ -105,7 +124,7 @@ def test_schedule_is_whole_batches_of_epochs():
 
 
 def test_schedule_refuses_empty_data():
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="n_labelled must be an integer >= 1, got 0"):
         training_schedule(0, 3, 32)
 
 

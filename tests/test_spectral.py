@@ -671,3 +671,104 @@ def test_consensus_keeps_drawing_every_solve_from_a_caller_s_random_stream():
     every = np.random.RandomState(0)
     assert len({estimate_n_clusters(graph.power(r), 8, random_state=every)[0] for r in (0.25, 0.5, 1.0, 2.0)}) == 1
     assert ours.randint(1 << 30) == every.randint(1 << 30)
+
+
+# ---------------------------------------------------------------------------------- public helpers misused (probe 55e)
+def _three_blob_affinity(n_per=10):
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(c, 0.3, (n_per, 2)) for c in ((0, 0), (3, 0), (0, 3))])
+    return X, rbf_kernel(X, gamma=1.0)
+
+
+def test_a_dense_affinity_whose_rows_sum_below_zero_is_refused_as_a_sparse_negative_one_is():
+    _, A = _three_blob_affinity()
+    for solve in (lambda M: spectral.laplacian_eigenvalues(M, 4), lambda M: spectral.estimate_n_clusters(M, 10),
+                  lambda M: spectral.top_eigenvectors(M, 3)):
+        with pytest.raises(ValueError, match="rows summing below zero"):  # A - 0.5 was read as k = 1, silently
+            solve(A - 0.5)
+        with pytest.raises(ValueError, match="non-negative"):
+            solve(sp.csr_matrix(A - 0.5))
+    # A signed kernel whose rows sum to at least zero is taken, as scikit-learn takes it.
+    assert len(spectral.laplacian_eigenvalues(A - 0.001, 4)) == 4
+
+
+def test_dense_affinities_of_zero_eigenvalues_bool_entries_or_no_square_shape():
+    _, A = _three_blob_affinity()
+    assert spectral.laplacian_eigenvalues(A, 0).shape == (0,)  # scipy's "eigenvalue indices are not valid"
+    values, vectors = spectral.top_eigenvectors(A, 0)
+    assert values.shape == (0,) and vectors.shape == (30, 0)
+    with pytest.raises(ValueError, match=r"affinity must be square, got shape \(30, 20\)"):  # a broadcast error
+        spectral.laplacian_eigenvalues(A[:, :20], 3)
+    linked = A > 0.5  # numpy's "boolean negative is not supported"
+    assert spectral.estimate_n_clusters(linked, 10)[0] == spectral.estimate_n_clusters(sp.csr_matrix(linked), 10)[0]
+
+
+def test_mixture_partition_refuses_non_finite_rows():
+    from skabc.spectral.mixture import bic_mixture_partition
+
+    X, _ = _three_blob_affinity()
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):  # the column was dropped: one cluster
+        bic_mixture_partition(X, 10, 0)
+
+
+def test_candidates_refuse_rows_and_an_affinity_of_two_sets():
+    from skabc.spectral.candidates import candidate_partitions
+
+    X, A = _three_blob_affinity()
+    with pytest.raises(ValueError, match="X holds 15 rows and probabilities 30"):  # candidates of 30 and 15 labels
+        candidate_partitions(spectral.SpectralStep(None, 10), A, X[:15], 0, 0)
+
+
+def test_rotation_count_below_two_clusters_is_one_and_nan_is_refused():
+    from skabc.spectral.rotation import rotation_n_clusters
+
+    vectors = np.linalg.qr(np.random.default_rng(0).normal(size=(30, 4)))[0]
+    assert rotation_n_clusters(vectors, 1) == 1 and rotation_n_clusters(vectors, 0) == 1  # a numpy reduction error
+    vectors[0, 0] = np.nan
+    with pytest.raises(ValueError, match="vectors must be finite"):
+        rotation_n_clusters(vectors, 3)
+
+
+@pytest.mark.parametrize(("labels", "expected"), [([-1, 0, -1, 3], [0, 1, 0, 2]), ([0, 10**12, 0], [0, 1, 0]),
+                                                  ([], []), ([5, 5, 2, 7, 2], [0, 0, 1, 2, 1])])
+def test_compact_keeps_every_partition(labels, expected):
+    # Negative ids wrapped round onto others (-1 and 3 merged); 10**12 asked for a table of terabytes.
+    out = spectral.compact(np.asarray(labels, dtype=np.int64))
+    np.testing.assert_array_equal(out, expected)
+    assert out.dtype == np.int64
+
+
+def test_evidence_features_have_one_width_for_every_spectrum_size():
+    from skabc.spectral.arbiter import evidence_features, n_feature_columns
+
+    evidence = {"n": 30, "n_features_in": 2, "names": ["kernel-consensus", "knn-rotation"], "k": [3, 2],
+                "sizes": [[10, 10, 10], [20, 10]], "spectra": [[0.0, 0.0, 0.0, 0.4, 0.5], [0.0, 0.0, 0.3]],
+                "agreement": [[1.0, 0.6], [0.6, 1.0]]}
+    for size in (2, 4, 8, 21):
+        assert evidence_features(evidence, size).shape == (2, n_feature_columns(2))  # 4 gave 28 of 36 columns
+    with pytest.raises(ValueError, match="spectrum_size must be at least 2"):
+        evidence_features(evidence, 1)
+
+
+def test_small_misuses_of_helpers_name_the_problem():
+    from skabc.spectral.knn import knn_graph
+    from skabc.spectral.select import pair_log_likelihood
+    from skabc.training.validation import validation_split
+
+    X, A = _three_blob_affinity()
+    with pytest.raises(ValueError, match="at least 2 rows, got 1"):
+        knn_graph(X[:1])
+    with pytest.raises(ValueError, match=r"one label per row of probabilities \(30\)"):  # sparse summed it anyway
+        pair_log_likelihood(sp.csr_matrix(A), np.zeros(25, dtype=int))
+    with pytest.raises(ValueError, match=r"fraction must be in \(0, 1\)"):
+        validation_split(np.repeat(np.arange(3), 10), None, 1.5, np.random.default_rng(0))
+
+
+def test_row_keys_of_equal_rows_are_equal_with_signed_zeros():
+    from skabc.sparse_affinity import row_keys
+
+    keys = row_keys(np.array([[0.0, 1.0], [-0.0, 1.0]]))
+    assert keys[0] == keys[1]

@@ -108,10 +108,13 @@ def evidence_features(evidence: dict, spectrum_size: int = SPECTRUM_SIZE) -> np.
     -------
     features : ndarray of shape (n_candidates, n_feature_columns(n_candidates))
     """
+    if spectrum_size < 2:  # a candidate's own features read its k-th and k+1-th eigenvalues
+        raise ValueError(f"spectrum_size must be at least 2, got {spectrum_size}")
     n, names = evidence["n"], evidence["names"]
     by_source = {}
     for name, spectrum in zip(names, evidence["spectra"], strict=True):
-        by_source.setdefault(CANDIDATES[name][0], _padded(spectrum, spectrum_size))
+        # The shared columns read 7 eigenvalues of each source whatever spectrum_size is (1 where not read).
+        by_source.setdefault(CANDIDATES[name][0], _padded(spectrum[:spectrum_size], max(spectrum_size, 8)))
     shared = [np.log(n), np.log(max(evidence["n_features_in"], 1))]
     for source in ("kernel", "knn"):
         shared.extend(by_source.get(source, np.ones(spectrum_size))[1:8])

@@ -133,6 +133,8 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
     candidates : list of Candidate
         One per name, in order.
     """
+    if probabilities.shape[0] != X.shape[0]:
+        raise ValueError(f"X holds {X.shape[0]} rows and probabilities {probabilities.shape[0]}: both describe one set")
     names = default_candidates(step.n_clusters is not None) if names is None else names
     if any(CANDIDATES[name][1] != "given" for name in names):
         step = replace(step, n_clusters=None)

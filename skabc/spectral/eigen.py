@@ -1,23 +1,22 @@
 """Eigensolvers of the normalised Laplacian, dense and sparse, with their fallbacks.
 
-Every function takes a dense ``ndarray`` affinity or a scipy sparse one (e.g.
-the kNN affinity of :func:`skabc.sparse_affinity.topk_affinity`).  Dense
-input takes LAPACK (or ARPACK beyond :data:`DENSE_EIGEN_LIMIT`).  Sparse input
-never forms an ``n x n`` dense matrix: the graph is split into its connected
-components, and each component's smallest Laplacian eigenpairs are found by
-an iterative solver (``eigen_solver``):
+Every function takes a dense ``ndarray`` affinity or a scipy sparse one (e.g. the kNN affinity of
+:func:`skabc.sparse_affinity.topk_affinity`).  Dense input takes LAPACK (or ARPACK beyond
+:data:`DENSE_EIGEN_LIMIT`); it may be signed (a kernel such as ``'cosine'``, as scikit-learn takes it) while no row
+sums below zero.  Sparse input is non-negative and never forms an ``n x n`` dense matrix: the graph is split into its
+connected components, and each component's smallest Laplacian eigenpairs are found by an iterative solver
+(``eigen_solver``):
 
-* ``'arpack'`` (default): ``eigsh`` for the largest eigenvalues of the
-  normalised adjacency ``D^-1/2 A D^-1/2`` (``which='LA'``), no factorisation;
+* ``'arpack'`` (default): ``eigsh`` for the largest eigenvalues of the normalised adjacency ``D^-1/2 A D^-1/2``
+  (``which='LA'``), no factorisation;
 * ``'lobpcg'``: LOBPCG for the smallest eigenvalues of ``L``;
-* ``'amg'``: LOBPCG preconditioned by pyamg's smoothed aggregation (needs
-  the optional ``pyamg`` package).
+* ``'amg'``: LOBPCG preconditioned by pyamg's smoothed aggregation (needs the optional ``pyamg`` package).
 
-Solving per component makes disconnected graphs (common for kNN graphs of well-separated clusters)
-reliable: ``L`` then has one zero eigenvalue per component, and a single Lanczos run on the whole graph
-tends to return fewer copies of a repeated eigenvalue than it has; per component, the spectra are merged.
-A graph with more components than eigenvalues asked for gives all zeros, and the eigengap cannot see past
-them (it then answers the most clusters it can: the number of eigenvalues minus one).
+Solving per component makes disconnected graphs (common for kNN graphs of well-separated clusters) reliable: ``L``
+then has one zero eigenvalue per component, and a single Lanczos run on the whole graph tends to return fewer copies
+of a repeated eigenvalue than it has; per component, the spectra are merged.  A graph with more components than
+eigenvalues asked for gives all zeros, and the eigengap cannot see past them (it then answers the most clusters it
+can: the number of eigenvalues minus one).
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from sklearn.utils.validation import check_symmetric
 from .._quiet_warnings import ignoring_warnings
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
+from ._affinity_checks import check_degrees, dense_affinity
 
 # Up to this size the eigengap uses LAPACK (2,000 points: ~1 s; ARPACK converges slowly on the dozens of eigenvalues
 # close to 1 of learned affinities: 28-180 s per load_digits set).
@@ -82,6 +82,7 @@ def normalized_adjacency(affinity):
     Parameters
     ----------
     affinity : ndarray or scipy sparse matrix of shape (n, n)
+        Square; a dense one whose rows sum below zero, or a sparse one with negative entries, is refused.
 
     Returns
     -------
@@ -89,8 +90,8 @@ def normalized_adjacency(affinity):
     """
     if sp.issparse(affinity):
         return _sparse_normalized_adjacency(_as_csr(affinity))[0]
-    affinity = scale_free(affinity)
-    degree = affinity.sum(axis=1, dtype=np.float64)  # a float32 sum left the trivial eigenvalue at ~1e-8
+    affinity = scale_free(dense_affinity(affinity))
+    check_degrees(degree := affinity.sum(axis=1, dtype=np.float64))  # float64: a float32 sum left ~1e-8 at 0
     inv_sqrt = np.zeros_like(degree, dtype=np.float64)
     positive = degree > np.finfo(np.float64).tiny
     inv_sqrt[positive] = 1.0 / np.sqrt(degree[positive])
@@ -112,7 +113,7 @@ def laplacian_eigenvalues(
     Parameters
     ----------
     affinity : ndarray or scipy sparse matrix of shape (n, n)
-        Symmetric non-negative affinity.  Dense: LAPACK up to :data:`DENSE_EIGEN_LIMIT` points (from
+        Symmetric affinity (see the module notes for signs).  Dense: LAPACK up to :data:`DENSE_EIGEN_LIMIT` points (from
         :data:`DENSE_REFINED_MIN` in float32, refined in float64), else ARPACK on the normalised adjacency
         (``eigen_solver``, ``eigen_tol`` unused).  Sparse: per connected component, see the module notes.
     n_eigenvalues : int
@@ -122,8 +123,7 @@ def laplacian_eigenvalues(
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
         Sparse solver; ``None`` is ``'arpack'``.  ``'amg'`` needs ``pyamg``.
     eigen_tol : float or 'auto', default='auto'
-        Sparse solver tolerance: ``'auto'`` is machine precision for ARPACK
-        and a residual of ``1e-5`` for LOBPCG.
+        Sparse solver tolerance: ``'auto'`` is machine precision for ARPACK and a residual of ``1e-5`` for LOBPCG.
     single_precision : bool, default=False
         Dense affinities of at most :data:`DENSE_EIGEN_LIMIT` points: LAPACK in float32 without the refinement,
         eigenvalues correct to about ``1e-6`` (returned as float64), entries below float32's smallest normal number
@@ -133,21 +133,19 @@ def laplacian_eigenvalues(
     Returns
     -------
     eigenvalues : ndarray of shape (min(n_eigenvalues, n),)
-        A disconnected sparse graph has one (numerically) zero eigenvalue
-        per connected component; a row of zero degree gives eigenvalue 1.
+        A disconnected sparse graph has one (numerically) zero eigenvalue per connected component; a row of zero
+        degree gives eigenvalue 1.
     """
     solver = _check_eigen_solver(eigen_solver)
     n = affinity.shape[0]
     n_eigenvalues = int(min(n_eigenvalues, n))
+    if n_eigenvalues < 1:
+        return np.zeros(0)
     if sp.issparse(affinity):
-        if n_eigenvalues < 1:
-            return np.zeros(0)
-        values, _ = _smallest_eigenpairs(
-            affinity, n_eigenvalues, solver, check_random_state(random_state), eigen_tol, vectors=False
-        )
-        return values
+        return _smallest_eigenpairs(affinity, n_eigenvalues, solver, check_random_state(random_state), eigen_tol,
+                                    vectors=False)[0]
     adjacency = normalized_adjacency(affinity)
-    if single_precision and n <= DENSE_EIGEN_LIMIT and n_eigenvalues >= 1:
+    if single_precision and n <= DENSE_EIGEN_LIMIT:
         top = _largest_dense_eigenpairs(_single_precision(adjacency), n_eigenvalues, False)[0].astype(np.float64)
     else:
         top, _ = _dense_top_eigenpairs(adjacency, n_eigenvalues, random_state, vectors=False)
@@ -178,6 +176,8 @@ def top_eigenvectors(
     solver = _check_eigen_solver(eigen_solver)
     n = affinity.shape[0]
     m = int(min(n_vectors, n))
+    if m < 1:
+        return np.zeros(0), np.zeros((n, 0))
     if sp.issparse(affinity):
         values, embedding = _smallest_eigenpairs(affinity, m, solver, check_random_state(random_state), eigen_tol,
                                                  vectors=True)

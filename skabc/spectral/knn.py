@@ -41,6 +41,8 @@ def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS, distinct_rows: bool = True) -
     graph : scipy.sparse.csr_matrix of shape (n_samples, n_samples)
         Symmetric, with entries 1 (mutual neighbours or copies) and 0.5 (one-way neighbours).
     """
+    if X.shape[0] < 2:
+        raise ValueError(f"a kNN graph needs at least 2 rows, got {X.shape[0]}")
     # Neighbours do not change with the global scale, but squared distances of tiny (subnormal) values underflow.
     scale = abs(X).max()
     if np.isfinite(scale) and scale > 0:

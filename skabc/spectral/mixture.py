@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from sklearn.decomposition import PCA, TruncatedSVD
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
+from sklearn.utils import check_array
 
 from .._quiet_warnings import ignoring_warnings
 from .eigen import scale_free
@@ -50,6 +51,7 @@ def mixture_features(X, random_state: int) -> np.ndarray:
     -------
     Z : ndarray of shape (n_samples, min(n_features, MAX_MIXTURE_FEATURES))
     """
+    X = check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32))  # NaN was dropped as a column: k = 1
     n = X.shape[0]
     n_components = min(MAX_MIXTURE_FEATURES, X.shape[1], max(n - 1, 1))
     # Extreme magnitudes scaled first: the spreads square the values (overflow past ~1e154), and the

@@ -83,9 +83,11 @@ def rotation_n_clusters(vectors: np.ndarray, max_clusters: int | None = None, to
     Returns
     -------
     n_clusters : int
-        ``1`` when fewer than two eigenvectors are given.
+        ``1`` when fewer than two eigenvectors are given, or ``max_clusters < 2``.
     """
-    if vectors.shape[1] < 2 or vectors.shape[0] < 2:
+    if not np.all(np.isfinite(vectors)):
+        raise ValueError("vectors must be finite (eigenvectors), got NaN or infinite entries")
+    if vectors.shape[1] < 2 or vectors.shape[0] < 2 or (max_clusters is not None and max_clusters < 2):
         return 1
     qualities = alignment_qualities(vectors, max_clusters)
     if allowed is not None:

@@ -258,6 +258,9 @@ def pair_log_likelihood(probabilities, labels: np.ndarray, eps: float = 1e-6) ->
     float
     """
     labels = np.asarray(labels)
+    if labels.shape != (probabilities.shape[0],):
+        raise ValueError(f"labels must hold one label per row of probabilities ({probabilities.shape[0]}), got shape "
+                         f"{labels.shape}")
     if sp.issparse(probabilities):
         coo = sp.triu(probabilities, k=1, format="coo")
         same = labels[coo.row] == labels[coo.col]

@@ -171,14 +171,16 @@ def compact(labels: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     labels : ndarray of shape (n_samples,)
-        Non-negative integer labels.
+        Integer labels, any values (negative ones too: each is a cluster).
 
     Returns
     -------
-    compact_labels : ndarray of shape (n_samples,)
+    compact_labels : ndarray of shape (n_samples,), int64
         The same partition, numbered from 0 in order of first appearance.
     """
-    _, first = np.unique(labels, return_index=True)
-    remap = np.empty(labels.max() + 1, dtype=np.int64)
-    remap[labels[np.sort(first)]] = np.arange(len(first))
-    return remap[labels]
+    # Ranks of the distinct values, not a table indexed by them: negative ids wrapped round onto others, and an
+    # id of 10**12 asked for a table of terabytes.
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[inverse.reshape(-1)]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from numbers import Integral
 
 #: Optimiser steps per square root of the labelled rows (more data, more steps, with diminishing returns).
 STEPS_PER_SQRT_ROW = 12.0
@@ -116,6 +117,9 @@ def relative_step_cost(batch_size: int, set_size: tuple[int, int]) -> float:
     2.31
     """
 
+    _check_counts(batch_size=batch_size)
+    _check_set_size(set_size)
+
     def work(sizes: tuple[int, int]) -> float:
         low, high = sizes
         return sum(n**STEP_COST_EXPONENT for n in range(low, high + 1)) / (high - low + 1)
@@ -169,10 +173,7 @@ def training_schedule(n_labelled: int, n_classes: int, batch_size: int, max_step
     >>> training_schedule(1_000, 5, batch_size=16).n_steps
     768
     """
-    if n_labelled < 1 or n_classes < 1 or batch_size < 1:
-        raise ValueError(
-            f"n_labelled, n_classes and batch_size must be positive, got {n_labelled}, {n_classes}, {batch_size}."
-        )
+    _check_counts(n_labelled=n_labelled, n_classes=n_classes, batch_size=batch_size)
     per_reference_step = REFERENCE_BATCH_SIZE / batch_size  # steps that see as many sets as one reference step
     floor = math.ceil(MIN_STEPS * per_reference_step)
     wanted = _wanted_reference_steps(n_labelled, n_classes) * per_reference_step
@@ -207,8 +208,24 @@ def auto_batch_size(n_labelled: int, n_classes: int, max_steps: int = MAX_STEPS,
     >>> auto_batch_size(300_000, 5, GEOMETRY_MAX_STEPS), auto_batch_size(1_000, 5, GEOMETRY_MAX_STEPS)
     (16, 32)
     """
+    _check_counts(n_labelled=n_labelled, n_classes=n_classes)
     capped = _wanted_reference_steps(n_labelled, n_classes) >= _step_cap(REFERENCE_BATCH_SIZE, max_steps, set_size)
     return SMALL_BATCH_SIZE if capped else REFERENCE_BATCH_SIZE
+
+
+def _check_counts(**counts) -> None:
+    """Refuse counts that are not integers >= 1, by name (a float batch gave a float number of sets per epoch)."""
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+
+
+def _check_set_size(set_size) -> None:
+    """Refuse a set-size range that is not ``(low, high)`` with ``1 <= low <= high`` (a reversed one costed nothing)."""
+    pair = tuple(set_size) if isinstance(set_size, (tuple, list)) else ()
+    integers = len(pair) == 2 and not any(isinstance(v, bool) or not isinstance(v, Integral) for v in pair)
+    if not integers or not 1 <= pair[0] <= pair[1]:
+        raise ValueError(f"set_size must be a (low, high) pair of integers with 1 <= low <= high, got {set_size!r}.")
 
 
 def _step_cap(batch_size: int, max_steps: int, set_size: tuple[int, int]) -> int:

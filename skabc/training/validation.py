@@ -63,6 +63,8 @@ def validation_split(labels: np.ndarray, group_codes: np.ndarray | None, fractio
         fewer than :data:`MIN_VALIDATION_ROWS` rows would be held out or
         training would keep fewer than two labelled rows.
     """
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
     labelled = labels >= 0
     held_out = np.zeros(len(labels), dtype=bool)
     if holds_out_groups(labels, group_codes):
