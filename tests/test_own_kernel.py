@@ -71,6 +71,12 @@ def test_schedule_helpers_refuse_what_they_cannot_size(call, message):
     with pytest.raises(ValueError, match=message):
         call()
 
+
+def test_schedule_helpers_take_a_set_size_array_as_the_kernel_does():
+    # Review 55f: the new check took tuples and lists only; ContextualKernel(set_size=...) takes a 1-D array too.
+    assert relative_step_cost(32, np.array([50, 200])) == relative_step_cost(32, (50, 200))
+    assert training_schedule(1_000, 5, 32, set_size=np.array([50, 200])) == training_schedule(1_000, 5, 32)
+
 def test_schedule_cap_shrinks_with_the_cost_of_a_step(blobs, monkeypatch):
     """Larger sets or batches cost more per step: the cap is a CPU budget, not a step count."""
     from skabc.training.schedule import REFERENCE_BATCH_SIZE, REFERENCE_SET_SIZE, relative_step_cost

@@ -6,10 +6,12 @@ import numpy as np
 
 
 def dense_affinity(affinity) -> np.ndarray:
-    """``affinity`` as a square float array: boolean and integer matrices as float64, anything not square refused."""
+    """``affinity`` as a square real float array (boolean and integer matrices as float64); anything else refused."""
     affinity = np.asarray(affinity)
     if affinity.ndim != 2 or affinity.shape[0] != affinity.shape[1]:
         raise ValueError(f"affinity must be square, got shape {affinity.shape}")
+    if affinity.dtype.kind not in "biuf":
+        raise ValueError(f"affinity must hold real numbers, got dtype {affinity.dtype}")
     return affinity if affinity.dtype.kind == "f" else affinity.astype(np.float64)
 
 

@@ -117,7 +117,7 @@ def evidence_features(evidence: dict, spectrum_size: int = SPECTRUM_SIZE) -> np.
         by_source.setdefault(CANDIDATES[name][0], _padded(spectrum[:spectrum_size], max(spectrum_size, 8)))
     shared = [np.log(n), np.log(max(evidence["n_features_in"], 1))]
     for source in ("kernel", "knn"):
-        shared.extend(by_source.get(source, np.ones(spectrum_size))[1:8])
+        shared.extend(by_source.get(source, np.ones(8))[1:8])
     agree = np.asarray(evidence["agreement"], dtype=np.float64)
     rows = []
     for i in range(len(names)):

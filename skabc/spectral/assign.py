@@ -27,7 +27,7 @@ def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
     Parameters
     ----------
     affinity : ndarray or scipy sparse matrix of shape (n, n)
-        Symmetric non-negative affinity.
+        Symmetric affinity, non-negative, or (dense) signed with no row summing below zero.
     n_clusters : int
         Number of clusters; ``<= 1`` labels everything 0.
     **spectral_params

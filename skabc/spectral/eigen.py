@@ -160,7 +160,7 @@ def top_eigenvectors(
     Parameters
     ----------
     affinity : ndarray or scipy sparse matrix of shape (n, n)
-        Symmetric non-negative affinity.
+        Symmetric affinity, non-negative, or (dense) signed with no row summing below zero.
     n_vectors : int
         How many pairs; capped at ``n``.
     random_state, eigen_solver, eigen_tol

@@ -81,7 +81,7 @@ def estimate_n_clusters(
     Parameters
     ----------
     affinity : ndarray or scipy sparse matrix of shape (n, n)
-        Symmetric non-negative affinity.
+        Symmetric affinity, non-negative, or (dense) signed with no row summing below zero.
     max_clusters : int
         Largest ``k`` considered.
     random_state : int, RandomState instance or None

@@ -178,6 +178,10 @@ def compact(labels: np.ndarray) -> np.ndarray:
     compact_labels : ndarray of shape (n_samples,), int64
         The same partition, numbered from 0 in order of first appearance.
     """
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or (labels.size and labels.dtype.kind not in "iu"):
+        raise ValueError(f"labels must be one integer label per sample, got an array of shape {labels.shape} and "
+                         f"dtype {labels.dtype}")
     # Ranks of the distinct values, not a table indexed by them: negative ids wrapped round onto others, and an
     # id of 10**12 asked for a table of terabytes.
     _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)

@@ -222,7 +222,7 @@ def _check_counts(**counts) -> None:
 
 def _check_set_size(set_size) -> None:
     """Refuse a set-size range that is not ``(low, high)`` with ``1 <= low <= high`` (a reversed one costed nothing)."""
-    pair = tuple(set_size) if isinstance(set_size, (tuple, list)) else ()
+    pair = tuple(set_size) if isinstance(set_size, (tuple, list)) or getattr(set_size, "ndim", None) == 1 else ()
     integers = len(pair) == 2 and not any(isinstance(v, bool) or not isinstance(v, Integral) for v in pair)
     if not integers or not 1 <= pair[0] <= pair[1]:
         raise ValueError(f"set_size must be a (low, high) pair of integers with 1 <= low <= high, got {set_size!r}.")
