@@ -418,6 +418,8 @@ def dense_to_topk(
     affinity = np.asarray(affinity, dtype=np.float64)
     if affinity.ndim != 2 or affinity.shape[0] != affinity.shape[1]:
         raise ValueError(f"affinity must be a square matrix, got shape {affinity.shape}")
+    if not np.all(np.isfinite(affinity)):  # NaN ranks above every entry: the diagonal was stored, NaN in it
+        raise ValueError("affinity contains NaN or infinite values")
     n = affinity.shape[0]
     k = _check_n_neighbors(n_neighbors, n)
     if k == 0:

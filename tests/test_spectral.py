@@ -787,3 +787,10 @@ def test_row_keys_of_equal_rows_are_equal_with_signed_zeros():
 
     keys = row_keys(np.array([[0.0, 1.0], [-0.0, 1.0]]))
     assert keys[0] == keys[1]
+
+
+def test_dense_to_topk_refuses_non_finite_affinities():
+    from skabc.sparse_affinity import dense_to_topk
+
+    with pytest.raises(ValueError, match="NaN or infinite"):  # NaN ranked first: the diagonal was stored (probe 55e)
+        dense_to_topk(np.full((4, 4), np.nan), 2)
