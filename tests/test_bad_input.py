@@ -711,7 +711,8 @@ def test_memory_limit_messages_use_a_readable_unit(limit, n, message, tiny_kerne
 
 
 def test_training_memory_message_uses_a_readable_unit(X30):
-    with pytest.raises(MemoryError, match=r"needs about 350.0 KiB per step, over memory_limit=1000 bytes"):
+    # Sets of at most the 30 labelled rows (probe 56a: the check sized them by set_size, up to 40).
+    with pytest.raises(MemoryError, match=r"needs about 196.9 KiB per step, over memory_limit=1000 bytes"):
         ContextualKernel(**{**TINY, "memory_limit": 1000}).fit(X30, some_labels(30))
 
 
@@ -887,6 +888,8 @@ def test_counts_scikit_learn_takes_as_flags_still_run():
     ({"weight_decay": 1e300}, ValueError, "'weight_decay' parameter"),
     ({"canonical_features": 10**12}, AffinityTooLargeError, "canonical_features"),
     ({"d_model": 10**6}, AffinityTooLargeError, "d_model"),
+    # Probe 56a: past ~2**30 torch's size arithmetic overflowed ('Storage size calculation overflowed') first.
+    ({"d_model": 2**31}, ValueError, r"'d_model' parameter .* range \[1, 16777216\]"),
     # A probe (/work/probe42c): the message blamed d_model or canonical_features only.
     ({"attention": "isab", "n_inducing": 10**12}, AffinityTooLargeError, "or n_inducing"),
 ])

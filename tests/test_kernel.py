@@ -1263,7 +1263,50 @@ def test_training_memory_is_checked_before_training(blob_data):
 
     X, y, g = blob_data
     with pytest.raises(AffinityTooLargeError, match="lower set_size or batch_size"):
-        ContextualKernel(**{**TINY, "set_size": (10, 1_000_000)}).fit(X, y, groups=g)
+        ContextualKernel(**{**TINY, "memory_limit": 10_000}).fit(X, y, groups=g)
+
+
+def test_training_memory_is_sized_by_the_sets_that_can_be_drawn(blob_data):
+    """Probe 56a: sets are drawn within one group (30 rows here) and a batch holds at most an epoch's sets, yet the
+    check sized a step by the nominal set_size and batch_size: (10, 20000) was refused for 22 GB while 5000 ran."""
+    X, y, g = blob_data
+    limit = {"memory_limit": 2**30}  # the nominal step below needs 4 * 8 * 20000**2 * 7 bytes = 84 GiB
+    ContextualKernel(**{**TINY, **limit, "set_size": (10, 20_000), "max_epochs": 1}).fit(X, y, groups=g)
+    ContextualKernel(**{**TINY, **limit, "batch_size": 10**9, "max_epochs": 1}).fit(X, y, groups=g)
+
+
+def test_a_custom_embedder_of_the_wrong_input_width_is_named(blob_data):
+    """Probe 56a: an nn.Module embedder of another input width failed in torch ('mat1 and mat2 shapes cannot be
+    multiplied'), where embed_features or canonical_features set the width it sees, not X's."""
+    X, y, g = blob_data
+    for extra, says in (({}, r"\(m, 2\) inputs;"), ({"embed_features": 1}, r"\(m, 1\) inputs \(embed_features=1\)"),
+                        ({"canonical_features": 3}, r"\(m, 3\) inputs \(canonical_features=3\)")):
+        kernel = ContextualKernel(**{**TINY, "embedder": torch.nn.Linear(7, TINY["d_model"]), **extra})
+        with pytest.raises(ValueError, match="embedder must take " + says):
+            kernel.fit(X, y, groups=g)
+
+
+def test_a_custom_attention_block_of_the_wrong_width_is_named(blob_data):
+    """Probe 56a: a block returning d_model / 2 columns failed in the next LayerNorm ('normalized_shape=[16]')."""
+
+    class HalfWidth(torch.nn.Module):
+        def __init__(self, d_model, **kwargs):
+            super().__init__()
+            self.linear = torch.nn.Linear(d_model, d_model // 2)
+
+        def forward(self, x, key_mask):
+            return self.linear(x)
+
+    X, y, g = blob_data
+    with pytest.raises(ValueError, match=r"attention blocks must map .* HalfWidth returned \(8, \d+, 8\)"):
+        ContextualKernel(**{**TINY, "attention": HalfWidth, "init": "scratch"}).fit(X, y, groups=g)
+
+
+def test_a_diverged_fit_names_weight_decay_too(blob_data):
+    """Probe 56a: weight_decay=1e30 diverges, and the message named only lr and X's scale."""
+    X, y, g = blob_data
+    with pytest.raises(ValueError, match=r"training diverged .* lower lr or weight_decay"):
+        ContextualKernel(**{**TINY, "weight_decay": 1e30, "init": "scratch", "max_epochs": 1}).fit(X, y, groups=g)
 
 
 def test_interrupted_save_keeps_the_previous_file(tiny_kernel, tmp_path, monkeypatch):

@@ -17,6 +17,9 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: Most window samples a sampled-attention kernel averages at inference: each is a forward pass of every block, and
 #: beyond a few dozen the average no longer changes (a saved file, too, must not ask for a billion passes).
 MAX_ATTENTION_SAMPLES = 1024
+#: Widest network: past ~2**30 torch's size arithmetic for a (d_model, 4 d_model) layer overflows before the memory
+#: check can size it (a RuntimeError from deep in torch); 2**24 already asks for petabytes, which that check refuses.
+MAX_D_MODEL = 2**24
 
 CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "attention": [StrOptions(set(ATTENTION_BACKENDS)), callable],
@@ -28,7 +31,7 @@ CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "compat": [StrOptions(set(COMPAT_FUNCTIONS))],
     "n_blocks": [IntRange(0, None, closed="left")],
     "n_heads": [IntRange(1, None, closed="left")],
-    "d_model": [IntRange(1, None, closed="left")],
+    "d_model": [IntRange(1, MAX_D_MODEL, closed="both")],
     "layer_norm": [StrOptions({"pre", "post"})],
     "dropout": [Interval(Real, 0, 1, closed="left")],
     "canonical_features": [IntRange(1, None, closed="left"), None],

@@ -65,7 +65,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
     n_heads : int, default=4
         Attention heads per block.
     d_model : int, default=64
-        Width of the embeddings; must be divisible by ``n_heads``.
+        Width of the embeddings, at most 2**24; must be divisible by ``n_heads``.
     layer_norm : {'pre', 'post'}, default='pre'
         Layer-norm placement in the blocks (``'post'`` is the Set Transformer's).
     dropout : float, default=0.0
@@ -162,11 +162,11 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
     checkpoint_every : int, default=1
         Save a checkpoint after every this many epochs.
     affinity_mode : {'auto', 'dense', 'sparse'}, default='auto'
-        What :meth:`transform` returns: the dense ``n x n`` affinity, or a
-        sparse one holding each point's ``n_neighbors`` highest learned
-        affinities and ``n_random_neighbors`` random partners (computed
-        block by block, never dense).  ``'auto'``: dense
-        up to :data:`SPARSE_AUTO_MIN_SAMPLES` points, sparse beyond.
+        What :meth:`transform` returns: the dense ``n x n`` affinity (on its diagonal each point paired with
+        itself as the network scores it, not fixed at 1), or a sparse one holding each point's
+        ``n_neighbors`` highest learned affinities and ``n_random_neighbors`` random partners (computed block
+        by block, never dense; no diagonal stored, :mod:`skabc.sparse_affinity`).  ``'auto'``: dense up to
+        :data:`SPARSE_AUTO_MIN_SAMPLES` points, sparse beyond (so the diagonal changes meaning there).
     n_neighbors : int, default=30
         Neighbours kept per point in the sparse affinity.
     n_random_neighbors : int, default=20
@@ -360,7 +360,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         affinity : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_samples)
             Symmetric same-cluster probabilities in [0, 1], float64; sparse
             in sparse mode (each point's ``n_neighbors`` strongest pairs and
-            ``n_random_neighbors`` random ones).
+            ``n_random_neighbors`` random ones; the diagonal: ``affinity_mode``).
         """
         check_is_fitted(self, "module_")
         self._validate_params()  # inference options set after fit (affinity_mode, n_attention_samples...) too

@@ -113,17 +113,42 @@ def _build_module(kernel, n_features: int) -> ABCNet:
         context_gate=bool(getattr(kernel, "context_gate", False)),
     )
     on_meta = any(parameter.is_meta for parameter in module.parameters())
-    if embedder is not None and not on_meta:  # on 'meta' (shapes only) torch's Python kernels would import sympy
-        # A probe on the embedder's own device: a user's module may already sit on a GPU.
-        weight = next(module.embedder.parameters(), None)
-        with torch.no_grad():
-            out = module.embedder(torch.zeros(2, embed_width, device=None if weight is None else weight.device))
+    if on_meta:  # on 'meta' (shapes only) torch's Python kernels would import sympy
+        return module
+    if embedder is not None:
+        width = _embed_width_origin(kernel, embed_width)
+        out = _probe_embedder(module.embedder, embed_width, width)
         if out.shape != (2, kernel.d_model):
             raise ValueError(
-                f"embedder must map (m, {embed_width}) inputs to (m, d_model={kernel.d_model}); "
+                f"embedder must map (m, {embed_width}) inputs{width} to (m, d_model={kernel.d_model}); "
                 f"it returned shape {tuple(out.shape)}."
             )
     return module
+
+
+def _embed_width_origin(kernel, embed_width: int) -> str:
+    """Where the embedder's input width comes from, when it is not X's width."""
+    if getattr(kernel, "embed_features", None) is not None:
+        return f" (embed_features={embed_width})"
+    if kernel.canonical_features is not None:
+        return f" (canonical_features={embed_width})"
+    return ""
+
+
+def _probe_embedder(embedder: nn.Module, embed_width: int, origin: str) -> torch.Tensor:
+    """The embedder run on zeros of two points, on its own device (a user's module may already sit on a GPU); a
+    failure is reported as the parameter's, not as torch's shape error deep inside the first fit."""
+    weight = next(embedder.parameters(), None)
+    zeros = torch.zeros(2, embed_width, device=None if weight is None else weight.device)
+    try:
+        with torch.no_grad():
+            out = embedder(zeros)
+    except (RuntimeError, TypeError, ValueError, IndexError) as error:
+        raise ValueError(f"embedder must take (m, {embed_width}) inputs{origin}; it failed on zeros of shape "
+                         f"(2, {embed_width}): {error}") from error
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"embedder must return a torch.Tensor, got {type(out).__name__}.")
+    return out
 
 
 #: Parameters the fitted weights depend on: changing one after fit needs a refit.  (``dropout`` and

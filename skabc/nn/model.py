@@ -179,7 +179,12 @@ class ABCNet(nn.Module):
             z = z + GEOMETRY_GAIN * self.point_proj(geometry[1])
         bias = None if geometry is None else self.attention_bias(geometry, mask)
         for block in self.blocks:
+            shape = z.shape
             z = block(z, mask) if bias is None else block(z, mask, bias)
+            if getattr(z, "shape", None) != shape:  # a user's block: torch's error came from a later layer, unnamed
+                returned = tuple(z.shape) if isinstance(z, torch.Tensor) else type(z).__name__
+                raise ValueError(f"attention blocks must map (sets, n, d_model) to the same shape {tuple(shape)}; "
+                                 f"{type(block).__name__} returned {returned}.")
         return self.final_norm(z)
 
     def attention_bias(self, geometry, mask: torch.Tensor | None) -> torch.Tensor:

@@ -8,7 +8,9 @@ import numpy as np
 def diverged_error() -> ValueError:
     """The error a fit raises when its training diverged."""
     return ValueError("training diverged (the loss, or the affinities of the trained weights, became NaN or "
-                      "infinite); lower lr or rescale X (e.g. with sklearn's StandardScaler).")
+                      "infinite); lower lr or weight_decay, or rescale X (e.g. with sklearn's StandardScaler); a "
+                      "user-supplied embedder or attention module that returns NaN or infinite values ends a fit "
+                      "the same way.")
 
 
 def check_finite_affinity(affinity: np.ndarray) -> np.ndarray:

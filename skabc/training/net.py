@@ -82,8 +82,12 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     n_sets : int
         Training sets drawn per epoch.
     """
-    check_training_memory(kernel, set_size[1], X.shape[1])
     sampler = ClusterSetSampler(labels, group_codes, set_size, check_clusters_per_set(kernel.clusters_per_set))
+    n_labelled = int((labels >= 0).sum())
+    n_sets = n_sets_per_epoch(kernel, n_labelled, set_size)
+    # Sized by what can be drawn: a set within one group's labelled rows, a batch of at most an epoch's sets.
+    drawable = max(sum(len(rows) for rows in classes) for classes in sampler.groups)
+    check_training_memory(kernel, min(set_size[1], drawable), X.shape[1], batch_size=min(kernel.batch_size, n_sets))
     wanted, most = sampler.clusters_per_set, max(len(g) for g in sampler.groups)
     if wanted is not None and wanted[0] > most:  # the sampler draws what there is: say so (probe 54a)
         warn_user(f"clusters_per_set={kernel.clusters_per_set!r} asks for at least {wanted[0]} clusters a set, but "
@@ -91,8 +95,6 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
                   f"for validation are not drawn): each set holds at most {most}.")
     device = resolve_device(kernel.device)
 
-    n_labelled = int((labels >= 0).sum())
-    n_sets = n_sets_per_epoch(kernel, n_labelled, set_size)
     steps = kernel.max_epochs * math.ceil(n_sets / kernel.batch_size)
     seed = int(check_random_state(kernel.random_state).randint(np.iinfo(np.int32).max))
     dataset = SampledSetsDataset(X, sampler, n_sets, kernel.batch_size, seed, set_transform=set_transform(kernel))
@@ -235,7 +237,8 @@ def n_sets_per_epoch(kernel, n_labelled: int, set_size: tuple[int, int]) -> int:
     return int(np.clip(covering, 8 * kernel.batch_size, 64 * kernel.batch_size))
 
 
-def check_training_memory(kernel, largest_set: int, n_features: int | None = None) -> None:
+def check_training_memory(kernel, largest_set: int, n_features: int | None = None,
+                          batch_size: int | None = None) -> None:
     """Refuse a training configuration whose network or per-step pair tensors would not fit.
 
     Each step keeps, per set and block, attention scores for every head and
@@ -253,6 +256,8 @@ def check_training_memory(kernel, largest_set: int, n_features: int | None = Non
         The most points a training set can hold.
     n_features : int, default=None
         Input width, to size the network's weights; ``None`` skips that check.
+    batch_size : int, default=None
+        The most sets a step holds; ``None`` is the kernel's ``batch_size``.
 
     Raises
     ------
@@ -265,10 +270,11 @@ def check_training_memory(kernel, largest_set: int, n_features: int | None = Non
         # Training's tensors live on the GPU: 'auto' is half of its memory there, as it is half of the host's.
         limit, where = 0.5 * torch.cuda.get_device_properties(device).total_memory, " (half of the GPU's memory)"
     pair_tensors = kernel.n_blocks * (kernel.n_heads + 1) + 4
-    needed = 4.0 * kernel.batch_size * float(largest_set) ** 2 * pair_tensors
+    batch_size = kernel.batch_size if batch_size is None else batch_size
+    needed = 4.0 * batch_size * float(largest_set) ** 2 * pair_tensors
     if limit is not None and needed > limit:
         raise AffinityTooLargeError(
-            f"training on sets of up to {largest_set} points in batches of {kernel.batch_size} needs about "
+            f"training on sets of up to {largest_set} points in batches of {batch_size} needs about "
             f"{format_bytes(needed)} per step, over memory_limit={format_bytes(limit)}{where}; "
             "lower set_size or batch_size (the kernel applies to larger sets than it was trained on)."
         )
