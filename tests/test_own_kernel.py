@@ -62,11 +62,12 @@ def test_schedule_caps_networks_with_local_geometry_lower(blobs, monkeypatch):
 
 
 @pytest.mark.parametrize(("call", "message"), [
-    (lambda: training_schedule(300_000, 5, 32, set_size=(400, 100)), "set_size must be a"),  # 6,576 steps > cap
+    (lambda: training_schedule(300_000, 5, 32, set_size=(400, 100)), r"2 <= min <= max"),  # 6,576 steps > cap
+    (lambda: relative_step_cost(32, (1, 100)), r"2 <= min <= max"),  # a set the kernel refuses, costed
     (lambda: training_schedule(1_000, 5, 2.5), "batch_size must be an integer >= 1, got 2.5"),  # 760.0 sets
     (lambda: relative_step_cost(0, (50, 200)), "batch_size must be an integer >= 1, got 0"),
     (lambda: auto_batch_size(-5, 5), "n_labelled must be an integer >= 1, got -5"),  # "math domain error"
-], ids=["reversed-set-size", "float-batch", "zero-batch", "negative-rows"])
+], ids=["reversed-set-size", "one-point-sets", "float-batch", "zero-batch", "negative-rows"])
 def test_schedule_helpers_refuse_what_they_cannot_size(call, message):
     with pytest.raises(ValueError, match=message):
         call()
@@ -76,6 +77,8 @@ def test_schedule_helpers_take_a_set_size_array_as_the_kernel_does():
     # Review 55f: the new check took tuples and lists only; ContextualKernel(set_size=...) takes a 1-D array too.
     assert relative_step_cost(32, np.array([50, 200])) == relative_step_cost(32, (50, 200))
     assert training_schedule(1_000, 5, 32, set_size=np.array([50, 200])) == training_schedule(1_000, 5, 32)
+    # One owner of what a set_size is (skabc.sampling.check_set_size): an int is every set that size, as for the kernel.
+    assert relative_step_cost(32, 100) == relative_step_cost(32, (100, 100))
 
 def test_schedule_cap_shrinks_with_the_cost_of_a_step(blobs, monkeypatch):
     """Larger sets or batches cost more per step: the cap is a CPU budget, not a step count."""

@@ -702,6 +702,12 @@ def test_dense_affinities_of_zero_eigenvalues_bool_entries_or_no_square_shape():
     assert values.shape == (0,) and vectors.shape == (30, 0)
     with pytest.raises(ValueError, match=r"affinity must be square, got shape \(30, 20\)"):  # a broadcast error
         spectral.laplacian_eigenvalues(A[:, :20], 3)
+    for count in (0, 3):  # at every count: zero eigenvalues of a non-square matrix were [] (sparse too)
+        for wrong in (A[:, :20], sp.csr_matrix(A[:, :20]), A[0]):
+            for solve in (spectral.laplacian_eigenvalues, spectral.top_eigenvectors):
+                with pytest.raises(ValueError, match="affinity must be square"):
+                    solve(wrong, count)
+    assert np.allclose(spectral.laplacian_eigenvalues(A.tolist(), 3), spectral.laplacian_eigenvalues(A, 3))  # lists
     linked = A > 0.5  # numpy's "boolean negative is not supported"
     assert spectral.estimate_n_clusters(linked, 10)[0] == spectral.estimate_n_clusters(sp.csr_matrix(linked), 10)[0]
 

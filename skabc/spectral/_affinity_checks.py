@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
+
+
+def square_size(affinity) -> int:
+    """The number of points of a square affinity (dense, sparse or nested lists); anything else refused by shape."""
+    shape = affinity.shape if sp.issparse(affinity) else np.shape(affinity)
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ValueError(f"affinity must be square, got shape {shape}")
+    return shape[0]
 
 
 def dense_affinity(affinity) -> np.ndarray:
     """``affinity`` as a square real float array (boolean and integer matrices as float64); anything else refused."""
     affinity = np.asarray(affinity)
-    if affinity.ndim != 2 or affinity.shape[0] != affinity.shape[1]:
-        raise ValueError(f"affinity must be square, got shape {affinity.shape}")
+    square_size(affinity)
     if affinity.dtype.kind not in "biuf":
         raise ValueError(f"affinity must hold real numbers, got dtype {affinity.dtype}")
     return affinity if affinity.dtype.kind == "f" else affinity.astype(np.float64)

@@ -32,7 +32,7 @@ from sklearn.utils.validation import check_symmetric
 from .._quiet_warnings import ignoring_warnings
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
-from ._affinity_checks import check_degrees, dense_affinity
+from ._affinity_checks import check_degrees, dense_affinity, square_size
 
 # Up to this size the eigengap uses LAPACK (2,000 points: ~1 s; ARPACK converges slowly on the dozens of eigenvalues
 # close to 1 of learned affinities: 28-180 s per load_digits set).
@@ -137,7 +137,7 @@ def laplacian_eigenvalues(
         degree gives eigenvalue 1.
     """
     solver = _check_eigen_solver(eigen_solver)
-    n = affinity.shape[0]
+    n = square_size(affinity)  # before any early return: a non-square matrix is refused at every count
     n_eigenvalues = int(min(n_eigenvalues, n))
     if n_eigenvalues < 1:
         return np.zeros(0)
@@ -174,7 +174,7 @@ def top_eigenvectors(
         Orthonormal eigenvectors of the normalised adjacency, column ``j`` for ``eigenvalues[j]``.
     """
     solver = _check_eigen_solver(eigen_solver)
-    n = affinity.shape[0]
+    n = square_size(affinity)  # before any early return: a non-square matrix is refused at every count
     m = int(min(n_vectors, n))
     if m < 1:
         return np.zeros(0), np.zeros((n, 0))

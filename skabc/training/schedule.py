@@ -37,6 +37,8 @@ import math
 from dataclasses import dataclass
 from numbers import Integral
 
+from ..sampling import check_set_size
+
 #: Optimiser steps per square root of the labelled rows (more data, more steps, with diminishing returns).
 STEPS_PER_SQRT_ROW = 12.0
 #: Fewest and most optimiser steps of an automatic schedule.
@@ -99,8 +101,9 @@ def relative_step_cost(batch_size: int, set_size: tuple[int, int]) -> float:
     ----------
     batch_size : int
         Sets per optimiser step.
-    set_size : (int, int)
-        Smallest and largest training set.
+    set_size : int or (int, int)
+        Smallest and largest training set (an int: every set that size); at least 2 points, as
+        :class:`~skabc.ContextualKernel` takes it.
 
     Returns
     -------
@@ -118,7 +121,7 @@ def relative_step_cost(batch_size: int, set_size: tuple[int, int]) -> float:
     """
 
     _check_counts(batch_size=batch_size)
-    _check_set_size(set_size)
+    set_size = check_set_size(set_size)  # the kernel's own check: a reversed range costed nothing
 
     def work(sizes: tuple[int, int]) -> float:
         low, high = sizes
@@ -218,14 +221,6 @@ def _check_counts(**counts) -> None:
     for name, value in counts.items():
         if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
-
-
-def _check_set_size(set_size) -> None:
-    """Refuse a set-size range that is not ``(low, high)`` with ``1 <= low <= high`` (a reversed one costed nothing)."""
-    pair = tuple(set_size) if isinstance(set_size, (tuple, list)) or getattr(set_size, "ndim", None) == 1 else ()
-    integers = len(pair) == 2 and not any(isinstance(v, bool) or not isinstance(v, Integral) for v in pair)
-    if not integers or not 1 <= pair[0] <= pair[1]:
-        raise ValueError(f"set_size must be a (low, high) pair of integers with 1 <= low <= high, got {set_size!r}.")
 
 
 def _step_cap(batch_size: int, max_steps: int, set_size: tuple[int, int]) -> int:
