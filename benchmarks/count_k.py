@@ -5,6 +5,7 @@ Usage
 OMP_NUM_THREADS=1 python benchmarks/count_k.py            # gallery toys and the 13 listed clustbench sets
 OMP_NUM_THREADS=1 python benchmarks/count_k.py --quick    # smoke run: 2 seeds, n = 500, no clustbench; nothing written
 OMP_NUM_THREADS=1 python benchmarks/count_k.py --select   # the selection run that decided the design (its own JSON)
+OMP_NUM_THREADS=1 python benchmarks/count_k.py --select-rotation   # the one that chose a kNN graph's own k rule
 
 ``ABCClustering(affinity=..., random_state=0)`` with ``n_clusters`` unset counts the clusters as
 ``ABCClustering()`` does (the shipped generic kernel and its arbiter; ``arbiter_ == 'generic-count'``) and cuts
@@ -26,6 +27,17 @@ its ship rule were fixed first: on gallery toys of seeds 600-609 (n = 500 for ev
 on 63 sets of :func:`skabc.datasets.make_clustering_sets` (9 per default family, seeds 8080-8086), the kNN graph's
 counted ``k`` must beat its own eigengap by more than two standard errors of the paired ARI differences, with no
 family losing more than 0.02 on average (ARI on all points; the RBF is reported, not ruled on).
+
+Where ``k`` is read off the kNN graph's own spectrum (a precomputed graph, ``affinity=
+'precomputed_nearest_neighbors'``, has no rows to count on; or ``arbiter=None``), ``'auto'`` is the rotation
+rule (``n_clusters_selection='rotation'``, :data:`skabc.kernels.pairwise.KNN_GRAPH_CLUSTERING`), chosen by
+``--select-rotation`` (``benchmarks/results/count_k_rotation_select.json``), with its rule fixed first: the
+graph ``NearestNeighbors(n_neighbors=10).fit(Xs).kneighbors_graph(Xs, mode='distance')`` of the StandardScaler-ed
+rows, clustered with ``affinity='precomputed_nearest_neighbors'``, on gallery toys of seeds 100-109 (n = 500 and
+1,000, the six kinds), five generators of :mod:`skabc.datasets` at seeds 100-104 (n = 400), the 13 listed
+clustbench sets and iris, wine, breast cancer and digits (these 17 are benchmark sets too); rotation replaces
+the eigengap if its mean ARI is higher, no group (toys, generators, clustbench + real) loses more than 0.02, and
+its mean ``|k_hat - k|`` is lower.
 """
 
 from __future__ import annotations
@@ -52,7 +64,10 @@ TOYS = ("noisy_circles", "noisy_moons", "varied", "aniso", "blobs", "no_structur
 METHODS = {
     "counted (default)": {},
     "own eigengap": {"n_clusters_selection": "eigengap"},
+    "own rotation": {"n_clusters_selection": "rotation"},
 }
+#: The kNN graph's own k rules compared by ``--select-rotation``.
+OWN_RULES = ("eigengap", "rotation")
 
 
 def cluster(params: dict, affinity: str, X: np.ndarray) -> np.ndarray:
@@ -121,6 +136,55 @@ def select() -> dict:
             "passes": passes, "families": families, "sets": rows}
 
 
+def select_rotation(home: Path | None) -> dict:
+    """The selection run of a kNN graph's own ``k`` rule (module notes): per set, ARI and ``k`` of each rule."""
+    from sklearn.neighbors import NearestNeighbors
+    from sklearn.preprocessing import StandardScaler
+    from zero_shot import load_real
+
+    from skabc.datasets import make_blobs_set, make_chains_set, make_rings_set, make_subspace_set, make_warped_set
+
+    sets = [("toys", f"{toy} n={n} seed={seed}", *dataset_points(toy, n, seed), None)
+            for toy in TOYS for seed in range(100, 110) for n in (500, 1000)]
+    for make in (make_chains_set, make_warped_set, make_subspace_set, make_rings_set, make_blobs_set):
+        for seed in range(100, 105):
+            X, y = make(n_samples=400, random_state=seed)[:2]
+            sets.append(("generators", f"{make.__name__} seed={seed}", StandardScaler().fit_transform(X), y, None))
+    if home is not None:
+        for battery, names in clustbench_data.LISTED.items():
+            for name in names:
+                X, labels0 = clustbench_data.load(home, battery, name)
+                sets.append(("clustbench + real", f"{battery}/{name}", X, labels0, "suite"))
+    for name in ("iris", "wine", "breast_cancer", "digits"):
+        X, y = load_real(name)
+        sets.append(("clustbench + real", name, StandardScaler().fit_transform(X), y, None))
+    rows = []
+    for group, name, X, y, protocol in sets:
+        k = int(y.max()) if protocol == "suite" else len(np.unique(y))
+        score = partial(clustbench_data.score, y) if protocol == "suite" else partial(adjusted_rand_score, y)
+        graph = NearestNeighbors(n_neighbors=10).fit(X).kneighbors_graph(X, mode="distance")
+        row = {"group": group, "set": name, "n": len(X), "k": k}
+        for rule in OWN_RULES:
+            labels = cluster({"n_clusters_selection": rule}, "precomputed_nearest_neighbors", graph)
+            row[rule] = {"ari": score(labels), "k": len(np.unique(labels))}
+        rows.append(row)
+        print(group, name, {rule: (round(row[rule]["ari"], 3), row[rule]["k"]) for rule in OWN_RULES}, flush=True)
+    means = {}
+    for group in [*dict.fromkeys(r["group"] for r in rows), "all"]:
+        chosen = [r for r in rows if group in ("all", r["group"])]
+        means[group] = {rule: {"ari": float(np.mean([r[rule]["ari"] for r in chosen])),
+                               "k_abs_error": float(np.mean([abs(r[rule]["k"] - r["k"]) for r in chosen])),
+                               "n_sets": len(chosen)} for rule in OWN_RULES}
+        print(f"{group:18s}", {rule: (round(m["ari"], 3), round(m["k_abs_error"], 2))
+                               for rule, m in means[group].items()})
+    overall = means["all"]
+    passes = bool(overall["rotation"]["ari"] > overall["eigengap"]["ari"]
+                  and overall["rotation"]["k_abs_error"] < overall["eigengap"]["k_abs_error"]
+                  and all(m["rotation"]["ari"] >= m["eigengap"]["ari"] - 0.02 for m in means.values()))
+    print(f"rotation replaces the eigengap: ship rule {'passes' if passes else 'fails'}")
+    return {"n_sets": len(rows), "passes": passes, "means": means, "sets": rows}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 seeds, n = 500, no clustbench; nothing written")
@@ -128,7 +192,17 @@ def main(argv=None) -> int:
     parser.add_argument("--data-home", default=None,
                         help="folder of the clustbench batteries (default: ../shared/data/clustbench); without "
                              "them the run is partial and writes count_k_partial.json")
+    parser.add_argument("--select-rotation", action="store_true",
+                        help="the selection run of a kNN graph's own k rule (eigengap or rotation)")
     args = parser.parse_args(argv)
+    if args.select_rotation:
+        result = {"benchmark": "count_k --select-rotation",
+                  "command": "OMP_NUM_THREADS=1 python benchmarks/count_k.py --select-rotation",
+                  **select_rotation(clustbench_data.resolve_data_home(args.data_home, ROOT))}
+        path = ROOT / "benchmarks" / "results" / "count_k_rotation_select.json"
+        path.write_text(json.dumps(result, indent=1))
+        print(f"wrote {path.relative_to(ROOT)}")
+        return 0
     if args.select:
         result = {"benchmark": "count_k --select", "command": "OMP_NUM_THREADS=1 python benchmarks/count_k.py --select",
                   **select()}

@@ -104,10 +104,10 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         ``k`` whose leading eigenvectors a rotation best aligns with the axes (Zelnik-Manor & Perona
         2004, :func:`~skabc.spectral.rotation.rotation_n_clusters`; at most
         :data:`~skabc.spectral.select.ROTATION_MAX_CLUSTERS` clusters), or one cluster when the largest
-        eigengap says so.  ``'auto'``: the kernel's recommendation
-        (:meth:`~skabc.kernels.Kernel.recommended_clustering`, stored with every shipped kernel, e.g.
-        ``'consensus'`` for the generic kernel), else ``'eigengap'``; resolved in ``fit`` into
-        ``n_clusters_selection_``.
+        eigengap says so.  ``'auto'``: the kernel's :meth:`~skabc.kernels.Kernel.recommended_clustering`
+        (``'consensus'`` for the generic kernel, stored with it; ``'rotation'`` for a kNN graph,
+        ``'nearest_neighbors'`` or ``'precomputed_nearest_neighbors'``, whose largest eigengap overcounts), else
+        ``'eigengap'``; resolved in ``fit`` into ``n_clusters_selection_``.
     arbiter : 'auto', None or str, default='auto'
         A name of :data:`~skabc.spectral.arbiter.ARBITERS` clusters the set every way it knows and
         keeps the partition its trained forest predicts to score best, from evidence that needs no

@@ -795,10 +795,11 @@ def test_n_jobs_zero_as_spectral_clustering_takes_it_and_not_an_int_is_refused_b
     np.testing.assert_array_equal(ABCClustering(**params).fit_predict(X), SpectralClustering(**params).fit_predict(X))
     ABCClustering(n_jobs=0, random_state=0).fit(X)
     for model in (SpectralClustering(affinity="nearest_neighbors", n_clusters=2, n_jobs=0),
-                  ABCClustering(affinity="nearest_neighbors", n_clusters=2, n_jobs=0),
-                  ABCClustering(affinity="rbf", n_jobs=0)):
-        with pytest.raises(ValueError, match="n_jobs == 0"):
-            model.fit(X, **({"groups": np.repeat([0, 1], 15)} if model.affinity == "rbf" else {}))
+                  ABCClustering(affinity="nearest_neighbors", n_clusters=2, n_jobs=0)):
+        with pytest.raises(ValueError, match="n_jobs == 0"):  # joblib's, in scikit-learn's kNN search
+            model.fit(X)
+    with pytest.raises(ValueError, match="n_jobs=0 clusters no set at a time"):  # ours (probe 56e: joblib's)
+        ABCClustering(affinity="rbf", n_jobs=0).fit(X, groups=np.repeat([0, 1], 15))
     with pytest.raises(ValueError, match="'n_jobs' parameter of ABCClustering"):
         ABCClustering(n_jobs=1.5).fit(X)
     model = ABCClustering(random_state=0).fit(X)
@@ -877,3 +878,46 @@ def test_a_refit_refused_for_its_parameters_keeps_the_last_fit():
         model.set_params(n_clusters=5, max_samples=3).fit(X[:, :3])
     assert model.n_features_in_ == 5 and model.kernel_ is kernel
     np.testing.assert_array_equal(model.set_params(n_clusters=3, max_samples="auto").predict(X), labels)
+
+
+@pytest.mark.parametrize("as_sparse", [False, True])
+def test_rows_of_zero_affinity_are_named_when_k_is_estimated(as_sparse):
+    """Probe 56b: an all-zero precomputed affinity was one cluster without a word (a zero row reads as eigenvalue 1,
+    no cluster of its own), where every point linked to itself only (the identity) is a cluster of its own."""
+    from skabc.exceptions import SkabcWarning
+
+    def fit(affinity):
+        return ABCClustering(affinity="precomputed", random_state=0).fit(sp.csr_matrix(affinity) if as_sparse
+                                                                         else affinity)
+
+    half = np.zeros((6, 6))
+    half[:3, :3] = 1.0
+    for affinity, unlinked in ((np.zeros((5, 5)), "5 of the 5 points"), (half, "3 of the 6 points")):
+        with pytest.warns(SkabcWarning, match=unlinked + " have zero affinity to every point"):
+            fit(affinity)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SkabcWarning)
+        assert fit(np.eye(5)).n_clusters_ == 5  # linked to themselves: singletons, nothing to say
+        blocks = np.kron(np.eye(3), np.ones((4, 4)))
+        assert fit(blocks).n_clusters_ == 3
+
+
+def test_a_knn_graph_s_own_k_is_read_by_the_rotation_rule():
+    """Probe 56b: a precomputed kNN graph of four far-apart blobs (four connected components) was cut into 26
+    clusters by its own largest eigengap; 'auto' is now the rotation rule for a kNN graph
+    (benchmarks/count_k.py --select-rotation), which finds the four."""
+    from sklearn.neighbors import NearestNeighbors
+
+    X, y = make_blobs(n_samples=300, centers=[[0, 0], [20, 0], [0, 20], [20, 20]], random_state=0)
+    graph = NearestNeighbors(n_neighbors=10).fit(X).kneighbors_graph(X, mode="distance")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the graph is not connected
+        model = ABCClustering(affinity="precomputed_nearest_neighbors", random_state=0).fit(graph)
+        own = ABCClustering(affinity="nearest_neighbors", arbiter=None, random_state=0).fit(X)
+        eigengap = ABCClustering(affinity="precomputed_nearest_neighbors", n_clusters_selection="eigengap",
+                                 random_state=0).fit(graph)
+    assert model.n_clusters_selection_ == own.n_clusters_selection_ == "rotation"
+    assert model.n_clusters_ == own.n_clusters_ == 4
+    assert adjusted_rand_score(y, model.labels_) == adjusted_rand_score(y, own.labels_) == 1.0
+    assert eigengap.n_clusters_ > 10  # the rule it replaced, still there when asked for
+    assert ABCClustering(affinity="precomputed", random_state=0).fit(np.eye(3)).n_clusters_selection_ == "eigengap"

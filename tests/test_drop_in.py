@@ -363,7 +363,8 @@ def test_k_unknown_is_counted_by_the_generic_kernel_and_the_affinity_cut_as_spec
     own_eigengap = ABCClustering(affinity="nearest_neighbors", n_clusters_selection="eigengap", random_state=0).fit(X)
     assert own_eigengap.arbiter_ is None and own_eigengap.n_clusters_ > 10  # what 'auto' did before
     model = ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X)
-    assert model.arbiter_ == "generic-count" and model.n_clusters_selection_ == "eigengap"
+    # The kNN graph's own rule (KNN_GRAPH_CLUSTERING), used only where the count falls back to it.
+    assert model.arbiter_ == "generic-count" and model.n_clusters_selection_ == "rotation"
     assert model.n_clusters_ == 2 and model.candidate_.startswith("affinity-at-")
     theirs = SpectralClustering(n_clusters=2, affinity="nearest_neighbors", random_state=0).fit(X)
     assert adjusted_rand_score(theirs.labels_, model.labels_) == 1.0

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .._user_warnings import warn_user
+from ..exceptions import SkabcWarning
 from .assign import SKLEARN_ASSIGN_LABELS, sklearn_spectral_labels, spectral_labels
 from .select import N_CLUSTERS_SELECTORS
 
@@ -48,6 +50,24 @@ def _strongest_underflowed(affinity, raised, power: float) -> float:
     lost = (raised == 0) & (affinity > 0)
     np.fill_diagonal(lost, False)
     return float(affinity[lost].max()) if lost.any() else 0.0
+
+
+def _warn_unlinked_points(affinity) -> None:
+    """Say where rows are all zero (no link to any point, itself included): the estimate of ``k`` reads such a row as
+    eigenvalue 1, no cluster of its own, and the embedding puts its point anywhere (an all-zero affinity was one
+    cluster without a word; with ``k`` given, SpectralClustering warns that the graph is not connected)."""
+    if sp.issparse(affinity):
+        csr = sp.csr_matrix(affinity)
+        rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
+        links = np.bincount(rows[csr.data != 0], minlength=csr.shape[0])
+    else:
+        links = np.count_nonzero(affinity, axis=1)
+    unlinked = int(np.count_nonzero(links == 0))
+    if unlinked:
+        warn_user(f"{unlinked} of the {len(links)} points have zero affinity to every point, themselves included: the "
+                  "estimate of k counts none of them as a cluster, and each joins one arbitrarily. An affinity that "
+                  "links every point (a wider kernel, more neighbours, or 1 on its diagonal) avoids this.",
+                  SkabcWarning)
 
 
 @dataclass(frozen=True)
@@ -135,6 +155,7 @@ class SpectralStep:
         elif self.n_clusters is not None:
             labels, eigenvalues = self.labels_for(affinity, self.n_clusters, seed), None
         else:
+            _warn_unlinked_points(affinity)
             found = N_CLUSTERS_SELECTORS[self.selection](self, affinity, probabilities, eigen_seed, seed)
             labels = found.labels if found.labels is not None else self.labels_for(affinity, found.n_clusters, seed)
             labels, eigenvalues = compact(labels), found.eigenvalues
