@@ -184,6 +184,20 @@ def check_n_jobs(n_jobs):
     return n_jobs
 
 
+def validate_each(validate, sets) -> list:
+    """Each of ``sets`` through ``validate``; an error names the set by its position (one bad set among hundreds)."""
+    validated = []
+    for position, X in enumerate(sets):
+        if X is None:  # check_array read it as the scalar NaN
+            raise TypeError(f"set {position} is None; each set is an array-like of rows.")
+        try:
+            validated.append(validate(X))
+        except (ValueError, TypeError) as error:
+            error.args = (f"set {position}: {error.args[0] if error.args else error}", *error.args[1:])
+            raise
+    return validated
+
+
 def check_sets(sets):
     """``predict_many``'s ``sets``: an iterable of sets, not one set (whose rows it would take for sets)."""
     one_set = (sp.issparse(sets) or isinstance(sets, (str, bytes, Mapping))
@@ -234,12 +248,17 @@ def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
         return [_cluster_one(kernel, clustering, sets[0], *seeds[0], max_samples)]
     # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
     # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
-    n_chunks = min(len(sets), 4 * effective_n_jobs(n_jobs))
+    if n_jobs is not None and int(n_jobs) == 0:  # the constructor takes it, as SpectralClustering's does
+        raise ValueError(f"n_jobs={n_jobs!r} clusters no set at a time: use None or 1 (one at a time) or -1 (all "
+                         "processors) to cluster several sets.")
+    workers = effective_n_jobs(n_jobs)
+    n_chunks = min(len(sets), 4 * workers)
     bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
     caller = (os.getpid(), threading.get_ident())
     tasks = (delayed(_cluster_chunk)(kernel, clustering, sets[a:b], seeds[a:b], max_samples, caller)
              for a, b in pairwise(bounds))
-    chunks = Parallel(n_jobs=n_jobs)(tasks)
+    # No more workers than chunks: n_jobs=48 started 48 processes for 2 sets (20x slower); 10**6 broke joblib.
+    chunks = Parallel(n_jobs=min(workers, n_chunks))(tasks)
     # Warnings raised in a worker process never reach the caller's filters, and those of a worker thread would point
     # into the thread pool: each chunk there records its own, and they are raised again here, once each at the
     # caller's line, so catch_warnings and simplefilter('error') see the same with any n_jobs or joblib backend

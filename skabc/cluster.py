@@ -25,7 +25,7 @@ from ._fit_inputs import (
     without_unseen_names,
 )
 from ._resolve import check_setting_combinations, resolve_settings, warn_unread_affinity_parameters
-from ._sets import check_n_jobs, check_sets, cluster_groups, map_sets, set_seeds, warn_about_estimates
+from ._sets import check_n_jobs, check_sets, cluster_groups, map_sets, set_seeds, validate_each, warn_about_estimates
 from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
 from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
@@ -453,7 +453,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
             Cluster labels of each set, in the order of ``sets``.
         """
         check_is_fitted(self, "kernel_")
-        sets = [self._predict_input(s) for s in check_sets(sets)]
+        sets = validate_each(self._predict_input, check_sets(sets))
         seeds = set_seeds(self, len(sets))  # those predict(s) would draw, set after set
         results = map_sets(self, sets, seeds, check_n_jobs(n_jobs))
         warn_about_estimates(self, [found for _, _, found, *_ in results], [values for _, _, _, values, _ in results],

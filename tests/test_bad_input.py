@@ -949,3 +949,31 @@ def test_other_feature_names_are_named_before_the_nan_they_bring(tiny_kernel):
         model.predict(renamed)
     with pytest.raises(ValueError, match="feature names should match"):
         ABCClustering(kernel=FrozenEstimator(tiny_kernel), n_clusters=3).fit(named).predict(renamed)
+
+
+def test_predict_many_names_the_set_it_refuses(tiny_kernel):
+    """Probe 56e: among hundreds of sets, 'Input X contains NaN' did not say which; a None set read as 'scalar NaN'."""
+    rng = np.random.default_rng(0)
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(rng.normal(size=(20, 2)))
+    good, bad = rng.normal(size=(10, 2)), np.full((10, 2), np.nan)
+    with pytest.raises(ValueError, match=r"^set 1: Input X contains NaN"):
+        model.predict_many([good, bad, good])
+    with pytest.raises(ValueError, match=r"^set 2: X has 3 features"):
+        model.predict_many([good, good, rng.normal(size=(10, 3))])
+    with pytest.raises(TypeError, match=r"^set 1 is None"):
+        model.predict_many([good, None])
+
+
+def test_n_jobs_that_joblib_cannot_take_are_named_or_capped(tiny_kernel):
+    """Probe 56e: n_jobs=0 (taken by the constructor, as SpectralClustering takes it) failed in joblib when groups
+    were clustered; n_jobs=10**6 broke joblib's dispatch, and 48 jobs for 2 sets started 48 processes."""
+    rng = np.random.default_rng(0)
+    X, groups = rng.normal(size=(40, 2)), np.repeat([0, 1], 20)
+    with pytest.raises(ValueError, match="n_jobs=0 clusters no set at a time"):
+        ABCClustering(kernel=tiny_kernel, n_jobs=0, random_state=0).fit(X, groups=groups)
+    model = ABCClustering(kernel=tiny_kernel, random_state=0).fit(X[:20])
+    sets = [X[:20], X[20:]]
+    serial = model.predict_many(sets)
+    for a, b in zip(model.predict_many(sets, n_jobs=10**6), serial, strict=True):
+        np.testing.assert_array_equal(a, b)
+

@@ -242,3 +242,12 @@ def test_loader_arguments_of_the_wrong_kind_are_named(tmp_path):
         load_omniglot(["background"], data_home=tmp_path)
     with pytest.raises(ValueError, match="expect_complete must be True or False"):
         load_omniglot(data_home=tmp_path, expect_complete="no")
+
+
+def test_an_image_size_past_what_a_loader_returns_is_named(tmp_path):
+    """Probe 56e: image_size=10**6 reached numpy as a MemoryError of 146 TiB (and 400 on the full set asked for
+    12 GB); refused by name, as the generators refuse outputs over MAX_VALUES."""
+    make_archive(tmp_path / "images_background.zip")  # 24 drawings
+    with pytest.raises(ValueError, match=r"image_size=1000000 asks for 24 drawings of 1000000 x 1000000 pixels"):
+        load_omniglot(data_home=tmp_path, expect_complete=False, image_size=10**6)
+    assert load_omniglot(data_home=tmp_path, expect_complete=False, image_size=40).images.shape == (24, 40, 40)

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
+from ._common import MAX_VALUES
+
 #: Environment variable naming a folder that holds the archives.
 DATA_ENV = "SKABC_DATA"
 
@@ -154,6 +156,10 @@ def load_omniglot(
                 f"{path} holds {len(entries)} drawings, the official {ARCHIVES[subset]} holds "
                 f"{EXPECTED_IMAGES[subset]}: the archive is truncated or not the official one."
             )
+        if len(entries) * image_size**2 > MAX_VALUES:  # numpy's MemoryError of terabytes, or gigabytes filled slowly
+            raise ValueError(f"image_size={image_size} asks for {len(entries):,} drawings of {image_size} x "
+                             f"{image_size} pixels, more than the {MAX_VALUES:,} values a loader returns; use a"
+                             f" smaller image_size (the drawings are {DRAWING_SIDE} x {DRAWING_SIDE}).")
         images = np.empty((len(entries), image_size, image_size), dtype=np.float32)
         alphabets: dict[str, int] = {}
         characters: dict[tuple[str, str], int] = {}
