@@ -38,12 +38,15 @@ def check_distinct(outputs: dict, inputs: dict) -> None:
 
 def _identity(path) -> tuple:
     """What names one file: its device and inode where it exists (a hard link is another name of the same file,
-    which ``resolve`` does not see), else its resolved path."""
-    try:
-        status = Path(path).stat()
-    except OSError:
-        return ("path", Path(path).resolve())
-    return ("inode", status.st_dev, status.st_ino)
+    which ``resolve`` does not see), else its resolved path.  A name through a folder not made yet
+    (``new/../X.npy``) is looked up resolved too: once the folder is made, the write lands on that file."""
+    for name in (Path(path), Path(path).resolve()):
+        try:
+            status = name.stat()
+        except OSError:
+            continue
+        return ("inode", status.st_dev, status.st_ino)
+    return ("path", Path(path).resolve())
 
 
 def check_output(path: str, what: str) -> None:
@@ -62,6 +65,8 @@ def check_output(path: str, what: str) -> None:
         raise ValueError(f"cannot write {what} {path!r}: {str(folder)!r} is a file, not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"cannot write {what} {path!r}: the folder {str(folder)!r} is not writable")
+    if out.exists() and not os.access(out, os.W_OK):  # a rename over it would replace it all the same
+        raise ValueError(f"cannot write {what} {path!r}: the file is read-only")
 
 
 #: Field values that mark a missing value, not a column name: a first line of them alone is data (it is refused by
@@ -90,7 +95,7 @@ def read_array(path: str, what: str, ndim: int, header: bool | None = None, rows
     file = Path(path)
     if not file.is_file():
         raise ValueError(f"{what} file {path!r} {'is a folder' if file.is_dir() else 'does not exist'}")
-    skip = 0
+    skip, first_column = 0, 1  # the file's lines before the data, and its column of the first value kept
     try:
         if file.suffix.lower() == ".npy":
             data = np.load(file, allow_pickle=False)
@@ -128,8 +133,9 @@ def read_array(path: str, what: str, ndim: int, header: bool | None = None, rows
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig",
                                   usecols=range(1, len(columns)) if named_index else None)
+            first_column = 2 if named_index else 1
             if index_column and not named_index and data.shape[1] > 1 and _row_ids(data[:, 0]):
-                data = data[:, 1:]
+                data, first_column = data[:, 1:], 2
             if column_numbers and len(data) > 1:
                 if np.any(np.mod(data[1:], 1) != 0):  # pandas' names above its rows
                     data = data[1:]
@@ -144,6 +150,15 @@ def read_array(path: str, what: str, ndim: int, header: bool | None = None, rows
         data = data.reshape(-1) if data.ndim == 2 and 1 in data.shape else data
     if data.ndim != ndim:
         raise ValueError(f"{what} in {path!r} must be {ndim}-D, got shape {data.shape}")
+    if ndim == 2 and data.dtype.kind == "f" and not np.isfinite(data).all():  # named here: the fit names no file
+        row, column = np.argwhere(~np.isfinite(data))[0]
+        if file.suffix.lower() == ".npy":
+            where = f"row {row + 1}, column {column + 1}"
+        else:  # the file's own line and column, past a header, comments, blank lines and a row index
+            lines = _data_lines(file, skip)
+            where = f"line {lines[row] if row < len(lines) else row + 1}, column {column + first_column}"
+        raise ValueError(f"{what} file {path!r} holds {data[row, column]} ({where}); every value must be a finite "
+                         "number")
     return data
 
 
@@ -157,14 +172,19 @@ def _located(error: Exception, file: Path, skip: int) -> str:
         return str(error)
     value, row, column = found.group(1), int(found.group(2)), found.group(3)
     try:  # numpy stopped at the value: the rest of the file may not even decode
-        with file.open(encoding="utf-8-sig") as f:
-            # numpy's data rows: every line but the skipped ones, empty ones and comments (whitespace counts).
-            data = [number for number, line in enumerate(f, start=1)
-                    if number > skip and line.rstrip("\r\n").split("#", 1)[0] != ""]
+        data = _data_lines(file, skip)
     except (OSError, ValueError):
         return str(error)
     where = f"line {data[row]}" if row < len(data) else f"data row {row + 1}"
     return f"{value} is not a number ({where}, column {column})"
+
+
+def _data_lines(file: Path, skip: int) -> list[int]:
+    """The file's line numbers of numpy's data rows: every line but the skipped ones, empty ones and comments
+    (whitespace counts)."""
+    with file.open(encoding="utf-8-sig") as f:
+        return [number for number, line in enumerate(f, start=1)
+                if number > skip and line.rstrip("\r\n").split("#", 1)[0] != ""]
 
 
 def _index_header(first_line: str) -> bool:

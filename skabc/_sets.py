@@ -193,7 +193,10 @@ def validate_each(validate, sets) -> list:
         try:
             validated.append(validate(X))
         except (ValueError, TypeError) as error:
-            error.args = (f"set {position}: {error.args[0] if error.args else error}", *error.args[1:])
+            if error.args and isinstance(error.args[0], str) and type(error).__str__ is BaseException.__str__:
+                error.args = (f"set {position}: {error.args[0]}", *error.args[1:])
+            else:  # a message not made of its first argument: said beside it
+                error.add_note(f"(in set {position} of predict_many's sets)")
             raise
     return validated
 
@@ -258,7 +261,7 @@ def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     tasks = (delayed(_cluster_chunk)(kernel, clustering, sets[a:b], seeds[a:b], max_samples, caller)
              for a, b in pairwise(bounds))
     # No more workers than chunks: n_jobs=48 started 48 processes for 2 sets (20x slower); 10**6 broke joblib.
-    chunks = Parallel(n_jobs=min(workers, n_chunks))(tasks)
+    chunks = Parallel(n_jobs=max(1, min(workers, n_chunks)))(tasks)  # no sets: no chunks, one idle worker
     # Warnings raised in a worker process never reach the caller's filters, and those of a worker thread would point
     # into the thread pool: each chunk there records its own, and they are raised again here, once each at the
     # caller's line, so catch_warnings and simplefilter('error') see the same with any n_jobs or joblib backend

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import re
 import sys
@@ -95,11 +96,19 @@ def _train(args: argparse.Namespace) -> int:
     kernel = ContextualKernel(**{name: value for name, value in given.items() if value is not None},
                               init="scratch" if args.scratch else "auto", random_state=args.seed,
                               verbose=0 if args.quiet else 1)
-    kernel.fit(X, y, groups=groups)
-    kernel.save(args.output)
-    if getattr(kernel, "net_", None) is not None and interrupted_by_user(kernel.net_):
+    with contextlib.redirect_stdout(sys.stderr):  # the epoch log is progress: stdout keeps the results
+        kernel.fit(X, y, groups=groups)
+    interrupted = getattr(kernel, "net_", None) is not None and interrupted_by_user(kernel.net_)
+    output = Path(args.output)
+    renamed = interrupted and output.exists()
+    if renamed:  # a partial run never replaces a kernel already there, nor any other existing file
+        output = next(candidate for count in range(10**6) if not (candidate := output.with_name(
+            f"{output.stem}.interrupted{f'-{count}' if count else ''}{output.suffix}")).exists())
+    kernel.save(output)
+    if interrupted:
         # The partial kernel is kept, as fit keeps it, but a script must not take it for a finished run.
-        print(f"skabc train: interrupted; the partial kernel was saved to {args.output}", file=sys.stderr)
+        kept = f"; {args.output} was left as it was" if renamed else ""
+        print(f"skabc train: interrupted; the partial kernel was saved to {output}{kept}", file=sys.stderr)
         return 130
     if not args.quiet:
         print(f"Saved the kernel to {args.output}")
@@ -218,7 +227,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         codes = encode_groups(groups, len(truth))
         scores = np.array([[f(truth[codes == g], labels[codes == g]) for f in (adjusted_rand_score,
                             normalized_mutual_info_score)] for g in np.unique(codes)])
-        se = scores.std(axis=0, ddof=1) / np.sqrt(len(scores)) if len(scores) > 1 else np.full(2, np.nan)
+        if len(scores) == 1:  # no standard error of one set
+            for name, score in zip(("ARI", "NMI"), scores[0], strict=True):
+                print(f"{name} {score:.4f} (1 set)")
+            return 0
+        se = scores.std(axis=0, ddof=1) / np.sqrt(len(scores))
         for name, mean, error in zip(("ARI", "NMI"), scores.mean(axis=0), se, strict=True):
             print(f"{name} {mean:.4f} ± {error:.4f} (mean over {len(scores)} sets)")
         return 0
@@ -372,10 +385,19 @@ def _print_warning(message, category, filename, lineno, file=None, line=None) ->
     tqdm.write(f"skabc: warning: {text}", file=sys.stderr)
 
 
+#: Parameters a command-line user sets by option, and the option.
+OPTIONS = {"n_clusters": "--n-clusters", "max_clusters": "--max-clusters", "d_model": "--d-model",
+           "n_blocks": "--n-blocks", "set_size": "--set-size", "max_time": "--max-time", "max_epochs": "--epochs"}
+
+
 def _as_options(message: str) -> str:
-    """``message``, one of the package's own, with the parameters a command-line user sets by option (``cluster``'s
-    ``--n-clusters`` and ``--max-clusters``) named as those options; scikit-learn's texts are left as they are."""
-    return re.sub(r"\b(n_clusters|max_clusters)\b", lambda match: "--" + match.group(1).replace("_", "-"), message)
+    """``message``, one of the package's own, with the parameters a command-line user sets by option (:data:`OPTIONS`)
+    named as those options, outside quoted text (file names: ``'set_size.csv'`` stays); scikit-learn's warnings
+    are left as they are."""
+    name = re.compile(r"\b(" + "|".join(OPTIONS) + r")\b")
+    parts = re.split(r"((?<!\w)'[^']*'(?!\w))", message)  # odd parts are quoted (not an apostrophe: kernel's)
+    return "".join(part if index % 2 else name.sub(lambda match: OPTIONS[match.group(1)], part)
+                   for index, part in enumerate(parts))
 
 
 def run() -> int:
@@ -401,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in message:
             message = f"{message}: {exc.filename!r}"
-        print(f"skabc {args.command}: error: {message}", file=sys.stderr)
+        print(f"skabc {args.command}: error: {_as_options(message)}", file=sys.stderr)
         return 1
 
 

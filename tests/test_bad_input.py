@@ -962,6 +962,19 @@ def test_predict_many_names_the_set_it_refuses(tiny_kernel):
         model.predict_many([good, good, rng.normal(size=(10, 3))])
     with pytest.raises(TypeError, match=r"^set 1 is None"):
         model.predict_many([good, None])
+    assert model.predict_many([]) == []  # review 56h: no sets made no chunks and joblib's "n_jobs == 0"
+
+
+def test_a_refused_set_whose_message_is_not_its_first_argument_is_named_in_a_note():
+    """Review 56h: rewriting args[0] lost the prefix of exceptions with their own __str__ (UnicodeDecodeError)."""
+    from skabc._sets import validate_each
+
+    def undecodable(X):
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+    with pytest.raises(UnicodeDecodeError) as caught:
+        validate_each(undecodable, [np.zeros((2, 2))])
+    assert caught.value.encoding == "utf-8" and caught.value.__notes__ == ["(in set 0 of predict_many's sets)"]
 
 
 def test_n_jobs_that_joblib_cannot_take_are_named_or_capped(tiny_kernel):

@@ -744,6 +744,66 @@ def test_cli_never_writes_an_output_over_an_input(tmp_path, capsys, command, cla
     assert {name: (tmp_path / f"{name}.csv").read_bytes() for name in ("X", "y")} == before
 
 
+def test_cli_never_writes_an_output_over_an_input_named_through_a_new_folder(tmp_path, capsys, monkeypatch):
+    """Probe 56g: `-o new/../X.npy` was compared by path (new/ did not exist yet) and the input by inode: the labels
+    were written over the points, once new/ was made."""
+    monkeypatch.chdir(tmp_path)
+    np.save("X.npy", np.random.default_rng(0).normal(size=(30, 2)))
+    before = (tmp_path / "X.npy").read_bytes()
+    assert main(["cluster", "X.npy", "-o", "new/../X.npy", "-q"]) == 1
+    assert "output 'new/../X.npy' is also the X file" in capsys.readouterr().err
+    assert (tmp_path / "X.npy").read_bytes() == before
+
+
+def test_cli_refuses_a_read_only_output_before_any_work(tmp_path, capsys, monkeypatch):
+    """Probe 56g: train replaced a read-only kernel (a rename ignores the file's mode), cluster failed only after
+    the clustering. (os.access is patched: the tests may run as root, for whom every file is writable.)"""
+    import os
+
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(30, 2)))
+    (tmp_path / "l.npy").write_bytes(b"kept")
+    writable = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if str(path).endswith("l.npy") else writable(path, mode))
+    assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.npy"), "-q"]) == 1
+    assert "the file is read-only" in capsys.readouterr().err
+    assert (tmp_path / "l.npy").read_bytes() == b"kept"
+
+
+def test_cli_names_the_file_of_a_value_that_is_not_finite_and_options_by_their_flags(tmp_path, capsys):
+    """Probe 56g: 'Input X contains NaN.' named no file; '--d-model 6' was answered in d_model's name."""
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    X[4, 1] = np.inf
+    np.save(tmp_path / "X.npy", X)
+    assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.npy"), "-q"]) == 1
+    assert f"X file '{tmp_path / 'X.npy'}' holds inf (row 5, column 2)" in capsys.readouterr().err
+    np.save(tmp_path / "X.npy", np.nan_to_num(X, posinf=0.0))
+    np.save(tmp_path / "y.npy", np.arange(30) % 2)
+    assert main(["train", str(tmp_path / "X.npy"), str(tmp_path / "y.npy"), "-o", str(tmp_path / "k.safetensors"),
+                 "--d-model", "6", "--epochs", "1"]) == 1
+    assert "error: --d-model=6 must be divisible by n_heads=4" in capsys.readouterr().err
+    # Review 56h: quoted file names keep their words ('set_size.csv' was reported as '--set-size.csv').
+    assert main(["cluster", str(tmp_path / "set_size.csv"), "-o", str(tmp_path / "l.npy")]) == 1
+    assert f"X file '{tmp_path / 'set_size.csv'}' does not exist" in capsys.readouterr().err
+    # Review 56h: a text file's value is placed by the file's own line and column (header, comment, blank line and
+    # pandas' row index counted).
+    (tmp_path / "h.csv").write_text("# points\na,b\n1,2\n\n3,nan\n")
+    (tmp_path / "i.csv").write_text(",a,b\n0,1,2\n1,3,inf\n")
+    for name, where in (("h.csv", "nan (line 5, column 2)"), ("i.csv", "inf (line 3, column 3)")):
+        assert main(["cluster", str(tmp_path / name), "-o", str(tmp_path / "l.npy")]) == 1
+        assert f"holds {where}" in capsys.readouterr().err
+
+
+def test_cli_train_writes_its_progress_to_stderr(tmp_path, capsys):
+    """Probe 56g: the epoch log went to stdout, where a script reads results."""
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(40, 2)))
+    np.save(tmp_path / "y.npy", np.repeat([0, 1], 20))
+    assert main(["train", str(tmp_path / "X.npy"), str(tmp_path / "y.npy"), "-o", str(tmp_path / "k.safetensors"),
+                 "--scratch", "--d-model", "8", "--n-blocks", "1", "--epochs", "1", "--set-size", "10", "20"]) == 0
+    captured = capsys.readouterr()
+    assert "train_loss" in captured.err and "train_loss" not in captured.out
+    assert captured.out.strip() == f"Saved the kernel to {tmp_path / 'k.safetensors'}"
+
+
 def test_cli_never_writes_an_output_over_a_hard_link_of_an_input(tmp_path, capsys):
     """Probe 53j: another name of the same file (a hard link) passed the check, which compared resolved paths, and
     `cluster hard.npy -o X.npy` wrote the labels over the points."""
@@ -819,6 +879,9 @@ def test_cli_evaluate_scores_each_group_alone(tmp_path, capsys):
     assert float(capsys.readouterr().out.split()[1]) < 0.5
     assert main(["evaluate", *files, "--groups", str(tmp_path / "g.npy")]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "ARI 1.0000 ± 0.0000 (mean over 3 sets)"
+    np.save(tmp_path / "g.npy", np.zeros(60, dtype=int))  # probe 56g: one set read "± nan"
+    assert main(["evaluate", *files, "--groups", str(tmp_path / "g.npy")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"ARI {adjusted_rand_score(truth, labels):.4f} (1 set)"
 
 
 def test_plot_clusters_draws_noise_in_grey_without_taking_a_clusters_colour():
@@ -936,6 +999,27 @@ def test_cli_ctrl_c_is_one_line_and_code_130(tmp_path, capsys, monkeypatch):
                  "-q"]) == 130
     assert "interrupted; the partial kernel was saved to" in capsys.readouterr().err
     assert (tmp_path / "k.safetensors").exists()
+    # Probe 56g: with a kernel already there, the partial one replaced it (exit 130, the old kernel gone).
+    before = (tmp_path / "k.safetensors").read_bytes()
+    assert main(["train", str(tmp_path / "X.npy"), str(tmp_path / "y.npy"), "-o", str(tmp_path / "k.safetensors"),
+                 "--scratch", "--d-model", "8", "--n-blocks", "1", "--epochs", "1", "--set-size", "10", "20",
+                 "--seed", "1", "-q"]) == 130
+    partial = tmp_path / "k.interrupted.safetensors"
+    assert f"saved to {partial}; {tmp_path / 'k.safetensors'} was left as it was" in capsys.readouterr().err
+    assert (tmp_path / "k.safetensors").read_bytes() == before and partial.exists()
+    # Review 56h: that name is never written over either (it may be an input, or the last partial kernel).
+    np.save(tmp_path / "k.interrupted.npy", X)  # an input under the name a partial kernel of k.npy would take
+    (tmp_path / "k.npy").write_bytes(b"kernel")
+    assert main(["train", str(tmp_path / "k.interrupted.npy"), str(tmp_path / "y.npy"), "-o", str(tmp_path / "k.npy"),
+                 "--scratch", "--d-model", "8", "--n-blocks", "1", "--epochs", "1", "--set-size", "10", "20",
+                 "-q"]) == 130
+    assert f"saved to {tmp_path / 'k.interrupted-1.npy'}" in capsys.readouterr().err
+    np.testing.assert_array_equal(np.load(tmp_path / "k.interrupted.npy"), X)
+    # Review 56h: './k2.safetensors' (no file there) is written as asked, and no "left as it was" is said.
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "X.npy", "y.npy", "-o", "./k2.safetensors", "--scratch", "--d-model", "8", "--n-blocks",
+                 "1", "--epochs", "1", "--set-size", "10", "20", "-q"]) == 130
+    assert "left as it was" not in capsys.readouterr().err and (tmp_path / "k2.safetensors").exists()
     # Probe 53j: `demo --train` scored the half-trained kernel as trained, saved its picture and exited 0.
     from skabc import ContextualKernel
 
