@@ -97,7 +97,22 @@ def _check_n_neighbors(n_neighbors: int, n_samples: int, affinity: str) -> None:
         )
 
 
-class PairwiseKernel(Kernel):
+class _GraphSettings:
+    """What a scikit-learn affinity recommends: :data:`KNN_GRAPH_CLUSTERING` where it is a kNN graph (its
+    :meth:`returns_sparse`), else the generic defaults."""
+
+    def recommended_clustering(self) -> dict:
+        """:data:`KNN_GRAPH_CLUSTERING` for a kNN graph, else the generic defaults (``{}``).
+
+        Returns
+        -------
+        settings : dict
+        """
+        settings = super().recommended_clustering()
+        return {**KNN_GRAPH_CLUSTERING, **settings} if self.returns_sparse(0) else settings
+
+
+class PairwiseKernel(_GraphSettings, Kernel):
     """Affinity of a set from its features, by scikit-learn's own functions.
 
     ``metric='nearest_neighbors'`` gives the symmetrised k-nearest-neighbour
@@ -235,16 +250,6 @@ class PairwiseKernel(Kernel):
         """
         return self.metric == "nearest_neighbors"
 
-    def recommended_clustering(self) -> dict:
-        """:data:`KNN_GRAPH_CLUSTERING` for the kNN graph, else the generic defaults (``{}``).
-
-        Returns
-        -------
-        settings : dict
-        """
-        settings = super().recommended_clustering()
-        return {**KNN_GRAPH_CLUSTERING, **settings} if self.returns_sparse(0) else settings
-
     def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
         """Refuse a dense kernel matrix that could not fit in the machine's physical memory.
 
@@ -284,7 +289,7 @@ class PairwiseKernel(Kernel):
         return tags
 
 
-class PrecomputedKernel(Kernel):
+class PrecomputedKernel(_GraphSettings, Kernel):
     """The user's own affinity matrix, or a kNN graph of the user's distances.
 
     ``kind='precomputed'``: ``X`` is the affinity, checked (square,
@@ -403,16 +408,6 @@ class PrecomputedKernel(Kernel):
             ``True`` for the kNN graph; a precomputed affinity is returned as given (dense or sparse).
         """
         return self.kind == "precomputed_nearest_neighbors"
-
-    def recommended_clustering(self) -> dict:
-        """:data:`KNN_GRAPH_CLUSTERING` for a kNN graph of precomputed distances, else the generic defaults (``{}``).
-
-        Returns
-        -------
-        settings : dict
-        """
-        settings = super().recommended_clustering()
-        return {**KNN_GRAPH_CLUSTERING, **settings} if self.returns_sparse(0) else settings
 
     def __sklearn_is_fitted__(self) -> bool:
         return True  # stateless: ready without fit
