@@ -251,7 +251,7 @@ def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
         return [_cluster_one(kernel, clustering, sets[0], *seeds[0], max_samples)]
     # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
     # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
-    if n_jobs is not None and int(n_jobs) == 0:  # the constructor takes it, as SpectralClustering's does
+    if n_jobs == 0:  # the constructor takes it (and False), as SpectralClustering's does
         raise ValueError(f"n_jobs={n_jobs!r} clusters no set at a time: use None or 1 (one at a time) or -1 (all "
                          "processors) to cluster several sets.")
     workers = effective_n_jobs(n_jobs)

@@ -98,6 +98,8 @@ class ClusterSetSampler:
         sizes = np.array([sum(len(c) for c in g) for g in self.groups], dtype=float)
         # Groups are drawn in proportion to their labelled rows: every row is equally likely.
         self.group_weights = sizes / sizes.sum()
+        #: The most points one drawn set holds: a set is drawn within one group's labelled rows.
+        self.largest_set = int(min(self.set_size[1], sizes.max()))
 
     def draw_set_size(self, rng: np.random.Generator) -> int:
         """Draw a set size uniformly from the ``set_size`` range."""

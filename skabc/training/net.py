@@ -85,9 +85,8 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     sampler = ClusterSetSampler(labels, group_codes, set_size, check_clusters_per_set(kernel.clusters_per_set))
     n_labelled = int((labels >= 0).sum())
     n_sets = n_sets_per_epoch(kernel, n_labelled, set_size)
-    # Sized by what can be drawn: a set within one group's labelled rows, a batch of at most an epoch's sets.
-    drawable = max(sum(len(rows) for rows in classes) for classes in sampler.groups)
-    check_training_memory(kernel, min(set_size[1], drawable), X.shape[1], batch_size=min(kernel.batch_size, n_sets))
+    # Sized by what can be drawn: the sampler's largest set, a batch of at most an epoch's sets.
+    check_training_memory(kernel, sampler.largest_set, X.shape[1], batch_size=min(kernel.batch_size, n_sets))
     wanted, most = sampler.clusters_per_set, max(len(g) for g in sampler.groups)
     if wanted is not None and wanted[0] > most:  # the sampler draws what there is: say so (probe 54a)
         warn_user(f"clusters_per_set={kernel.clusters_per_set!r} asks for at least {wanted[0]} clusters a set, but "
