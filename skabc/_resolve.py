@@ -18,6 +18,7 @@ from .exceptions import SkabcWarning
 from .kernels.base import check_recommended_clustering
 from .spectral import SpectralStep
 from .spectral.arbiter import GIVEN_K_ARBITERS
+from .spectral.eigen import _import_pyamg
 
 #: What each 'auto' setting resolves to when the kernel recommends nothing (SpectralClustering's choices).
 SPECTRAL_DEFAULTS = {"affinity_power": 1.0, "assign_labels": "kmeans", "n_clusters_selection": "eigengap",
@@ -32,9 +33,9 @@ def resolve_settings(model, recommended: dict, gaussian_split: bool | None = Non
     Raises
     ------
     ValueError
-        As :func:`check_setting_combinations`.
+        As :func:`check_setting_combinations` (but for a missing pyamg).
     """
-    check_setting_combinations(model)
+    _check_contradictions(model)
     recommended = {**SPECTRAL_DEFAULTS, **check_recommended_clustering(recommended)}
 
     def resolved(name: str):
@@ -56,15 +57,22 @@ def resolve_settings(model, recommended: dict, gaussian_split: bool | None = Non
 
 
 def check_setting_combinations(model) -> None:
-    """Refuse parameters that contradict each other, whatever the data (``fit`` checks them before it changes anything).
+    """Refuse parameters that contradict each other, whatever the data, and a solver that is not installed (``fit``
+    checks them before it changes anything; loading a saved model needs no pyamg until it clusters).
 
     Raises
     ------
     ValueError
         If ``max_samples`` is set for a precomputed affinity or distance
         matrix, which cannot be subsampled as a set of points, or is below
-        a given ``n_clusters``.
+        a given ``n_clusters``; if ``eigen_solver='amg'`` and pyamg is missing.
     """
+    _check_contradictions(model)
+    if model.eigen_solver == "amg":  # scikit-learn's own message names no extra to install
+        _import_pyamg()
+
+
+def _check_contradictions(model) -> None:
     if is_pairwise(model.affinity) and model.max_samples not in ("auto", None):
         raise ValueError(f"max_samples={model.max_samples!r} subsamples sets of points; affinity="
                          f"{model.affinity!r} takes the whole matrix. Leave max_samples='auto' (or None).")

@@ -27,7 +27,7 @@ from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import densify, is_pairwise, validate_set
 from ._subsample import draw_rows, extend_labels, spread_affinity
 from ._user_warnings import each_warning_once, recording_warnings, warn_user
-from ._validation import N_JOBS_CONSTRAINT
+from ._validation import N_JOBS_CONSTRAINT, add_note
 from .exceptions import AffinityTooLargeError, SkabcWarning
 from .kernels import as_kernel
 from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
@@ -196,7 +196,7 @@ def validate_each(validate, sets) -> list:
             if error.args and isinstance(error.args[0], str) and type(error).__str__ is BaseException.__str__:
                 error.args = (f"set {position}: {error.args[0]}", *error.args[1:])
             else:  # a message not made of its first argument: said beside it
-                error.add_note(f"(in set {position} of predict_many's sets)")
+                add_note(error, f"(in set {position} of predict_many's sets)")
             raise
     return validated
 

@@ -32,6 +32,13 @@ FAR_OFFSET_RATIO = 2.0**4
 FLOAT32_OFFSET_RATIO = 2.0**20
 
 
+def add_note(error: BaseException, note: str) -> None:
+    """``error.add_note(note)`` where Python has it (3.11+).  Python 3.10, which setup.cfg admits, has no notes: the
+    error is raised as it is there, rather than an AttributeError in its place."""
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+
+
 def check_magnitude(X: np.ndarray) -> np.ndarray:
     """Refuse values the network's float32 arithmetic cannot hold (a kernel that is not scale-free).
 

@@ -335,16 +335,13 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features) or (n_samples, n_samples)
-            Points to cluster (one set, or one set per group); the affinity
-            (``affinity='precomputed'``) or distance
-            (``'precomputed_nearest_neighbors'``) matrix.  The learned affinity densifies
-            sparse ``X`` set by set (only the subsample of a set past ``max_samples_``;
-            refused when that dense copy would not fit in memory).
+            Points to cluster (one set, or one set per group); the affinity (``affinity='precomputed'``) or distance
+            (``'precomputed_nearest_neighbors'``) matrix.  The learned affinity densifies sparse ``X`` set by set
+            (only the subsample of a set past ``max_samples_``; refused when that dense copy would not fit in memory).
         y : array-like of shape (n_samples,), default=None
-            Ignored, as by every scikit-learn clusterer, unless ``kernel`` is
-            an unfitted kernel (trained on these labels) or a fitted one with
-            ``warm_start=True`` (fine-tuned on them); ``-1`` marks unlabelled
-            rows (still clustered).
+            Ignored, as by every scikit-learn clusterer, unless ``kernel`` is an unfitted kernel (trained on these
+            labels) or a fitted one with ``warm_start=True`` (fine-tuned on them); ``-1`` marks unlabelled rows (still
+            clustered).
         groups : array-like of shape (n_samples,), default=None
             Each group is clustered as its own set (and drawn from when the
             kernel is trained).
@@ -394,6 +391,9 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         Returns
         -------
         labels : ndarray of shape (n_samples,)
+            The partition of ``X`` found anew, ids from 0 (its ``k`` estimated unless ``n_clusters`` is given): not
+            the nearest of the fitted ``labels_``' clusters, as KMeans's ``predict``.  ``predict`` of ``fit``'s ``X``
+            gives ``labels_``.
         """
         check_is_fitted(self, "kernel_")
         n_samples = _num_samples(X_in := self._predict_input(X))

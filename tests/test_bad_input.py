@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 import warnings
 from types import SimpleNamespace
 
@@ -990,3 +991,20 @@ def test_n_jobs_that_joblib_cannot_take_are_named_or_capped(tiny_kernel):
     for a, b in zip(model.predict_many(sets, n_jobs=10**6), serial, strict=True):
         np.testing.assert_array_equal(a, b)
 
+
+
+def test_a_missing_optional_package_is_named_with_the_extra_that_installs_it(monkeypatch):
+    """Probe 57a: eigen_solver='amg' without pyamg failed with scikit-learn's message (no extra named), and
+    load_omniglot without Pillow said 'pip install pillow' where the package's extra is 'images'."""
+    from sklearn.datasets import make_moons
+
+    from skabc.datasets import load_omniglot
+
+    X, _ = make_moons(60, noise=0.05, random_state=0)
+    monkeypatch.setitem(sys.modules, "pyamg", None)  # as if not installed
+    for n_clusters in (2, None):
+        with pytest.raises(ValueError, match=r"pip install 'skabc\[amg\]'"):
+            ABCClustering(n_clusters=n_clusters, eigen_solver="amg", random_state=0).fit(X)
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    with pytest.raises(ImportError, match=r"pip install 'skabc\[images\]'"):
+        load_omniglot()

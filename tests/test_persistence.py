@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 import pytest
 from conftest import TINY, forge, make_blob_sets, read_meta, read_tensors
 from sklearn.frozen import FrozenEstimator
@@ -261,3 +262,78 @@ def test_a_model_file_asks_for_at_most_1000_k_means_restarts(tmp_path):
         ABCClustering.load(tmp_path / "forged.safetensors")
     with pytest.raises(ValueError, match="n_init=1001: a model file may ask for at most 1000"):
         ABCClustering(kernel=kernel, n_init=1001, random_state=0).fit(X).save(tmp_path / "many.safetensors")
+
+
+def test_a_pickled_kernel_holds_its_network_once_and_keeps_net_and_module_one_object(tiny_kernel):
+    """Probe 57b: after a pickle round trip ``module_`` was a second copy of the network beside ``net_.module_`` (the
+    pickle held the weights twice; moving one to another device left the other)."""
+    import pickle
+
+    data = pickle.dumps(tiny_kernel)
+    restored = pickle.loads(data)
+    assert restored.module_ is restored.net_.module_ is restored.net_.module
+    # Smaller than the net's own pickle, which holds the network twice (its module parameter and its module_).
+    assert len(data) < len(pickle.dumps(tiny_kernel.net_))
+    X = np.random.default_rng(0).normal(size=(30, tiny_kernel.n_features_in_))
+    np.testing.assert_array_equal(restored.transform(X), tiny_kernel.transform(X))
+    assert tiny_kernel.module_ is tiny_kernel.net_.module_  # pickling left the original as it was
+    assert restored.device_ == tiny_kernel.device_ == torch.device("cpu")
+
+
+def test_a_kernel_pickled_on_a_gpu_loads_on_the_cpu_of_a_machine_without_one():
+    """A pickle's tensors are torch.save bytes that read back on the device they were saved from: a kernel pickled
+    with its network on CUDA failed to load on a machine without CUDA.  Its pickle now records the device and maps
+    the tensors to the CPU where that device is missing, with a warning."""
+    import pickle
+
+    from skabc.exceptions import SkabcWarning
+    from skabc.kernels._contextual_io import PickledNetwork
+
+    generic = pretrained.load("generic", device="cpu")  # a loaded kernel: module_ without a net
+    state = generic.__getstate__()
+    assert isinstance(state["module_"], PickledNetwork) and state["module_"].device == "cpu"
+    state["module_"] = PickledNetwork(state["module_"].data, "cuda:0")  # as pickled on a GPU
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA")
+    restored = ContextualKernel.__new__(ContextualKernel)
+    with pytest.warns(SkabcWarning, match="pickled with its network on cuda:0.*loaded on the CPU"):
+        restored.__setstate__(pickle.loads(pickle.dumps(state)))
+    assert restored.device_ == torch.device("cpu")
+    X = np.random.default_rng(1).normal(size=(40, 3))
+    np.testing.assert_array_equal(restored.transform(X), generic.transform(X))
+
+
+def test_device_is_where_the_fitted_network_is(tiny_kernel):
+    assert not hasattr(ContextualKernel(), "device_")
+    expected = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    assert tiny_kernel.device_.type == expected.type
+    assert pretrained.load("generic", device="cpu").device_ == torch.device("cpu")
+
+
+def test_a_pickled_kernel_whose_network_is_held_elsewhere_too_keeps_that_holder_whole(blob_data):
+    """The pickle leaves out the module the net pickles itself; where something else holds it too (a user's
+    callback), it is pickled whole, as that holder would otherwise be restored without it."""
+    import pickle
+
+    X, y, groups = blob_data
+    kernel = ContextualKernel(**TINY).fit(X, y, groups=groups)
+    kernel.net_.history.record("user_reference", kernel.module_)  # something else keeping the module
+    restored = pickle.loads(pickle.dumps(kernel))
+    assert isinstance(restored.net_.history[-1, "user_reference"], torch.nn.Module)
+    assert restored.module_ is restored.net_.module_
+
+
+def test_copies_of_a_fitted_kernel_share_or_copy_its_network_as_python_copies_do(tiny_kernel):
+    """Review 57d: with __getstate__ of its own, copy.copy rebuilt the network from a pickle (a shallow copy shares
+    it); a deep copy holds one network, module_ being the net's, and an older pickle's two copies become one."""
+    import copy
+
+    shallow = copy.copy(tiny_kernel)
+    assert shallow.module_ is tiny_kernel.module_ and shallow.net_ is tiny_kernel.net_
+    deep = copy.deepcopy(tiny_kernel)
+    assert deep.module_ is deep.net_.module_ is deep.net_.module and deep.module_ is not tiny_kernel.module_
+    X = np.random.default_rng(2).normal(size=(25, tiny_kernel.n_features_in_))
+    np.testing.assert_array_equal(deep.transform(X), tiny_kernel.transform(X))
+    older = ContextualKernel.__new__(ContextualKernel)  # a pickle of 0.1.0 before probe 57b: module_ a copy apart
+    older.__setstate__({**vars(copy.deepcopy(tiny_kernel)), "module_": copy.deepcopy(tiny_kernel.module_)})
+    assert older.module_ is older.net_.module_

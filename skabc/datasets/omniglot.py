@@ -118,8 +118,9 @@ def load_omniglot(
         raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
     try:
         from PIL import Image
-    except ImportError as exc:  # pragma: no cover - Pillow is a dependency
-        raise ImportError("load_omniglot needs Pillow to decode PNG files: pip install pillow") from exc
+    except ImportError as exc:  # Pillow is the optional 'images' extra
+        raise ImportError("load_omniglot needs Pillow to decode PNG files: pip install 'skabc[images]' (or pillow)"
+                          ) from exc
 
     if not isinstance(expect_complete, bool | np.bool_):
         raise ValueError(f"expect_complete must be True or False, got {expect_complete!r}")

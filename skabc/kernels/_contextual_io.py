@@ -1,14 +1,20 @@
-"""How a fitted ContextualKernel is described for :mod:`skabc.persistence` and rebuilt from it."""
+"""How a fitted ContextualKernel is described for :mod:`skabc.persistence` and rebuilt from it, and how it pickles."""
 
 from __future__ import annotations
 
+import copy
+import io
+import pickle
 import re
+from dataclasses import dataclass
 
 import numpy as np
+import torch
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _schema, persistence
 from .._runtime import resolve_device, untouched_torch_rng
+from .._user_warnings import warn_user
 from ..nn.build import build_module, check_architecture_unchanged, check_attention_options, record_architecture
 from ..sampling import check_clusters_per_set, check_set_size
 from ..training.plan import NETWORK_PARAMS, network_of
@@ -37,6 +43,111 @@ FIT_RECORD_RANGES = {"fine_tune_alpha_": (0.0, 1.0, False), "max_time_": (0.0, n
                      "validation_settings_scores_": (-1.0, 1.0, True), "batch_size_": (1, np.inf, True)}
 # Most entries of a saved validation_settings_scores_ (a fit compares about a dozen settings).
 MAX_SETTINGS_SCORES = 256
+
+
+@dataclass(frozen=True)
+class PickledNetwork:
+    """A fitted kernel's network (``net_`` and ``module_``) as its pickle holds it, and the device it was on."""
+
+    data: bytes
+    device: str
+
+    @classmethod
+    def of(cls, network: dict) -> PickledNetwork:
+        module, buffer = network["module_"], io.BytesIO()
+        pickler = _NetworkPickler(buffer, getattr(network.get("net_"), "module_", None))
+        pickler.dump(network)
+        if pickler.left_out > 2:  # held elsewhere too (by a callback?): that holder would be restored without it
+            buffer = io.BytesIO()
+            _NetworkPickler(buffer, None).dump(network)
+        return cls(buffer.getvalue(), str(next(module.parameters()).device))
+
+    def restore(self) -> dict:
+        """``net_`` and ``module_``, on the device they were on where this machine has it, else on the CPU."""
+        device = torch.device(self.device)
+        try:
+            torch.empty(0, device=device)  # as resolve_device checks a device: 'cuda:1' on one GPU, 'mps', 'xpu'...
+        except (RuntimeError, AssertionError, ImportError):
+            warn_user(f"this kernel was pickled with its network on {self.device}, which this machine does not "
+                      f"have: the network is loaded on the CPU, where it runs with device='cpu' or 'auto'.")
+            device = torch.device("cpu")
+        return _NetworkUnpickler(io.BytesIO(self.data), device).load()
+
+
+class _NetworkPickler(pickle.Pickler):
+    """Leaves out the module a skorch net pickles itself: it is the kernel's ``module_`` and the net's ``module``."""
+
+    def __init__(self, file, pickled_by_net) -> None:
+        super().__init__(file)
+        self.pickled_by_net, self.left_out = pickled_by_net, 0  # left out: the kernel's module_, the net's module
+
+    def persistent_id(self, obj):
+        if self.pickled_by_net is None or obj is not self.pickled_by_net:
+            return None
+        self.left_out += 1
+        return "net_.module_"
+
+
+class _NetworkUnpickler(pickle.Unpickler):
+    """Puts the tensors on ``device``: torch pickles a storage as ``torch.save`` bytes, which read back without a
+    map location need the device they were saved from (a GPU's pickle failed to load on a machine without one)."""
+
+    def __init__(self, file, device: torch.device) -> None:
+        super().__init__(file)
+        self.device = device
+
+    def persistent_load(self, pid):
+        if pid != "net_.module_":
+            raise pickle.UnpicklingError(f"unknown persistent id {pid!r} in a kernel's pickle")
+        return None  # set to the net's module once the kernel is loaded (FittedNetworkMixin._one_network)
+
+    def find_class(self, module: str, name: str):
+        if module == "torch.storage" and name == "_load_from_bytes":
+            return lambda data: torch.load(io.BytesIO(data), map_location=self.device, weights_only=False)
+        return super().find_class(module, name)
+
+
+class FittedNetworkMixin:
+    """Where a fitted kernel's network is (``device_``), and a pickle of it that holds the weights once and loads on
+    a machine without the GPU it was on."""
+
+    @property
+    def device_(self) -> torch.device:
+        """The device of the fitted network: ``device`` as ``fit`` resolved it (``'auto'``: CUDA when available, else
+        the CPU), or where ``transform`` moved it after ``set_params(device=...)``."""
+        check_is_fitted(self, "module_")
+        return next(self.module_.parameters()).device
+
+    def __getstate__(self) -> dict:
+        state = dict(super().__getstate__())  # a copy: Python 3.11's object.__getstate__ gives __dict__ itself
+        if "module_" in state:
+            state["module_"] = PickledNetwork.of({name: state.pop(name) for name in ("net_", "module_")
+                                                  if name in state})
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if isinstance(state.get("module_"), PickledNetwork):
+            state = {**state, **state["module_"].restore()}
+        super().__setstate__(state)
+        self._one_network()
+
+    def __copy__(self):  # shallow, as without __getstate__: the copy shares the network
+        copied = type(self).__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        return copied
+
+    def __deepcopy__(self, memo: dict):  # without a pickle of the network (pretrained.load copies its kernels)
+        copied = memo[id(self)] = type(self).__new__(type(self))
+        copied.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        copied._one_network()
+        return copied
+
+    def _one_network(self) -> None:
+        """``module_`` is the net's module: skorch rebuilds its ``module_`` from its own pickle (mapped to the CPU
+        where CUDA is missing), a copy apart from the ``module`` parameter and from the kernel's ``module_``."""
+        net = self.__dict__.get("net_")
+        if net is not None and "module_" in self.__dict__:
+            self.module_ = net.module = net.module_
 
 
 def describe_contextual(kernel) -> tuple[dict, dict]:

@@ -188,6 +188,10 @@ class AffinityTransformerMixin(TransformerMixin, auto_wrap_output_keys=None):  #
         Returns
         -------
         affinity : ndarray, scipy.sparse.csr_matrix or DataFrame of shape (n_samples, n_samples)
+            The rows of ``X`` against each other, in the context of that set: not new rows against the training rows
+            (``n_test x n_train``) as scikit-learn's fitted transformers such as ``KNeighborsTransformer`` give, so
+            not a ``kernel='precomputed'`` input of a predictor such as ``SVC``.  Any clusterer that takes an
+            ``affinity='precomputed'`` set takes it.
         """
         return self._as_output(self.affinity(X), X)
 

@@ -12,7 +12,7 @@ from ..nn.build import apply_inference_options, check_architecture_unchanged, se
 from ..training.fitting import fit_kernel, unchanged_on_failure
 from ..training.plan import network_of, reads_canonical_input
 from ._contextual_constraints import CONTEXTUAL_KERNEL_CONSTRAINTS
-from ._contextual_io import check_contextual, describe_contextual, restore_contextual
+from ._contextual_io import FittedNetworkMixin, check_contextual, describe_contextual, restore_contextual
 from .base import AffinityTransformerMixin, Kernel, check_named_columns, save_with_settings
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
@@ -20,7 +20,7 @@ SPARSE_AUTO_MIN_SAMPLES = 10_000
 
 
 @persistence.persistent
-class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=None):
+class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, auto_wrap_output_keys=None):
     """Learned kernel from context (Attention-Based Clustering, Coward et al. 2020).
 
     A set encoder (an input embedder followed by ``n_blocks`` set-attention
@@ -185,7 +185,7 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
         clear error before anything is allocated.  ``'auto'``: half of the
         physical memory (for training on a GPU, half of the GPU's); ``None``: no check.
     device : str, torch.device or None, default='auto'
-        Torch device; ``'auto'`` uses CUDA when available, else the CPU.
+        Torch device; ``'auto'`` (or ``None``) uses CUDA when available, else the CPU.
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, set sampling and batch order.
     verbose : int, default=0
@@ -207,8 +207,8 @@ class ContextualKernel(AffinityTransformerMixin, Kernel, auto_wrap_output_keys=N
     init_, fine_tune_alpha_, network_params_, schedule_, batch_size_ : str, float, dict, Schedule or None, int
         Where the fit started; the resolved ``fine_tune_alpha``; the fitted network's parameters; the schedule;
         the resolved ``batch_size``.
-    max_time_ : float or None
-        The resolved ``max_time``.
+    max_time_, device_ : float or None, torch.device
+        The resolved ``max_time``; where the network is (``device`` resolved, ``'auto'``: CUDA when available).
     validation_score_, start_validation_score_ : float or None
         Held-out mean ARI of the result and of the start as each clusters (own settings, arbiter included).
     validation_settings_scores_, recommended_clustering_ : dict, dict

@@ -22,7 +22,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from .. import _schema, persistence
 from .._constraints import IntRange
 from .._user_warnings import each_warning_once, warn_user
-from .._validation import KernelParamsMixin
+from .._validation import KernelParamsMixin, add_note
 from ..exceptions import TrainingInterruptedWarning
 from ..training.early_stopping import choice_interrupted, interrupted_by_user
 from ..training.plan import network_of
@@ -231,16 +231,14 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
                     affinity = member.affinity(X)
                 except ValueError as error:
                     if type(error) is not ValueError:  # a subclass keeps its type; the traceback names the member
-                        if hasattr(error, "add_note"):  # Python 3.11+
-                            error.add_note(f"raised by KernelEnsemble member {i} ({type(kernel).__name__})")
+                        add_note(error, f"raised by KernelEnsemble member {i} ({type(kernel).__name__})")
                         raise
                     raise ValueError(f"KernelEnsemble member {i} ({type(kernel).__name__}): {error}") from error
             else:
                 try:  # the member's own errors keep their type (an AffinityTooLargeError stays a MemoryError)
                     output = kernel.transform(X)
                 except Exception as error:
-                    if hasattr(error, "add_note"):  # Python 3.11+: the traceback names the member
-                        error.add_note(f"raised by KernelEnsemble member {i} ({type(kernel).__name__})")
+                    add_note(error, f"raised by KernelEnsemble member {i} ({type(kernel).__name__})")  # names it
                     raise
                 try:  # the checks' errors name the member in their message
                     affinity = member.checked(output, X)

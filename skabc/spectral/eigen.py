@@ -267,7 +267,7 @@ def _import_pyamg():
     except ImportError as exc:
         raise ValueError(
             "eigen_solver='amg' needs the optional package pyamg, which is not installed: "
-            "`pip install pyamg`, or use eigen_solver='arpack' or 'lobpcg'."
+            "pip install 'skabc[amg]' (or pyamg), or use eigen_solver='arpack' or 'lobpcg'."
         ) from exc
     return pyamg
 

@@ -222,6 +222,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         divisible by ``n_heads``.
     """
     warn_if_labels_teach_one_answer(labels, group_codes)
+    device = resolve_device(kernel.device)  # once: the spec trains there (the fitted kernel's device_)
     continuing = kernel.warm_start and hasattr(kernel, "module_")
     init = resolve_init(kernel, continuing)
     own_network = {name: getattr(kernel, name) for name in NETWORK_PARAMS}
@@ -251,7 +252,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
                 f"network parameters of its own ({', '.join(f'{k}={v!r}' for k, v in changed.items())}). "
                 "Leave them at their defaults, or pass init='scratch' to train that network from scratch."
             )
-        start = _load_generic(kernel.device)
+        start = _load_generic(device)
         network = _network_params(start)
         start_state = start.module_.state_dict()
         recommended = start.recommended_clustering() or _shipped_recommendation()
@@ -285,7 +286,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         batch_size = REFERENCE_BATCH_SIZE
     spec = type(kernel)(**{**kernel.get_params(deep=False), **network, "max_epochs": max_epochs,
                            "sets_per_epoch": sets_per_epoch, "batch_size": batch_size, "early_stopping": False,
-                           "init": "scratch"})
+                           "init": "scratch", "device": str(device)})
     if spec.d_model % spec.n_heads != 0:
         raise ValueError(f"d_model={spec.d_model} must be divisible by n_heads={spec.n_heads}.")
 
@@ -397,9 +398,9 @@ def _load_generic(device):
     from ..kernels.contextual import ContextualKernel
     from ..pretrained import load
 
-    # On the device the fit trains on (a torch.device too: 'auto' put the start on cuda:0 under device='cpu', and
-    # mixing it with the trained weights failed once training ended).
-    start = load(GENERIC, device=str(resolve_device(device)))
+    # On the device the fit trains on, as plan_training resolved it ('auto' once put the start on cuda:0 under
+    # device='cpu', and mixing it with the trained weights failed once training ended).
+    start = load(GENERIC, device=str(device))
     if not isinstance(start, ContextualKernel) or start.canonical_features is None:
         raise ValueError(
             f"init='generic' needs the shipped {GENERIC!r} kernel to be one ContextualKernel on canonical "
