@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 import pytest
+import torch
 from conftest import TINY, forge, make_blob_sets, read_meta, read_tensors
 from sklearn.frozen import FrozenEstimator
 
