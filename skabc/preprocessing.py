@@ -325,7 +325,7 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         ----------
         X : array-like of shape (n_samples, n_features)
             A set.
-        y : None
+        y : None, default=None
             Ignored.
 
         Returns

@@ -63,3 +63,30 @@ def test_api_page_targets_are_read():
 def test_parameters_and_returns_are_documented(target):
     errors = [f"{code}: {message}" for code, message in validate(target)["errors"] if code in WRONG]
     assert not errors, errors
+
+
+def _undocumented_defaults(target: str) -> list[str]:
+    """The parameters of ``target`` with a signature default whose numpydoc type text does not state ``default=``."""
+    from numpydoc.docscrape import NumpyDocString
+    from numpydoc.validate import Validator
+
+    obj = Validator._load_obj(target)
+    try:
+        parameters = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):  # a property or an object without a signature takes nothing
+        return []
+    doc = NumpyDocString(inspect.getdoc(obj) or "")
+    types = {name.strip().lstrip("*"): entry.type for section in ("Parameters", "Other Parameters")
+             for entry in doc[section] for name in entry.name.split(",")}
+    return [parameter.name for parameter in parameters
+            if parameter.name not in ("self", "cls") and parameter.default is not parameter.empty
+            and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+            and "default=" not in types.get(parameter.name, "")]
+
+
+def test_parameter_defaults_are_documented():
+    # Every parameter with a default says it in its type line (``default=...``), as scikit-learn's docstrings do; a
+    # grouped line (``a, b : default=1, 2``) counts for each of its names.
+    targets = sorted(set(_estimator_targets()) | set(api_page_targets(API_PAGE.read_text())))
+    gaps = [f"{target}: {name}" for target in targets for name in _undocumented_defaults(target)]
+    assert not gaps, f"{len(gaps)} parameters without default=: {gaps}"

@@ -1056,3 +1056,26 @@ def test_abc_with_a_kernel_to_train_says_it_requires_y():
     assert not ABCClustering(kernel=FrozenEstimator(pretrained.load("generic"))).__sklearn_tags__().target_tags.required
     with pytest.raises(ValueError, match="requires y to be passed, but the target y is None"):
         ABCClustering(kernel=ContextualKernel()).fit(np.zeros((5, 2)) + np.arange(5)[:, None])
+
+
+def test_a_fit_that_keeps_its_start_says_so(monkeypatch, capsys):
+    """Probe 57e: with no epoch scoring above the generic start, early stopping kept the start, and the log said
+    'the weights of epoch 0' and then 'held-out valid_ari ... with the kept weights; the start scored' the same: it
+    read as if an epoch's weights were kept."""
+    settings = {"affinity_power": 4.0, "n_clusters_selection": "consensus", "arbiter": "generic"}
+    feed = iter([0.47, 0.46, 0.41])  # the start, then two epochs below it
+    monkeypatch.setattr(early_stopping, "score_sets", lambda module, sets, settings: next(feed))
+    net = _Net()
+    net.verbose, net.callbacks_ = 1, []
+    callback = ValidationSetsScoring(sets=[object()], settings=settings, patience=2)
+    callback.on_train_begin(net)
+    with pytest.raises(KeyboardInterrupt):
+        for _ in range(2):
+            net.history.new_epoch()
+            callback.on_epoch_end(net)
+    assert "the weights of the start (no epoch scored above it) (0.4700) are kept" in capsys.readouterr().out
+    assert callback.best_epoch_ == 0
+    callback.best_settings_, callback.final_score_, callback.final_start_score_ = settings, 0.4327, 0.4327
+    summary = callback._summary()
+    assert "held-out valid_ari 0.4327: the start's weights are kept" in summary
+    assert "beat the start's 0.4700" in summary and "with the kept weights" not in summary

@@ -11,7 +11,7 @@ from ._common import _check_int, _check_output_size, _check_range, _check_real, 
 def make_circles_sets(
     n_sets: int = 100,
     set_size: int | tuple[int, int] = (100, 300),
-    n_circles: int = 4,
+    n_circles: int | tuple[int, int] = 4,
     center_spread: float = 0.5,
     radius_mean: float = 0.3,
     radius_std: float = 0.1,
@@ -33,21 +33,21 @@ def make_circles_sets(
 
     Parameters
     ----------
-    n_sets : int
+    n_sets : int, default=100
         Number of independent drawings.
-    set_size : int or (int, int)
+    set_size : int or (int, int), default=(100, 300)
         Points per drawing, or the range they are drawn from uniformly.
-    n_circles : int or (int, int)
+    n_circles : int or (int, int), default=4
         Circles per drawing, or the range they are drawn from uniformly.
-    center_spread : float
+    center_spread : float, default=0.5
         Radius of the disc the centres are drawn from.
-    radius_mean, radius_std : float
+    radius_mean, radius_std : float, default=0.3, 0.1
         Normal distribution of the radii.
-    radius_range : (float, float)
+    radius_range : (float, float), default=(0.2, 0.4)
         Radii are clipped to this range.
-    noise : float
+    noise : float, default=0.0
         Standard deviation of isotropic Gaussian noise added to every point.
-    random_state : int, RandomState instance or None
+    random_state : int, RandomState instance or None, default=None
         Seed.
 
     Raises

@@ -78,7 +78,7 @@ def load_omniglot(
 
     Parameters
     ----------
-    subset : {'background', 'evaluation'}
+    subset : {'background', 'evaluation'}, default='background'
         ``'background'``: 30 alphabets, 964 characters (for training);
         ``'evaluation'``: the 20 held-out alphabets, 659 characters.
     image_size : int, default=28

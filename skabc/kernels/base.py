@@ -202,7 +202,7 @@ class AffinityTransformerMixin(TransformerMixin, auto_wrap_output_keys=None):  #
         ----------
         X : array-like of shape (n_samples, n_features)
             Labelled rows, as :meth:`fit` takes them; their affinity is computed as one set.
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,), default=None
             Labels, as :meth:`fit` takes them (a trainable kernel requires them).
         groups : array-like of shape (n_samples,), default=None
             Set ids, as :meth:`fit` takes them.
@@ -255,7 +255,7 @@ class TransformerKernel(Kernel):
 
     Parameters
     ----------
-    transformer : estimator
+    transformer : estimator, default=None
         Fitted; ``transform(X)`` returns the ``(n, n)`` affinity of the set
         ``X`` (dense or sparse).
     """

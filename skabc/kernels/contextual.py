@@ -408,7 +408,7 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
         ----------
         n_samples : int
             Size of the set.
-        n_copies : float
+        n_copies : float, default=1.0
             How many dense ``n x n`` float64 matrices the caller will hold at once.
 
         Raises

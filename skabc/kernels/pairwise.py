@@ -192,7 +192,7 @@ class PairwiseKernel(_GraphSettings, Kernel):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : Ignored
+        y : Ignored, default=None
 
         Returns
         -------
@@ -340,7 +340,7 @@ class PrecomputedKernel(_GraphSettings, Kernel):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_samples)
-        y : Ignored
+        y : Ignored, default=None
 
         Returns
         -------

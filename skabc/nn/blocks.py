@@ -31,13 +31,13 @@ class MultiheadAttentionBlock(nn.Module):
     n_heads : int
         Number of attention heads; ``d_model`` must be divisible by it.
         Scores are scaled by ``1 / sqrt(d_model / n_heads)`` (the head width).
-    d_ff : int, optional
+    d_ff : int, default=None
         Hidden width of the feed-forward layer (default ``4 * d_model``).
-    layer_norm : {'pre', 'post'}
+    layer_norm : {'pre', 'post'}, default='pre'
         ``'post'`` is the Set Transformer block, ``LN(H + rFF(H))`` with
         ``H = LN(X + Attention(X, Y))``; ``'pre'`` normalises the inputs of
         each residual branch instead, which trains deeper stacks more stably.
-    dropout : float
+    dropout : float, default=0.0
         Dropout on attention weights and on the residual branches.
     """
 
@@ -151,11 +151,11 @@ class SetAttentionBlock(nn.Module):
     ----------
     d_model, n_heads : int
         Point width and attention heads, as for :class:`MultiheadAttentionBlock`.
-    d_ff : int, optional
+    d_ff : int, default=None
         Feed-forward width, as for :class:`MultiheadAttentionBlock` (``4 * d_model`` by default).
-    layer_norm : {'pre', 'post'}
+    layer_norm : {'pre', 'post'}, default='pre'
         Placement of the layer normalisations, as for :class:`MultiheadAttentionBlock`.
-    dropout : float
+    dropout : float, default=0.0
         Dropout rate of the attention weights and the residual branches.
     """
 

@@ -46,7 +46,7 @@ def pair_features(X: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[to
     ----------
     X : Tensor of shape (B, n, d)
         Coordinates (e.g. canonical coordinates).
-    mask : bool Tensor of shape (B, n), optional
+    mask : bool Tensor of shape (B, n), default=None
         ``True`` for real points; ``None``: all real.
 
     Returns

@@ -25,12 +25,12 @@ class SimilarityHead(nn.Module):
     ----------
     d_model : int
         Width of the contextual embeddings.
-    compat : {'multiplicative', 'additive'}
+    compat : {'multiplicative', 'additive'}, default='multiplicative'
         ``'multiplicative'``: ``q_i . k_j / sqrt(d)``;
         ``'additive'``: ``w . tanh(q_i + k_j)``.
-    d_head : int, optional
+    d_head : int, default=None
         Width of queries and keys (default ``d_model``).
-    chunk_bytes : int
+    chunk_bytes : int, default=64 * 2**20
         Memory budget of one chunk of the additive head's ``(B, rows, n,
         d_head)`` intermediate; rows are processed in chunks of that size
         (and recomputed in the backward pass) so memory stays bounded.

@@ -23,13 +23,13 @@ class InducedSetAttentionBlock(nn.Module):
         Width of the points.
     n_heads : int
         Attention heads of both attention blocks.
-    d_ff : int, optional
+    d_ff : int, default=None
         Hidden width of the feed-forward layers (default ``4 * d_model``).
-    layer_norm : {'pre', 'post'}
+    layer_norm : {'pre', 'post'}, default='pre'
         Layer norm placement, see :class:`~skabc.nn.blocks.MultiheadAttentionBlock`.
-    dropout : float
+    dropout : float, default=0.0
         Dropout inside both attention blocks.
-    n_inducing : int
+    n_inducing : int, default=16
         Number ``m`` of inducing points.
     """
 

@@ -33,7 +33,7 @@ class SameClusterBCELoss(nn.Module):
 
     Parameters
     ----------
-    pos_weight : float, 'balanced' or None
+    pos_weight : float, 'balanced' or None, default=None
         Weight of the same-cluster (positive) cells.  ``'balanced'`` uses the
         ratio of negative to positive real cells of each batch.
     """

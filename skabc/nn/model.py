@@ -29,29 +29,29 @@ class ABCNet(nn.Module):
     ----------
     n_features : int
         Number of input features per point (used by the default embedder).
-    d_model : int
+    d_model : int, default=128
         Width of the contextual embeddings.
-    n_heads : int
+    n_heads : int, default=4
         Attention heads per block.
-    n_blocks : int
+    n_blocks : int, default=2
         Number of stacked set blocks; ``0`` gives the pairwise ablation (no
         context: the head sees per-point features only).
-    compat : {'multiplicative', 'additive'}
+    compat : {'multiplicative', 'additive'}, default='multiplicative'
         Compatibility function of the similarity head.
-    attention : str or callable
+    attention : str or callable, default='sab'
         Backend name from :data:`skabc.nn.backends.ATTENTION_BACKENDS`, or a
         factory called as ``attention(d_model=, n_heads=, d_ff=, layer_norm=,
         dropout=, **attention_options)``.
-    layer_norm : {'pre', 'post'}
+    layer_norm : {'pre', 'post'}, default='pre'
         Placement of layer normalisation inside the blocks.
-    d_ff : int, optional
+    d_ff : int, default=None
         Hidden width of the blocks' feed-forward layers.
-    dropout : float
+    dropout : float, default=0.0
         Dropout inside the blocks.
-    embedder : nn.Module, optional
+    embedder : nn.Module, default=None
         Row-wise module mapping ``(m, *point_shape)`` to ``(m, d_model)``;
         default :class:`MLPEmbedder`.
-    attention_options : dict, optional
+    attention_options : dict, default=None
         Extra keyword arguments for the backend factory.
     local_geometry : bool, default=False
         Give the model the set's local geometry (:func:`skabc.nn.geometry.pair_features`,
@@ -62,7 +62,7 @@ class ABCNet(nn.Module):
         it computes exactly what the same weights without it compute until
         training moves them (warm start from a model without geometry).
         Needs a backend that accepts attention biases (``'sab'``).
-    embed_features : int, optional
+    embed_features : int, default=None
         Number of leading input columns the embedder sees (default: all);
         the geometry still uses all of them.  Lets a model read distances in
         many dimensions while its embedder stays narrow.

@@ -93,13 +93,13 @@ class OuterProductAttentionBlock(nn.Module):
         Width of the points.
     n_heads : int
         Attention heads; ``d_model`` must be divisible by it.
-    d_ff : int, optional
+    d_ff : int, default=None
         Hidden width of the feed-forward layer (default ``4 * d_model``).
-    layer_norm : {'pre', 'post'}
+    layer_norm : {'pre', 'post'}, default='pre'
         Layer norm placement, see :class:`~skabc.nn.blocks.MultiheadAttentionBlock`.
-    dropout : float
+    dropout : float, default=0.0
         Dropout on the attention weights and on the residual branches.
-    chunk_size : int
+    chunk_size : int, default=64
         Number of queries processed at once.
     """
 

@@ -109,19 +109,19 @@ class SampledAttentionBlock(nn.Module):
         Width of the points.
     n_heads : int
         Attention heads; ``d_model`` must be divisible by it.
-    d_ff : int, optional
+    d_ff : int, default=None
         Hidden width of the feed-forward layer (default ``4 * d_model``).
-    layer_norm : {'pre', 'post'}
+    layer_norm : {'pre', 'post'}, default='pre'
         Layer norm placement, see :class:`~skabc.nn.blocks.MultiheadAttentionBlock`.
-    dropout : float
+    dropout : float, default=0.0
         Dropout on the attention weights and on the residual branches.
-    window_size : int
+    window_size : int, default=32
         Points per window (the paper's ``n_s``), at least 2.
-    n_attention_samples : int
+    n_attention_samples : int, default=1
         Number of window samples averaged in eval mode (training uses one).
-    window_attention : {'hamiltonian', 'dense'}
+    window_attention : {'hamiltonian', 'dense'}, default='hamiltonian'
         Attention pattern inside a window.
-    seed : int, optional
+    seed : int, default=None
         Seed of the eval-mode windows.  ``None`` draws one from torch's global
         generator at construction, so that stacked blocks use different
         windows, as they do in training; it is stored in the persistent

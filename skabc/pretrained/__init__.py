@@ -76,7 +76,7 @@ def load(name: str, device: str = "auto") -> ContextualKernel | KernelEnsemble:
         * ``'circles'``, ``'circles-additive'``, ``'circles-pairwise'``:
           the overlapping-circles problem (the last is the no-context
           ablation).
-    device : str
+    device : str, default='auto'
         Torch device, ``'auto'`` for CUDA when available.
 
     Returns
@@ -109,7 +109,7 @@ def load_saved_kernel(path, device: str = "auto") -> ContextualKernel | KernelEn
     Parameters
     ----------
     path : str or path
-    device : str
+    device : str, default='auto'
         Torch device, ``'auto'`` for CUDA when available.
 
     Returns

@@ -118,7 +118,7 @@ def laplacian_eigenvalues(
         (``eigen_solver``, ``eigen_tol`` unused).  Sparse: per connected component, see the module notes.
     n_eigenvalues : int
         How many eigenvalues; capped at ``n``.
-    random_state : int, RandomState instance or None
+    random_state : int, RandomState instance or None, default=None
         Seeds the starting vectors of the iterative solvers.
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
         Sparse solver; ``None`` is ``'arpack'``.  ``'amg'`` needs ``pyamg``.
@@ -163,7 +163,7 @@ def top_eigenvectors(
         Symmetric affinity, non-negative, or (dense) signed with no row summing below zero.
     n_vectors : int
         How many pairs; capped at ``n``.
-    random_state, eigen_solver, eigen_tol
+    random_state, eigen_solver, eigen_tol : default=None, None, 'auto'
         As for :func:`laplacian_eigenvalues`.
 
     Returns

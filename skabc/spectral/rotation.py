@@ -39,7 +39,7 @@ def alignment_qualities(vectors: np.ndarray, max_clusters: int | None = None) ->
     vectors : ndarray of shape (n, m)
         Leading eigenvectors of the normalised adjacency, by decreasing
         eigenvalue (column 0 belongs to the largest).
-    max_clusters : int, optional
+    max_clusters : int, default=None
         Largest ``c`` scored; default ``m``.
 
     Returns
@@ -68,13 +68,13 @@ def rotation_n_clusters(vectors: np.ndarray, max_clusters: int | None = None, to
     ----------
     vectors : ndarray of shape (n, m)
         Leading eigenvectors of the normalised adjacency, by decreasing eigenvalue.
-    max_clusters : int, optional
+    max_clusters : int, default=None
         Largest ``c`` considered; default ``m``.
     tolerance : float, default=1e-3
         Qualities this close to the best count as tied, and the paper picks
         the largest of tied ``c``: well-separated clusters align perfectly at
         every ``c`` up to their number, so exact ties are common.
-    allowed : ndarray of bool, optional
+    allowed : ndarray of bool, default=None
         ``allowed[c - 2]``: whether ``c`` may be chosen (default: every ``c``
         scored).  The first ``c`` eigenvectors of a repeated eigenvalue are
         an arbitrary basis of its eigenspace, and so is their alignment:

@@ -84,7 +84,7 @@ def estimate_n_clusters(
         Symmetric affinity, non-negative, or (dense) signed with no row summing below zero.
     max_clusters : int
         Largest ``k`` considered.
-    random_state : int, RandomState instance or None
+    random_state : int, RandomState instance or None, default=None
         Seeds the iterative eigensolvers.
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
         Solver for sparse affinities, see :func:`laplacian_eigenvalues`.
@@ -138,7 +138,7 @@ def consensus_n_clusters(
         Symmetric non-negative affinity.
     max_clusters : int
         Largest ``k`` considered by every estimate.
-    random_state : int, RandomState instance or None
+    random_state : int, RandomState instance or None, default=None
         Seeds the iterative eigensolvers (the same seed for every power).
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
         Solver for sparse affinities, see :func:`laplacian_eigenvalues`.
@@ -249,7 +249,7 @@ def pair_log_likelihood(probabilities, labels: np.ndarray, eps: float = 1e-6) ->
     probabilities : ndarray or scipy sparse matrix of shape (n, n)
         Symmetric, values in ``[0, 1]``.
     labels : ndarray of shape (n,)
-    eps : float
+    eps : float, default=1e-6
         Probabilities are clipped to ``[eps, 1 - eps]`` so one confident
         mistake costs a finite amount.
 
@@ -313,11 +313,13 @@ def eigengap_spectral_labels(
         Symmetric non-negative affinity.
     max_clusters : int
         Largest ``k`` considered.
-    eigen_random_state : int, RandomState instance or None
+    eigen_random_state : int, RandomState instance or None, default=None
         Seeds the eigensolver (the eigengap's, and for sparse input the only one).
-    eigen_solver, n_components, random_state, n_init, eigen_tol, assign_labels, verbose
+    eigen_solver, n_components, random_state, n_init : default=None, None, None, 10
         As for :func:`spectral_labels`; ``random_state`` seeds the label assignment
         (and, for dense input, scikit-learn's eigensolver).
+    eigen_tol, assign_labels, verbose : default='auto', 'kmeans', False
+        As for :func:`spectral_labels`.
 
     Returns
     -------

@@ -80,20 +80,20 @@ class SpectralStep:
         Given ``k``, or ``None`` to select it by ``selection``.
     max_clusters : int
         Largest ``k`` a selector considers.
-    selection : str
+    selection : str, default='eigengap'
         A key of :data:`~skabc.spectral.select.N_CLUSTERS_SELECTORS`.
-    affinity_power : float
+    affinity_power : float, default=1.0
         The kernel's output is raised elementwise to this power first.
-    assign_labels : str
+    assign_labels : str, default='kmeans'
         One of :data:`~skabc.spectral.assign.ASSIGN_LABELS`.
-    eigen_solver, n_components, n_init, eigen_tol, verbose
+    eigen_solver, n_components, n_init, eigen_tol, verbose : default=None, None, 10, 'auto', 0
         As for :class:`sklearn.cluster.SpectralClustering`.
-    follows_sklearn : bool
+    follows_sklearn : bool, default=False
         With ``n_clusters`` given, cluster exactly as SpectralClustering does
         (:func:`~skabc.spectral.assign.sklearn_spectral_labels`: its labels, ids
         and dtype, its warnings), for the non-learned affinities; the learned
         ones keep this package's spectral step (``False``).
-    gaussian_split : bool
+    gaussian_split : bool, default=False
         With ``k`` estimated, split each cluster of the set's partition that is two touching Gaussian blobs
         (:func:`~skabc.spectral.split.split_gaussian_clusters`; applied by the caller, which holds the rows).
     """

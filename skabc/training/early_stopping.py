@@ -220,8 +220,9 @@ class ValidationSetsScoring(Callback):
         elif self.patience is not None and epoch - self.best_epoch_ >= self.patience:
             self.stopped_ = True
             epochs = f"{self.patience} epoch" + ("s" if self.patience != 1 else "")
+            kept = f"epoch {self.best_epoch_}" if self.best_epoch_ else "the start (no epoch scored above it)"
             _stop_after_epoch(net, f"early stopping: no better {self.name} in {epochs}; the weights of "
-                                   f"epoch {self.best_epoch_} ({self.best_score_:.4f}) are kept")
+                                   f"{kept} ({self.best_score_:.4f}) are kept")
 
     def on_train_end(self, net, **kwargs):
         # No second copy of the weights in pickles.
@@ -257,6 +258,11 @@ class ValidationSetsScoring(Callback):
         if self.kept_start_:
             return (f"held-out {self.name} {self.final_score_:.4f}: the start's weights are kept, clustered with "
                     f"{settings} (the trained ones scored no higher)")
+        if self.best_epoch_ == 0 and self.start_is_candidate:
+            # No epoch scored above the start (probe 57e: the log read as if an epoch's weights were kept).
+            return (f"held-out {self.name} {self.final_score_:.4f}: the start's weights are kept, clustered with "
+                    f"{settings} (no epoch's {self.name} beat the start's {self.start_score_:.4f}, scored as the "
+                    f"epochs are, without an arbiter)")
         start = "" if self.final_start_score_ is None else f"; the start scored {self.final_start_score_:.4f}"
         return f"held-out {self.name} {self.final_score_:.4f} with the kept weights, clustered with {settings}{start}"
 
