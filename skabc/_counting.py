@@ -25,6 +25,7 @@ from sklearn.utils.validation import _num_samples
 
 from ._quiet_warnings import ignoring_warnings
 from ._subsample import MAX_SAMPLES_AUTO, draw_rows
+from ._user_warnings import warn_user
 from .pretrained import load
 from .spectral import SpectralStep, compact
 from .spectral.arbiter import Arbiter, arbiter_for
@@ -70,6 +71,11 @@ def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed, c
         rows = draw_rows(n, MAX_SAMPLES_AUTO, seed)
         counted = X if rows is None else _safe_indexing(X, rows)
         counted = check_array(counted.toarray() if sp.issparse(counted) else counted)
+    if counted is None:  # probe 57f: an RBF of 4,097 sparse text columns found one cluster without a word
+        warn_user(f"k is not counted by the generic kernel here: X is sparse with {X.shape[1]} columns, more than "
+                  f"the {MAX_DENSIFIED_FEATURES} it copies dense to count; this affinity's own spectrum counts k "
+                  f"instead ({step.selection}), which can be far off (e.g. one cluster for an RBF of text rows). Pass "
+                  "n_clusters, or reduce the columns first (e.g. sklearn.decomposition.TruncatedSVD).")
     if counted is None or links_every_row(counted):
         return (*step.cluster(affinity, eig_seed, seed), None)
     kernel, counting_step, arbiter = counting_setup(name, step)

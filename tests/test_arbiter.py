@@ -1,9 +1,11 @@
 """The arbiter: candidate partitions, its forest file (read, validated, evaluated) and ABCClustering's use of it."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
@@ -792,3 +794,27 @@ def test_verbose_says_what_each_arbiter_kind_kept_and_survives_a_mixture_candida
     found = candidate_partitions(step, np.ones((200, 200)), X, 0, 0, names)
     assert [c.name for c in found] == list(names)
     assert "candidate gmm-bic (k=" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_identical_rows_get_mixture_features_without_a_numpy_warning(sparse):
+    """Probe 57f: a set of identical rows wider than the mixture's columns got the right answer (one cluster) with
+    numpy's 'invalid value encountered in divide' from the projection of no spread."""
+    from skabc.spectral.mixture import MAX_MIXTURE_FEATURES, mixture_features
+
+    X = np.ones((50, 5 * MAX_MIXTURE_FEATURES))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Z = mixture_features(sp.csr_matrix(X) if sparse else X, random_state=0)
+    assert Z.shape == (50, 1) and not Z.any()
+
+
+def test_as_many_clusters_as_rows_are_singletons_with_no_candidate_reported():
+    """Probe 57f: n_clusters == n gave singletons reported as the kNN graph's cut (candidate_ 'knn-given', the 10-NN
+    graph as affinity_matrix_); n + 1, the same partition, reported none, as no cut was made."""
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    for k in (30, 31):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            model = ABCClustering(n_clusters=k, random_state=0).fit(X)
+        assert model.candidate_ is None and model.n_clusters_ == 30 and isinstance(model.affinity_matrix_, np.ndarray)

@@ -257,7 +257,8 @@ class TransformerKernel(Kernel):
     ----------
     transformer : estimator, default=None
         Fitted; ``transform(X)`` returns the ``(n, n)`` affinity of the set
-        ``X`` (dense or sparse).
+        ``X`` (dense or sparse).  Required: the ``None`` default is scikit-learn's
+        convention for a parameter that has no default value.
     """
 
     def __init__(self, transformer=None):

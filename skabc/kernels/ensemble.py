@@ -274,7 +274,15 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         return any(as_kernel(k).returns_sparse(n_samples) for k in self.kernels_)
 
     def check_memory(self, n_samples: int, n_copies: float = 1.0) -> None:
-        """Refuse a dense affinity that would not fit (one more copy: the running sum)."""
+        """Refuse a dense affinity that would not fit (one more copy: the running sum).
+
+        Parameters
+        ----------
+        n_samples : int
+            Points of the set.
+        n_copies : float, default=1.0
+            Dense ``n x n`` copies the caller holds besides the members' (the sum adds one).
+        """
         check_is_fitted(self, "kernels_")
         for kernel in self.kernels_:
             as_kernel(kernel).check_memory(n_samples, n_copies=n_copies + 1)

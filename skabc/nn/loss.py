@@ -35,7 +35,7 @@ class SameClusterBCELoss(nn.Module):
     ----------
     pos_weight : float, 'balanced' or None, default=None
         Weight of the same-cluster (positive) cells.  ``'balanced'`` uses the
-        ratio of negative to positive real cells of each batch.
+        ratio of negative to positive real cells of each batch; ``None``: unweighted.
     """
 
     def __init__(self, pos_weight: float | str | None = None) -> None:

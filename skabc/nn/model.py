@@ -45,7 +45,7 @@ class ABCNet(nn.Module):
     layer_norm : {'pre', 'post'}, default='pre'
         Placement of layer normalisation inside the blocks.
     d_ff : int, default=None
-        Hidden width of the blocks' feed-forward layers.
+        Hidden width of the blocks' feed-forward layers; ``None``: each block's own (``4 * d_model``).
     dropout : float, default=0.0
         Dropout inside the blocks.
     embedder : nn.Module, default=None

@@ -35,7 +35,7 @@ def outer_product_attention(
         Keys.
     v : Tensor of shape (..., n_k, d_v)
         Values.
-    key_mask : bool Tensor broadcastable to ``k.shape[:-1]``, optional
+    key_mask : bool Tensor broadcastable to ``k.shape[:-1]``, default=None
         ``True`` for real keys.  Masked keys get exactly zero weight, and their
         keys and values are replaced by zeros so that not even non-finite
         garbage in them can leak into the result or its gradient.

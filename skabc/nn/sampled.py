@@ -199,9 +199,9 @@ class SampledAttentionBlock(nn.Module):
         ----------
         x : Tensor of shape (B, n, d)
             Padded batch of sets.
-        key_mask : bool Tensor of shape (B, n), optional
+        key_mask : bool Tensor of shape (B, n), default=None
             ``True`` for real points.
-        windows : LongTensor or sequence of LongTensor, optional
+        windows : LongTensor or sequence of LongTensor, default=None
             Explicit windows (one sample, no averaging) instead of sampled
             ones: per set a ``(l, w)`` tensor of indices into that set's real
             points (counted in order along the set axis), or one tensor used

@@ -322,7 +322,7 @@ class Arbiter:
             As :meth:`SpectralStep.cluster` returns them, for the chosen partition.
         name : str or None
             The chosen candidate's name; ``None`` where there was nothing to choose (a set whose kNN graph
-            links every row, or fewer rows than the given ``k``: the step's own partition).
+            links every row, or no more rows than the given ``k``: the step's own partition, singletons).
 
         Raises
         ------
@@ -331,7 +331,7 @@ class Arbiter:
         """
         self._check_mode(step)
         n = np.shape(X)[0]
-        if links_every_row(X) or (self.given_k and step.n_clusters > n):
+        if links_every_row(X) or (self.given_k and step.n_clusters >= n):
             # Nothing to choose between (every pair linked: cuts are arbitrary), or singletons; else the checks hold.
             return (*step.cluster(probabilities, eigen_seed, seed), None)
         candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)

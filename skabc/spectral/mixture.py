@@ -57,6 +57,9 @@ def mixture_features(X, random_state: int) -> np.ndarray:
     # Extreme magnitudes scaled first: the spreads square the values (overflow past ~1e154), and the
     # standardised columns do not depend on the scale.
     X = scale_free(X)
+    top, bottom = X.max(axis=0), X.min(axis=0)
+    if not np.any((top - bottom).toarray() if sp.issparse(top) else top > bottom):
+        return np.zeros((n, 1))  # every row the same: a projection of no spread divides by zero (numpy warned)
     if sp.issparse(X):
         if X.shape[1] > n_components:
             X = TruncatedSVD(n_components, random_state=random_state).fit_transform(X)

@@ -220,9 +220,9 @@ class ValidationSetsScoring(Callback):
         elif self.patience is not None and epoch - self.best_epoch_ >= self.patience:
             self.stopped_ = True
             epochs = f"{self.patience} epoch" + ("s" if self.patience != 1 else "")
-            kept = f"epoch {self.best_epoch_}" if self.best_epoch_ else "the start (no epoch scored above it)"
-            _stop_after_epoch(net, f"early stopping: no better {self.name} in {epochs}; the weights of "
-                                   f"{kept} ({self.best_score_:.4f}) are kept")
+            kept = (f"the weights of epoch {self.best_epoch_} ({self.best_score_:.4f})" if self.best_epoch_ else
+                    f"the start's weights ({self.best_score_:.4f}; no epoch scored above them)")
+            _stop_after_epoch(net, f"early stopping: no better {self.name} in {epochs}; {kept} are kept")
 
     def on_train_end(self, net, **kwargs):
         # No second copy of the weights in pickles.
@@ -239,6 +239,9 @@ class ValidationSetsScoring(Callback):
         if getattr(net, "verbose", 0):  # the work below takes seconds to minutes, with no bar of its own
             print(f"scoring the kept weights and clustering settings on {len(self.sets)} held-out sets ...", flush=True)
         best = self.best_epoch_, self.best_score_
+        # What the summary says of a kept start: whether an epoch had beaten it, and whether any was scored.
+        self._epoch_beat_start = self.best_epoch_ > 0
+        self._epochs_scored = sum(self.name in row for row in getattr(net, "history", ()))
         try:
             self._choose(net, state, start)
             if getattr(net, "verbose", 0):  # the epoch table shows neither the start nor what is kept (probe 52e)
@@ -255,14 +258,18 @@ class ValidationSetsScoring(Callback):
     def _summary(self) -> str:
         """What the fit keeps and its held-out score, against the start's where it competed."""
         settings = settings_label(self.best_settings_)
-        if self.kept_start_:
+        # A start kept by the final comparison, or because no epoch scored above it (probe 57e: the log then read
+        # as if an epoch's weights were kept).
+        if self.kept_start_ or (self.best_epoch_ == 0 and self.start_is_candidate):
+            if not getattr(self, "_epochs_scored", 1):
+                why = "no epoch was scored"
+            elif self.kept_start_ and getattr(self, "_epoch_beat_start", True):
+                why = "the trained ones scored no higher"
+            else:
+                why = (f"no epoch's {self.name} beat the start's {self.start_score_:.4f}, scored as the epochs are, "
+                       "without an arbiter")
             return (f"held-out {self.name} {self.final_score_:.4f}: the start's weights are kept, clustered with "
-                    f"{settings} (the trained ones scored no higher)")
-        if self.best_epoch_ == 0 and self.start_is_candidate:
-            # No epoch scored above the start (probe 57e: the log read as if an epoch's weights were kept).
-            return (f"held-out {self.name} {self.final_score_:.4f}: the start's weights are kept, clustered with "
-                    f"{settings} (no epoch's {self.name} beat the start's {self.start_score_:.4f}, scored as the "
-                    f"epochs are, without an arbiter)")
+                    f"{settings} ({why})")
         start = "" if self.final_start_score_ is None else f"; the start scored {self.final_start_score_:.4f}"
         return f"held-out {self.name} {self.final_score_:.4f} with the kept weights, clustered with {settings}{start}"
 
