@@ -58,7 +58,8 @@ def plot_affinity(affinity, labels=None, ax: Axes | np.ndarray | None = None,
     affinity : array-like or sparse matrix of shape (n_samples, n_samples)
         Values in [0, 1] (the colour scale), e.g. ``ContextualKernel.transform(X)``.
     labels : array-like of shape (n_samples,), default=None
-        True clusters: rows and columns are sorted by them, and their same-cluster matrix is drawn beside.
+        True clusters: rows and columns are sorted by them, and their same-cluster matrix is drawn beside
+        (a row labelled ``-1``, unlabelled or noise, shares a cluster with no other).
     ax : matplotlib Axes or array of two, default=None
         A single Axes, or two (learned, ground truth) when ``labels`` is given; ``None`` makes a figure.
     title : str, default='learned affinity'
@@ -108,7 +109,9 @@ def plot_affinity(affinity, labels=None, ax: Axes | np.ndarray | None = None,
     axes = _axes(ax, ncols=2)
     axes[0].imshow(affinity[np.ix_(order, order)], vmin=0, vmax=1, cmap="viridis")
     axes[0].set_title(title)
-    truth = (labels[order][:, None] == labels[order][None, :]).astype(float)
+    # A point labelled -1 (unlabelled, noise) shares a cluster with no other point, as everywhere in the package.
+    ranked, alone = labels[order], _noise(labels[order])
+    truth = ((ranked[:, None] == ranked[None, :]) & ~(alone[:, None] | alone) | np.eye(len(ranked), dtype=bool)) * 1.0
     axes[1].imshow(truth, vmin=0, vmax=1, cmap="viridis")
     axes[1].set_title("true same-cluster matrix")
     return axes
@@ -173,7 +176,7 @@ def plot_eigengap(eigenvalues, n_clusters: int | None = None, ax: Axes | None = 
         ax.legend(loc="lower right")
     ax.set_xlabel("i")
     ax.set_ylabel("eigenvalue of the normalised Laplacian")
-    ax.set_title("eigengap spectrum" + (f"s of {len(spectra)} sets" if len(spectra) > 1 else ""))
+    ax.set_title(f"eigengap spectra of {len(spectra)} sets" if len(spectra) > 1 else "eigengap spectrum")
     return ax
 
 
@@ -295,15 +298,20 @@ def _sortable_codes(labels: np.ndarray) -> np.ndarray:
 
 
 def _colours(codes: np.ndarray) -> np.ndarray:
-    """One colour per cluster code, all distinct: tab10 up to 10 clusters, tab20 up to 20, evenly spaced hues
-    beyond (a colour map's ``c=codes`` repeats its colours past its size)."""
+    """One colour per cluster code, none grey (:data:`NOISE_COLOUR` is noise's): tab10 up to 9 clusters and tab20 up
+    to 18, each without its greys (tab20's light one was the noise colour); beyond, hues in golden-ratio steps at
+    three lightness levels, so that codes next to each other differ (evenly spaced hues made neighbours alike)."""
     import matplotlib
+    from matplotlib.colors import hsv_to_rgb
 
     n = int(codes.max()) + 1 if len(codes) else 1
-    if n <= 20:
-        table = matplotlib.colormaps["tab10" if n <= 10 else "tab20"].colors
+    if n <= 18:
+        name, greys = ("tab10", (7,)) if n <= 9 else ("tab20", (14, 15))
+        table = [colour for i, colour in enumerate(matplotlib.colormaps[name].colors) if i not in greys]
     else:
-        table = matplotlib.colormaps["hsv"](np.arange(n) / n)
+        step = np.arange(n)
+        table = hsv_to_rgb(np.column_stack([(step * 0.6180339887) % 1.0, np.full(n, 0.8),
+                                            np.array([0.95, 0.65, 0.4])[step % 3]]))
     return np.asarray(table)[codes]
 
 
@@ -397,10 +405,14 @@ def plot_training(kernel: Any, axes: np.ndarray | None = None) -> np.ndarray:
     """
     history, validation = _training_record(kernel)
     axes = _axes(axes, ncols=2, figsize=(9, 3.5), what="axes")
+    from matplotlib.ticker import MaxNLocator
+
     finished = [row for row in history if "train_loss" in row]  # a stop inside an epoch leaves its row unscored
     epochs = np.array([row["epoch"] for row in finished])
     axes[0].plot(epochs, [row["train_loss"] for row in finished], "o-", color="0.3", markersize=3)
     axes[0].set(xlabel="epoch", ylabel="training loss (BCE)", title=f"training loss, {len(epochs)} epochs")
+    for ax in axes:  # epochs are whole numbers (matplotlib's default ticks put 1.5 between two)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     scored = [(row["epoch"], row["valid_ari"]) for row in finished if row.get("valid_ari") is not None]
     if getattr(validation, "start_score_", None) is None:
         axes[1].text(0.5, 0.5, "no held-out sets:\nthis fit trained without validation", ha="center", va="center",

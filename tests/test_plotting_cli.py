@@ -1228,3 +1228,44 @@ def test_plot_helpers_edge_cases_from_probe_48e(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.colors", None)
     with pytest.raises(ImportError, match=r"skabc.plotting needs matplotlib: pip install 'skabc\[plot\]'"):
         plot_clusters(X, labels)
+
+
+def test_cluster_colours_are_never_the_noise_grey_and_neighbouring_codes_differ():
+    """Probe 57i: with 11 to 20 clusters, tab20's light grey (cluster 15) was the noise colour to 0.004; past 20,
+    evenly spaced hues made codes next to each other alike (40 clusters: 13 and 14 at CIELAB dE 1.4)."""
+    from matplotlib.colors import to_rgb
+
+    from skabc.plotting import NOISE_COLOUR, _colours
+
+    noise = np.array(to_rgb(NOISE_COLOUR))
+    for n in (1, 5, 9, 10, 15, 18, 19, 25, 40, 60):
+        colours = _colours(np.arange(n))[:, :3]
+        assert len({tuple(np.round(c, 6)) for c in colours}) == n
+        assert np.abs(colours - noise).max(axis=1).min() > 0.08, n  # no cluster drawn as noise (0.004 was)
+        assert np.ptp(colours, axis=1).min() > 0.05, n  # and none grey
+        if n > 1:
+            assert np.linalg.norm(np.diff(colours, axis=0), axis=1).min() > 0.25, n
+
+
+def test_plot_affinity_draws_unlabelled_rows_in_no_true_cluster():
+    """Probe 57i: 30 rows labelled -1 (unlabelled or noise, as fit's y and plot_clusters read it) were drawn as one
+    30 x 30 block of the true same-cluster matrix."""
+    labels = np.array([-1] * 6 + [0] * 4 + [1] * 5)
+    _, truth = plot_affinity(np.eye(15), labels)
+    drawn = truth.images[0].get_array()
+    np.testing.assert_array_equal(drawn[:6, :], np.eye(15)[:6, :])  # sorted first: each alone
+    assert drawn[6:10, 6:10].all() and drawn[10:, 10:].all() and not drawn[6:10, 10:].any()
+    plt.close(truth.figure)
+
+
+def test_plot_training_ticks_whole_epochs_and_eigengap_titles_say_spectra(tiny_kernel):
+    """Probe 57i: ticks at 1.5 epochs; the title of several sets said 'spectrums'."""
+    from skabc.plotting import plot_training
+
+    for ax in plot_training(tiny_kernel):
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks)
+    plt.close("all")
+    ax = plot_eigengap([np.array([0.0, 0.01, 0.9]), np.array([0.0, 0.5, 0.9])])
+    assert ax.get_title() == "eigengap spectra of 2 sets"
+    plt.close(ax.figure)
