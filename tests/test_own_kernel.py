@@ -1076,12 +1076,12 @@ def test_a_fit_that_keeps_its_start_says_so(monkeypatch, capsys):
     assert "the start's weights (0.4700; no epoch scored above them) are kept" in capsys.readouterr().out
     assert callback.best_epoch_ == 0
     callback.best_settings_, callback.final_score_, callback.final_start_score_ = settings, 0.4327, 0.4327
-    callback._epoch_beat_start, callback._epochs_scored = False, 2
-    summary = callback._summary()
+    summary = callback._summary(epoch_beat_start=False, epochs_scored=2)
     assert "held-out valid_ari 0.4327: the start's weights are kept" in summary
     assert "beat the start's 0.4700" in summary and "with the kept weights" not in summary
     # Review 57h: kept by the final comparison of settings, with no epoch ahead, it credited "the trained ones".
     callback.kept_start_ = True
-    assert "beat the start's 0.4700" in callback._summary() and "trained" not in callback._summary()
-    callback._epochs_scored = 0  # max_time ended the run inside its first epoch
-    assert callback._summary().endswith("(no epoch was scored)")
+    summary = callback._summary(epoch_beat_start=False, epochs_scored=2)
+    assert "beat the start's 0.4700" in summary and "trained" not in summary
+    # max_time ended the run inside its first epoch
+    assert callback._summary(epoch_beat_start=False, epochs_scored=0).endswith("(no epoch was scored)")

@@ -64,10 +64,9 @@ class PickledNetwork:
 
     def restore(self) -> dict:
         """``net_`` and ``module_``, on the device they were on where this machine has it, else on the CPU."""
-        device = torch.device(self.device)
         try:
-            torch.empty(0, device=device)  # as resolve_device checks a device: 'cuda:1' on one GPU, 'mps', 'xpu'...
-        except (RuntimeError, AssertionError, ImportError):
+            device = resolve_device(self.device)  # refuses a device this machine lacks: 'cuda:1' on one GPU, 'mps'...
+        except ValueError:
             warn_user(f"this kernel was pickled with its network on {self.device}, which this machine does not "
                       f"have: the network is loaded on the CPU, where it runs with device='cpu' or 'auto'.")
             device = torch.device("cpu")

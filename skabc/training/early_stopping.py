@@ -239,13 +239,11 @@ class ValidationSetsScoring(Callback):
         if getattr(net, "verbose", 0):  # the work below takes seconds to minutes, with no bar of its own
             print(f"scoring the kept weights and clustering settings on {len(self.sets)} held-out sets ...", flush=True)
         best = self.best_epoch_, self.best_score_
-        # What the summary says of a kept start: whether an epoch had beaten it, and whether any was scored.
-        self._epoch_beat_start = self.best_epoch_ > 0
-        self._epochs_scored = sum(self.name in row for row in getattr(net, "history", ()))
         try:
             self._choose(net, state, start)
             if getattr(net, "verbose", 0):  # the epoch table shows neither the start nor what is kept (probe 52e)
-                print(self._summary(), flush=True)
+                scored = sum(self.name in row for row in net.history)
+                print(self._summary(epoch_beat_start=best[0] > 0, epochs_scored=scored), flush=True)
         except KeyboardInterrupt:
             # Ctrl-C here (skorch catches it in the epochs only): the best epoch's weights (the scoring may have
             # loaded the start's) with the start's settings, unscored; the fit warns, and keeps no finished run.
@@ -255,15 +253,16 @@ class ValidationSetsScoring(Callback):
             self.kept_start_, self.choice_interrupted_ = False, True
             self.best_epoch_, self.best_score_ = best
 
-    def _summary(self) -> str:
-        """What the fit keeps and its held-out score, against the start's where it competed."""
+    def _summary(self, epoch_beat_start: bool, epochs_scored: int) -> str:
+        """What the fit keeps and its held-out score, against the start's where it competed (before the final
+        comparison: whether an epoch beat the start, and how many epochs were scored)."""
         settings = settings_label(self.best_settings_)
         # A start kept by the final comparison, or because no epoch scored above it (probe 57e: the log then read
         # as if an epoch's weights were kept).
         if self.kept_start_ or (self.best_epoch_ == 0 and self.start_is_candidate):
-            if not getattr(self, "_epochs_scored", 1):
+            if not epochs_scored:
                 why = "no epoch was scored"
-            elif self.kept_start_ and getattr(self, "_epoch_beat_start", True):
+            elif self.kept_start_ and epoch_beat_start:
                 why = "the trained ones scored no higher"
             else:
                 why = (f"no epoch's {self.name} beat the start's {self.start_score_:.4f}, scored as the epochs are, "
