@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 from sklearn.base import clone
-from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from . import _schema, persistence
 from .kernels import ContextualKernel, as_kernel
 from .kernels._contextual_io import described_width
-from .kernels.base import CLUSTERING_SETTINGS, Kernel
+from .kernels.base import CLUSTERING_SETTINGS, Kernel, kernel_is_fitted
 from .spectral.arbiter import CANDIDATES
 from .spectral.split import SPLIT_SUFFIX
 
@@ -75,11 +74,7 @@ def _kernel_param(model, frozen: bool) -> str:
         return "none"
     if frozen:
         return "frozen"
-    try:
-        check_is_fitted(model.kernel)
-    except NotFittedError:
-        return "trained"
-    return "kernel"
+    return "kernel" if kernel_is_fitted(model.kernel) else "trained"  # a Kernel with no fit of its own: "kernel"
 
 
 def remember_fitted_params(model) -> None:

@@ -16,23 +16,21 @@ import copy
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
-from sklearn.exceptions import NotFittedError
-from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import _num_samples, check_array, column_or_1d, validate_data
 
 from ._runtime import memory_limit_bytes
 from ._user_warnings import warn_user
 from ._validation import encode_labels, format_bytes
 from .exceptions import AffinityTooLargeError, SkabcWarning
 from .kernels import ContextualKernel
-from .kernels.base import fit_on_labels, unfrozen
+from .kernels.base import check_kernel_type, fit_on_labels, kernel_is_fitted, unfrozen
 from .kernels.pairwise import (
     PRECOMPUTED_AFFINITIES,
     SPARSE_FORMATS,
     PairwiseKernel,
     PrecomputedKernel,
-    asymmetry,
-    beyond_rounding,
 )
+from .spectral._affinity_checks import asymmetry, beyond_rounding
 from .training.plan import network_of
 
 
@@ -148,19 +146,6 @@ def warn_if_square(model, X, group_codes) -> None:
         )
 
 
-def kernel_is_fitted(kernel) -> bool:
-    """Whether a ``kernel`` parameter is ready to use (else ``fit`` trains it on ``y``)."""
-    try:
-        if hasattr(kernel, "fit"):
-            check_is_fitted(kernel)
-        # A Kernel with no fit of its own (only affinity(X)) is ready unless it says otherwise.
-        elif not getattr(kernel, "__sklearn_is_fitted__", lambda: True)():
-            raise NotFittedError(f"{type(kernel).__name__} is not fitted")
-    except NotFittedError:
-        return False
-    return True
-
-
 def resolve_kernel(model, X, y, groups):
     """The fitted kernel of ``model``: scikit-learn's for a non-learned ``affinity``, else the learned one."""
     if not is_learned(model.affinity):
@@ -177,6 +162,7 @@ def resolve_kernel(model, X, y, groups):
         from .pretrained import load
 
         return load("generic")  # zero-shot: y is ignored, as by any clusterer
+    check_kernel_type(model.kernel)
     fitted = kernel_is_fitted(model.kernel)
     fine_tune = fitted and bool(model.kernel.get_params(deep=False).get("warm_start", False))
     if y is not None and (not fitted or fine_tune) and np.any(encode_labels(y, _num_samples(X)) >= 0):

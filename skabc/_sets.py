@@ -30,6 +30,7 @@ from ._user_warnings import each_warning_once, recording_warnings, warn_user
 from ._validation import N_JOBS_CONSTRAINT, add_note
 from .exceptions import AffinityTooLargeError, SkabcWarning
 from .kernels import as_kernel
+from .kernels.base import kernel_affinity
 from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
 from .spectral import compact
 from .spectral.arbiter import arbiter_for
@@ -329,13 +330,14 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     if not kernel.returns_sparse(n):
         # The affinity plus the spectral step's Laplacian and working copies (the arbiter's two affinities: more).
         kernel.check_memory(n, n_copies=6 if arbiter else 4)
+    affinity = kernel_affinity(kernel, X)
     if arbiter in COUNTING_ARBITERS:
-        return count_then_cut(arbiter, step, kernel.affinity(X), X, eig_seed, seed, *cut_random_state)
+        return count_then_cut(arbiter, step, affinity, X, eig_seed, seed, *cut_random_state)
     if arbiter is not None:
         # Floats as the kernel reads them (numeric strings too, as SpectralClustering takes them).
         rows = check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32))
-        return arbiter_for(arbiter, step).cluster(step, kernel.affinity(X), rows, eig_seed, seed)
-    return (*step.cluster(kernel.affinity(X), eig_seed, seed), None)
+        return arbiter_for(arbiter, step).cluster(step, affinity, rows, eig_seed, seed)
+    return (*step.cluster(affinity, eig_seed, seed), None)
 
 
 def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_samples: int | None,
@@ -407,7 +409,7 @@ def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int, str]:
         kernel, step, arbiter = counting_setup(model.arbiter_, step)
     else:
         kernel, arbiter = as_kernel(model.kernel_), arbiter_for(model.arbiter_, step)
-    candidates = arbiter.candidates_of(step, kernel.affinity(rows), rows, eig_seed, seed)
+    candidates = arbiter.candidates_of(step, kernel_affinity(kernel, rows), rows, eig_seed, seed)
     kept, scores = arbiter.choose(candidates, rows.shape[1])
     if model.arbiter_ in COUNTING_ARBITERS or (arbiter.partition == "knn"
                                                 and CANDIDATES[candidates[kept].name][0] != "knn"):

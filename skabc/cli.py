@@ -12,6 +12,8 @@ import warnings
 from pathlib import Path
 
 from ._cli_files import check_distinct, check_output, check_picture, read_array, write_labels
+from .nn.backends import ATTENTION_BACKENDS
+from .nn.heads import COMPAT_FUNCTIONS
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -325,8 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "within groups")
     network = ("; a value other than the generic kernel's trains a new network from scratch (default: fine-tune "
                "the generic kernel)")
-    train.add_argument("--attention", choices=["sab", "isab", "sampled", "opa"], help="attention backend" + network)
-    train.add_argument("--compat", choices=["multiplicative", "additive"], help="similarity head" + network)
+    train.add_argument("--attention", choices=list(ATTENTION_BACKENDS), help="attention backend" + network)
+    train.add_argument("--compat", choices=COMPAT_FUNCTIONS, help="similarity head" + network)
     train.add_argument("--d-model", type=_positive_int, help="embedding width, a multiple of the 4 heads" + network)
     train.add_argument("--n-blocks", type=_non_negative_int, help="attention blocks" + network)
     train.add_argument("--scratch", action="store_true", help="train the default network from scratch")

@@ -17,7 +17,6 @@ from ._fit_inputs import (
     is_learned,
     is_pairwise,
     kernel_input,
-    kernel_is_fitted,
     resolve_kernel,
     symmetrised_for_fit,
     validate_set,
@@ -28,6 +27,7 @@ from ._resolve import check_setting_combinations, resolve_settings, warn_unread_
 from ._sets import check_n_jobs, check_sets, cluster_groups, map_sets, set_seeds, validate_each, warn_about_estimates
 from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
+from .kernels.base import kernel_is_fitted
 from .kernels.pairwise import FEATURE_AFFINITIES, PRECOMPUTED_AFFINITIES
 from .spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
 from .spectral.arbiter import ARBITERS

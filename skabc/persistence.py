@@ -1,10 +1,10 @@
 """Safe persistence keyed by class: safetensors tensors + one JSON description, never pickle.
 
 Every saveable class registers itself with :func:`persistent` and implements
-``_describe() -> (meta, tensors)`` and the classmethod
-``_restore(meta, tensors, device)``.  :func:`save` writes what ``_describe``
-returns, tagged with the class name; :func:`load` reads the tag and lets that
-class rebuild itself.  Nothing is unpickled: a file holds tensors and a JSON
+``_describe() -> (meta, tensors)`` and the classmethods
+``_check_description(meta, header, where)`` and ``_restore(meta, tensors, device)``.
+:func:`save` writes what ``_describe`` returns, tagged with the class name; :func:`load` reads the tag,
+lets that class check the description, then rebuild itself.  Nothing is unpickled: a file holds tensors and a JSON
 string.  Writes are atomic (temporary file, then rename).
 """
 
@@ -32,9 +32,28 @@ READABLE_VERSIONS = (1, 2)
 _REGISTRY: dict[str, type] = {}
 
 
+#: What a saveable class implements: its description and tensors; the classmethod refusing a description it cannot
+#: restore (a ``ValueError`` naming the entry, before anything is built or allocated); the classmethod rebuilding it.
+PERSISTENCE_METHODS = ("_describe", "_check_description", "_restore")
+
+
 def persistent(cls: type) -> type:
-    """Class decorator: files tagged with ``cls.__name__`` are restored by ``cls._restore``."""
-    _REGISTRY[cls.__name__] = cls
+    """Class decorator: files tagged ``cls.__name__`` are checked and rebuilt by ``cls`` (:data:`PERSISTENCE_METHODS`).
+
+    A class missing one of those methods, or named as another saveable class is, is refused (``TypeError``) where it
+    is defined: files name classes by name, so either would only fail, or load the other class, when a file is read.
+    """
+    missing = [name for name in PERSISTENCE_METHODS if not callable(getattr(cls, name, None))]
+    if missing:
+        raise TypeError(f"@persistent {cls.__name__} must implement {', '.join(missing)} (see skabc.persistence): "
+                        "_describe() -> (meta, tensors), the classmethods _check_description(meta, header, where), "
+                        "which raises ValueError for a description it cannot restore, and _restore(meta, tensors, "
+                        "device)")
+    known = _REGISTRY.get(cls.__name__)
+    if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise TypeError(f"@persistent {cls.__module__}.{cls.__qualname__}: files name their class, and "
+                        f"{cls.__name__} is already {known.__module__}.{known.__qualname__}'s name; rename the class")
+    _REGISTRY[cls.__name__] = cls  # the same class defined again (a reloaded module) replaces its old self
     return cls
 
 

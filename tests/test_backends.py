@@ -84,6 +84,21 @@ def test_block_padding_does_not_leak(name, layer_norm):
     torch.testing.assert_close(out_other[mask], out[mask], atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("garbage", [float("nan"), float("inf")])
+@pytest.mark.parametrize("name", BACKENDS)
+def test_non_finite_padding_does_not_reach_real_rows(name, garbage):
+    """Probe 58b: NaN or inf in padded rows made every real row of a SAB or ISAB NaN (0 * NaN in the masked
+    attention), though padded rows 'cannot influence real points'."""
+    block = make_block(name, "pre")
+    _, batch, mask, _ = padded_pair()
+    with torch.no_grad():
+        out = block(batch, mask)
+        other = batch.clone()
+        other[~mask] = garbage
+        out_other = block(other, mask)
+    torch.testing.assert_close(out_other[mask], out[mask], atol=1e-6, rtol=1e-6)
+
+
 @pytest.mark.parametrize("layer_norm", ["pre", "post"])
 @pytest.mark.parametrize("name", BACKENDS)
 def test_block_gradient_of_padding_is_zero(name, layer_norm):

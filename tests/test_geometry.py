@@ -319,3 +319,15 @@ def test_distances_skip_the_zero_padding_of_canonical_coordinates(monkeypatch):
     assert widths == [8, 64]
     assert all(torch.equal(a, b) for a, b in zip(trimmed, full, strict=True))
     assert pair_features(torch.zeros(1, 4, 64))[0].shape == (1, N_PAIR_FEATURES, 4, 4)  # no used column at all
+
+
+def test_pair_features_follow_the_input_dtype_whatever_the_default():
+    """Probe 58b: under torch.set_default_dtype(torch.float64) the shared-neighbour count failed in scatter_add_."""
+    x = torch.randn(2, 9, 3)
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        under_float64 = pair_features(x)
+    finally:
+        torch.set_default_dtype(before)
+    torch.testing.assert_close(under_float64, pair_features(x))

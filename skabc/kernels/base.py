@@ -3,8 +3,10 @@
 A kernel turns one set ``X`` into its ``n x n`` affinity and answers three
 questions about it without computing it: is it sparse for ``n`` points, does
 it fit in memory, and which clustering settings suit it.  ABCClustering and
-the spectral step talk to kernels through this class only, never by probing
-for attributes.
+the spectral step talk to kernels through this class; the few things they read
+only where a kernel has them (fitted state, feature names, a memory limit, an
+ensemble's members) default to what suits a kernel without them.  The affinity
+of any kernel but skabc's own is checked where it is used (:func:`kernel_affinity`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .._schema import OUTPUT_CONTAINERS
+from .._user_warnings import warn_user
+from ..exceptions import SkabcWarning
 from ..spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
+from ..spectral._affinity_checks import asymmetry, beyond_rounding
 from ..spectral.arbiter import ARBITERS
 
 #: The ABCClustering settings a kernel may recommend (what each ``'auto'`` resolves to).
@@ -104,10 +110,15 @@ class Kernel(BaseEstimator):
     ----------
     outputs_probabilities : bool
         True when every affinity entry is a same-cluster probability in
-        ``[0, 1]`` (what ``n_clusters_selection='likelihood'`` needs).
+        ``[0, 1]``: what ``n_clusters_selection='likelihood'`` reads (it checks
+        the values itself), and a :class:`~skabc.kernels.KernelEnsemble` says only when every
+        member does.
     """
 
     outputs_probabilities: bool = False
+    #: Whether :meth:`affinity` guarantees a valid affinity itself (skabc's own kernels).  Any other kernel's
+    #: output is checked where it is used (:func:`kernel_affinity`): a bug in a user's kernel is named, not clustered.
+    _checks_its_affinity: bool = False
 
     def affinity(self, X) -> np.ndarray | sp.csr_matrix:
         """The symmetric, non-negative ``n x n`` affinity of the set ``X``.
@@ -264,27 +275,15 @@ class TransformerKernel(Kernel):
     def __init__(self, transformer=None):
         self.transformer = transformer
 
+    _checks_its_affinity = True
+
     def affinity(self, X):
         """``transformer.transform(X)``, checked: the finite, non-negative ``(n, n)`` affinity of the rows of ``X``."""
         return self.checked(self.transformer.transform(X), X)
 
     def checked(self, affinity, X):
-        """``affinity``, the transformer's output for the set ``X``, as an array once checked (shape, finite,
-        non-negative); a ``ValueError`` names the problem."""
-        if not sp.issparse(affinity):
-            affinity = np.asarray(affinity)
-        n, source = _num_samples(X), type(self.transformer).__name__
-        if affinity.ndim != 2 or affinity.shape != (n, n):
-            raise ValueError(f"the kernel {source}.transform(X) must return the ({n}, {n}) affinity of the {n} rows "
-                             f"of X, got shape {affinity.shape}")
-        values = affinity.data if sp.issparse(affinity) else affinity
-        if values.dtype.kind not in "biuf" or not np.isfinite(values).all():  # booleans: a 0/1 adjacency
-            raise ValueError(f"the affinity the kernel {source} returned holds NaN, infinite or non-numeric values")
-        if values.size and values.min() < 0:
-            raise ValueError(f"the affinity the kernel {source} returned has negative entries (down to "
-                             f"{float(values.min()):.3g}); spectral clustering needs non-negative affinities, such "
-                             "as exp(-gamma * d**2) or a kNN connectivity")
-        return affinity
+        """``affinity``, the transformer's output for the set ``X``, once checked (:func:`checked_affinity`)."""
+        return checked_affinity(affinity, X, f"{type(self.transformer).__name__}.transform(X)")
 
     def returns_sparse(self, n_samples: int) -> bool:
         """Whether the wrapped transformer's affinity is sparse: unknown before ``transform``.
@@ -304,6 +303,51 @@ class TransformerKernel(Kernel):
     def __sklearn_is_fitted__(self) -> bool:
         check_is_fitted(self.transformer)
         return True
+
+
+def checked_affinity(affinity, X, source: str):
+    """A kernel's output ``affinity`` for the set ``X`` as the spectral step needs it, once checked.
+
+    The ``(n, n)`` array (or sparse matrix) of finite, non-negative reals, booleans and integers as float64 (a 0/1
+    adjacency); one that differs from its transpose beyond rounding is averaged with it, with SpectralClustering's
+    warning, as scikit-learn's spectral embedding averages any affinity.  Anything else is a ``ValueError`` naming
+    ``source`` (the call that returned it, e.g. ``'MyKernel.affinity(X)'``) and the problem.
+    """
+    if not sp.issparse(affinity):
+        try:
+            affinity = np.asarray(affinity)
+        except (TypeError, ValueError) as error:  # a ragged list
+            raise ValueError(f"the kernel {source} must return an affinity matrix, got {error}") from None
+    n = _num_samples(X)
+    if affinity.ndim != 2 or affinity.shape != (n, n):
+        raise ValueError(f"the kernel {source} must return the ({n}, {n}) affinity of the {n} rows of X, got "
+                         f"shape {affinity.shape}")
+    values = affinity.data if sp.issparse(affinity) else affinity
+    if values.dtype.kind not in "biuf" or not np.isfinite(values).all():
+        raise ValueError(f"the affinity the kernel {source} returned holds NaN, infinite or non-numeric values")
+    if values.dtype.kind != "f":
+        affinity, values = affinity.astype(np.float64), values.astype(np.float64)
+    if values.size and values.min() < 0:
+        raise ValueError(f"the affinity the kernel {source} returned has negative entries (down to "
+                         f"{float(values.min()):.3g}); spectral clustering needs non-negative affinities, such "
+                         "as exp(-gamma * d**2) or a kNN connectivity")
+    largest = asymmetry(affinity)
+    if beyond_rounding(largest, float(values.max(initial=0.0))):
+        # SpectralClustering's words first, so that filters written for it (by message) catch this one too.
+        warn_user("Array is not symmetric, and will be converted to symmetric by average with its transpose. "
+                  f"(The kernel {source} returned an affinity whose [i, j] and [j, i] differ by up to "
+                  f"{largest:.3g}; their mean is clustered.)", SkabcWarning)
+        affinity = 0.5 * (affinity + affinity.T)
+        affinity = affinity.tocsr() if sp.issparse(affinity) else affinity
+    return affinity
+
+
+def kernel_affinity(kernel: Kernel, X):
+    """``kernel.affinity(X)``; checked (:func:`checked_affinity`) unless the kernel guarantees it itself."""
+    affinity = kernel.affinity(X)
+    if kernel._checks_its_affinity:
+        return affinity
+    return checked_affinity(affinity, X, f"{type(kernel).__name__}.affinity(X)")
 
 
 def fit_on_labels(kernel, X, y, groups=None):
@@ -354,6 +398,32 @@ def check_takes_groups(kernel) -> None:
 def unfrozen(estimator):
     """The estimator a :class:`sklearn.frozen.FrozenEstimator` wraps, or ``estimator`` itself."""
     return estimator.estimator if isinstance(estimator, FrozenEstimator) else estimator
+
+
+def kernel_is_fitted(kernel) -> bool:
+    """Whether a ``kernel`` parameter is ready to use (else ``fit`` trains it on ``y``)."""
+    try:
+        if hasattr(kernel, "fit"):
+            check_is_fitted(kernel)
+        # A Kernel with no fit of its own (only affinity(X)) is ready unless it says otherwise.
+        elif not getattr(kernel, "__sklearn_is_fitted__", lambda: True)():
+            raise NotFittedError(f"{type(kernel).__name__} is not fitted")
+    except NotFittedError:
+        return False
+    return True
+
+
+def check_kernel_type(kernel) -> None:
+    """Refuse, with a ``TypeError`` saying what to do, a ``kernel`` that :func:`as_kernel` cannot use.
+
+    ``ABCClustering``'s parameter check takes any object with an ``affinity`` method, as a :class:`Kernel` has; one
+    that is neither a :class:`Kernel` (frozen or not) nor a transformer would only fail later, inside the fit.
+    """
+    if isinstance(unfrozen(kernel), Kernel) or all(callable(getattr(kernel, m, None)) for m in ("fit", "transform")):
+        return
+    raise TypeError(f"kernel={type(kernel).__name__}(...) has an affinity method but does not derive from "
+                    "skabc.kernels.Kernel, and is no transformer (fit and transform): derive it from "
+                    "skabc.kernels.Kernel (which supplies the rest of the protocol), or give it fit and transform.")
 
 
 def as_kernel(estimator) -> Kernel:

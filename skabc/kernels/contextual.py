@@ -226,8 +226,8 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
     (60, 60)
     """
 
-    #: Its affinities are same-cluster probabilities (sigmoid of the head's logits).
-    outputs_probabilities = True
+    #: Its affinities are same-cluster probabilities (sigmoid of the head's logits), symmetric by construction.
+    outputs_probabilities = _checks_its_affinity = True
 
     _parameter_constraints: dict = CONTEXTUAL_KERNEL_CONSTRAINTS
 

@@ -35,6 +35,8 @@ from .base import (
     as_kernel,
     check_recommended_clustering,
     fit_on_labels,
+    kernel_affinity,
+    kernel_is_fitted,
     save_with_settings,
     unfrozen,
 )
@@ -77,6 +79,9 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
     >>> ensemble.transform(X[:60]).shape
     (60, 60)
     """
+
+    #: The members' affinities are checked here, member by member, and their mean is one too.
+    _checks_its_affinity = True
 
     _parameter_constraints: dict = {
         "kernel": [HasMethods(["fit", "transform"]), None],
@@ -175,7 +180,8 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
                     f"KernelEnsemble member {i} is a {type(kernel).__name__}, which has no transform method; members "
                     "must be fitted kernels whose transform(X) returns the (n, n) affinity of the set X (a "
                     "ContextualKernel, a KernelEnsemble, a FrozenEstimator of one, or any such transformer)")
-            check_is_fitted(kernel)
+            if not kernel_is_fitted(kernel):  # a Kernel with no fit of its own is ready unless it says otherwise
+                check_is_fitted(kernel)  # scikit-learn's NotFittedError, naming the member's class
         widths = {w for w in map(_bound_width, kernels) if w is not None}
         if len(widths) > 1:
             raise ValueError(f"the kernels were fitted on different numbers of features: {sorted(widths)} (only "
@@ -224,11 +230,11 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
                 member.check_memory(n, n_copies=2)
         dense = sparse = None
         for i, (kernel, member) in enumerate(zip(self.kernels_, members, strict=True)):
-            # A kernel's affinity whatever its set_output; any other transformer's output as an array, checked
-            # (shape, finite, non-negative) as it is when that transformer is ABCClustering's kernel.
+            # A kernel's affinity whatever its set_output; any other transformer's output as an array; both
+            # checked (shape, finite, non-negative) as they are when the member is ABCClustering's kernel.
             if not isinstance(member, TransformerKernel):
                 try:
-                    affinity = member.affinity(X)
+                    affinity = kernel_affinity(member, X)
                 except ValueError as error:
                     if type(error) is not ValueError:  # a subclass keeps its type; the traceback names the member
                         add_note(error, f"raised by KernelEnsemble member {i} ({type(kernel).__name__})")

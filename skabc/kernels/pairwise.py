@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_array, validate_data
 from .._constraints import SPECTRAL_N_JOBS, IntRange
 from .._user_warnings import warn_user
 from ..exceptions import AffinityTooLargeError
+from ..spectral._affinity_checks import asymmetry, beyond_rounding
 from .base import Kernel, check_named_columns
 
 #: The kernel names of :func:`sklearn.metrics.pairwise.pairwise_kernels`.
@@ -41,12 +42,6 @@ KNN_GRAPH_CLUSTERING = {"n_clusters_selection": "rotation"}
 #: Sparse formats accepted as scikit-learn's SpectralClustering accepts them.
 SPARSE_FORMATS = ["csr", "csc", "coo"]
 
-# A precomputed affinity whose transpose differs from it by more than this (relative to its
-# largest entry) is refused; smaller, rounding-level differences are averaged away by
-# scikit-learn's spectral embedding, as SpectralClustering does.
-SYMMETRY_RTOL = 1e-6
-# Side of the square tiles compared by the dense symmetry check (2 MiB of float64 each).
-_SYMMETRY_BLOCK = 512
 
 
 def _physical_memory_bytes() -> float | None:
@@ -100,6 +95,9 @@ def _check_n_neighbors(n_neighbors: int, n_samples: int, affinity: str) -> None:
 class _GraphSettings:
     """What a scikit-learn affinity recommends: :data:`KNN_GRAPH_CLUSTERING` where it is a kNN graph (its
     :meth:`returns_sparse`), else the generic defaults."""
+
+    #: scikit-learn's affinities as scikit-learn computes them, signed kernels (``'cosine'``) included.
+    _checks_its_affinity = True
 
     def recommended_clustering(self) -> dict:
         """:data:`KNN_GRAPH_CLUSTERING` for a kNN graph, else the generic defaults (``{}``).
@@ -430,25 +428,3 @@ def _check_symmetric(A, scale: float) -> None:
             "cross-validation, X is the test x train block of folds of equal size, which no affinity can be: "
             "cross-validate feature rows with another affinity.)"
         )
-
-
-def beyond_rounding(asymmetry_: float, scale: float) -> bool:
-    """Whether an asymmetry of ``asymmetry_`` (:func:`asymmetry`) in a matrix whose largest entry is ``scale`` is
-    more than rounding: the one tolerance of a precomputed affinity's symmetry, refused or averaged."""
-    return asymmetry_ > 1e-10 + SYMMETRY_RTOL * scale
-
-
-def asymmetry(A) -> float:
-    """The largest ``|A[i, j] - A[j, i]|`` of a square matrix, dense or sparse."""
-    if sp.issparse(A):
-        difference = A.tocsr() - A.T
-        largest = float(abs(difference).max()) if difference.nnz else 0.0
-    else:
-        # Square tiles of the upper triangle against their mirror images: cache-friendly, and no
-        # n x n temporary (a plain A - A.T would double the memory of a large affinity).
-        largest, n, b = 0.0, A.shape[0], _SYMMETRY_BLOCK
-        for i in range(0, n, b):
-            for j in range(i, n, b):
-                tile = A[i:i + b, j:j + b] - A[j:j + b, i:i + b].T
-                largest = max(largest, float(np.abs(tile).max(initial=0.0)))
-    return largest

@@ -35,6 +35,12 @@ BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+def option_names(attention) -> tuple[str, ...]:
+    """The estimator parameters the backend ``attention`` reads: none for a callable, or for a backend registered
+    without a :data:`BACKEND_OPTIONS` line (one that exposes no parameters needs none)."""
+    return BACKEND_OPTIONS.get(attention, ()) if isinstance(attention, str) else ()
+
+
 def resolve_backend(attention: str | Callable[..., nn.Module]) -> Callable[..., nn.Module]:
     """Return the block factory named by ``attention`` (or ``attention`` itself if callable).
 

@@ -87,6 +87,8 @@ class MultiheadAttentionBlock(nn.Module):
         def split(t: torch.Tensor, n: int) -> torch.Tensor:
             return t.view(batch, n, self.n_heads, head).transpose(1, 2)
 
+        if key_mask is not None:  # padded rows may hold anything: a masked NaN key would still be 0 * NaN = NaN
+            keys = keys.masked_fill(~key_mask[:, :, None], 0.0)
         q = split(self.q_proj(queries), n_q)
         k = split(self.k_proj(keys), n_k)
         v = split(self.v_proj(keys), n_k)

@@ -12,7 +12,7 @@ from torch import nn
 
 from .._runtime import float32_default, resolve_device
 from ..preprocessing import canonicalize_set
-from .backends import BACKEND_OPTIONS, resolve_backend
+from .backends import BACKEND_OPTIONS, option_names, resolve_backend
 from .embedders import EMBEDDERS
 from .model import ABCNet
 from .sampled import SampledAttentionBlock
@@ -30,7 +30,7 @@ def check_attention_options(kernel) -> None:
     options = kernel.attention_options
     if not options:
         return
-    named = BACKEND_OPTIONS.get(kernel.attention, ()) if isinstance(kernel.attention, str) else ()
+    named = option_names(kernel.attention)
     for key in options:
         if not isinstance(key, str):
             raise TypeError(f"attention_options keys must be strings (keyword names), got {key!r}.")
@@ -161,8 +161,8 @@ ARCHITECTURE_PARAMS = ("attention", "n_inducing", "window_size", "window_attenti
 def record_architecture(kernel) -> None:
     """Remember, on a kernel that just became fitted, the parameter values its module was built with."""
     # A backend's own parameter matters only to that backend: n_inducing changed on a 'sab' kernel changes nothing.
-    unused = ({name for names in BACKEND_OPTIONS.values() for name in names}
-              - set(BACKEND_OPTIONS[kernel.attention]) if isinstance(kernel.attention, str) else set())
+    unused = ({name for names in BACKEND_OPTIONS.values() for name in names} - set(option_names(kernel.attention))
+              if isinstance(kernel.attention, str) else set())
     kernel._fitted_architecture_ = {name: getattr(kernel, name) for name in ARCHITECTURE_PARAMS if name not in unused}
 
 
@@ -190,7 +190,7 @@ def check_architecture_unchanged(kernel, action: str) -> None:
 
 def backend_options(kernel) -> dict:
     """Keyword options of the attention backend: its named kernel parameters, then ``attention_options``."""
-    names = BACKEND_OPTIONS.get(kernel.attention, ()) if isinstance(kernel.attention, str) else ()
+    names = option_names(kernel.attention)
     return {**{name: getattr(kernel, name) for name in names}, **(kernel.attention_options or {})}
 
 

@@ -167,7 +167,7 @@ def _shared_neighbours(near_idx: torch.Tensor, rank_ok: torch.Tensor, size: int,
     mine = lists[:, :, None, :, None]  # (B, n, 1, s, 1)
     common = ((theirs[:, :, :, None, :] == mine) & (mine >= 0)).any(dim=-1).sum(dim=-1)  # (B, n, s)
     common = common.float().masked_fill(lists < 0, 0.0) / size
-    shared = torch.zeros(batch, n, n, device=near_idx.device)
+    shared = torch.zeros(batch, n, n, device=near_idx.device, dtype=common.dtype)  # not the default dtype
     # Add, not assign: the missing neighbours all point at column 0 with a 0 (distinct real ones never collide).
     shared.scatter_add_(2, lists.clamp(min=0), common)
     return torch.maximum(shared, shared.transpose(1, 2))

@@ -1,4 +1,4 @@
-"""Outer-product attention block (OPA of the Self-Attentive Associative Memory, Le et al. 2020)."""
+"""Outer-product attention block (after the OPA of the Self-Attentive Associative Memory, Le et al. 2020)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ def outer_product_attention(
 
         A_i = sum_j softmax_j(q_i . k_j / sqrt(d)) * outer(tanh(q_i * k_j), v_j)
 
-    where ``*`` is the element-wise product (SAM, Eq. 2 with ``F = tanh``).
+    where ``*`` is the element-wise product.  SAM's outer-product attention (its Eq. 2, ``F = tanh``) sums the
+    terms ``outer(tanh(q_i * k_j), v_j)`` unweighted; here each is weighted by the dot-product attention weight,
+    so that the sum stays an average over a set of any size.
 
     Parameters
     ----------
@@ -69,7 +71,7 @@ def outer_product_attention(
 
 
 class OuterProductAttentionBlock(nn.Module):
-    """Set block whose attention is SAM's outer-product attention, contracted back to vectors.
+    """Set block whose attention is (softmax-weighted) outer-product attention after SAM, contracted back to vectors.
 
     Per head, each query ``i`` builds the ``d_head x d_head`` relational matrix
     ``A_i`` of :func:`outer_product_attention` over all (real) points.  A learned

@@ -5,6 +5,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+# A precomputed affinity whose transpose differs from it by more than this (relative to its
+# largest entry) is refused; smaller, rounding-level differences are averaged away by
+# scikit-learn's spectral embedding, as SpectralClustering does.
+SYMMETRY_RTOL = 1e-6
+# Side of the square tiles compared by the dense symmetry check (2 MiB of float64 each).
+_SYMMETRY_BLOCK = 512
+
 
 def square_size(affinity) -> int:
     """The number of points of a square affinity (dense, sparse or nested lists); anything else refused by shape."""
@@ -32,3 +39,25 @@ def check_degrees(degree: np.ndarray) -> None:
     if degree.size and degree.min() < 0:
         raise ValueError(f"the affinity has rows summing below zero (down to {degree.min():.3g}), where the normalised "
                          "Laplacian is undefined; spectral clustering needs non-negative affinities.")
+
+
+def beyond_rounding(asymmetry_: float, scale: float) -> bool:
+    """Whether an asymmetry of ``asymmetry_`` (:func:`asymmetry`) in a matrix whose largest entry is ``scale`` is
+    more than rounding: the one tolerance of an affinity's symmetry, refused or averaged."""
+    return asymmetry_ > 1e-10 + SYMMETRY_RTOL * scale
+
+
+def asymmetry(A) -> float:
+    """The largest ``|A[i, j] - A[j, i]|`` of a square matrix, dense or sparse."""
+    if sp.issparse(A):
+        difference = A.tocsr() - A.T
+        largest = float(abs(difference).max()) if difference.nnz else 0.0
+    else:
+        # Square tiles of the upper triangle against their mirror images: cache-friendly, and no
+        # n x n temporary (a plain A - A.T would double the memory of a large affinity).
+        largest, n, b = 0.0, A.shape[0], _SYMMETRY_BLOCK
+        for i in range(0, n, b):
+            for j in range(i, n, b):
+                tile = A[i:i + b, j:j + b] - A[j:j + b, i:i + b].T
+                largest = max(largest, float(np.abs(tile).max(initial=0.0)))
+    return largest

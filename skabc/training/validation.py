@@ -156,15 +156,19 @@ def cluster_affinity(affinity: np.ndarray, settings: dict, rows=None, max_cluste
 
 def _cluster_affinity(affinity, settings, rows, max_clusters, random_state, n_clusters) -> np.ndarray:
     power = float(settings.get("affinity_power", 1.0))
-    if settings.get("arbiter") and rows is not None:
+    selection = settings.get("n_clusters_selection", "eigengap")
+    if (settings.get("arbiter") and rows is not None) or selection not in ("consensus", "eigengap"):
+        # The spectral step as ABCClustering runs it (any registered k rule; the arbiter's candidates with one).
         step = SpectralStep(n_clusters=n_clusters, max_clusters=max_clusters, affinity_power=power,
-                            selection=settings.get("n_clusters_selection", "eigengap"),
-                            assign_labels=settings.get("assign_labels", "kmeans"))
-        return arbiter_for(settings["arbiter"], step).cluster(step, affinity, rows, random_state, random_state)[0]
+                            selection=selection, assign_labels=settings.get("assign_labels", "kmeans"))
+        if settings.get("arbiter") and rows is not None:
+            return arbiter_for(settings["arbiter"], step).cluster(step, affinity, rows, random_state,
+                                                                  random_state)[0]
+        return step.cluster(affinity, random_state, random_state)[0]
     powered = affinity if power == 1.0 else affinity**power
     k = n_clusters
     if k is None:
-        estimate = consensus_n_clusters if settings.get("n_clusters_selection") == "consensus" else estimate_n_clusters
+        estimate = consensus_n_clusters if selection == "consensus" else estimate_n_clusters
         k, _ = estimate(powered, max_clusters, random_state=random_state)
     return spectral_labels(powered, k, random_state=random_state,
                            assign_labels=settings.get("assign_labels", "kmeans"))
