@@ -44,6 +44,8 @@ def run_stage(kernel_params: dict, directory: Path, pool: dict, families: dict, 
     begin = time.perf_counter()
     X, y, groups = make_clustering_sets(**pool, families=families, random_state=seed)
     print(f"pool: {len(np.unique(groups))} sets, {len(X)} rows ({time.perf_counter() - begin:.0f} s)", flush=True)
+    check_recipe_config(directory, {"kernel": kernel_params, "pool": pool, "families": families, "seed": seed,
+                                    "trained": trained, "criterion": type(criterion).__qualname__, "stage": stage})
     kernel = ContextualKernel(**kernel_params, checkpoint_dir=directory, verbose=1)
     steps = kernel.max_epochs * -(-kernel.sets_per_epoch // kernel.batch_size)
     dataset = SampledSetsDataset(X.astype(np.float32), ClusterSetSampler(y, groups, kernel.set_size),
@@ -61,6 +63,8 @@ def run_stage(kernel_params: dict, directory: Path, pool: dict, families: dict, 
         net.initialize()
         if done < kernel.max_epochs:
             net.partial_fit(dataset, y=None, epochs=kernel.max_epochs - done)
+    if interrupted(net):
+        stop_interrupted(directory)
     record = {"stage": stage, "epochs": len(net.history), "threads": threads,
               "training_wall_seconds": float(sum(net.history[:, "dur"])),
               "cpu_seconds": earlier["cpu_seconds"] + time.process_time() - cpu, "runs": earlier["runs"] + 1}
@@ -74,9 +78,56 @@ def checkpoint_kernel(kernel_params: dict, directory: Path) -> ContextualKernel:
     from skabc.kernels._contextual_io import load_weights
 
     kernel = ContextualKernel(**kernel_params)
-    state = torch.load(directory / "params.pt", map_location="cpu", weights_only=True)
+    state = torch.load(latest_weights_file(directory), map_location="cpu", weights_only=True)
     load_weights(kernel, kernel_params["canonical_features"], state, "cpu")
     return kernel
+
+
+def latest_weights_file(directory: Path) -> Path:
+    """The weights file of the latest checkpoint in ``directory`` (the one its history names), as the package
+    resumes from it: ``params.<epoch>.pt``, or an earlier version's single ``params.pt``."""
+    from skabc.training.callbacks import checkpoint_file
+
+    history = directory / "history.json"
+    if not history.is_file():
+        raise SystemExit(f"{directory} holds no checkpoint (no history.json): train first (--train)")
+    return checkpoint_file(directory, "f_params", len(json.loads(history.read_text())))
+
+
+def check_recipe_config(directory: Path, config: dict) -> None:
+    """Refuse to resume ``directory`` under another configuration than the one that started it.
+
+    The package's own resume check (``checkpointed_epochs``) reads a fit's parameters and data; a recipe trains
+    through ``make_net`` and ``partial_fit`` instead, so it records what fixes its run (the kernel's parameters,
+    seed, prior, dataset and loss) in ``recipe.json`` and compares every later run with it.  A folder that has
+    checkpoints but no record (an earlier version's) adopts this run's, with a note.
+    """
+    record, current = directory / "recipe.json", json.loads(json.dumps(config, sort_keys=True, default=repr))
+    if not record.exists():
+        if (directory / "history.json").exists():
+            print(f"note: {directory} has checkpoints but no recipe.json; recording this run's configuration",
+                  flush=True)
+        directory.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(current, indent=1, sort_keys=True))
+        return
+    saved = json.loads(record.read_text())
+    changed = sorted(k for k in saved.keys() | current.keys() if saved.get(k) != current.get(k))
+    if changed:
+        raise SystemExit(f"{directory} was started with another configuration ({', '.join(changed)} differ, "
+                         f"see {record}); a resume under it would mix two runs. Use another folder, or remove "
+                         "this one to start afresh.")
+
+
+def interrupted(net) -> bool:
+    """Whether the last ``partial_fit`` was stopped inside an epoch (skorch ends it quietly on Ctrl-C)."""
+    return len(net.history) > 0 and "train_loss" not in net.history[-1]
+
+
+def stop_interrupted(directory: Path) -> None:
+    """Say what a Ctrl-C left behind, and exit as an interrupted program does."""
+    print(f"interrupted: the last whole checkpoint in {directory} is kept; run the same command to resume",
+          flush=True)
+    raise SystemExit(130)
 
 
 def export_checkpoint(kernel_params: dict, directory: Path, path: str) -> None:
@@ -141,7 +192,10 @@ def train_fresh_pools(kernel_params: dict, directory: Path, build: Callable[[Con
 
     torch.set_num_threads(threads)
     tune_allocator()
-    directory.mkdir(parents=True, exist_ok=True)
+    check_recipe_config(directory, {"kernel": kernel_params, "seed": seed, "label": label,
+                                    "dataset": [type(dataset).__qualname__, dataset.n_sets, dataset.batch_size,
+                                                dataset.seed, dataset.families, dataset.pool],
+                                    "criterion": type(criterion).__qualname__, "build": getattr(build, "__name__", "")})
     timing = directory / "time.json"
     record = json.loads(timing.read_text()) if timing.exists() else {"cpu_seconds": 0.0, "runs": 0}
     record["runs"] += 1
@@ -163,6 +217,8 @@ def train_fresh_pools(kernel_params: dict, directory: Path, build: Callable[[Con
             if done >= epochs or spent >= cpu_budget_seconds or out_of_time:
                 break
             net.partial_fit(dataset, y=None, epochs=1)  # one at a time: time.json counts every epoch
+            if interrupted(net):
+                stop_interrupted(directory)
             record.update(cpu_seconds=spent_before + time.process_time() - cpu, epochs=len(net.history),
                           threads=threads, train_loss=float(net.history[-1, "train_loss"]))
             timing.write_text(json.dumps(record))

@@ -210,10 +210,12 @@ def train_geometry_large(threads: int) -> None:
 
 def export(path: str, recommended: dict | None = None, directory: Path = CHECKPOINTS) -> None:
     """Save the latest checkpoint's weights as a kernel file (for evaluation or shipping)."""
+    from generic_stage import latest_weights_file  # not at the top: generic_stage's compare imports this module
+
     from skabc.kernels._contextual_io import load_weights
 
     kernel = ContextualKernel(**KERNEL)
-    state = torch.load(directory / "params.pt", map_location="cpu", weights_only=True)
+    state = torch.load(latest_weights_file(directory), map_location="cpu", weights_only=True)
     load_weights(kernel, KERNEL["canonical_features"], state, "cpu")
     kernel.recommended_clustering_ = dict(recommended or {})
     kernel.save(path)
