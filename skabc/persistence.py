@@ -172,10 +172,11 @@ def nested(prefix: str, tensors: dict) -> dict:
     return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
 
 
-def save(obj, path) -> None:
-    """Atomically write ``obj`` (a registered class) to the safetensors file ``path``."""
+def save(obj, path, extra: dict[str, str] | None = None) -> None:
+    """Atomically write ``obj`` (a registered class) to the safetensors file ``path``; ``extra``: more metadata
+    entries beside the description (:func:`load` reads none of them)."""
     meta, tensors = describe(obj)
-    write(path, meta, tensors)
+    write(path, meta, tensors, extra)
 
 
 def load(path, device="auto", expected: type | None = None):
@@ -211,8 +212,9 @@ def names_a_folder(path) -> bool:
     return os.path.basename(os.fspath(path)) in ("", ".", "..")
 
 
-def write(path, meta: dict, tensors: dict) -> None:
-    """Write tensors and the JSON ``meta`` (stamped with format and versions) atomically to ``path``."""
+def write(path, meta: dict, tensors: dict, extra: dict[str, str] | None = None) -> None:
+    """Write tensors and the JSON ``meta`` (stamped with format and versions), with the metadata entries ``extra``,
+    atomically to ``path``."""
     from . import __version__
 
     meta = {
@@ -240,7 +242,7 @@ def write(path, meta: dict, tensors: dict) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        save_file(tensors, tmp, metadata={"skabc": json.dumps(meta)})
+        save_file(tensors, tmp, metadata={**(extra or {}), "skabc": json.dumps(meta)})
         os.chmod(tmp, _file_mode(path))  # mkstemp creates 0600: the mode open() would give, or the replaced file's
         os.replace(tmp, path)
     finally:

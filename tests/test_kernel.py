@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import TINY, make_blob_sets
+from conftest import TINY, forge, make_blob_sets, read_meta, read_tensors
 from sklearn.base import clone
 
 from skabc import ContextualKernel
@@ -225,6 +225,15 @@ def test_device_is_checked_where_it_is_used(tiny_kernel):
      r"random_stream\.1\.pt.*not a checkpoint"),
     (lambda d: torch.save({"cpu": torch.zeros(3, dtype=torch.uint8)}, d / "random_stream.1.pt"),
      r"random_stream\.1\.pt.*not a checkpoint"),
+    # Probe 58a: these passed the check and failed in torch's AdamW, or in KeepBestWeights, with no file named.
+    (lambda d: _forge_optimizer_state(d, "exp_avg", torch.zeros(7, 7)),
+     r"optimizer\.1\.pt.*'exp_avg' of parameter 0 has shape \(7, 7\).*another network's"),
+    (lambda d: _forge_optimizer_state(d, "step", "1"), r"optimizer\.1\.pt.*'step' of parameter 0 is not a tensor"),
+    (lambda d: _forge_optimizer_state(d, "exp_avg_sq", None, parameter=999),
+     r"optimizer\.1\.pt.*entry 999 for no parameter"),
+    (lambda d: (d / "history.json").write_text(json.dumps([dict(json.loads((d / "history.json").read_text())[0],
+                                                                train_loss="0.5")])),
+     r"history\.json.*epoch 1 of the history has a train_loss of '0.5', not a number"),
 ])
 def test_forged_checkpoint_files_are_refused_by_name(blob_data, tmp_path, forge, match):
     """A probe: checkpoint files that unpickle but do not fit the network failed in torch or skorch unnamed."""
@@ -239,6 +248,13 @@ def test_forged_checkpoint_files_are_refused_by_name(blob_data, tmp_path, forge,
     forge(tmp_path)
     with pytest.raises(ValueError, match=match):
         ContextualKernel(**params).fit(X, y, groups=g)
+
+
+def _forge_optimizer_state(folder, name, value, parameter=0):
+    """Set the optimizer state ``name`` of ``parameter`` in the checkpoint of epoch 1 to ``value``."""
+    saved = torch.load(folder / "optimizer.1.pt", weights_only=True)
+    saved["state"][parameter] = {**saved["state"].get(0, {}), name: value}
+    torch.save(saved, folder / "optimizer.1.pt")
 
 
 def test_checkpoint_dir_must_be_a_folder(blob_data, tmp_path, monkeypatch):
@@ -730,6 +746,8 @@ def test_checkpoint_with_other_validation_labels_is_refused(blob_data, tmp_path)
     saved = json.loads(config.read_text())
     assert saved.pop("_validation") is not None
     config.write_text(json.dumps(saved))  # a checkpoint of an earlier version, which did not record them
+    kept = tmp_path / "fitted_kernel.safetensors"
+    forge(kept, read_meta(kept), read_tensors(kept))  # nor the run its kept kernel ends (probe 58a)
     with pytest.warns(UserWarning, match="nothing is trained"):  # resumes as it did
         ContextualKernel(**params).fit(X, relabelled, groups=g)
 
@@ -786,12 +804,88 @@ def test_interrupted_warm_start_is_not_resumed_by_a_fresh_fit(blob_data, tmp_pat
         fresh.fit(X, y, groups=g)
 
 
-def test_a_changed_configuration_is_named_as_json_compares_it(blob_data, tmp_path):
-    """Review 47c: weight_decay 0 then 0.0 was refused (the configuration compares JSON) with empty parentheses."""
+def test_a_configuration_compares_numbers_by_value(blob_data, tmp_path):
+    """Review 47c: weight_decay 0 then 0.0 was refused with empty parentheses; probe 58a: it was refused at all
+    (the configuration compared JSON text), though both train alike.  A value that differs is still named."""
     X, y, g = blob_data
-    ContextualKernel(**{**TINY, "weight_decay": 0, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
-    with pytest.raises(ValueError, match=r"different configuration \(weight_decay=0 there, 0.0 here\)"):
-        ContextualKernel(**{**TINY, "weight_decay": 0.0, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+    params = {**TINY, "max_epochs": 2, "weight_decay": 0, "pos_weight": 1, "checkpoint_dir": tmp_path}
+    with pytest.warns(RuntimeWarning, match="interrupted after 1 of 2 epochs"):
+        _train_epochs(ContextualKernel(**params), X, y, g, epochs=1)
+    resumed = ContextualKernel(**{**params, "weight_decay": 0.0, "pos_weight": 1.0}).fit(X, y, groups=g)
+    assert len(resumed.net_.history) == 2
+    with pytest.raises(ValueError, match=r"different configuration \(weight_decay=0 there, 0.1 here\)"):
+        ContextualKernel(**{**params, "weight_decay": 0.1}).fit(X, y, groups=g)
+    from skabc.training.checkpoints import _same
+
+    assert not _same({"compat": True}, {"compat": 1}) and _same({"lr": [1, 2.5]}, {"lr": (1.0, 2.5)})
+
+
+def test_a_random_state_instance_resumes_only_the_state_it_began_with(blob_data, tmp_path):
+    """Probe 58a: a RandomState was described by its class alone, so a run of RandomState(0) resumed under
+    RandomState(5) (or an instance an earlier fit had drawn from) and returned weights of neither seed."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 2, "checkpoint_dir": tmp_path}
+    full = ContextualKernel(**{**TINY, "max_epochs": 2, "random_state": np.random.RandomState(0)}).fit(X, y, groups=g)
+    reused = np.random.RandomState(0)
+    with pytest.warns(RuntimeWarning, match="interrupted after 1 of 2 epochs"):
+        _train_epochs(ContextualKernel(**{**params, "random_state": reused}), X, y, g, epochs=1)
+    for other in (np.random.RandomState(5), reused):  # another seed; the instance that fit drew from
+        with pytest.raises(ValueError, match=r"different configuration \(random_state='RandomState:\w+' there"):
+            ContextualKernel(**{**params, "random_state": other}).fit(X, y, groups=g)
+    resumed = ContextualKernel(**{**params, "random_state": np.random.RandomState(0)}).fit(X, y, groups=g)
+    assert len(resumed.net_.history) == 2
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+
+
+def test_random_state_none_with_a_checkpoint_dir_is_refused_before_training(blob_data, tmp_path):
+    """Probe 58a: every fit with random_state=None drew other sets (and held-out rows, so a validated run's
+    checkpoint was refused as other data only once it had been interrupted); refused at the first fit, as
+    KernelEnsemble refuses it."""
+    X, y, g = blob_data
+    with pytest.raises(ValueError, match=r"random_state=None draws other training sets on every fit.*set "
+                                         r"random_state to an int"):
+        ContextualKernel(**{**TINY, "random_state": None, "checkpoint_dir": tmp_path}).fit(X, y, groups=g)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_run_resumes_only_with_its_early_stopping_patience(blob_data, tmp_path):
+    """Probe 58a: n_iter_no_change was in neither the configuration nor the start, so a validated run interrupted
+    with patience 5 resumed with patience 2 and stopped where neither run would."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 3, "early_stopping": True, "validation_fraction": 0.3, "n_iter_no_change": 5,
+              "checkpoint_dir": tmp_path}
+    with pytest.warns(RuntimeWarning, match="interrupted after 1 of 3 epochs"):
+        _train_epochs(ContextualKernel(**params), X, y, g, epochs=1)
+    with pytest.raises(ValueError, match=r"validated with n_iter_no_change=5 \(2 here\).*Set n_iter_no_change=5"):
+        ContextualKernel(**{**params, "n_iter_no_change": 2}).fit(X, y, groups=g)
+    config = tmp_path / "config.json"
+    saved = json.loads(config.read_text())
+    assert saved.pop("_patience") == 5
+    config.write_text(json.dumps(saved))  # a checkpoint of an earlier version, which did not record it
+    assert len(ContextualKernel(**{**params, "n_iter_no_change": 2}).fit(X, y, groups=g).net_.history) >= 2
+
+
+def test_a_kept_kernel_of_another_run_is_refused(blob_data, tmp_path):
+    """Probe 58a: the kept fitted_kernel.safetensors recorded no run, so another folder's (the same configuration
+    on other data) restored silently; removing it derives the kernel again, and a file without the record (an
+    earlier version's) is restored as before."""
+    X, y, g = blob_data
+    params = {**TINY, "checkpoint_dir": tmp_path / "a"}
+    first = ContextualKernel(**params).fit(X, y, groups=g)
+    ContextualKernel(**{**params, "checkpoint_dir": tmp_path / "b"}).fit(X[::-1], y[::-1], groups=g[::-1])
+    kept = tmp_path / "a" / "fitted_kernel.safetensors"
+    shutil.copy(tmp_path / "b" / "fitted_kernel.safetensors", kept)
+    with pytest.raises(ValueError, match=r"holds a kept kernel \(fitted_kernel\.safetensors\) that another run "
+                                         r"fitted.*remove that file to derive the kernel again"):
+        ContextualKernel(**params).fit(X, y, groups=g)
+    kept.unlink()
+    with pytest.warns(UserWarning, match="the kernel is re-derived"):
+        again = ContextualKernel(**params).fit(X, y, groups=g)
+    np.testing.assert_array_equal(again.transform(X[:30]), first.transform(X[:30]))
+    first.save(kept)  # no record of its run, as an earlier version kept it
+    with pytest.warns(UserWarning, match="the kernel that run fitted is restored"):
+        ContextualKernel(**params).fit(X, y, groups=g)
 
 
 def test_restored_run_keeps_this_fits_column_names(blob_data, tmp_path):

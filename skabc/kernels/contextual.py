@@ -155,10 +155,10 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
         schedule start afresh.  The architecture parameters must not change.
     checkpoint_dir : str or path, default=None
         If set, weights, optimizer state, history and torch's random stream are saved there every
-        ``checkpoint_every`` epochs, and a fit that finds a checkpoint of the same
-        configuration there resumes from it (drawing the same sets an
-        uninterrupted run would), so long trainings survive being stopped.
-        A finished run keeps the kernel it fitted there; a fit on it restores that kernel.
+        ``checkpoint_every`` epochs, and a fit that finds a checkpoint of the same configuration there resumes
+        from it (drawing the same sets an uninterrupted run would), so long trainings survive being stopped.
+        A finished run keeps the kernel it fitted there; a fit on it restores that kernel.  Needs a
+        ``random_state`` (``None`` is refused: every fit would draw other sets).
     checkpoint_every : int, default=1
         Save a checkpoint after every this many epochs.
     affinity_mode : {'auto', 'dense', 'sparse'}, default='auto'

@@ -23,7 +23,7 @@ from torch import nn
 
 from ..persistence import json_ready
 from .callbacks import CHECKPOINT_FILES, best_weights_file, checkpoint_file, is_checkpoint_file_name, random_stream_file
-from .plan import WARM_START
+from .plan import RANDOM_STATE_AT_FIT, WARM_START
 
 #: The history entry of the held-out score (ValidationSetsScoring's default ``name``).
 VALIDATION_SCORE = "valid_ari"
@@ -75,10 +75,17 @@ def first_mismatch(saved: dict, current: dict) -> str | None:
     return names[0] if names else None
 
 
-def check_checkpoint_dir(checkpoint_dir) -> None:
-    """Refuse a ``checkpoint_dir`` that is an empty path (it would write into the working folder) or a file."""
+def check_checkpoint_dir(checkpoint_dir, random_state) -> None:
+    """Refuse a ``checkpoint_dir`` that is an empty path (it would write into the working folder) or a file, or
+    one with ``random_state=None``."""
     if checkpoint_dir is None:
         return
+    if random_state is None:
+        # Found now, not once the run is interrupted: every fit would draw other training sets (and held-out rows,
+        # whose checkpoint is then refused as other data), so no fit could resume it as it would have gone on.
+        raise ValueError("random_state=None draws other training sets on every fit, so a fit could not resume the "
+                         "checkpoint it writes in checkpoint_dir as the run would have gone on; set random_state to "
+                         "an int (or checkpoint_dir=None).")
     if not str(checkpoint_dir).strip():
         raise ValueError("checkpoint_dir is an empty path; give a folder (e.g. 'checkpoints/'), or None to keep no "
                          "checkpoints.")
@@ -107,9 +114,11 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
     of other data (:func:`data_digest`, computed only when there is a checkpoint directory) or of another
     ``start`` (where the fit resolved its weights to start from, e.g. ``{'init_': 'generic',
     'fine_tune_alpha_': 0.5}``: the trained kernel takes the scratch-like spec either way), and, given the
-    initialised ``net`` it would be restored into, weights or optimizer state that do not fit it.
-    ``validation_labels``: the held-out rows' labels (:func:`validation_digest`), checked where the checkpoint
-    recorded them (older ones did not)."""
+    initialised ``net`` it would be restored into, weights or optimizer state that do not fit it, and a run
+    validated with another ``n_iter_no_change``.  ``validation_labels``: the held-out rows' labels
+    (:func:`validation_digest`), checked where the checkpoint recorded them (older ones did not), as the patience.
+    Numbers compare by value (``weight_decay=0`` resumes a run of ``0.0``); a ``RandomState`` ``random_state`` by
+    its state when the fit began (:func:`describe_params`)."""
     if kernel.checkpoint_dir is None:
         return 0
     directory = Path(kernel.checkpoint_dir)
@@ -128,8 +137,8 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
             raise ValueError(f"cannot resume from {str(config_file)!r}: it is not the configuration file skabc "
                              "wrote; use another checkpoint_dir or remove this one to start afresh.")
         same_data = _pop_data_records(saved, X, labels, group_codes, validation_labels)
-        saved_start = saved.pop("_start", None)
-        if _as_json(saved) != _as_json(params):
+        saved_start, saved_patience = saved.pop("_start", None), saved.pop("_patience", None)
+        if not _same(saved, params):
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration "
                 f"({_differences(saved, params)}); use another directory or remove it to start afresh."
@@ -146,15 +155,23 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
         if same_data is False:
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of this configuration trained on other data "
-                "(X, y or groups differ, or the held-out validation rows: another validation_fraction draws others, "
-                "and with random_state=None every fit draws them anew, so pass an int); use another directory or "
-                "remove it to start afresh."
+                "(X, y or groups differ, or the held-out validation rows: another validation_fraction draws "
+                "others); use another directory or remove it to start afresh."
+            )
+        # Left out of the configuration (earlier checkpoints lack it), yet where a resumed run stops depends on it;
+        # a finished run's kept kernel is compared on its own (skabc.training.result), here only a resume.
+        patience = _patience(kernel, validation_labels)
+        if net is not None and None not in (saved_patience, patience) and not _same(saved_patience, patience):
+            raise ValueError(
+                f"checkpoint_dir={str(directory)!r} holds a run validated with n_iter_no_change={saved_patience!r} "
+                f"({patience!r} here); resuming it would stop where neither run would. Set n_iter_no_change="
+                f"{saved_patience!r}, or use another directory or remove it to start afresh."
             )
         if kernel.verbose and announce:
             print(f"Resuming from the checkpoint in {str(directory)!r}.")
         return _check_checkpoint_files(directory, net, kernel.max_epochs)
     record = {**params, "_data": data_digest(X, labels, group_codes),
-              "_validation": validation_digest(validation_labels),
+              "_validation": validation_digest(validation_labels), "_patience": _patience(kernel, validation_labels),
               **({"_start": json_ready(start, _name_of)} if start is not None else {})}
     config_file.write_text(_as_json(record))
     return 0
@@ -174,8 +191,25 @@ def started_as_this_run(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
         return False
     if not isinstance(saved, dict) or not _pop_data_records(saved, X, labels, group_codes, validation_labels):
         return False
-    saved.pop("_start", None)  # compared on the kept kernel itself (skabc.training.result)
-    return _as_json(saved) == _as_json(describe_params(kernel))
+    saved.pop("_start", None)  # these two compared on the kept kernel itself (skabc.training.result)
+    saved.pop("_patience", None)
+    return _same(saved, describe_params(kernel))
+
+
+def _patience(kernel, validation_labels) -> int | None:
+    """The early stopping patience a checkpoint records: ``n_iter_no_change`` where the run validates, else ``None``
+    (nothing reads it)."""
+    return None if validation_labels is None else kernel.n_iter_no_change
+
+
+def run_record(checkpoint_dir) -> str | None:
+    """A digest of the configuration file of the run in ``checkpoint_dir`` (its configuration, data and start), or
+    ``None`` where it cannot be read: the kernel a finished run keeps records it (:mod:`skabc.training.result`)."""
+    try:
+        saved = json.loads((Path(checkpoint_dir) / _CONFIG_FILE).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return hashlib.sha256(_as_json(saved).encode()).hexdigest()
 
 
 def _as_json(value) -> str:
@@ -183,11 +217,30 @@ def _as_json(value) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def _same(saved, current) -> bool:
+    """Whether two configurations (or values of one) are the same as JSON holds them: numbers by value (``0`` and
+    ``0.0``, as a parameter given either way trains alike), a bool only as a bool, lists and mappings entry by
+    entry."""
+    return _equal(json.loads(_as_json(saved)), json.loads(_as_json(current)))  # tuples as lists, keys as str
+
+
+def _equal(saved, current) -> bool:
+    """:func:`_same` of values read from JSON."""
+    if isinstance(saved, bool) or isinstance(current, bool):
+        return type(saved) is type(current) and saved == current
+    if isinstance(saved, Real) and isinstance(current, Real):
+        return saved == current or (math.isnan(saved) and math.isnan(current))
+    if isinstance(saved, list) and isinstance(current, list):
+        return len(saved) == len(current) and all(map(_equal, saved, current))
+    if isinstance(saved, dict) and isinstance(current, dict):
+        return saved.keys() == current.keys() and all(_equal(saved[k], current[k]) for k in saved)
+    return type(saved) is type(current) and saved == current
+
+
 def _differences(saved: dict, current: dict) -> str:
     """``'name=there, here'`` for every entry two configurations hold differently (at most four named)."""
-    # As JSON, as the check compares: 0 and 0.0 differ there.
     names = sorted(name for name in set(saved) | set(current)
-                   if _as_json(saved.get(name)) != _as_json(current.get(name)))
+                   if name not in saved or name not in current or not _same(saved[name], current[name]))
     text = "; ".join(f"{name}={saved.get(name)!r} there, {current.get(name)!r} here" for name in names[:4])
     return text + (f"; and {len(names) - 4} more" if len(names) > 4 else "")
 
@@ -327,6 +380,9 @@ def _check_history(history, max_epochs=None) -> None:
                              "or false")
         if not isinstance(row.get("batches"), list) or not row["batches"]:
             raise ValueError(f"epoch {number} of the history has no list of batches")
+        loss = row.get("train_loss", 0.0)  # a resume keeps the lowest (KeepBestWeights)
+        if isinstance(loss, bool) or not isinstance(loss, Real):
+            raise ValueError(f"epoch {number} of the history has a train_loss of {loss!r}, not a number")
     if not any(row["event_cp"] for row in history):
         raise ValueError("the history records no saved epoch")
 
@@ -340,21 +396,48 @@ def _check_fits(key: str, content, net: NeuralNet) -> None:
     groups = net.optimizer_.state_dict()["param_groups"]
     saved = content.get("param_groups") if isinstance(content, dict) else None
     if (not isinstance(saved, list) or not isinstance(content.get("state"), dict) or len(saved) != len(groups)
-            or any(not isinstance(g, dict) or len(g.get("params", ())) != len(e["params"])
-                   for g, e in zip(saved, groups, strict=True))):
+            or any(not isinstance(g, dict) or not isinstance(g.get("params"), list)
+                   or len(g["params"]) != len(e["params"]) for g, e in zip(saved, groups, strict=True))):
         raise ValueError("the optimizer state does not fit this configuration's network")
+    # torch pairs the saved ids with this net's parameters by position; the state of each must be shaped like it.
+    parameters = [p for group in net.optimizer_.param_groups for p in group["params"]]
+    ids = [i for group in saved for i in group["params"]]
+    if any(isinstance(i, bool) or not isinstance(i, Integral) for i in ids) or len(set(ids)) != len(ids):
+        raise ValueError("the optimizer state does not name its parameters by distinct numbers")
+    shapes = {i: tuple(p.shape) for i, p in zip(ids, parameters, strict=True)}
+    for i, state in content["state"].items():
+        if i not in shapes or not isinstance(state, dict):
+            raise ValueError(f"the optimizer state holds an entry {i!r} for no parameter of this network")
+        for name, value in state.items():
+            if (not isinstance(value, torch.Tensor) or value.layout != torch.strided or value.is_meta
+                    or value.is_quantized):
+                raise ValueError(f"the optimizer state's {name!r} of parameter {i} is not a tensor of values")
+            if value.dim() and tuple(value.shape) != shapes[i]:  # 0-d: a count such as 'step'
+                raise ValueError(f"the optimizer state's {name!r} of parameter {i} has shape {tuple(value.shape)}, "
+                                 f"not its parameter's {shapes[i]}: it is another network's")
+            if value.dim() and not value.is_floating_point():
+                raise ValueError(f"the optimizer state's {name!r} of parameter {i} holds {value.dtype} values, not "
+                                 "floating-point ones")
 
 
 def describe_params(estimator: BaseEstimator) -> dict:
-    """JSON-ready description of the parameters that change training (callables by qualified name)."""
+    """JSON-ready description of the parameters that change training (callables by qualified name, a
+    ``RandomState`` by a digest of its state when the fit began)."""
     # Settings that do not change training: a checkpoint made under other values still resumes.
     ignored = ("verbose", "device", "checkpoint_dir", "checkpoint_every", "memory_limit", "affinity_mode",
                "n_neighbors", "n_random_neighbors", "warm_start",
                # Resolved before training (the kernel train() gets has init='scratch', no early stopping):
-               # leaving them out keeps checkpoints written before these parameters existed resumable.
+               # leaving them out keeps checkpoints written before these parameters existed resumable (the
+               # patience is recorded apart, where the run validates: checkpointed_epochs).
                "init", "early_stopping", "validation_fraction", "n_iter_no_change", "max_time",
                "fine_tune_alpha")
-    return {k: json_ready(v, _name_of) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
+    params = {k: json_ready(v, _name_of) for k, v in estimator.get_params(deep=False).items() if k not in ignored}
+    if isinstance(getattr(estimator, "random_state", None), np.random.RandomState):
+        # By its state as the fit found it, before drawing from it (kept on the spec by plan_training): a
+        # RandomState(5), or one an earlier fit drew from, draws other sets; its class alone resumed those silently.
+        state = estimator.__dict__.get(RANDOM_STATE_AT_FIT) or estimator.random_state.get_state()
+        params["random_state"] = f"RandomState:{_digest(state[1], np.array(state[2:4]), np.array(state[4:]))[:16]}"
+    return params
 
 
 def _name_of(value) -> str:

@@ -49,7 +49,7 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
     if not np.any(labels >= 0):  # else the schedule's own check says it, in its terms (probe 52e)
         raise ValueError("y has no labelled rows (every label is -1): a ContextualKernel learns which rows belong "
                          "together from labelled ones; label some, or use a fitted kernel as it is.")
-    check_checkpoint_dir(kernel.checkpoint_dir)
+    check_checkpoint_dir(kernel.checkpoint_dir, kernel.random_state)
     if kernel.checkpoint_dir is not None and Path(kernel.checkpoint_dir).is_dir():
         remove_partial_files(kernel.checkpoint_dir)
     plan = plan_training(kernel, X, labels, group_codes)

@@ -45,6 +45,11 @@ GENERIC = "generic"
 #: ``init_`` of a fit that continues a fitted kernel's own weights (``warm_start=True``).
 WARM_START = "warm_start"
 
+#: The training spec's attribute holding a RandomState ``random_state``'s state as the fit found it, before this
+#: module and training draw from it: a checkpoint records the instance by it
+#: (:func:`~skabc.training.checkpoints.describe_params`).
+RANDOM_STATE_AT_FIT = "_random_state_at_fit"
+
 #: Fixed held-out sets scored after every epoch when early stopping is on.
 N_VALIDATION_SETS = 24
 
@@ -258,6 +263,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         recommended = start.recommended_clustering() or _shipped_recommendation()
 
     warn_if_raw_columns_unscaled(X, network)
+    # A checkpoint knows a RandomState by its state before the draws below (and training's) advance it.
+    state_at_fit = kernel.random_state.get_state() if isinstance(kernel.random_state, np.random.RandomState) else None
     rng = np.random.default_rng(check_random_state(kernel.random_state).randint(np.iinfo(np.int32).max))
     early_stopping = kernel.early_stopping if kernel.early_stopping != "auto" else kernel.max_epochs == "auto"
     held_out = validation_split(labels, group_codes, kernel.validation_fraction, rng) if early_stopping else None
@@ -287,6 +294,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     spec = type(kernel)(**{**kernel.get_params(deep=False), **network, "max_epochs": max_epochs,
                            "sets_per_epoch": sets_per_epoch, "batch_size": batch_size, "early_stopping": False,
                            "init": "scratch", "device": str(device)})
+    if state_at_fit is not None:
+        setattr(spec, RANDOM_STATE_AT_FIT, state_at_fit)
     if spec.d_model % spec.n_heads != 0:
         raise ValueError(f"d_model={spec.d_model} must be divisible by n_heads={spec.n_heads}.")
 

@@ -6,18 +6,23 @@ Re-deriving those from a run with no epochs left to train gave another kernel (t
 the held-out sets had preferred a trained epoch).  So a fit that completes its run (every epoch, or stopped
 by early stopping) saves the fitted kernel next to the checkpoint, and a later fit of the same configuration
 on the same data loads it (validated as any saved kernel) instead of training.  A run that stops early for
-``max_time`` or an interruption is not complete: fitting again resumes it, and no result is kept.
+``max_time`` or an interruption is not complete: fitting again resumes it, and no result is kept.  The kept
+kernel records the run it ends (:func:`~skabc.training.checkpoints.run_record`), so a kept file of another run
+(another folder's, say) is refused.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from safetensors import safe_open
+
+from .. import persistence
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from ..persistence import json_ready
 from ..sampling import check_set_size
-from .checkpoints import RESULT_FILE, checkpointed_epochs, started_as_this_run
+from .checkpoints import RESULT_FILE, checkpointed_epochs, run_record, started_as_this_run
 from .early_stopping import choice_interrupted, finished_epochs
 from .net import n_sets_per_epoch
 from .plan import WARM_START
@@ -26,6 +31,8 @@ from .plan import WARM_START
 THIS_FITS_INPUT = ("n_features_in_", "feature_names_in_")
 #: Parameters of the fit's held-out validation (early stopping) that shape its result where it validates.
 VALIDATION_PARAMS = ("n_iter_no_change", "validation_fraction")
+#: The kept kernel's metadata entry (beside skabc's description, which load validates) naming the run it ends.
+RUN_ENTRY = "skabc_run"
 
 
 def run_is_complete(spec, net) -> bool:
@@ -42,8 +49,9 @@ def keep_result(kernel, complete: bool) -> None:
         return
     path = Path(kernel.checkpoint_dir) / RESULT_FILE
     if complete:
+        record = run_record(kernel.checkpoint_dir)
         try:
-            kernel.save(path)
+            persistence.save(kernel, path, None if record is None else {RUN_ENTRY: record})
             return
         except (TypeError, ValueError):  # a custom callable or module has no safe file: nothing to restore
             pass
@@ -71,6 +79,13 @@ def restore_result(kernel, plan, X, group_codes) -> bool:
     except ValueError as error:  # damaged or foreign: say where it lies and what to do
         raise ValueError(f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a kept kernel ({RESULT_FILE}) that "
                          f"cannot be read: {error}; remove the directory (or use another) to train again.") from None
+    kept_run = _kept_run(Path(kernel.checkpoint_dir) / RESULT_FILE)
+    if kept_run is not None and kept_run != run_record(kernel.checkpoint_dir):  # kept files of earlier versions: None
+        raise ValueError(
+            f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a kept kernel ({RESULT_FILE}) that another run "
+            "fitted (another configuration or other data than this folder's checkpoint, another folder's file); "
+            "remove that file to derive the kernel again from the checkpoint, or remove the directory (or use "
+            "another) to train again.")
     differ = _resolved_otherwise(kernel, plan, restored)
     if differ:
         raise ValueError(
@@ -91,6 +106,12 @@ def restore_result(kernel, plan, X, group_codes) -> bool:
               f"restored from {RESULT_FILE}; use another directory or remove it to train again",
               SkabcWarning)
     return True
+
+
+def _kept_run(path: Path) -> str | None:
+    """The run a kept kernel file records (:data:`RUN_ENTRY`), ``None`` where it records none."""
+    with safe_open(str(path), framework="pt") as file:
+        return (file.metadata() or {}).get(RUN_ENTRY)
 
 
 def _resolved_otherwise(kernel, plan, kept) -> str:
