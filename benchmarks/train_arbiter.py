@@ -324,6 +324,7 @@ found for thin zigzags.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -547,7 +548,10 @@ def collect_sets(sets, path: Path, done: set, part: tuple[int, int] = (0, 1), mo
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     names = MODES[mode][0]
-    kernel = ContextualKernel.load(v2.CANDIDATE if kernel_path is None else kernel_path, device="cpu")
+    kernel_file = Path(v2.CANDIDATE if kernel_path is None else kernel_path)
+    check_rows_kernel(path.parent, kernel_file)
+    kernel = ContextualKernel.load(kernel_file, device="cpu")
+    drop_partial_line(path)
     with path.open("a") as out:
         for index, (name, X, y, scored) in enumerate(sets):
             if index % part[1] != part[0] or name in done:
@@ -575,12 +579,40 @@ def collect_sets(sets, path: Path, done: set, part: tuple[int, int] = (0, 1), mo
             out.flush()
 
 
+def check_rows_kernel(directory: Path, kernel_file: Path) -> None:
+    """Refuse to add rows of another kernel to ``directory``: folders are named after a kernel file's stem, so a
+    re-exported candidate under the same name would mix rows of two kernels.  ``kernel.sha256`` records the
+    first kernel's file (a folder without it, from before, adopts this one)."""
+    record, digest = directory / "kernel.sha256", hashlib.sha256(kernel_file.read_bytes()).hexdigest()
+    if not record.exists():
+        record.write_text(digest + "\n")
+    elif record.read_text().strip() != digest:
+        raise SystemExit(f"{directory} holds rows of another kernel than {kernel_file} (see {record}); collect "
+                         "this one's rows in a new folder (rename its file), or remove the old rows")
+
+
+def drop_partial_line(path: Path) -> None:
+    """Cut a row left half written by a killed collection, so that the rows appended next start on a line."""
+    if not path.exists():
+        return
+    text = path.read_bytes()
+    if text and not text.endswith(b"\n"):
+        with path.open("r+b") as file:
+            file.truncate(text.rfind(b"\n") + 1)
+        print(f"{path}: dropped a half-written last row (its set is collected again)", flush=True)
+
+
 def _rows(which: str, mode: str = "unknown-k", directory: Path = DIRECTORY) -> list[dict]:
-    """Every set collected for ``which``, once each (a set another part already wrote is not written again)."""
+    """Every set collected for ``which``, once each (a set another part already wrote is not written again);
+    a half-written last row (a killed collection) is skipped, and collected again by the next run."""
     rows = {}
     for path in sorted(directory.glob(f"{_prefix(which, mode)}-*of*.jsonl")):
-        for line in path.open():
-            row = json.loads(line)
+        # Every whole row ends with a newline: what follows the last one is empty, or a half-written row.
+        for number, line in enumerate(path.read_text().split("\n")[:-1], start=1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                raise SystemExit(f"{path}, line {number}: not a row this recipe wrote; remove it") from None
             pool, _, index = row["name"].rpartition("-")
             if which == "prior" and int(index) >= SETS_PER_POOL[pool]:
                 continue  # collected, but beyond the sets the recipe uses
