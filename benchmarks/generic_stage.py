@@ -11,7 +11,9 @@ Recipes that draw a new prior pool every epoch (v5, v6) share :class:`FreshPoolD
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,11 +43,12 @@ def run_stage(kernel_params: dict, directory: Path, pool: dict, families: dict, 
 
     torch.set_num_threads(threads)
     tune_allocator()  # whole sets of at most 500 points: the raised mmap threshold is safe and faster
+    # Before the pool is drawn (minutes): a folder of another configuration is refused at once.
+    check_recipe_config(directory, {"kernel": kernel_params, "pool": pool, "families": families, "seed": seed,
+                                    "trained": trained, "criterion": type(criterion).__qualname__, "stage": stage})
     begin = time.perf_counter()
     X, y, groups = make_clustering_sets(**pool, families=families, random_state=seed)
     print(f"pool: {len(np.unique(groups))} sets, {len(X)} rows ({time.perf_counter() - begin:.0f} s)", flush=True)
-    check_recipe_config(directory, {"kernel": kernel_params, "pool": pool, "families": families, "seed": seed,
-                                    "trained": trained, "criterion": type(criterion).__qualname__, "stage": stage})
     kernel = ContextualKernel(**kernel_params, checkpoint_dir=directory, verbose=1)
     steps = kernel.max_epochs * -(-kernel.sets_per_epoch // kernel.batch_size)
     dataset = SampledSetsDataset(X.astype(np.float32), ClusterSetSampler(y, groups, kernel.set_size),
@@ -62,9 +65,10 @@ def run_stage(kernel_params: dict, directory: Path, pool: dict, families: dict, 
             net.callbacks.append(("freeze", Freezer(lambda name: not name.startswith(trained), at=lambda net: True)))
         net.initialize()
         if done < kernel.max_epochs:
-            net.partial_fit(dataset, y=None, epochs=kernel.max_epochs - done)
-    if interrupted(net):
-        stop_interrupted(directory)
+            with noting_ctrl_c() as pressed:
+                net.partial_fit(dataset, y=None, epochs=kernel.max_epochs - done)
+            if pressed:
+                stop_interrupted(directory)
     record = {"stage": stage, "epochs": len(net.history), "threads": threads,
               "training_wall_seconds": float(sum(net.history[:, "dur"])),
               "cpu_seconds": earlier["cpu_seconds"] + time.process_time() - cpu, "runs": earlier["runs"] + 1}
@@ -118,9 +122,21 @@ def check_recipe_config(directory: Path, config: dict) -> None:
                          "this one to start afresh.")
 
 
-def interrupted(net) -> bool:
-    """Whether the last ``partial_fit`` was stopped inside an epoch (skorch ends it quietly on Ctrl-C)."""
-    return len(net.history) > 0 and "train_loss" not in net.history[-1]
+@contextlib.contextmanager
+def noting_ctrl_c():
+    """Yield a list that Ctrl-C (SIGINT) appends to, raising ``KeyboardInterrupt`` as usual: skorch's
+    ``partial_fit`` ends quietly on it, wherever in the epoch it lands (its end and checkpoint included)."""
+    pressed: list[bool] = []
+
+    def handler(signum, frame):
+        pressed.append(True)
+        signal.default_int_handler(signum, frame)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def stop_interrupted(directory: Path) -> None:
@@ -216,8 +232,9 @@ def train_fresh_pools(kernel_params: dict, directory: Path, build: Callable[[Con
             out_of_time = stop_after_minutes is not None and time.perf_counter() - wall > 60 * stop_after_minutes
             if done >= epochs or spent >= cpu_budget_seconds or out_of_time:
                 break
-            net.partial_fit(dataset, y=None, epochs=1)  # one at a time: time.json counts every epoch
-            if interrupted(net):
+            with noting_ctrl_c() as pressed:
+                net.partial_fit(dataset, y=None, epochs=1)  # one at a time: time.json counts every epoch
+            if pressed:
                 stop_interrupted(directory)
             record.update(cpu_seconds=spent_before + time.process_time() - cpu, epochs=len(net.history),
                           threads=threads, train_loss=float(net.history[-1, "train_loss"]))

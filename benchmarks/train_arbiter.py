@@ -602,17 +602,22 @@ def drop_partial_line(path: Path) -> None:
         print(f"{path}: dropped a half-written last row (its set is collected again)", flush=True)
 
 
+def whole_rows(path: Path):
+    """The rows of one ``.jsonl`` file, a half-written last one (a killed collection) left out."""
+    # Every whole row ends with a newline: what follows the last one is empty, or a half-written row.
+    for number, line in enumerate(path.read_text().split("\n")[:-1], start=1):
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            raise SystemExit(f"{path}, line {number}: not a row this recipe wrote; remove it") from None
+
+
 def _rows(which: str, mode: str = "unknown-k", directory: Path = DIRECTORY) -> list[dict]:
     """Every set collected for ``which``, once each (a set another part already wrote is not written again);
     a half-written last row (a killed collection) is skipped, and collected again by the next run."""
     rows = {}
     for path in sorted(directory.glob(f"{_prefix(which, mode)}-*of*.jsonl")):
-        # Every whole row ends with a newline: what follows the last one is empty, or a half-written row.
-        for number, line in enumerate(path.read_text().split("\n")[:-1], start=1):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                raise SystemExit(f"{path}, line {number}: not a row this recipe wrote; remove it") from None
+        for row in whole_rows(path):
             pool, _, index = row["name"].rpartition("-")
             if which == "prior" and int(index) >= SETS_PER_POOL[pool]:
                 continue  # collected, but beyond the sets the recipe uses

@@ -105,8 +105,7 @@ def judge_sets():
 def rows_of(which: str) -> list[dict]:
     rows = {}
     for path in sorted(DIRECTORY.glob(f"{which}-*of*.jsonl")):
-        for line in path.open():
-            row = json.loads(line)
+        for row in arbiter_recipe.whole_rows(path):
             rows.setdefault(row["name"], row)
     return list(rows.values())
 

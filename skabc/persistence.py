@@ -50,10 +50,14 @@ def persistent(cls: type) -> type:
                         "which raises ValueError for a description it cannot restore, and _restore(meta, tensors, "
                         "device)")
     known = _REGISTRY.get(cls.__name__)
-    if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+    # The same class defined again: a reloaded module, or a script's own module imported by its name as well.
+    modules = set() if known is None else {known.__module__, cls.__module__}
+    script = modules & {"__main__", "__mp_main__"} and not any(m.startswith("skabc.") for m in modules)
+    again = known is not None and known.__qualname__ == cls.__qualname__ and (len(modules) == 1 or script)
+    if known is not None and not again:
         raise TypeError(f"@persistent {cls.__module__}.{cls.__qualname__}: files name their class, and "
                         f"{cls.__name__} is already {known.__module__}.{known.__qualname__}'s name; rename the class")
-    _REGISTRY[cls.__name__] = cls  # the same class defined again (a reloaded module) replaces its old self
+    _REGISTRY[cls.__name__] = cls  # the same class defined again replaces its old self
     return cls
 
 

@@ -107,6 +107,44 @@ class _Fixed(Kernel):
         return self.matrix
 
 
+def test_a_subclass_of_a_skabc_kernel_that_overrides_affinity_is_checked():
+    """Review 58r: the flag of skabc's own kernels was inherited, so a subclass's own affinity went unchecked."""
+    from skabc.kernels.pairwise import PairwiseKernel
+
+    class Smaller(PairwiseKernel):
+        def affinity(self, X):
+            return super().affinity(X)[:-1, :-1]
+
+    with pytest.raises(ValueError, match=r"Smaller\.affinity\(X\) must return the \(90, 90\) affinity"):
+        ABCClustering(kernel=Smaller("rbf"), random_state=0).fit(X)
+
+
+def test_rounding_of_a_float32_affinity_is_no_asymmetry():
+    """Review 58r: float32 distances differ from their transpose by ~1e-5, past the float64 tolerance: every set
+    warned, each with its own number."""
+    class Float32(Kernel):
+        def affinity(self, X):
+            A = rbf_kernel(X).astype(np.float32)
+            return A + np.triu(np.full_like(A, 2e-5), 1)  # rounding-sized differences above the diagonal only
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ABCClustering(kernel=Float32(), n_clusters=3, random_state=0).fit(X)
+    with pytest.warns(SkabcWarning, match="not symmetric") as caught:
+        ABCClustering(kernel=_RBF("upper"), n_clusters=3, random_state=0).fit(X, groups=np.arange(90) % 3)
+    assert len({str(w.message) for w in caught if "not symmetric" in str(w.message)}) == 1  # one text per fit
+
+
+def test_a_frozen_kernel_without_fit_is_ready():
+    """Review 58r: FrozenEstimator has a fit, so scikit-learn was asked whether the kernel inside was fitted, and
+    raised 'is not an estimator instance'."""
+    from sklearn.frozen import FrozenEstimator
+
+    model = ABCClustering(kernel=FrozenEstimator(_RBF()), n_clusters=3, random_state=0).fit(X)
+    np.testing.assert_array_equal(model.labels_, ABCClustering(kernel=_RBF(), n_clusters=3, random_state=0)
+                                  .fit(X).labels_)
+
+
 def test_a_kernel_ensemble_checks_a_kernel_member_s_output():
     class Member(AffinityTransformerMixin, _RBF):
         pass
@@ -189,6 +227,19 @@ def test_persistent_refuses_a_second_class_under_a_registered_name():
     with pytest.raises(TypeError, match=r"already skabc\.kernels\.contextual\.ContextualKernel.s name"):
         persistence.persistent(fake)
     assert persistence._REGISTRY["ContextualKernel"].__module__ == "skabc.kernels.contextual"
+
+
+def test_persistent_takes_a_script_s_class_imported_by_its_module_name_too():
+    """Review 58r: a script run as __main__ that also imports itself by name defines its class twice."""
+    as_script = type("TwiceDefined", (_Described,), {"_check_description": classmethod(lambda cls, m, h, w="": None),
+                                                     "__module__": "__main__"})
+    as_module = type("TwiceDefined", (_Described,), {"_check_description": classmethod(lambda cls, m, h, w="": None),
+                                                     "__module__": "user_script"})
+    try:
+        persistence.persistent(as_script)
+        assert persistence.persistent(as_module) is as_module
+    finally:
+        persistence._REGISTRY.pop("TwiceDefined", None)
 
 
 def test_a_registered_kernel_without_fit_is_saved_inside_abcclustering(tmp_path):

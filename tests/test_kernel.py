@@ -866,6 +866,16 @@ def test_a_run_resumes_only_with_its_early_stopping_patience(blob_data, tmp_path
     assert len(ContextualKernel(**{**params, "n_iter_no_change": 2}).fit(X, y, groups=g).net_.history) >= 2
 
 
+def test_a_numpy_integer_patience_is_recorded_with_the_checkpoint(blob_data, tmp_path):
+    """Review 58r: the recorded patience was the parameter as given, and np.int64(3) (IntRange takes it) is no
+    JSON: the first fit with a checkpoint_dir failed with a TypeError."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 2, "early_stopping": True, "validation_fraction": 0.3,
+              "n_iter_no_change": np.int64(3), "checkpoint_dir": tmp_path}
+    ContextualKernel(**params).fit(X, y, groups=g)
+    assert json.loads((tmp_path / "config.json").read_text())["_patience"] == 3
+
+
 def test_a_kept_kernel_of_another_run_is_refused(blob_data, tmp_path):
     """Probe 58a: the kept fitted_kernel.safetensors recorded no run, so another folder's (the same configuration
     on other data) restored silently; removing it derives the kernel again, and a file without the record (an

@@ -26,7 +26,7 @@ from .._schema import OUTPUT_CONTAINERS
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from ..spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
-from ..spectral._affinity_checks import asymmetry, beyond_rounding
+from ..spectral._affinity_checks import SYMMETRY_RTOL, asymmetry, beyond_rounding
 from ..spectral.arbiter import ARBITERS
 
 #: The ABCClustering settings a kernel may recommend (what each ``'auto'`` resolves to).
@@ -332,20 +332,27 @@ def checked_affinity(affinity, X, source: str):
                          f"{float(values.min()):.3g}); spectral clustering needs non-negative affinities, such "
                          "as exp(-gamma * d**2) or a kNN connectivity")
     largest = asymmetry(affinity)
-    if beyond_rounding(largest, float(values.max(initial=0.0))):
-        # SpectralClustering's words first, so that filters written for it (by message) catch this one too.
+    if largest == 0:
+        return affinity
+    # Rounding of the output's own precision is no asymmetry (float32 distances differ from their transpose by ~1e-5):
+    # averaged without a word (scikit-learn's spectral embedding would warn of any difference past 1e-10).
+    rtol = max(SYMMETRY_RTOL, 1000 * float(np.finfo(values.dtype).eps))
+    if beyond_rounding(largest, float(values.max(initial=0.0)), rtol):
+        # SpectralClustering's words first, so that filters written for it (by message) catch this one too; no
+        # per-set number, so that a fit of many sets warns once.
         warn_user("Array is not symmetric, and will be converted to symmetric by average with its transpose. "
-                  f"(The kernel {source} returned an affinity whose [i, j] and [j, i] differ by up to "
-                  f"{largest:.3g}; their mean is clustered.)", SkabcWarning)
-        affinity = 0.5 * (affinity + affinity.T)
-        affinity = affinity.tocsr() if sp.issparse(affinity) else affinity
+                  f"(The kernel {source} returned an affinity that differs from its transpose beyond rounding; "
+                  "their mean is clustered.)", SkabcWarning)
+    affinity = 0.5 * (affinity + affinity.T)
+    affinity = affinity.tocsr() if sp.issparse(affinity) else affinity
     return affinity
 
 
 def kernel_affinity(kernel: Kernel, X):
     """``kernel.affinity(X)``; checked (:func:`checked_affinity`) unless the kernel guarantees it itself."""
     affinity = kernel.affinity(X)
-    if kernel._checks_its_affinity:
+    # The flag vouches for skabc's own affinity methods: a subclass that overrides one is checked as any kernel.
+    if kernel._checks_its_affinity and type(kernel).affinity.__module__.startswith("skabc."):
         return affinity
     return checked_affinity(affinity, X, f"{type(kernel).__name__}.affinity(X)")
 
@@ -401,13 +408,14 @@ def unfrozen(estimator):
 
 
 def kernel_is_fitted(kernel) -> bool:
-    """Whether a ``kernel`` parameter is ready to use (else ``fit`` trains it on ``y``)."""
+    """Whether a ``kernel`` parameter (frozen or not) is ready to use (else ``fit`` trains it on ``y``)."""
+    inner = unfrozen(kernel)  # a FrozenEstimator has a fit of its own, whatever it wraps
     try:
-        if hasattr(kernel, "fit"):
-            check_is_fitted(kernel)
+        if hasattr(inner, "fit"):
+            check_is_fitted(inner)
         # A Kernel with no fit of its own (only affinity(X)) is ready unless it says otherwise.
-        elif not getattr(kernel, "__sklearn_is_fitted__", lambda: True)():
-            raise NotFittedError(f"{type(kernel).__name__} is not fitted")
+        elif not getattr(inner, "__sklearn_is_fitted__", lambda: True)():
+            raise NotFittedError(f"{type(inner).__name__} is not fitted")
     except NotFittedError:
         return False
     return True

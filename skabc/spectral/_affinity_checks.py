@@ -41,10 +41,10 @@ def check_degrees(degree: np.ndarray) -> None:
                          "Laplacian is undefined; spectral clustering needs non-negative affinities.")
 
 
-def beyond_rounding(asymmetry_: float, scale: float) -> bool:
+def beyond_rounding(asymmetry_: float, scale: float, rtol: float = SYMMETRY_RTOL) -> bool:
     """Whether an asymmetry of ``asymmetry_`` (:func:`asymmetry`) in a matrix whose largest entry is ``scale`` is
     more than rounding: the one tolerance of an affinity's symmetry, refused or averaged."""
-    return asymmetry_ > 1e-10 + SYMMETRY_RTOL * scale
+    return asymmetry_ > 1e-10 + rtol * scale
 
 
 def asymmetry(A) -> float:

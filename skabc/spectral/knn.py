@@ -128,7 +128,12 @@ def _distinct_rows(X) -> tuple[np.ndarray, np.ndarray]:
         inverse = np.array([seen.setdefault(key, len(seen)) for key in keys], dtype=np.int64)
         first = np.unique(inverse, return_index=True)[1]
         return first, inverse
-    _, first, inverse = np.unique(np.asarray(X), axis=0, return_index=True, return_inverse=True)
+    # Each row's bytes as one key (-0.0 made 0.0 first: equal rows, equal bytes): sorting n keys, where
+    # np.unique(axis=0) sorts the rows column by column (18 of a 37 s fit on 2,000 x 20,000 TF-IDF rows).
+    rows = np.ascontiguousarray(X)
+    rows = rows + 0.0 if rows.dtype.kind == "f" else rows  # integers as they are: float64 would merge them past 2**53
+    keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")  # distinct rows numbered in order of appearance
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))

@@ -199,7 +199,7 @@ def started_as_this_run(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
 def _patience(kernel, validation_labels) -> int | None:
     """The early stopping patience a checkpoint records: ``n_iter_no_change`` where the run validates, else ``None``
     (nothing reads it)."""
-    return None if validation_labels is None else kernel.n_iter_no_change
+    return None if validation_labels is None else int(kernel.n_iter_no_change)  # a numpy int is no JSON
 
 
 def run_record(checkpoint_dir) -> str | None:
