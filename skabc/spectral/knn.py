@@ -124,20 +124,16 @@ def _distinct_rows(X) -> tuple[np.ndarray, np.ndarray]:
     """Index of the first copy of each distinct row (in order of appearance), and each row's distinct row."""
     if sp.issparse(X):
         keys = _sparse_row_keys(X)
-        seen: dict[bytes, int] = {}
-        inverse = np.array([seen.setdefault(key, len(seen)) for key in keys], dtype=np.int64)
-        first = np.unique(inverse, return_index=True)[1]
-        return first, inverse
-    # Each row's bytes as one key (-0.0 made 0.0 first: equal rows, equal bytes): sorting n keys, where
-    # np.unique(axis=0) sorts the rows column by column (18 of a 37 s fit on 2,000 x 20,000 TF-IDF rows).
-    rows = np.ascontiguousarray(X)
-    rows = rows + 0.0 if rows.dtype.kind == "f" else rows  # integers as they are: float64 would merge them past 2**53
-    keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # distinct rows numbered in order of appearance
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    return first[order], rank[inverse.ravel()]
+    else:
+        # Each row's bytes as its key (-0.0 made 0.0 first: equal rows, equal bytes; integers as they are, which
+        # float64 would merge past 2**53): hashing n keys, where np.unique(axis=0) sorts the rows column by column
+        # (9.4 s of a 31 s fit on 2,000 x 20,000 TF-IDF rows, run twice).
+        rows = np.asarray(X)
+        keys = [(row + 0.0).tobytes() for row in rows] if rows.dtype.kind == "f" else [row.tobytes() for row in rows]
+    seen: dict[bytes, int] = {}
+    inverse = np.array([seen.setdefault(key, len(seen)) for key in keys], dtype=np.int64)
+    first = np.unique(inverse, return_index=True)[1]  # ids numbered in order of appearance: first copies in order
+    return first, inverse
 
 
 def _sparse_row_keys(X) -> list[bytes]:
