@@ -54,7 +54,7 @@ def cluster_groups(model, X, n_samples: int, group_codes):
         # One set: X itself, not a copy (a precomputed affinity stays the user's matrix), and its
         # labels as the spectral step returned them (SpectralClustering's own, for its affinities).
         set_labels, affinity, found, eigenvalues, chosen = map_sets(model, [X], seeds, model.n_jobs)[0]
-        warn_about_estimates(model, [found], [eigenvalues], [n_samples])
+        warn_about_estimates(model, [found], [eigenvalues], [n_samples], [chosen])
         return set_labels, [affinity], [found], [eigenvalues], [chosen]
     rows_of = [np.flatnonzero(group_codes == g) for g in groups]
     if sp.issparse(X):
@@ -75,14 +75,15 @@ def cluster_groups(model, X, n_samples: int, group_codes):
         n_found.append(found)
         spectra.append(eigenvalues)
         choices.append(chosen)
-    warn_about_estimates(model, n_found, spectra, [len(rows) for rows in rows_of])
+    warn_about_estimates(model, n_found, spectra, [len(rows) for rows in rows_of], choices)
     return labels, affinities, n_found, spectra, choices
 
 
-def warn_about_estimates(model, n_found: list, spectra: list, sizes: list) -> None:
-    """The warnings on the estimates of ``k`` of one call: a bound reached, sets too small for the generic kernel."""
+def warn_about_estimates(model, n_found: list, spectra: list, sizes: list, chosen: list | None = None) -> None:
+    """The warnings on the estimates of ``k`` of one call: a bound reached, sets too small for the generic kernel
+    (``chosen``: each set's kept candidate, ``None`` where a counting arbiter kept the affinity's own rule)."""
     warn_at_max_clusters(model, n_found, spectra)
-    warn_if_small_sets(model, sizes)
+    warn_if_small_sets(model, sizes, chosen)
 
 
 def warn_at_max_clusters(model, n_found: list, spectra: list | None = None) -> None:
@@ -115,14 +116,18 @@ def warn_at_max_clusters(model, n_found: list, spectra: list | None = None) -> N
 SMALL_SET_ROWS = 80
 
 
-def warn_if_small_sets(model, sizes: list[int]) -> None:
+def warn_if_small_sets(model, sizes: list[int], chosen: list | None = None) -> None:
     """Warn where the shipped generic kernel estimated ``k`` on sets of fewer than :data:`SMALL_SET_ROWS` rows (a
-    set of one row has one answer)."""
+    set of one row has one answer); for a counting arbiter, on the sets it counted (``chosen`` not ``None``)."""
     small = [n for n in sizes if 2 <= n < SMALL_SET_ROWS]
     if not small:  # the common case, before any look at the kernel (every fit and predict passes here)
         return
     step = model.spectral_step_
     counted = getattr(model, "arbiter_", None) in COUNTING_ARBITERS  # k from the generic kernel, cut elsewhere
+    if counted and chosen is not None:  # sets it did not count (too wide, or too few distinct rows) kept their rule
+        small = [n for n, kept in zip(sizes, chosen, strict=True) if 2 <= n < SMALL_SET_ROWS and kept is not None]
+        if not small:
+            return
     if step.n_clusters is None and step.max_clusters >= 2 and (counted or _is_shipped_generic(model.kernel_)):
         where = f"a set of {small[0]} rows" if len(sizes) == 1 else (
             f"{len(small)} of {len(sizes)} sets of fewer than {SMALL_SET_ROWS} rows (the smallest {min(small)})")

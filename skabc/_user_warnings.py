@@ -47,13 +47,14 @@ def warn_user(message: str, category: type[Warning] = SkabcWarning) -> None:
 
 @functools.cache
 def _passed_through() -> tuple[str, ...]:
-    """The package, and the joblib machinery it clusters sets through (a set's warning, raised in this process,
-    has joblib's and scikit-learn's dispatch frames between the package's)."""
+    """The package, the joblib machinery it clusters sets through, and scikit-learn, whose meta-estimators
+    (``Pipeline``, ``GridSearchCV``, ``ClusterMixin.fit_predict``) call it for the user: a warning pointed at
+    ``sklearn/pipeline.py`` is shown once per process, whichever of the user's lines it came from."""
     import joblib
-    import sklearn.utils.parallel
+    import sklearn
 
     return (_PACKAGE_DIR, os.path.dirname(os.path.abspath(joblib.__file__)) + os.sep,
-            os.path.abspath(sklearn.utils.parallel.__file__))
+            os.path.dirname(os.path.abspath(sklearn.__file__)) + os.sep)
 
 
 @contextlib.contextmanager

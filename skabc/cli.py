@@ -190,7 +190,7 @@ def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
             # The set's own warnings on its estimate (they name its size): said once below, over every set.
             with warnings.catch_warnings(record=True) as estimate:
                 warnings.simplefilter("always")
-                warn_about_estimates(model, [model.n_clusters_], [model.eigenvalues_], [len(rows)])
+                warn_about_estimates(model, [model.n_clusters_], [model.eigenvalues_], [len(rows)], [model.candidate_])
             own = {str(w.message) for w in estimate}
         else:
             estimates["n_found"].append(1)

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from conftest import TINY, make_blob_sets
 from sklearn.datasets import make_blobs
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble
 
@@ -69,6 +71,11 @@ def test_warnings_point_at_the_callers_line_through_every_entry_point():
                                   "a single class"),
         "through KernelEnsemble": (lambda: KernelEnsemble(ContextualKernel(**TINY), n_members=2).fit(X, one_class),
                                    "a single class"),
+        # Probe 58k: through scikit-learn's meta-estimators they pointed at sklearn/pipeline.py.
+        "Pipeline.fit": (lambda: make_pipeline(StandardScaler(), ABCClustering(n_clusters=20, affinity="rbf")).fit(X),
+                         "n_clusters=20 is more than"),
+        "Pipeline.fit_predict": (lambda: make_pipeline(ABCClustering(n_clusters=20, affinity="rbf")).fit_predict(X),
+                                 "n_clusters=20 is more than"),
     }
     for name, (call, text) in calls.items():
         said = ours(caught_warnings(call), text)
@@ -190,3 +197,19 @@ def test_a_warning_of_every_set_is_said_once_at_the_callers_line_with_any_backen
         caught = caught_warnings(lambda: model.fit(X, groups=groups))
     said = ours(caught, "leaves most points of a set with no neighbour")
     assert len(said) == 1 and said[0].filename == __file__
+
+
+def test_a_set_the_generic_kernel_did_not_count_gets_no_small_set_warning():
+    """Probe 58k: sparse rows too wide to count said 'k is not counted by the generic kernel here', then, in the same
+    fit, that the generic kernel over-estimates k on sets this small."""
+    import scipy.sparse as sp
+
+    S = sp.random(60, 5000, density=0.01, random_state=0, format="csr")
+    said = [str(w.message) for w in caught_warnings(
+        lambda: ABCClustering(affinity="nearest_neighbors", arbiter="generic-count", random_state=0).fit(S))]
+    assert any("not counted by the generic kernel" in text for text in said)
+    assert not any("shipped generic kernel was trained on sets" in text for text in said)
+    dense = [str(w.message) for w in caught_warnings(
+        lambda: ABCClustering(affinity="nearest_neighbors", arbiter="generic-count", random_state=0).fit(
+            make_blobs(60, centers=3, random_state=0)[0]))]
+    assert any("shipped generic kernel was trained on sets" in text for text in dense)  # counted: still said

@@ -139,7 +139,8 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
                 if index + 1 < self.n_members and net is not None and interrupted_by_user(net):
                     # Ctrl-C stops the whole fit, as it stops one kernel's: the members trained so far are kept.
                     warn_user(f"KernelEnsemble training was interrupted during member {index + 1} of "
-                              f"{self.n_members}: the ensemble keeps the {index + 1} members trained so far."
+                              f"{self.n_members}: the ensemble keeps the "
+                              f"{'member' if index == 0 else f'{index + 1} members'} trained so far."
                               + (" Call fit again to resume from checkpoint_dir."
                                  if _nested_params(member, "checkpoint_dir") and not choice_interrupted(net) else ""),
                               TrainingInterruptedWarning)
