@@ -33,7 +33,9 @@ def raise_to_power(affinity, power: float, check: bool = True):
     if values.size and not np.isfinite(values.max()):  # non-negative: an inf (or NaN) is the maximum
         raise ValueError(f"affinity_power={power:g} overflows affinities above 1 to infinity; use a smaller "
                          "affinity_power.")
-    if np.power(values.dtype.type(STRONG_AFFINITY), power) == 0:  # else none that strong underflowed (this dtype)
+    # In the affinity's own precision, the power too (numpy 1.x computed a float32 scalar to a float power in float64).
+    strong = values.dtype.type(STRONG_AFFINITY)
+    if np.power(strong, strong.dtype.type(power)) == 0:  # else none that strong underflowed (this dtype)
         lost = _strongest_underflowed(affinity, raised, power)
         if lost >= STRONG_AFFINITY:
             raise ValueError(f"affinity_power={power:g} underflows affinities between points as strong as "
