@@ -272,10 +272,10 @@ class TransformerKernel(Kernel):
         convention for a parameter that has no default value.
     """
 
+    _checks_its_affinity = True  # affinity() checks the transformer's output
+
     def __init__(self, transformer=None):
         self.transformer = transformer
-
-    _checks_its_affinity = True
 
     def affinity(self, X):
         """``transformer.transform(X)``, checked: the finite, non-negative ``(n, n)`` affinity of the rows of ``X``."""
@@ -309,9 +309,10 @@ def checked_affinity(affinity, X, source: str):
     """A kernel's output ``affinity`` for the set ``X`` as the spectral step needs it, once checked.
 
     The ``(n, n)`` array (or sparse matrix) of finite, non-negative reals, booleans and integers as float64 (a 0/1
-    adjacency); one that differs from its transpose beyond rounding is averaged with it, with SpectralClustering's
-    warning, as scikit-learn's spectral embedding averages any affinity.  Anything else is a ``ValueError`` naming
-    ``source`` (the call that returned it, e.g. ``'MyKernel.affinity(X)'``) and the problem.
+    adjacency); one that differs from its transpose is averaged with it, as scikit-learn's spectral embedding
+    averages any affinity, with SpectralClustering's warning where the difference is beyond rounding.  Anything
+    else is a ``ValueError`` naming ``source`` (the call that returned it, e.g. ``'MyKernel.affinity(X)'``) and
+    the problem.
     """
     if not sp.issparse(affinity):
         try:
