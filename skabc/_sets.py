@@ -79,7 +79,7 @@ def cluster_groups(model, X, n_samples: int, group_codes):
     return labels, affinities, n_found, spectra, choices
 
 
-def warn_about_estimates(model, n_found: list, spectra: list, sizes: list, chosen: list | None = None) -> None:
+def warn_about_estimates(model, n_found: list, spectra: list, sizes: list, chosen: list) -> None:
     """The warnings on the estimates of ``k`` of one call: a bound reached, sets too small for the generic kernel
     (``chosen``: each set's kept candidate, ``None`` where a counting arbiter kept the affinity's own rule)."""
     warn_at_max_clusters(model, n_found, spectra)
@@ -116,7 +116,7 @@ def warn_at_max_clusters(model, n_found: list, spectra: list | None = None) -> N
 SMALL_SET_ROWS = 80
 
 
-def warn_if_small_sets(model, sizes: list[int], chosen: list | None = None) -> None:
+def warn_if_small_sets(model, sizes: list[int], chosen: list) -> None:
     """Warn where the shipped generic kernel estimated ``k`` on sets of fewer than :data:`SMALL_SET_ROWS` rows (a
     set of one row has one answer); for a counting arbiter, on the sets it counted (``chosen`` not ``None``)."""
     small = [n for n in sizes if 2 <= n < SMALL_SET_ROWS]
@@ -124,7 +124,7 @@ def warn_if_small_sets(model, sizes: list[int], chosen: list | None = None) -> N
         return
     step = model.spectral_step_
     counted = getattr(model, "arbiter_", None) in COUNTING_ARBITERS  # k from the generic kernel, cut elsewhere
-    if counted and chosen is not None:  # sets it did not count (too wide, or too few distinct rows) kept their rule
+    if counted:  # sets it did not count (too wide, or too few distinct rows) kept their rule
         small = [n for n, kept in zip(sizes, chosen, strict=True) if 2 <= n < SMALL_SET_ROWS and kept is not None]
         if not small:
             return

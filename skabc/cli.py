@@ -176,7 +176,7 @@ def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
     codes = encode_groups(groups, len(X))  # one id per row, or a clear error
     labels = np.empty(len(X), dtype=np.int64)
     offset, sets, raised = 0, np.unique(codes), {}
-    estimates = {"n_found": [], "spectra": [], "sizes": []}  # per set, for the warnings on the estimates of k
+    estimates = {"n_found": [], "spectra": [], "sizes": [], "chosen": []}  # per set: the warnings on estimates of k
     for g in tqdm(sets, desc="clustering sets", unit="set", disable=quiet):
         rows = np.flatnonzero(codes == g)
         # A one-row group is one cluster, as ABCClustering.fit(X, groups=...) makes it.
@@ -187,6 +187,7 @@ def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
         if len(rows) > 1:
             estimates["n_found"].append(model.n_clusters_)
             estimates["spectra"].append(model.eigenvalues_)
+            estimates["chosen"].append(model.candidate_)
             # The set's own warnings on its estimate (they name its size): said once below, over every set.
             with warnings.catch_warnings(record=True) as estimate:
                 warnings.simplefilter("always")
@@ -195,6 +196,7 @@ def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
         else:
             estimates["n_found"].append(1)
             estimates["spectra"].append(None)
+            estimates["chosen"].append(None)
         estimates["sizes"].append(len(rows))
         for warning in caught:  # counted over the sets, then said once each, as fit(X, groups=...) says them
             if str(warning.message) not in own:
@@ -205,7 +207,7 @@ def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
     for (category, message), count in raised.items():
         warn_user(message + (f" (in {count} of {len(sets)} sets)" if len(sets) > 1 else ""), category)
     if any(size > 1 for size in estimates["sizes"]):  # else nothing was fitted: no settings to read, no estimate
-        warn_about_estimates(model, estimates["n_found"], estimates["spectra"], estimates["sizes"])
+        warn_about_estimates(model, estimates["n_found"], estimates["spectra"], estimates["sizes"], estimates["chosen"])
     return labels, offset
 
 

@@ -457,7 +457,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         seeds = set_seeds(self, len(sets))  # those predict(s) would draw, set after set
         results = map_sets(self, sets, seeds, check_n_jobs(n_jobs))
         warn_about_estimates(self, [found for _, _, found, *_ in results], [values for _, _, _, values, _ in results],
-                             [_num_samples(s) for s in sets])
+                             [_num_samples(s) for s in sets], [chosen for *_, chosen in results])
         return [labels for labels, *_ in results]
 
     def __sklearn_tags__(self):

@@ -213,3 +213,6 @@ def test_a_set_the_generic_kernel_did_not_count_gets_no_small_set_warning():
         lambda: ABCClustering(affinity="nearest_neighbors", arbiter="generic-count", random_state=0).fit(
             make_blobs(60, centers=3, random_state=0)[0]))]
     assert any("shipped generic kernel was trained on sets" in text for text in dense)  # counted: still said
+    model = ABCClustering(affinity="nearest_neighbors", arbiter="generic-count", random_state=0).fit(S)
+    many = [str(w.message) for w in caught_warnings(lambda: model.predict_many([S, S[:50]]))]  # the same, set by set
+    assert not any("shipped generic kernel was trained on sets" in text for text in many)
