@@ -90,3 +90,91 @@ def test_parameter_defaults_are_documented():
     targets = sorted(set(_estimator_targets()) | set(api_page_targets(API_PAGE.read_text())))
     gaps = [f"{target}: {name}" for target in targets for name in _undocumented_defaults(target)]
     assert not gaps, f"{len(gaps)} parameters without default=: {gaps}"
+
+
+def _documented_defaults(target: str) -> list[tuple[str, object, object]]:
+    """``(name, signature default, documented default)`` for every ``default=`` of ``target``'s parameters.
+
+    The documented text is read as Python in the namespace of the object's module (so ``SPECTRUM_SIZE`` or
+    ``np.float32`` mean what the code means); a grouped line gives its values in order.
+    """
+    import sys
+
+    import numpy as np
+    from numpydoc.docscrape import NumpyDocString
+    from numpydoc.validate import Validator
+
+    obj = Validator._load_obj(target)
+    try:
+        parameters = inspect.signature(obj).parameters
+    except (TypeError, ValueError):
+        return []
+    namespace = {"np": np, **vars(sys.modules[inspect.getmodule(obj).__name__])}
+    doc = NumpyDocString(inspect.getdoc(obj) or "")
+    found = []
+    for entry in doc["Parameters"] + doc["Other Parameters"]:
+        text = re.search(r"default=(.*)$", entry.type)
+        if text is None:
+            continue
+        names = [name.strip().lstrip("*") for name in entry.name.split(",")]
+        # Our own docstrings, read as the code they describe.
+        values = eval(f"({text.group(1)},)", namespace)
+        if len(names) == 1:
+            values = values if len(values) == 1 else (values,)
+        assert len(values) == len(names), f"{target}: {names} documents {len(values)} defaults"
+        found += [(name, parameters[name].default, value) for name, value in zip(names, values, strict=True)
+                  if name in parameters]
+    return found
+
+
+def _same_default(signature: object, documented: object) -> bool:
+    if isinstance(signature, bool) or isinstance(documented, bool) or signature is None or documented is None:
+        return signature is documented
+    if isinstance(signature, (int, float)) and isinstance(documented, (int, float)):
+        return signature == documented
+    return type(signature) is type(documented) and signature == documented
+
+
+def test_documented_defaults_are_the_signature_defaults():
+    # ``default=`` is a promise: it must be the value the signature holds (a changed default with a stale docstring
+    # misleads every reader of the API page).
+    targets = sorted(set(_estimator_targets()) | set(api_page_targets(API_PAGE.read_text())))
+    checked = [(target, *entry) for target in targets for entry in _documented_defaults(target)]
+    wrong = [f"{target}: {name}: signature {actual!r}, documented {documented!r}"
+             for target, name, actual, documented in checked if not _same_default(actual, documented)]
+    assert len(checked) > 300 and not wrong, wrong
+
+
+def test_same_default_tells_values_apart():
+    assert _same_default(1e-3, 0.001) and _same_default(10, 10.0) and _same_default((10.0, 1e4), (10.0, 10000.0))
+    assert not _same_default(False, 0) and not _same_default(None, 0) and not _same_default("auto", "kmeans")
+    assert not _same_default(10, 3)
+
+
+def _modules_with_examples() -> list[str]:
+    """Every module of the package whose docstrings hold an interactive example."""
+    import importlib.util
+    import pkgutil
+
+    import skabc
+
+    names = ["skabc"] + [module.name for module in pkgutil.walk_packages(skabc.__path__, "skabc.")]
+    return [name for name in names
+            if ">>>" in Path(importlib.util.find_spec(name).origin).read_text(encoding="utf-8")]
+
+
+EXAMPLE_MODULES = _modules_with_examples()
+
+
+def test_modules_with_examples_are_found():
+    assert {"skabc.cluster", "skabc.kernels.contextual", "skabc.datasets.transforms"} <= set(EXAMPLE_MODULES)
+
+
+@pytest.mark.parametrize("name", EXAMPLE_MODULES)
+def test_docstring_examples_run_as_written(name):
+    # The Examples sections are what users copy first: each runs and prints what it shows.
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0, result

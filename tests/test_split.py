@@ -212,14 +212,6 @@ def test_plot_candidates_marks_a_split_partition():
     plt.close("all")
 
 
-def test_the_split_module_examples_run_as_written():
-    import doctest
-
-    import skabc.spectral.split as module
-
-    assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
-
-
 def test_wide_sets_are_judged_before_their_projection_and_low_rank_ones_still_split():
     from skabc.spectral.split import _certainly_wider_than
 
