@@ -88,11 +88,11 @@ def symmetrised_for_fit(model, checked, group_codes=None):
 
 def kernel_input(model, X, checked):
     """What the kernel is given: ``X`` as the caller passed it to a learned kernel (its feature names are
-    checked there), in the network's float32 when sparse (made dense set by set: :func:`densify`, only the
+    checked there), validated and in CSR when sparse (made dense set by set: :func:`densify`, only the
     subsample of a set past ``max_samples``); the validated ``checked`` for scikit-learn's affinities."""
     if not is_learned(model.affinity):
         return checked
-    return checked.astype(np.float32).tocsr() if sp.issparse(checked) else X
+    return checked.tocsr() if sp.issparse(checked) else X
 
 
 def without_unseen_names(X_in, X, checked, kernel):
@@ -105,10 +105,10 @@ def without_unseen_names(X_in, X, checked, kernel):
     return checked if unseen else X_in
 
 
-#: Bytes per entry of a sparse X made dense for a learned kernel: the network's float32 copy, and the float64 working
-#: copies of a canonicalising kernel's standardisation and rotation (a 2,000 x 25,000 set peaked 0.95 GiB above the
-#: process's start: 4 + 16 bytes per entry give 0.93 GiB).
-DENSE_BYTES, CANONICAL_BYTES = 4.0, 16.0
+#: Bytes per entry of the float64 working copies of a canonicalising kernel's standardisation and rotation, beyond
+#: the dense copy of a sparse X itself: a whole fit on a 2,000 x 25,000 set (density 0.01) peaked 1.70 GiB above the
+#: process's start made dense in float64 (8 + 28 bytes per entry give 1.68 GiB), 1.33 GiB in float32 (4 + 28: 1.49).
+CANONICAL_BYTES = 28.0
 
 
 def _canonicalises(kernel) -> bool:
@@ -119,9 +119,16 @@ def _canonicalises(kernel) -> bool:
 
 def densify(X, kernel) -> np.ndarray:
     """Sparse features as the dense array the network needs, if that copy (and its canonicalisation) fits the kernel's
-    memory limit."""
+    memory limit.
+
+    A canonicalising kernel gets them in their own dtype, as it gets dense features: it centres and rescales a
+    float64 set before its float32 cast, so that values far from zero or beyond float32's range keep their structure
+    (cast first, columns 1.6e9 from zero collapsed to a few distinct rows).  Any other kernel reads float32.
+    """
+    canonicalises = _canonicalises(kernel)
+    dtype = X.dtype if canonicalises else np.dtype(np.float32)
     limit = memory_limit_bytes(getattr(unfrozen(kernel), "memory_limit", "auto"))
-    needed = (DENSE_BYTES + (CANONICAL_BYTES if _canonicalises(kernel) else 0.0)) * X.shape[0] * X.shape[1]
+    needed = (dtype.itemsize + (CANONICAL_BYTES if canonicalises else 0.0)) * X.shape[0] * X.shape[1]
     if limit is not None and needed > limit:
         raise AffinityTooLargeError(
             f"affinity='learned' needs dense features, and this sparse set ({X.shape[0]} x {X.shape[1]}) would "
@@ -130,7 +137,7 @@ def densify(X, kernel) -> np.ndarray:
             "width first (e.g. sklearn's TruncatedSVD), or use affinity='nearest_neighbors' or 'rbf', which "
             "take sparse X."
         )
-    return X.astype(np.float32).toarray()  # the network's dtype: float64 sparse input would double the copy
+    return X.astype(dtype).toarray()
 
 
 def warn_if_square(model, X, group_codes) -> None:

@@ -288,7 +288,7 @@ def test_learned_affinity_refuses_a_sparse_X_too_large_to_densify():
 
     kernel = pretrained.load("generic", device="cpu").set_params(memory_limit=1_000)
     X = sp.random(50, 10, density=0.3, format="csr", random_state=0)
-    with pytest.raises(AffinityTooLargeError, match=r"sparse set \(50 x 10\) would take 9.8 KiB dense") as caught:
+    with pytest.raises(AffinityTooLargeError, match=r"sparse set \(50 x 10\) would take 17.6 KiB dense") as caught:
         ABCClustering(kernel=kernel).fit(X)
     assert "0.0 GiB" not in str(caught.value)  # sets are made dense one at a time now: small sizes are common
 
@@ -301,25 +301,38 @@ def test_the_sparse_memory_check_counts_the_canonicalisation_copies():
 
     X = sp.random(50, 2000, density=0.01, format="csr", random_state=0)
     entries = X.shape[0] * X.shape[1]
-    limit = 10 * entries  # above the float32 copy (4 bytes an entry), below it with the float64 copies (20)
+    limit = 10 * entries  # above the float32 copy (4 bytes an entry), below it with the float64 copies (36)
     generic = pretrained.load("generic", device="cpu").set_params(memory_limit=limit)
     with pytest.raises(AffinityTooLargeError, match=r"sparse set \(50 x 2000\) would take .* working copies"):
         _fit_inputs.densify(X, generic)
     width_bound = SimpleNamespace(memory_limit=limit)  # no canonicalisation: the float32 copy alone
-    assert _fit_inputs.densify(X, width_bound).shape == X.shape
+    dense = _fit_inputs.densify(X, width_bound)
+    assert dense.shape == X.shape and dense.dtype == np.float32
 
 
-def test_sparse_float64_rows_reach_the_kernel_as_float32_and_cluster_as_dense(blobs, monkeypatch):
-    """The dense copy of sparse features is the network's float32, as the memory check counts it."""
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sparse_rows_reach_a_canonicalising_kernel_in_their_dtype_and_cluster_as_dense(blobs, monkeypatch, dtype):
+    """The dense copy of sparse features keeps their dtype for a kernel that canonicalises, as dense features do."""
     from skabc import _fit_inputs, _sets
 
     seen = []
     real = _fit_inputs.densify
     monkeypatch.setattr(_sets, "densify", lambda X, kernel: seen.append(real(X, kernel)) or seen[-1])
-    X = blobs[0]
+    X = blobs[0].astype(dtype)
     labels = ABCClustering(random_state=0).fit(sp.csr_matrix(X)).labels_
-    assert seen and seen[0].dtype == np.float32
-    np.testing.assert_array_equal(labels, ABCClustering(random_state=0).fit(X.astype(np.float32)).labels_)
+    assert seen and seen[0].dtype == dtype
+    np.testing.assert_array_equal(labels, ABCClustering(random_state=0).fit(X).labels_)
+
+
+def test_sparse_columns_far_from_zero_cluster_as_dense():
+    """A probe: sparse X was cast to float32 before the kernel's exact centring, so columns 1.6e9 from zero with a
+    spread of about 10 collapsed to a few distinct rows (k = 5, ARI 0.86, where the same dense X gives k = 3)."""
+    X, y = make_blobs(400, centers=3, random_state=1)
+    X = 1.6e9 + 10 * X
+    dense = ABCClustering(random_state=0).fit(X)
+    sparse = ABCClustering(random_state=0).fit(sp.csr_matrix(X))
+    assert dense.n_clusters_ == 3 and adjusted_rand_score(y, dense.labels_) > 0.9
+    np.testing.assert_array_equal(sparse.labels_, dense.labels_)
 
 
 def test_only_the_subsample_of_a_sparse_set_is_made_dense(monkeypatch):
