@@ -9,6 +9,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from . import _schema, persistence
+from ._user_warnings import warn_user
 from .kernels import ContextualKernel, as_kernel
 from .kernels._contextual_io import described_width
 from .kernels.base import CLUSTERING_SETTINGS, Kernel, kernel_is_fitted
@@ -119,9 +120,27 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
     # The settings resolved at fit (they fill in every 'auto' as they did then); version-1 files
     # stored none: resolve them as fit would, from the loaded kernel.
     resolved = {name[:-1]: value for name, value in meta.get("fitted", {}).items()}
+    if "fitted" not in meta:
+        _warn_unrecorded_settings(meta["params"])
     # gaussian_split_ as the fit resolved it; files written before it was stored: as the parameter resolves.
     model._resolve_auto(resolved or as_kernel(fitted).recommended_clustering(), meta.get("gaussian_split"))
     return model
+
+
+def _warn_unrecorded_settings(params: dict) -> None:
+    """A version-1 file did not record what its ``'auto'`` settings resolved to, and the versions that wrote such
+    files resolved them for the generic kernel from their own code (affinity_power 4 or 8, 'njw', 'consensus'),
+    which the file does not say either: the loaded model resolves them from the kernel, and may predict otherwise
+    (probe 59b: 33 of 48 sets)."""
+    auto = [name for name in CLUSTERING_SETTINGS if params.get(name) == "auto"]
+    if auto:
+        warn_user(
+            "this model file was written by an earlier skabc (file format 1), which did not record what "
+            f"{', '.join(auto)}='auto' resolved to at fit; {'they are' if len(auto) > 1 else 'it is'} resolved "
+            "from its kernel now, and predict may give other labels than the model that was saved did (most likely "
+            "where that model was fitted with the generic kernel, kernel=None; its labels_ are the saved ones). Fit "
+            "the model again and save it to keep today's settings with it."
+        )
 
 
 #: Most k-means restarts (``n_init``) a model file may ask for.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +13,7 @@ from sklearn.frozen import FrozenEstimator
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble, persistence, pretrained
 from skabc.datasets import load_omniglot_sample, make_clustering_sets
+from skabc.exceptions import SkabcWarning
 from skabc.kernels import as_kernel
 
 SETTINGS = ("affinity_power_", "assign_labels_", "n_clusters_selection_")
@@ -337,3 +341,31 @@ def test_copies_of_a_fitted_kernel_share_or_copy_its_network_as_python_copies_do
     older = ContextualKernel.__new__(ContextualKernel)  # a pickle of 0.1.0 before probe 57b: module_ a copy apart
     older.__setstate__({**vars(copy.deepcopy(tiny_kernel)), "module_": copy.deepcopy(tiny_kernel.module_)})
     assert older.module_ is older.net_.module_
+
+
+FORMAT_1 = Path(__file__).parent / "data" / "abc_clustering_format1.safetensors"
+
+
+def test_a_format_1_file_loads_its_kernel_as_written_and_warns_of_its_unrecorded_settings():
+    """A real version-1 file (written by skabc at 59edb01: ABCClustering(kernel=<a 1-epoch ContextualKernel>,
+    random_state=0) fitted on make_blobs(300, centers=4, random_state=0)): the documented promise that such files
+    still load, with the kernel's affinity on another set as that version computed it (its first 20 x 20 block,
+    ``abc_clustering_format1_affinity.npy``)."""
+    from sklearn.datasets import make_blobs
+
+    with pytest.warns(SkabcWarning, match=r"file format 1.*affinity_power='auto' resolved to at fit; it is resolved"):
+        model = ABCClustering.load(FORMAT_1, device="cpu")
+    assert model.n_features_in_ == 2 and model.labels_.shape == (300,)
+    X, _ = make_blobs(300, centers=3, random_state=1)
+    expected = np.load(FORMAT_1.with_name("abc_clustering_format1_affinity.npy"))
+    np.testing.assert_allclose(np.asarray(model.kernel_.transform(X))[:20, :20], expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(model.predict(X), np.zeros(300))  # as that version predicted: one cluster
+
+
+def test_a_format_2_file_does_not_warn_about_unrecorded_settings(tmp_path):
+    X, groups = _sets("circles")
+    model = ABCClustering(kernel=pretrained.load("circles", device="cpu"), random_state=0).fit(X[groups == 0])
+    model.save(tmp_path / "model.safetensors")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SkabcWarning)
+        ABCClustering.load(tmp_path / "model.safetensors", device="cpu")
