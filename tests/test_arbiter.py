@@ -144,6 +144,26 @@ def test_forest_matches_scikit_learn_gradient_boosting(tmp_path):
     np.testing.assert_allclose(Arbiter.from_file(path).forest.predict(probe), mean, atol=1e-10)
 
 
+@pytest.mark.parametrize("integer_features", [True, False], ids=["exact-threshold", "float32-threshold"])
+def test_forest_sends_rows_on_a_threshold_as_scikit_learn_does(tmp_path, integer_features):
+    """Probe 59a: rows lying exactly on a split threshold were never probed (random rows miss them). scikit-learn
+    sends ``x <= threshold`` left, and reads X as float32, so a float64 row on a threshold between two float32 values
+    went the other way here (8 of 20 rows, by up to 0.135)."""
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    rng = np.random.default_rng(0)
+    width = n_feature_columns(len(UNKNOWN_K))
+    F = rng.integers(0, 4, size=(300, width)).astype(float) if integer_features else rng.normal(size=(300, width))
+    model = GradientBoostingRegressor(n_estimators=20, max_depth=3, learning_rate=0.1, random_state=0).fit(
+        F, rng.uniform(size=300))
+    path = tmp_path / "arbiter.json"
+    write_arbiter(path, model, UNKNOWN_K, {"recipe": "test"})
+    probe = F[:20].copy()
+    for row, (tree,) in enumerate(model.estimators_[:20]):  # each row on its tree's root threshold
+        probe[row, tree.tree_.feature[0]] = tree.tree_.threshold[0]
+    np.testing.assert_allclose(Arbiter.from_file(path).forest.predict(probe), model.predict(probe), atol=1e-10)
+
+
 @pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "9" * 5000], ids=["deep", "huge-int"])
 def test_unparsable_arbiter_files_are_value_errors_naming_the_file(tmp_path, text):
     """Probe 41a: deep nesting raised a RecursionError, a 5,000-digit number a ValueError not naming the file."""
@@ -163,6 +183,11 @@ def test_unparsable_arbiter_files_are_value_errors_naming_the_file(tmp_path, tex
         ({"baseline": float("nan")}, "baseline"),
         ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), left=[0, 0, 0])]}, "later node"),  # a cycle
         ({"trees": [_stump(999, 0.0, 1.0, 2.0)]}, "features must index"),
+        # Probe 59a: the bounds themselves (a child one past the last node, a feature one past the last column).
+        ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), right=[3, 0, 0])]}, "later node"),
+        ({"trees": [_stump(n_feature_columns(len(UNKNOWN_K)), 0.0, 1.0, 2.0)]}, "features must index"),
+        ({"candidates": [UNKNOWN_K[0], UNKNOWN_K[0], UNKNOWN_K[1]]}, "candidates must be"),
+        ({"baseline": True}, "baseline"),
         ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), value=[0.0, 1.0])]}, "one length"),
         ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), value=["a", 1, 2])]}, "numbers"),
         ({"spectrum_size": 52}, "spectrum_size"),

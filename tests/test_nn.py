@@ -359,9 +359,10 @@ def test_loss_matches_hand_computation_over_real_cells():
     assert torch.allclose(loss, _hand_loss(logits, labels), atol=1e-6)
 
 
-@pytest.mark.parametrize("pad_value", [1e4, -1e4, 1e30])
+@pytest.mark.parametrize("pad_value", [1e4, -1e4, 1e30, float("inf"), float("nan")])
 def test_loss_ignores_padded_cells(pad_value):
-    """Huge logits in padded cells change neither the loss nor receive gradient."""
+    """Huge or non-finite logits in padded cells change neither the loss nor receive gradient (probe 59a: a plain
+    product with the zero weight passed the finite values, and inf * 0 is NaN)."""
     logits, labels = _loss_case()
     pad = (labels < 0)[:, :, None] | (labels < 0)[:, None, :]
     huge = logits.masked_fill(pad, pad_value).requires_grad_(True)

@@ -54,6 +54,7 @@ class SameClusterBCELoss(nn.Module):
             else:
                 pos_weight = torch.as_tensor(float(self.pos_weight), dtype=logits.dtype, device=logits.device)
             weight = weight * (1.0 + (pos_weight - 1.0) * target)
-        loss = F.binary_cross_entropy_with_logits(logits, target, reduction="none")
-        # where(), not a product: a non-finite logit in a padded cell must not poison the mean.
-        return torch.where(pair_valid, loss * weight, 0.0).sum() / pair_valid.sum().clamp(min=1)
+        # Padded cells are zeroed before the loss, not only weighed 0 after it: a non-finite logit there would poison
+        # the mean (inf * 0), and a NaN one the gradient, which where() alone passes back as NaN (0 * NaN).
+        loss = F.binary_cross_entropy_with_logits(logits.masked_fill(~pair_valid, 0.0), target, reduction="none")
+        return (loss * weight).sum() / pair_valid.sum().clamp(min=1)
