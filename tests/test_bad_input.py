@@ -621,6 +621,18 @@ def test_y_of_integers_and_whole_floats_in_an_object_column_is_read_as_numbers(X
     np.testing.assert_array_equal(encode_labels(big, 4), [1, 2, 0, -1])
 
 
+def test_only_minus_one_is_unlabelled_and_fractions_are_no_classes():
+    """Probe 59a: no test pinned these. -2 is a class like any other; "-1.0" (a CSV column of floats read as text)
+    is the unlabelled marker as "-1" is; fractional labels in an object column are a continuous target, not
+    truncated into classes (0.2 and 0.7 merged)."""
+    from skabc._validation import encode_labels
+
+    np.testing.assert_array_equal(encode_labels(np.array([-2, -2, 0, 0, 1, 1, -1]), 7), [0, 0, 1, 1, 2, 2, -1])
+    np.testing.assert_array_equal(encode_labels(np.array(["1.0", "1.0", "2.0", "-1.0"]), 4), [0, 0, 1, -1])
+    with pytest.raises(ValueError, match="continuous"):
+        encode_labels(np.array([0.2, 0.7, 0.2, 0.7], dtype=object), 4)
+
+
 def test_object_labels_beyond_float64_and_numpy_nan_groups_are_value_errors(X30, tiny_kernel):
     """Review 54e: a whole Fraction beyond float64 raised a raw OverflowError while the labels were read, and a
     numpy float32 NaN passed as a group id."""

@@ -31,6 +31,8 @@ def _bad(A, mode):
     if mode == "nan":
         A[0, 1] = A[1, 0] = np.nan
         return A
+    if mode == "column":  # a reduction that kept its axis: broadcast by a symmetrisation, it would be n x n
+        return A.sum(axis=1, keepdims=True)
     raise AssertionError(mode)
 
 
@@ -67,7 +69,8 @@ class _RBFTransformer(TransformerMixin, BaseEstimator):
     ("smaller", r"_RBF\.affinity\(X\) must return the \(90, 90\) affinity of the 90 rows of X, got shape \(89, 89\)"),
     ("negative", r"_RBF\.affinity\(X\) returned has negative entries"),
     ("nan", r"_RBF\.affinity\(X\) returned holds NaN"),
-], ids=["smaller", "negative", "nan"])
+    ("column", r"_RBF\.affinity\(X\) must return the \(90, 90\) affinity of the 90 rows of X, got shape \(90, 1\)"),
+], ids=["smaller", "negative", "nan", "column"])
 def test_a_kernel_subclass_output_is_checked_as_a_transformer_s(mode, match):
     """The probe: an (n-1) x (n-1) affinity from a Kernel subclass gave 89 labels for 90 rows; a negative pair was
     clustered; a NaN failed inside numpy.  Only a transformer's output was checked."""
@@ -133,6 +136,17 @@ def test_rounding_of_a_float32_affinity_is_no_asymmetry():
     with pytest.warns(SkabcWarning, match="not symmetric") as caught:
         ABCClustering(kernel=_RBF("upper"), n_clusters=3, random_state=0).fit(X, groups=np.arange(90) % 3)
     assert len({str(w.message) for w in caught if "not symmetric" in str(w.message)}) == 1  # one text per fit
+
+
+def test_a_float64_asymmetry_ten_times_the_tolerance_is_reported():
+    # The tolerance itself (probe 59a: one 100 times looser passed every other test): a float64 affinity one pair
+    # of which differs from its transpose by 1e-5 of the largest entry (SYMMETRY_RTOL is 1e-6) is reported.
+    A = rbf_kernel(X)
+    A[0, 1] += 1e-5
+    with pytest.warns(SkabcWarning, match=r"differ by up to 1e-05"):
+        ABCClustering(affinity="precomputed", n_clusters=3, random_state=0).fit(A)
+    with pytest.warns(SkabcWarning, match=r"not symmetric"):
+        ABCClustering(kernel=_Fixed(A), n_clusters=3, random_state=0).fit(X)
 
 
 def test_a_frozen_kernel_without_fit_is_ready():

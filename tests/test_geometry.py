@@ -46,6 +46,12 @@ def test_pair_features_match_their_definitions():
     np.testing.assert_allclose(pairs[..., -1], ref["dist"], atol=1e-4)
     assert np.allclose(pairs, pairs.transpose(1, 0, 2))
     assert points.shape == (1, 60, 2) and torch.isfinite(points).all()
+    # The point features, by brute force (probe 59a: only their shape was checked): the density log(s7 / median s7)
+    # (torch's median is the lower one) and the growth log(s5 / s30), s_k the distance to the k-th neighbour.
+    ranked = np.sort(np.where(np.eye(60, dtype=bool), np.inf, np.linalg.norm(X[:, None] - X[None], axis=-1)), axis=1)
+    s5, s7, s30 = ranked[:, 4], ranked[:, 6], ranked[:, 29]
+    np.testing.assert_allclose(points[0, :, 0].double().numpy(), np.log(s7 / np.sort(s7)[29]), atol=1e-4)
+    np.testing.assert_allclose(points[0, :, 1].double().numpy(), np.log(s5 / s30), atol=1e-4)
 
 
 def test_pair_features_ignore_padding_and_handle_tiny_sets():

@@ -44,6 +44,7 @@ def test_schedule_grows_with_rows_and_classes_within_its_bounds():
     assert steps == sorted(steps) and steps[0] >= MIN_STEPS and steps[-1] <= MAX_STEPS + 16
     assert steps[1] < steps[2]  # the bounds do not hide the growth in between
     assert training_schedule(5_000, 2, 32).n_steps < training_schedule(5_000, 5, 32).n_steps
+    assert training_schedule(5_000, 4, 32).n_steps < training_schedule(5_000, 5, 32).n_steps  # "fewer than five"
 
 
 def test_schedule_caps_networks_with_local_geometry_lower(blobs, monkeypatch):
@@ -709,7 +710,8 @@ def test_choose_partition_takes_the_knn_candidates_only_where_they_clearly_win(m
     assert scores["A**4 consensus njw arbiter generic-knn-only"] == only_right / 12
 
 
-@pytest.mark.parametrize(("start_score", "kept_start"), [(0.9, True), (0.1, False)])
+# A tie keeps the fine-tune (probe 59a: ">=" passed the other two cases and threw the fine-tuned weights away).
+@pytest.mark.parametrize(("start_score", "kept_start"), [(0.9, True), (0.1, False), (0.5, False)])
 def test_the_start_as_it_clusters_alone_is_restored_when_it_scores_higher(monkeypatch, start_score, kept_start):
     from types import SimpleNamespace
 
@@ -733,6 +735,25 @@ def test_the_start_as_it_clusters_alone_is_restored_when_it_scores_higher(monkey
     assert scoring.best_settings_ == (start_settings if kept_start else tuned_settings)
     assert scoring.best_epoch_ == (0 if kept_start else 3)
     assert scoring.settings_scores_["start weights, A**4 consensus kmeans arbiter generic"] == start_score
+
+
+def test_scoring_the_true_start_puts_the_module_s_own_weights_back(monkeypatch):
+    """With ``start_state`` (a resumed run, a fine-tune mixed with its start), the start is loaded only to be scored:
+    training goes on from the module's own weights, the checkpoint's (probe 59a: no test saw them replaced)."""
+    from types import SimpleNamespace
+
+    from skorch.history import History
+
+    monkeypatch.setattr(early_stopping, "score_sets", lambda module, sets, settings: 0.5)
+    net = SimpleNamespace(module_=torch.nn.Linear(2, 1), history=History())
+    with torch.no_grad():
+        net.module_.bias.fill_(0.0)
+    start = {name: value.detach().clone() for name, value in net.module_.state_dict().items()}
+    with torch.no_grad():
+        net.module_.bias.fill_(5.0)  # the checkpoint's weights, loaded before training resumes
+    scoring = ValidationSetsScoring(sets=[object()], settings={}, start_state=start)
+    scoring.on_train_begin(net)
+    assert float(net.module_.bias) == 5.0 and scoring.start_score_ == 0.5
 
 
 @pytest.mark.parametrize(("largest", "tuned"), [(20, True), (600, False)])

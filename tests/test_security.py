@@ -308,6 +308,12 @@ def test_out_of_range_labels_are_refused_before_the_kernel_is_built(saved, tmp_p
     built.clear()
     ABCClustering.load(forge(tmp_path / "ok.safetensors", saved.model_meta, saved.model_tensors), device="cpu")
     assert len(built) > checked  # a load that succeeds builds the network for real after the same checks
+    # The bound itself (probe 59a: "<= n_clusters" passed the case above): one id equal to n_clusters.
+    one_past = saved.model_tensors["labels_"].clone()
+    one_past[0] = saved.model_meta["n_clusters"]
+    refused(ABCClustering.load, forge(tmp_path / "m1.safetensors", saved.model_meta,
+                                      {**saved.model_tensors, "labels_": one_past}),
+            r"labels_: cluster ids must lie in \[0, n_clusters=")
 
 
 def test_blocks_a_file_does_not_hold_are_refused_before_the_network_is_laid_out(saved, tmp_path, monkeypatch):

@@ -336,6 +336,25 @@ def test_pair_log_likelihood_row_blocks_match_the_direct_sum():
     assert np.isclose(spectral.pair_log_likelihood(probabilities, labels), expected, rtol=1e-10)
 
 
+def test_likelihood_selection_keeps_the_eigengap_estimate_on_a_tie_and_counts_its_own_labels():
+    """Probe 59a: neither was pinned. Where every partition is as likely (every pair 0.5), the candidate first in
+    eigengap order (k = 1 here) is kept, not the last tied one (k = 5); and the Selection's ``n_clusters`` is the
+    number of clusters in its labels (a count of rows passed every other test, ``SpectralStep`` recounting them)."""
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from skabc.spectral import N_CLUSTERS_SELECTORS, SpectralStep
+
+    step = SpectralStep(n_clusters=None, max_clusters=10, selection="likelihood")
+    flat = np.full((40, 40), 0.5)
+    np.fill_diagonal(flat, 1.0)
+    assert N_CLUSTERS_SELECTORS["likelihood"](step, flat, flat, 0, 0).n_clusters == 1
+    X, _ = make_blobs(60, centers=3, cluster_std=0.4, random_state=0)
+    blobs = rbf_kernel(X, gamma=0.5)
+    chosen = N_CLUSTERS_SELECTORS["likelihood"](step, blobs, blobs, 0, 0)
+    assert chosen.n_clusters == len(np.unique(chosen.labels)) == 3
+
+
 def test_dense_sets_of_hundreds_of_points_are_solved_in_float32_and_refined(monkeypatch):
     """From DENSE_REFINED_MIN points up to DENSE_EIGEN_LIMIT a dense affinity is solved by float32 LAPACK and one
     float64 Rayleigh-Ritz step, never by ARPACK (which often ran out of its budget on learned affinities and then
@@ -693,6 +712,11 @@ def test_a_dense_affinity_whose_rows_sum_below_zero_is_refused_as_a_sparse_negat
             solve(sp.csr_matrix(A - 0.5))
     # A signed kernel whose rows sum to at least zero is taken, as scikit-learn takes it.
     assert len(spectral.laplacian_eigenvalues(A - 0.001, 4)) == 4
+    # The bound itself (probe 59a: a check of "below -1" passed the case above): one row sum at -0.5.
+    shifted = A - (A.sum(axis=1).min() + 0.5) / len(A)
+    assert np.isclose(shifted.sum(axis=1).min(), -0.5)
+    with pytest.raises(ValueError, match="rows summing below zero"):
+        spectral.laplacian_eigenvalues(shifted, 4)
 
 
 def test_dense_affinities_of_zero_eigenvalues_bool_entries_or_no_square_shape():
