@@ -101,9 +101,10 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
         kernel = ContextualKernel._restore({"kernel": meta["kernel"]}, tensors, device)
     fitted = FrozenEstimator(kernel) if meta.get("kernel_param") == "frozen" else kernel
     param = {"none": None, "trained": clone(kernel)}.get(meta.get("kernel_param"), fitted)
-    # Files written before gaussian_split existed clustered without the split; its default is now 'auto'.
-    params = {"gaussian_split": False, **{k: v for k, v in persistence.unlist(meta["params"]).items()
-                                          if k not in MACHINE_PARAMS}}
+    # Files written before gaussian_split or max_samples existed clustered without the split, and whole sets;
+    # their defaults are now 'auto'.
+    params = {"gaussian_split": False, "max_samples": None,
+              **{k: v for k, v in persistence.unlist(meta["params"]).items() if k not in MACHINE_PARAMS}}
     model = cls(kernel=param, **params)
     remember_fitted_params(model)
     model.kernel_ = fitted
@@ -135,11 +136,11 @@ def _warn_unrecorded_settings(params: dict) -> None:
     auto = [name for name in CLUSTERING_SETTINGS if params.get(name) == "auto"]
     if auto:
         warn_user(
-            "this model file was written by an earlier skabc (file format 1), which did not record what "
-            f"{', '.join(auto)}='auto' resolved to at fit; {'they are' if len(auto) > 1 else 'it is'} resolved "
-            "from its kernel now, and predict may give other labels than the model that was saved did (most likely "
-            "where that model was fitted with the generic kernel, kernel=None; its labels_ are the saved ones). Fit "
-            "the model again and save it to keep today's settings with it."
+            "this model file was written by an earlier skabc (file format 1), which did not record what its 'auto' "
+            f"settings ({', '.join(auto)}) resolved to at fit; they are resolved from its kernel now, and predict "
+            "may give other labels than the saved model did (its labels_ are the saved ones). A model fitted with "
+            "the generic kernel (kernel=None) used that version's settings for it: fit ABCClustering() with "
+            "kernel=None again to get today's generic settings, and save it."
         )
 
 

@@ -1,8 +1,8 @@
 """How ABCClustering reads its input: ``X`` checked as its ``affinity`` needs, and the kernel it resolves to.
 
-``affinity='learned'`` reads ``X`` as float32 features for the network (sparse
-``X`` densified under the kernel's memory limit) and trains a kernel only when
-the user asks for it; every other ``affinity`` reads ``X`` as
+``affinity='learned'`` reads ``X`` as float features for the network (integers as float64, so that a kernel
+that canonicalises centres and rescales them exactly; sparse ``X`` densified under the kernel's memory limit) and
+trains a kernel only when the user asks for it; every other ``affinity`` reads ``X`` as
 SpectralClustering does (float64, sparse formats kept) and resolves to a
 :class:`~skabc.kernels.pairwise.PairwiseKernel` or
 :class:`~skabc.kernels.pairwise.PrecomputedKernel` with SpectralClustering's
@@ -22,7 +22,7 @@ from ._runtime import memory_limit_bytes
 from ._user_warnings import warn_user
 from ._validation import encode_labels, format_bytes
 from .exceptions import AffinityTooLargeError, SkabcWarning
-from .kernels import ContextualKernel
+from .kernels import ContextualKernel, KernelEnsemble
 from .kernels.base import check_kernel_type, fit_on_labels, kernel_is_fitted, unfrozen
 from .kernels.pairwise import (
     PRECOMPUTED_AFFINITIES,
@@ -31,7 +31,7 @@ from .kernels.pairwise import (
     PrecomputedKernel,
 )
 from .spectral._affinity_checks import asymmetry, beyond_rounding
-from .training.plan import network_of
+from .training.plan import network_of, reads_canonical_input
 
 
 def is_learned(affinity) -> bool:
@@ -45,9 +45,10 @@ def is_pairwise(affinity) -> bool:
 
 
 def validate_set(model, X, *, reset: bool, ensure_min_samples: int):
-    """``X`` validated as ``model.affinity`` needs it: float32 for the network (float64 kept: a canonicalising
-    kernel rescales a set beyond float32's range before its own cast), float64 as SpectralClustering."""
-    dtype = [np.float32, np.float64] if is_learned(model.affinity) else np.float64
+    """``X`` validated as ``model.affinity`` needs it: float32 or float64 for the network (other types as float64:
+    a canonicalising kernel centres and rescales a set before its own float32 cast, and an integer column of
+    timestamps cast to float32 first lost its spread), float64 as SpectralClustering."""
+    dtype = [np.float64, np.float32] if is_learned(model.affinity) else np.float64
     if is_pairwise(model.affinity) and not reset:
         # A new set's affinity is m x m: its width is its size, not the fitted n_features_in_.
         return check_array(X, accept_sparse=SPARSE_FORMATS, dtype=dtype, ensure_min_samples=ensure_min_samples)
@@ -112,9 +113,16 @@ CANONICAL_BYTES = 28.0
 
 
 def _canonicalises(kernel) -> bool:
-    """Whether ``kernel`` (or a member of it) canonicalises its input: its sets of any width go through float64."""
-    members = map(unfrozen, getattr(unfrozen(kernel), "kernels_", [kernel]))
-    return any(isinstance(m, ContextualKernel) and network_of(m).canonical_features is not None for m in members)
+    """Whether ``kernel`` (or a member of it) canonicalises its input: its sets of any width go through float64.
+
+    A fitted network does or does not; an unfitted kernel as its fit will train (from the generic network, by
+    default), which is what the kernel's own fit decides by (:func:`~skabc.training.plan.reads_canonical_input`).
+    """
+    kernel = unfrozen(kernel)
+    members = kernel._members_or_template() if isinstance(kernel, KernelEnsemble) else [kernel]
+    return any(isinstance(m, ContextualKernel) and (
+        network_of(m).canonical_features is not None or (not kernel_is_fitted(m) and reads_canonical_input(m)))
+        for m in map(unfrozen, members))
 
 
 def densify(X, kernel) -> np.ndarray:

@@ -16,7 +16,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.model_selection import GridSearchCV
 from sklearn.neighbors import NearestNeighbors
 
-from skabc import ABCClustering, ContextualKernel
+from skabc import ABCClustering, ContextualKernel, KernelEnsemble
 from skabc.kernels import Kernel
 from skabc.kernels.pairwise import PairwiseKernel, PrecomputedKernel
 
@@ -330,9 +330,35 @@ def test_sparse_columns_far_from_zero_cluster_as_dense():
     X, y = make_blobs(400, centers=3, random_state=1)
     X = 1.6e9 + 10 * X
     dense = ABCClustering(random_state=0).fit(X)
-    sparse = ABCClustering(random_state=0).fit(sp.csr_matrix(X))
     assert dense.n_clusters_ == 3 and adjusted_rand_score(y, dense.labels_) > 0.9
-    np.testing.assert_array_equal(sparse.labels_, dense.labels_)
+    # Review 59r: integer columns (timestamps) were read as float32 first, sparse or in a DataFrame.
+    integers = np.round(X).astype(np.int64)
+    for data in (sp.csr_matrix(X), sp.csr_matrix(integers), pd.DataFrame(integers), integers):
+        np.testing.assert_array_equal(ABCClustering(random_state=0).fit(data).labels_, dense.labels_)
+
+
+@pytest.mark.parametrize("kernel", [lambda: ContextualKernel(), lambda: ContextualKernel(init="generic"),
+                                    lambda: KernelEnsemble(ContextualKernel(), n_members=2)],
+                         ids=["auto-init", "generic-init", "ensemble"])
+def test_sparse_rows_a_kernel_will_train_on_from_the_generic_network_reach_it_in_float64(monkeypatch, kernel):
+    """Review 59r: an unfitted kernel that will start from the generic network canonicalises too, as its own fit
+    decides; its sparse training rows were made dense in float32 (400 distinct rows collapsed to 5)."""
+    from skabc import _fit_inputs
+
+    seen = []
+
+    class Seen(Exception):
+        pass
+
+    def recording(kernel, X, y, groups=None):
+        seen.append(X)
+        raise Seen  # the rows are what is checked, not a training run
+
+    monkeypatch.setattr(_fit_inputs, "fit_on_labels", recording)
+    X, y = make_blobs(400, centers=3, random_state=1)
+    with pytest.raises(Seen):
+        ABCClustering(kernel=kernel(), random_state=0).fit(sp.csr_matrix(1.6e9 + 10 * X), y)
+    assert seen[0].dtype == np.float64 and len(np.unique(seen[0], axis=0)) == 400
 
 
 def test_only_the_subsample_of_a_sparse_set_is_made_dense(monkeypatch):

@@ -353,9 +353,11 @@ def test_a_format_1_file_loads_its_kernel_as_written_and_warns_of_its_unrecorded
     ``abc_clustering_format1_affinity.npy``)."""
     from sklearn.datasets import make_blobs
 
-    with pytest.warns(SkabcWarning, match=r"file format 1.*affinity_power='auto' resolved to at fit; it is resolved"):
+    with pytest.warns(SkabcWarning, match=r"file format 1.*its 'auto' settings \(affinity_power\) resolved to"):
         model = ABCClustering.load(FORMAT_1, device="cpu")
     assert model.n_features_in_ == 2 and model.labels_.shape == (300,)
+    # That version clustered whole sets: no max_samples subsample (review 59r: 'auto' subsampled 2,000 rows).
+    assert model.max_samples is None and model.gaussian_split is False
     X, _ = make_blobs(300, centers=3, random_state=1)
     expected = np.load(FORMAT_1.with_name("abc_clustering_format1_affinity.npy"))
     np.testing.assert_allclose(np.asarray(model.kernel_.transform(X))[:20, :20], expected, rtol=1e-6, atol=1e-7)

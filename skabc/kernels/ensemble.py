@@ -269,11 +269,14 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
             mean.data += dense[rows, mean.indices] / n_members
         return mean
 
+    def _members_or_template(self) -> list:
+        """The fitted members, or before ``fit`` the kernel each member will be a clone of."""
+        return getattr(self, "kernels_", None) or [ContextualKernel() if self.kernel is None else self.kernel]
+
     @property
     def outputs_probabilities(self) -> bool:
         """A mean of probabilities is a probability: true when every member outputs them."""
-        members = getattr(self, "kernels_", None) or [ContextualKernel() if self.kernel is None else self.kernel]
-        return all(as_kernel(k).outputs_probabilities for k in members)
+        return all(as_kernel(k).outputs_probabilities for k in self._members_or_template())
 
     def returns_sparse(self, n_samples: int) -> bool:
         """Whether ``transform`` of ``n_samples`` points returns a sparse affinity: when any member does."""

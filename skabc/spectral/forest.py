@@ -15,8 +15,9 @@ class TreeEnsemble:
 
     Each tree holds, per node, ``feature``, ``threshold``, ``left``, ``right``,
     ``value``, ``is_leaf`` and ``missing_left`` (a NaN feature goes left);
-    a row goes left when ``x[feature] <= threshold``.  Children come after
-    their parent, so every path ends at a leaf.
+    a row goes left when ``x[feature] <= threshold``, ``x`` read as float32 as
+    scikit-learn's trees read it.  Children come after their parent, so every
+    path ends at a leaf.
     """
 
     def __init__(self, trees: list[dict], baseline: float, n_columns: int) -> None:
