@@ -149,32 +149,3 @@ def test_same_default_tells_values_apart():
     assert _same_default(1e-3, 0.001) and _same_default(10, 10.0) and _same_default((10.0, 1e4), (10.0, 10000.0))
     assert not _same_default(False, 0) and not _same_default(None, 0) and not _same_default("auto", "kmeans")
     assert not _same_default(10, 3)
-
-
-def _modules_with_examples() -> list[str]:
-    """Every module of the package whose docstrings hold an interactive example."""
-    import importlib.util
-    import pkgutil
-
-    import skabc
-
-    names = ["skabc"] + [module.name for module in pkgutil.walk_packages(skabc.__path__, "skabc.")]
-    return [name for name in names
-            if ">>>" in Path(importlib.util.find_spec(name).origin).read_text(encoding="utf-8")]
-
-
-EXAMPLE_MODULES = _modules_with_examples()
-
-
-def test_modules_with_examples_are_found():
-    assert {"skabc.cluster", "skabc.kernels.contextual", "skabc.datasets.transforms"} <= set(EXAMPLE_MODULES)
-
-
-@pytest.mark.parametrize("name", EXAMPLE_MODULES)
-def test_docstring_examples_run_as_written(name):
-    # The Examples sections are what users copy first: each runs and prints what it shows.
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0, result
