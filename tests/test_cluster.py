@@ -939,3 +939,24 @@ def test_an_estimated_k_does_not_read_numpy_s_global_stream():
     for fit in fits[1:]:
         np.testing.assert_array_equal(fit.eigenvalues_, fits[0].eigenvalues_)
         np.testing.assert_array_equal(fit.labels_, fits[0].labels_)
+
+
+def test_a_given_k_takes_no_arbiter_the_kernel_recommends_for_an_unknown_k():
+    """Probe 59c: with n_clusters given, 'auto' takes the kernel's arbiter only where it has a file for a given k; a
+    recommendation of 'generic-count' (k unknown only) gives no arbiter and the k asked for."""
+    from skabc.pretrained import load
+
+    kernel = load("generic")
+    kernel.recommended_clustering_ = {**kernel.recommended_clustering(), "arbiter": "generic-count"}
+    X, _ = make_blobs(200, centers=4, random_state=0)
+    model = ABCClustering(kernel=kernel, n_clusters=2, random_state=0).fit(X)
+    assert model.arbiter_ is None and len(np.unique(model.labels_)) == 2
+
+
+def test_an_estimate_at_max_clusters_is_warned_of():
+    # Probe 59c: a k equal to max_clusters may be capped (the set may hold more): warned, not only one above it.
+    X, _ = make_blobs(300, centers=5, cluster_std=0.6, random_state=0)
+    with pytest.warns(UserWarning, match="reached max_clusters=2"):
+        model = ABCClustering(affinity="rbf", gamma=0.05, max_clusters=2, n_clusters_selection="eigengap",
+                              arbiter=None, random_state=0).fit(X)
+    assert len(np.unique(model.labels_)) == 2

@@ -149,3 +149,25 @@ def test_points_that_nothing_links_are_each_their_own_cluster(selection):
         warnings.simplefilter("ignore")
         labels = model.fit_predict(np.eye(5))
     assert model.n_clusters_ == 5 and sorted(labels) == [0, 1, 2, 3, 4]
+
+
+# ------------------------------------------------------------ probe 59c: behaviour its surviving mutants changed unseen
+def test_alignment_qualities_stay_in_the_unit_interval_with_rows_at_the_origin():
+    V = np.zeros((30, 3))
+    V[:10, 0] = V[10:20, 1] = 1 / np.sqrt(10)  # rows 20-29 at the origin add nothing to the alignment cost
+    V[:, 2] = np.random.default_rng(0).normal(size=30) * 0.01
+    qualities = alignment_qualities(V)
+    assert np.all((qualities >= 0) & (qualities <= 1)), qualities
+
+
+def test_alignment_quality_of_two_columns_is_the_documented_formula():
+    # q_c = 1 - (J_min / n - 1) / c; for c = 2 the rotation is one angle, so J_min comes from a grid search here (the
+    # package's optimiser may stop a few thousandths off in a local minimum: tolerance 0.02; c - 1 gives 0.74 for 0.87).
+    V, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(300, 2)))
+
+    def cost(Z):
+        return ((Z * Z).sum(1) / (Z * Z).max(1)).sum()
+
+    best = min(cost(V @ np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]))
+               for a in np.linspace(0, np.pi / 2, 5001))
+    assert abs(alignment_qualities(V, 2)[0] - (1 - (best / 300 - 1) / 2)) < 0.02

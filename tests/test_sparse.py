@@ -440,3 +440,51 @@ def test_sparse_scaling_smoke():
     assert n_clusters == 5
     assert adjusted_rand_score(y, labels) == 1.0
     assert elapsed < 60  # seconds on a loaded 2-core box; typically about one
+
+
+# ------------------------------------------------------------ probe 59c: behaviour its surviving mutants changed unseen
+def _blocks(sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    blocks = [rng.uniform(0.5, 1, (m, m)) for m in sizes]
+    return sp.block_diag([(B + B.T) / 2 for B in blocks]).tocsr()
+
+
+def test_stored_zeros_link_no_components():
+    from skabc.spectral.eigen import top_eigenvectors
+
+    A = _blocks((10, 10, 30))
+    coo = A.tocoo()
+    stored = sp.csr_matrix((np.concatenate([coo.data, [0.0, 0.0]]),
+                            (np.concatenate([coo.row, [0, 10]]), np.concatenate([coo.col, [10, 0]]))), shape=A.shape)
+    assert stored.nnz == A.nnz + 2 and (stored != A).nnz == 0
+    for k in (2, 3):
+        np.testing.assert_allclose(top_eigenvectors(stored, k, random_state=0)[1],
+                                   top_eigenvectors(A, k, random_state=0)[1])
+        np.testing.assert_array_equal(spectral_labels(stored, k, random_state=0), spectral_labels(A, k, random_state=0))
+
+
+def test_sparse_embedding_is_sign_fixed_whatever_the_start_vector():
+    from sklearn.datasets import make_blobs
+    from sklearn.neighbors import kneighbors_graph
+
+    from skabc.spectral.eigen import top_eigenvectors
+
+    X, _ = make_blobs(600, centers=3, cluster_std=3.0, random_state=0)
+    graph = kneighbors_graph(X, 10)
+    A = sp.csr_matrix(0.5 * (graph + graph.T))
+    _, first = top_eigenvectors(A, 4, random_state=0)
+    for seed in (1, 2, 3):
+        np.testing.assert_allclose(top_eigenvectors(A, 4, random_state=seed)[1], first, atol=1e-6)
+    peaks = np.argmax(np.abs(first), axis=0)
+    assert np.all(first[peaks, np.arange(first.shape[1])] > 0)  # each column's largest entry is positive
+
+
+def test_more_components_than_eigenpairs_keep_the_largest_components():
+    from skabc.spectral.eigen import top_eigenvectors
+
+    sizes = [5, 50, 20, 8]
+    values, V = top_eigenvectors(_blocks(sizes), 2, random_state=0)
+    assert np.allclose(values, 0, atol=1e-10)
+    starts = np.cumsum([0, *sizes])
+    covered = [int(np.argmax([np.abs(V[a:b, j]).sum() for a, b in pairwise(starts)])) for j in range(2)]
+    assert sorted(sizes[c] for c in covered) == [20, 50]

@@ -824,3 +824,71 @@ def test_dense_to_topk_refuses_non_finite_affinities():
 
     with pytest.raises(ValueError, match="NaN or infinite"):  # NaN ranked first: the diagonal was stored (probe 55e)
         dense_to_topk(np.full((4, 4), np.nan), 2)
+
+
+# ------------------------------------------------------------ probe 59c: behaviour its surviving mutants changed unseen
+def test_knn_graph_does_not_depend_on_the_global_scale_even_near_underflow():
+    from skabc.spectral.knn import knn_graph
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    for scale in (1e-200, 1e-170):  # squared distances of such values underflow without the global rescaling
+        assert (knn_graph(X) != knn_graph(X * scale)).nnz == 0
+
+
+def test_links_every_row_is_true_up_to_eleven_distinct_rows():
+    from skabc.spectral.knn import knn_graph, links_every_row
+
+    X = np.random.default_rng(0).normal(size=(11, 2))
+    assert np.all(knn_graph(X).toarray() + np.eye(11) > 0)  # 10 neighbours each: every pair linked
+    assert links_every_row(X) and links_every_row(np.repeat(X, 3, axis=0))
+    assert not links_every_row(np.random.default_rng(1).normal(size=(12, 2)))
+
+
+def test_knn_graph_of_sparse_rows_ignores_explicitly_stored_zeros():
+    from skabc.spectral.knn import knn_graph
+
+    base = np.random.default_rng(0).integers(0, 3, size=(6, 4)).astype(float)
+    base[:, 0] = 0.0
+    X = np.repeat(base, 15, axis=0)  # each distinct row 15 times: copies must be grouped however they are stored
+    coo = sp.csr_matrix(X).tocoo()
+    extra = np.arange(0, len(X), 2)
+    stored = sp.csr_matrix((np.concatenate([coo.data, np.zeros(len(extra))]),
+                            (np.concatenate([coo.row, extra]), np.concatenate([coo.col, np.zeros(len(extra), int)]))),
+                           shape=X.shape)
+    assert stored.nnz > coo.nnz and np.array_equal(stored.toarray(), X)
+    assert (knn_graph(stored) != knn_graph(X)).nnz == 0
+
+
+def test_knn_graph_keeps_ties_beyond_twice_the_neighbours_whatever_the_row_order():
+    from skabc.spectral.knn import knn_graph
+
+    E = np.eye(15)
+    X = np.vstack([np.zeros(15), E, -E, 3 * E, -3 * E])  # the origin has 30 rows tied at distance 1 (> 2 x 10)
+    graph = knn_graph(X).toarray()
+    for seed in range(3):
+        order = np.random.default_rng(seed).permutation(len(X))
+        back = np.argsort(order)
+        np.testing.assert_array_equal(knn_graph(X[order]).toarray()[np.ix_(back, back)], graph)
+
+
+def test_a_sparse_row_of_stored_zeros_is_named_as_linked_to_nothing():
+    from skabc.spectral import SpectralStep
+
+    A = np.kron(np.eye(2), np.ones((10, 10))) * 0.9 + 0.01
+    A[3, :] = A[:, 3] = 0.0
+    coo = sp.csr_matrix(A).tocoo()
+    stored = sp.csr_matrix((np.concatenate([coo.data, np.zeros(4)]),
+                            (np.concatenate([coo.row, [3, 3, 0, 5]]), np.concatenate([coo.col, [0, 5, 3, 3]]))),
+                           shape=A.shape)
+    assert np.array_equal(stored.toarray(), A)
+    with pytest.warns(UserWarning, match="1 of the 20 points have zero affinity to every point"):
+        SpectralStep(n_clusters=None, max_clusters=5).cluster(stored, 0, 0)
+
+
+def test_embedding_labels_refuse_an_embedding_of_too_few_columns():
+    from skabc.spectral.assign import embedding_labels
+
+    V = np.random.default_rng(0).normal(size=(50, 2))
+    for options in ({}, {"assign_labels": "discretize"}, {"n_components": 3}):
+        with pytest.raises(ValueError, match="columns"):
+            embedding_labels(V, 4, random_state=0, **options)

@@ -214,3 +214,11 @@ def test_extend_labels_does_not_depend_on_the_label_ids_or_one_row_of_a_small_su
             expected[rows] = y[rows]
             changed += not np.array_equal(extend_labels(X, rows, y[rows]), expected)
     assert changed == 0
+
+
+def test_self_agreement_counts_a_tie_as_the_share_of_the_tied_labels():
+    # Probe 59c: four rows, each the others' neighbours; rows 0 and 3 see three labels once each (their own one of
+    # three tied: 1/3), rows 1 and 2 see label 0 twice (0): 1/6. Counted fully, a tie gave 1/2.
+    from skabc._subsample import _self_agreement
+
+    assert _self_agreement(np.arange(4.0)[:, None], np.array([0, 1, 2, 0])) == pytest.approx(1 / 6)
