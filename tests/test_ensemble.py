@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.frozen import FrozenEstimator
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble
-from skabc.kernels import PairwiseKernel
+from skabc.kernels import PairwiseKernel, as_kernel
 from skabc.pretrained import load
 
 
@@ -231,6 +231,16 @@ class _Affinity(TransformerMixin, BaseEstimator):
 
     def __sklearn_is_fitted__(self):
         return True
+
+
+def test_an_ensemble_outputs_probabilities_only_when_every_member_does():
+    """Probe 59c: outputs_probabilities is "true when every member outputs them" (a mean of probabilities is one);
+    one member that outputs plain affinities makes the ensemble's mean no probability (any() passed as all())."""
+    plain = _Affinity(2.0)
+    assert not as_kernel(plain).outputs_probabilities
+    assert KernelEnsemble.from_fitted([load("generic"), load("generic")]).outputs_probabilities
+    assert not KernelEnsemble.from_fitted([load("generic"), plain]).outputs_probabilities
+    assert not KernelEnsemble.from_fitted([plain, load("generic")]).outputs_probabilities
 
 
 def test_cli_clusters_with_a_saved_ensemble(ensemble, blob_sets, tmp_path):

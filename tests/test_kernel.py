@@ -15,7 +15,9 @@ import torch
 from conftest import TINY, forge, make_blob_sets, read_meta, read_tensors
 from sklearn.base import clone
 
+import skabc.inference as inference
 from skabc import ContextualKernel
+from skabc.pretrained import load
 
 
 def test_affinity_is_symmetric_probability_matrix(tiny_kernel):
@@ -25,6 +27,16 @@ def test_affinity_is_symmetric_probability_matrix(tiny_kernel):
     assert A.dtype == np.float64
     np.testing.assert_array_equal(A, A.T)
     assert A.min() >= 0.0 and A.max() <= 1.0
+
+
+@pytest.mark.parametrize("block_cells", [2**24, 300 * 7])
+def test_generic_affinity_is_exactly_symmetric_also_when_filled_block_by_block(monkeypatch, block_cells):
+    """Probe 59c: the blocks of the affinity are symmetric only up to rounding, and transform makes it exact, in one
+    block or in many (forced here by a small block size)."""
+    monkeypatch.setattr(inference, "_INFERENCE_BLOCK_CELLS", block_cells)
+    X = make_blob_sets(n_sets=1, set_size=300, max_clusters=4, random_state=0)[0]
+    A = load("generic").set_params(device="cpu").transform(X)
+    np.testing.assert_array_equal(A, A.T)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 250])

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import skabc.nn.blocks as blocks
 from skabc.nn import (
     ATTENTION_BACKENDS,
     ABCNet,
@@ -78,6 +79,50 @@ def test_sab_padding_does_not_affect_real_points(layer_norm):
         out_pad = sab(x_pad, mask)
     assert out_pad.shape == (1, 12, D_MODEL)
     assert torch.allclose(out_pad[:, :7], out_real, atol=ATOL)
+
+
+def _ragged_sab_case():
+    """A SAB, a batch of a 4-row set padded to 7 and a 7-row set, its mask, and each set's output alone."""
+    torch.manual_seed(0)
+    sab = SetAttentionBlock(8, 2).eval()
+    x = torch.randn(2, 7, 8)
+    mask = torch.ones(2, 7, dtype=torch.bool)
+    mask[0, 4:] = False
+    with torch.no_grad():
+        alone = sab(x[:1, :4])[0], sab(x[1:])[0]
+    return sab, x, mask, alone
+
+
+def test_sab_padding_does_not_affect_real_points_on_the_chunked_inference_path(monkeypatch):
+    """Probe 59c: without grad and past INFERENCE_SCORE_CELLS score cells, attention runs in chunks of query rows;
+    each chunk keeps the key mask (dropping it there let padded keys change the real points)."""
+    sab, x, mask, (alone_0, alone_1) = _ragged_sab_case()
+    monkeypatch.setattr(blocks, "INFERENCE_SCORE_CELLS", 8)  # 2 sets x 2 heads x 7 x 7 cells: chunked
+    with torch.no_grad():
+        out = sab(x, mask)
+    assert torch.allclose(out[0, :4], alone_0, atol=ATOL)
+    assert torch.allclose(out[1], alone_1, atol=ATOL)
+
+
+def test_sab_nan_in_padded_rows_does_not_reach_real_points():
+    """Probe 59c: padded keys are zeroed before attention, since a masked NaN key would still give 0 * NaN = NaN."""
+    sab, x, mask, (alone_0, _) = _ragged_sab_case()
+    x[0, 4:] = float("nan")
+    out = sab(x, mask)  # grad enabled: the unchunked path
+    assert torch.isfinite(out[0, :4]).all()
+    assert torch.allclose(out[0, :4], alone_0, atol=ATOL)
+
+
+def test_post_norm_block_output_is_layer_normed():
+    """Probe 59c: layer_norm='post' is the Set Transformer block LN(H + rFF(H)): with a fresh LayerNorm every output
+    row has mean 0 and variance 1 over the features, whatever the input's scale (the final LN was droppable)."""
+    torch.manual_seed(0)
+    sab = SetAttentionBlock(D_MODEL, N_HEADS, layer_norm="post").eval()
+    x = 5 * torch.randn(3, 10, D_MODEL) + 2
+    with torch.no_grad():
+        out = sab(x)
+    assert torch.allclose(out.mean(-1), torch.zeros(3, 10), atol=ATOL)
+    assert torch.allclose(out.var(-1, unbiased=False), torch.ones(3, 10), atol=1e-3)
 
 
 @pytest.mark.parametrize("compat", ["multiplicative", "additive"])

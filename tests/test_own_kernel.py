@@ -203,6 +203,34 @@ def test_split_gives_up_on_tiny_data():
     assert validation_split(np.repeat(np.arange(3), 5), None, 0.2, np.random.default_rng(0)) is None
 
 
+def test_split_never_holds_out_every_group():
+    """Probe 59c: with groups, round(fraction * n_groups) groups are held out, "at least one, never all": two groups
+    and fraction 0.9 hold out one whole group (holding out both left nothing to train on, and gave None)."""
+    labels = np.tile(np.repeat(np.arange(3), 10), 2)
+    groups = np.repeat([0, 1], 30)
+    held = validation_split(labels, groups, 0.9, np.random.default_rng(0))
+    assert held is not None
+    assert len(np.unique(groups[held])) == 1 and held.sum() == 30
+
+
+def test_split_gives_up_where_training_would_keep_fewer_than_two_labelled_rows():
+    """Probe 59c: 3 classes of 10 rows and fraction 0.95 would hold out every row: None, not a split that leaves
+    training nothing."""
+    labels = np.repeat(np.arange(3), 10)
+    assert validation_split(labels, None, 0.95, np.random.default_rng(0)) is None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_split_of_many_classes_by_a_large_fraction_keeps_the_minimum_to_train_on(seed):
+    """Probe 59c: without groups, round(fraction * n_classes) classes are held out whole, "leaving at least
+    MIN_TRAINING_CLASSES": 5 classes at fraction 0.9 hold out 2 whole, and 3 keep training rows (not 1)."""
+    labels = np.repeat(np.arange(5), 40)
+    held = validation_split(labels, None, 0.9, np.random.default_rng(seed))
+    assert held is not None
+    assert sum(held[labels == c].all() for c in range(5)) == 5 - validation.MIN_TRAINING_CLASSES
+    assert len(np.unique(labels[~held])) == validation.MIN_TRAINING_CLASSES
+
+
 # ------------------------------------------------------------------ callbacks
 class _Net:
     """What the callbacks read of a skorch net."""

@@ -206,6 +206,22 @@ def test_default_cluster_range_covers_feasible_values():
     assert ks == {2, 3, 4, 5, 6}
 
 
+def test_default_cluster_count_is_uniform_up_to_the_set_size():
+    """Probe 59c: with more classes than rows, k is drawn uniformly over 1..set_size, never up to the number of classes.
+
+    A set of 3 rows from 12 classes holds 1, 2 or 3 clusters, each a third of the time; drawing k up to 12 (and
+    capping it at 3) made k = 3 come ~10/12 of the time.
+    """
+    labels = np.repeat(np.arange(12), 5)
+    sampler = ClusterSetSampler(labels, set_size=3)
+    rng = np.random.default_rng(0)
+    ks = np.array([len(np.unique(sampler.draw(rng)[1])) for _ in range(1200)])
+    assert ks.min() >= 1 and ks.max() <= 3
+    freq = np.bincount(ks, minlength=4)[1:] / len(ks)
+    # Seed 0 gives about (0.33, 0.32, 0.34), a margin of over 4 standard errors; the flawed draw gave ~0.83 for k = 3.
+    np.testing.assert_allclose(freq, 1 / 3, atol=0.06)
+
+
 def test_draw_small_classes_fill_set_with_large_class():
     """Chosen classes are swapped for larger ones so the set can be filled."""
     labels = np.repeat(np.arange(5), [1, 1, 1, 1, 20])
@@ -310,6 +326,19 @@ def test_dataset_epoch_and_seed_change_sets():
     assert all(np.array_equal(a, ds[i][0]) for i, a in enumerate(before))
     other, _ = _dataset(seed=1)
     assert any(a.shape != other[i][0].shape or not np.array_equal(a, other[i][0]) for i, a in enumerate(before))
+
+
+def test_dataset_redraws_every_set_in_the_next_epoch():
+    """Probe 59c: "n_sets training sets, redrawn every epoch": set i of epoch e depends on the epoch, so none of an
+    epoch's sets comes back in the next one (a draw seeded without the epoch gave every epoch the same sets)."""
+    labels = np.repeat(np.arange(6), 40)
+    X = np.random.default_rng(0).normal(size=(len(labels), 3)).astype(np.float32)
+    ds = SampledSetsDataset(X, ClusterSetSampler(labels, set_size=30), n_sets=8, batch_size=4, seed=0)
+    first = [ds[i][0] for i in range(8)]
+    assert all(np.array_equal(a, ds[i][0]) for i, a in enumerate(first))  # the same epoch: the same sets
+    ds.epoch = 1
+    second = [ds[i][0] for i in range(8)]
+    assert not any(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
 
 
 def test_dataset_blocks_share_size():

@@ -11,7 +11,9 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
 
+import skabc.spectral.mixture as mixture
 from skabc import ABCClustering
+from skabc.spectral.mixture import BIC_PATIENCE, bic_mixture_partition, fit_mixture, mixture_features
 from skabc.spectral.split import MAX_VALLEY_DENSITY, SPLIT_SUFFIX, split_gaussian_clusters, valley_density
 
 
@@ -67,6 +69,77 @@ def test_split_gaussian_clusters_checks_its_inputs():
     for rows in (X[:1], X[:19]):
         labels = np.zeros(len(rows), dtype=int)
         assert split_gaussian_clusters(rows, labels, max_clusters=10) is labels
+
+
+def test_split_gaussian_clusters_refuses_negative_labels():
+    """Probe 59c: labels must be non-negative integer ids; a -1 (noise) label was silently split as a cluster."""
+    X, _ = _touching(n=60)
+    labels = np.zeros(len(X), dtype=int)
+    labels[:5] = -1
+    with pytest.raises(ValueError, match="non-negative integer ids"):
+        split_gaussian_clusters(X, labels, max_clusters=10)
+
+
+# ------------------------------------------------------------------ the BIC mixture partition (probe 59c)
+def _five_blobs() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    centers = np.array([[0, 0], [20, 0], [0, 20], [20, 20], [40, 40]])
+    return np.vstack([c + rng.normal(size=(40, 2)) for c in centers])
+
+
+def test_mixture_partition_tries_no_k_above_max_clusters():
+    """max_clusters is the "Largest k tried": 5 well-separated blobs capped at 2 or 3 give at most that many."""
+    X = _five_blobs()
+    assert len(np.unique(bic_mixture_partition(X, 10, 0))) == 5  # uncapped, BIC finds the 5 blobs
+    for cap in (2, 3):
+        assert len(np.unique(bic_mixture_partition(X, cap, 0))) <= cap
+
+
+def test_mixture_partition_ids_are_compact_where_a_component_predicts_no_row(monkeypatch):
+    """The labels are ids 0 to k - 1 even where the best mixture leaves a component empty (stubbed here: component 1
+    predicts no row); predict's labels were returned as they were."""
+    real = mixture.fit_mixture
+
+    class SkipsComponentOne:
+        def __init__(self, fitted, k):
+            self.fitted, self.k = fitted, k
+
+        def bic(self, Z):
+            return self.fitted.bic(Z)
+
+        def predict(self, Z):
+            labels = self.fitted.predict(Z)
+            return np.where(labels >= 1, labels + 1, labels) if self.k >= 2 else labels
+
+    monkeypatch.setattr(mixture, "fit_mixture", lambda Z, k, cov, seed: SkipsComponentOne(real(Z, k, cov, seed), k))
+    rng = np.random.default_rng(0)
+    labels = mixture.bic_mixture_partition(np.vstack([rng.normal(size=(50, 2)), rng.normal(size=(50, 2)) + 30]), 5, 0)
+    k = len(np.unique(labels))
+    assert k >= 2 and set(labels.tolist()) == set(range(k))
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_mixture_partition_waits_bic_patience_values_for_a_better_bic(seed):
+    """k grows from 1 until BIC has not improved for BIC_PATIENCE values in a row: the k returned is the documented
+    search's (on these sets, stopping at the first worse BIC gives another k)."""
+    rng = np.random.default_rng(seed)
+    k = rng.integers(3, 9)
+    centers, sizes = rng.uniform(-10, 10, (k, 2)), rng.integers(20, 60, k)
+    X = np.vstack([c + rng.normal(size=(m, 2)) * rng.uniform(0.3, 2) for c, m in zip(centers, sizes, strict=True)])
+    Z = mixture_features(X, 0)
+    bic = {j: fit_mixture(Z, j, "full", 0).bic(Z) for j in range(1, 13)}
+
+    def search(patience):
+        best = 1
+        for j in range(2, 13):
+            if bic[j] < bic[best]:
+                best = j
+            elif j - best >= patience:
+                break
+        return best
+
+    assert search(1) != search(BIC_PATIENCE)  # the data are such that the patience matters
+    assert len(np.unique(bic_mixture_partition(X, 20, 0))) == search(BIC_PATIENCE)
 
 
 @pytest.mark.parametrize("scale", [1e-160, 1e-13, 1e160])
