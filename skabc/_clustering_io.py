@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 from sklearn.base import clone
@@ -15,6 +18,9 @@ from .kernels._contextual_io import described_width
 from .kernels.base import CLUSTERING_SETTINGS, Kernel, kernel_is_fitted
 from .spectral.arbiter import CANDIDATES
 from .spectral.split import SPLIT_SUFFIX
+
+if TYPE_CHECKING:
+    from .spectral import SpectralStep
 
 # Prefix of the kernel's tensors in a saved model.
 _KERNEL = "kernel."
@@ -237,6 +243,18 @@ def _check_split(meta: dict, prefix: str) -> None:
 class ClusteringPersistenceMixin:
     """``save``, ``load`` and ``from_pretrained`` of :class:`~skabc.ABCClustering`, through :mod:`skabc.persistence`."""
 
+    # The fitted attributes ``fit`` or a load sets from other modules, declared for type checkers (documented in
+    # ABCClustering); a declaration sets nothing: an unfitted model has none of them.
+    affinity_power_: float
+    assign_labels_: str
+    n_clusters_selection_: str
+    arbiter_: str | None
+    gaussian_split_: bool
+    max_samples_: int | None
+    spectral_step_: SpectralStep
+    n_features_in_: int
+    feature_names_in_: np.ndarray
+
     def save(self, path) -> None:
         """Write the fitted model to one safetensors file (kernel weights, labels, JSON parameters).
 
@@ -256,15 +274,15 @@ class ClusteringPersistenceMixin:
         persistence.save(self, path)
 
     @classmethod
-    def load(cls, path, device="auto"):
+    def load(cls, path: str | os.PathLike[str], device: str | torch.device | None = "auto"):
         """Load a model written by :meth:`save`, without unpickling anything.
 
         Parameters
         ----------
         path : str or path-like
-        device : str, default='auto'
-            Where the kernel's network runs: ``'auto'`` (CUDA when available, else the CPU), ``'cpu'`` or
-            ``'cuda'``.
+        device : str, torch.device or None, default='auto'
+            Where the kernel's network runs: ``'auto'`` or ``None`` (CUDA when available, else the CPU), ``'cpu'``,
+            ``'cuda'`` or any torch device.
 
         Returns
         -------
@@ -274,7 +292,7 @@ class ClusteringPersistenceMixin:
         return persistence.load(path, device=device, expected=cls)
 
     @classmethod
-    def from_pretrained(cls, name: str, *, device: str = "auto", **params):
+    def from_pretrained(cls, name: str, *, device: str | torch.device | None = "auto", **params):
         """A ready model around the shipped kernel ``name`` (see :func:`skabc.pretrained.load`).
 
         The kernel is wrapped in :class:`sklearn.frozen.FrozenEstimator`, so
@@ -285,7 +303,7 @@ class ClusteringPersistenceMixin:
         ----------
         name : str
             A shipped kernel, e.g. ``'generic'``, ``'circles'`` or ``'omniglot'``.
-        device : str, default='auto'
+        device : str, torch.device or None, default='auto'
             Where the kernel's network runs (as in :meth:`load`).
         **params
             ABCClustering parameters; every ``'auto'`` one not given resolves to

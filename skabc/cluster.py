@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from numbers import Integral, Real
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -282,29 +284,26 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
 
     def __init__(
         self,
-        n_clusters=None,
+        n_clusters: int | None = None,
         *,
-        kernel=None,
-        affinity="learned",
-        gamma=1.0,
-        n_neighbors=10,
-        degree=3,
-        coef0=1,
-        kernel_params=None,
-        max_clusters=50,
-        n_clusters_selection="auto",
-        arbiter="auto",
-        gaussian_split="auto",
-        affinity_power="auto",
-        eigen_solver=None,
-        n_components=None,
-        random_state=None,
-        n_init=10,
-        eigen_tol="auto",
-        assign_labels="auto",
-        n_jobs=None,
-        max_samples="auto",
-        verbose=0,
+        kernel: Any = None,
+        affinity: str | Callable[..., Any] = "learned",
+        gamma: float = 1.0, n_neighbors: int = 10, degree: float = 3, coef0: float = 1,
+        kernel_params: dict[str, Any] | None = None,
+        max_clusters: int = 50,
+        n_clusters_selection: str = "auto",
+        arbiter: str | None = "auto",
+        gaussian_split: bool | Literal["auto"] = "auto",
+        affinity_power: float | Literal["auto"] = "auto",
+        eigen_solver: str | None = None,
+        n_components: int | None = None,
+        random_state: int | np.random.RandomState | None = None,
+        n_init: int = 10,
+        eigen_tol: float | Literal["auto"] = "auto",
+        assign_labels: str = "auto",
+        n_jobs: int | None = None,
+        max_samples: int | Literal["auto"] | None = "auto",
+        verbose: int = 0,
     ):
         self.n_clusters = n_clusters
         self.kernel = kernel

@@ -14,7 +14,9 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import sklearn
@@ -35,9 +37,10 @@ _REGISTRY: dict[str, type] = {}
 #: What a saveable class implements: its description and tensors; the classmethod refusing a description it cannot
 #: restore (a ``ValueError`` naming the entry, before anything is built or allocated); the classmethod rebuilding it.
 PERSISTENCE_METHODS = ("_describe", "_check_description", "_restore")
+_C = TypeVar("_C", bound=type)  # the decorated class itself: type checkers keep seeing it, not a bare `type`
 
 
-def persistent(cls: type) -> type:
+def persistent(cls: _C) -> _C:
     """Class decorator: files tagged ``cls.__name__`` are checked and rebuilt by ``cls`` (:data:`PERSISTENCE_METHODS`).
 
     A class missing one of those methods, or named as another saveable class is, is refused (``TypeError``) where it
@@ -68,7 +71,7 @@ def _refuse_non_plain(value):
     )
 
 
-def json_ready(value, other=_refuse_non_plain):
+def json_ready(value: Any, other: Callable[[Any], Any] = _refuse_non_plain) -> Any:
     """A parameter value as JSON (tuples as lists); ``other(value)`` handles anything else."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
@@ -86,7 +89,7 @@ def _a(name: str) -> str:
     return f"{'an' if name[:1] in 'AEIOU' else 'a'} {name}"
 
 
-def plain_params(estimator, skip=(), other=_refuse_non_plain) -> dict:
+def plain_params(estimator, skip: Collection[str] = (), other: Callable[[Any], Any] = _refuse_non_plain) -> dict:
     """``get_params(deep=False)`` as JSON, without the names in ``skip`` (``other`` as for :func:`json_ready`)."""
     params = {}
     for name, value in estimator.get_params(deep=False).items():
@@ -163,7 +166,7 @@ def check_description(meta, header: dict, where: str = "", base: type | None = N
     return cls
 
 
-def restore(meta: dict, tensors: dict, device="auto"):
+def restore(meta: dict, tensors: dict, device: str | torch.device | None = "auto"):
     """Rebuild the object a description (from :func:`describe`) and its tensors describe."""
     cls = _REGISTRY.get(meta.get("class"))
     if cls is None:
@@ -183,7 +186,7 @@ def save(obj, path, extra: dict[str, str] | None = None) -> None:
     write(path, meta, tensors, extra)
 
 
-def load(path, device="auto", expected: type | None = None):
+def load(path: str | os.PathLike[str], device: str | torch.device | None = "auto", expected: type | None = None):
     """Load the object saved at ``path``; with ``expected``, refuse a file holding another class.
 
     The whole description is validated first (keys, types and ranges of every entry, and the names,

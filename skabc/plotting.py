@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import numbers
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import scipy.sparse as sp
@@ -11,6 +12,7 @@ from sklearn.utils import check_array
 
 if TYPE_CHECKING:  # matplotlib is optional: its types for the annotations only
     from matplotlib.axes import Axes
+    from numpy.typing import ArrayLike
 
 
 def _pyplot():
@@ -21,12 +23,9 @@ def _pyplot():
     return plt
 
 
-def _axes(ax, ncols=1, figsize=None, what="ax"):
-    """The axes to draw ``ncols`` panels on: a new figure's if ``ax`` is None, else ``ax`` once checked.
-
-    One panel takes a single Axes; several take a sequence (or array) of exactly ``ncols`` Axes,
-    returned flattened.
-    """
+def _axes(ax, ncols: int = 1, figsize=None, what: str = "ax") -> Any:
+    """The axes to draw ``ncols`` panels on: a new figure's if ``ax`` is None, else ``ax`` once checked.  One panel
+    takes a single Axes; several take a sequence (or array) of exactly ``ncols`` Axes, returned flattened."""
     plt = _pyplot()
     from matplotlib.axes import Axes
 
@@ -49,7 +48,12 @@ def _axes(ax, ncols=1, figsize=None, what="ax"):
 MAX_DRAWN_CELLS = 10_000**2
 
 
-def plot_affinity(affinity, labels=None, ax: Axes | np.ndarray | None = None,
+@overload
+def plot_affinity(affinity, labels: None = None, ax: Axes | None = None, title: str = ...) -> Axes: ...
+@overload
+def plot_affinity(affinity, labels: ArrayLike, ax: Sequence[Axes] | np.ndarray | None = None,
+                  title: str = ...) -> np.ndarray: ...
+def plot_affinity(affinity, labels: ArrayLike | None = None, ax: Axes | Sequence[Axes] | np.ndarray | None = None,
                   title: str = "learned affinity") -> Axes | np.ndarray:
     """Heatmap of an affinity, rows sorted by ``labels``; next to the true same-cluster matrix if given.
 
@@ -60,7 +64,7 @@ def plot_affinity(affinity, labels=None, ax: Axes | np.ndarray | None = None,
     labels : array-like of shape (n_samples,), default=None
         True clusters: rows and columns are sorted by them, and their same-cluster matrix is drawn beside
         (a row labelled ``-1``, unlabelled or noise, shares a cluster with no other).
-    ax : matplotlib Axes or array of two, default=None
+    ax : matplotlib Axes, or sequence or array of two, default=None
         A single Axes, or two (learned, ground truth) when ``labels`` is given; ``None`` makes a figure.
     title : str, default='learned affinity'
         Title of the affinity's panel.
@@ -96,10 +100,10 @@ def plot_affinity(affinity, labels=None, ax: Axes | np.ndarray | None = None,
     if not np.isfinite(affinity).all():  # imshow draws them as blanks
         raise ValueError("affinity holds NaN or infinity")
     if labels is None:
-        ax = _axes(ax)
-        ax.imshow(affinity, vmin=0, vmax=1, cmap="viridis")
-        ax.set_title(title)
-        return ax
+        panel = _axes(ax)
+        panel.imshow(affinity, vmin=0, vmax=1, cmap="viridis")
+        panel.set_title(title)
+        return panel
     labels = _checked_labels(labels)
     # Fancy indexing with fewer labels would silently draw a sub-block of the affinity.
     if labels.shape != (len(affinity),):
@@ -117,7 +121,7 @@ def plot_affinity(affinity, labels=None, ax: Axes | np.ndarray | None = None,
     return axes
 
 
-def plot_eigengap(eigenvalues, n_clusters: int | None = None, ax: Axes | None = None) -> Axes:
+def plot_eigengap(eigenvalues, n_clusters: int | np.integer | None = None, ax: Axes | None = None) -> Axes:
     """Smallest Laplacian eigenvalues, with the eigengap choice ``n_clusters`` marked.
 
     ``eigenvalues`` is one spectrum (1-D, ascending), or a list of them, one per set: what
@@ -194,7 +198,7 @@ def _spectrum(values) -> np.ndarray:
     return spectrum
 
 
-def plot_clusters(X, labels, ax: Axes | None = None, title: str | None = None, s=10) -> Axes:
+def plot_clusters(X, labels, ax: Axes | None = None, title: str | None = None, s: float | ArrayLike = 10) -> Axes:
     """2-D scatter coloured by cluster; data with more than two features is projected by PCA.
 
     ``X`` is a 2-D array or sparse matrix of shape (n_samples, n_features) and ``labels`` holds one
@@ -315,19 +319,17 @@ def _colours(codes: np.ndarray) -> np.ndarray:
     return np.asarray(table)[codes]
 
 
-def plot_candidates(model: Any, X, axes: np.ndarray | None = None, s: float = 10) -> np.ndarray:
+def plot_candidates(model: Any, X, axes: Sequence[Axes] | np.ndarray | None = None, s: float = 10) -> np.ndarray:
     """The partitions a fitted ``ABCClustering``'s arbiter weighs for the set ``X``, the kept one in bold.
 
-    One panel per candidate (:mod:`skabc.spectral.arbiter`), titled with its name, its number of
-    clusters and the forest's predicted ARI. ``X`` is validated as ``model.predict`` validates it
-    and clustered as one whole set, seeded as ``model.fit(X)`` seeds it (without ``max_samples``'
-    subsample); data with more than two features is projected by PCA, as in :func:`plot_clusters`.
-    ``axes``, if given, holds one Axes per candidate.
+    One panel per candidate (:mod:`skabc.spectral.arbiter`), titled with its name, its number of clusters and the
+    forest's predicted ARI. ``X`` is validated as ``model.predict`` validates it and clustered as one whole set, seeded
+    as ``model.fit(X)`` seeds it (without ``max_samples``' subsample); data with more than two features is projected by
+    PCA, as in :func:`plot_clusters`. ``axes``, if given, holds one Axes per candidate.
 
-    An arbiter that keeps only a candidate's ``k`` (``arbiter_`` ``'generic-knn'``, which cuts the
-    set's kNN graph into it, or ``'generic-count'``, which cuts the model's own affinity) marks that
-    panel "(k kept)": the model's partition is another one, which
-    ``plot_clusters(X, model.fit_predict(X))`` draws; so does "(kept, split)", where
+    An arbiter that keeps only a candidate's ``k`` (``arbiter_`` ``'generic-knn'``, which cuts the set's kNN graph into
+    it, or ``'generic-count'``, which cuts the model's own affinity) marks that panel "(k kept)": the model's partition
+    is another one, which ``plot_clusters(X, model.fit_predict(X))`` draws; so does "(kept, split)", where
     ``gaussian_split_`` split some of the kept partition's clusters.
 
     Parameters
@@ -336,7 +338,7 @@ def plot_candidates(model: Any, X, axes: np.ndarray | None = None, s: float = 10
         Fitted with an arbiter.
     X : array-like of shape (n_samples, n_features)
         One set.
-    axes : array of matplotlib Axes, default=None
+    axes : sequence or array of matplotlib Axes, default=None
         One per candidate; ``None`` makes a figure.
     s : float, default=10
         Marker size.
@@ -348,9 +350,8 @@ def plot_candidates(model: Any, X, axes: np.ndarray | None = None, s: float = 10
     Raises
     ------
     ValueError
-        If ``model`` was fitted without an arbiter (``arbiter_`` is None), ``X`` is not what ``predict``
-        takes (another number of features, other feature names), or ``axes`` does not hold one Axes per
-        candidate.
+        If ``model`` was fitted without an arbiter (``arbiter_`` is None), ``X`` is not what ``predict`` takes (another
+        number of features, other feature names), or ``axes`` does not hold one Axes per candidate.
     TypeError
         If ``model`` is not an ``ABCClustering``.
     """
@@ -368,25 +369,24 @@ def plot_candidates(model: Any, X, axes: np.ndarray | None = None, s: float = 10
     return axes
 
 
-def plot_training(kernel: Any, axes: np.ndarray | None = None) -> np.ndarray:
+def plot_training(kernel: Any, axes: Sequence[Axes] | np.ndarray | None = None) -> np.ndarray:
     """Training curves of a fitted :class:`~skabc.ContextualKernel`: its loss and its held-out score per epoch.
 
-    Left, the training loss (binary cross-entropy) per epoch.  Right, for a fit that validated (early
-    stopping on held-out groups or classes), the mean ARI of the held-out sets with ``k`` unknown as the fit
-    scored them after every epoch (the kernel's own partitions, without an arbiter), epoch 0 being the
-    weights it started from, and a star on the epoch whose weights the kernel kept: the best epoch (of a
-    resumed run, the best since the resume), or ``0``, the start, kept where no epoch beat it or where, once
-    the clustering settings were chosen, it clustered the held-out sets better as it clusters on its own
-    (with its arbiter: ``start_validation_score_`` against ``validation_score_``).  With
-    ``fine_tune_alpha_`` below 1 the kept weights are the best epoch's mixed with the start's.  An epoch a
-    stop (``max_time``, Ctrl-C) ended before it was scored is left out; a network trained from scratch whose
-    run scored no epoch gets no star (its start never competes: the run's last weights were kept).
+    Left, the training loss (binary cross-entropy) per epoch.  Right, for a fit that validated (early stopping on
+    held-out groups or classes), the mean ARI of the held-out sets with ``k`` unknown as the fit scored them after every
+    epoch (the kernel's own partitions, without an arbiter), epoch 0 being the weights it started from, and a star on
+    the epoch whose weights the kernel kept: the best epoch (of a resumed run, the best since the resume), or ``0``, the
+    start, kept where no epoch beat it or where, once the clustering settings were chosen, it clustered the held-out
+    sets better as it clusters on its own (with its arbiter: ``start_validation_score_`` against ``validation_score_``).
+    With ``fine_tune_alpha_`` below 1 the kept weights are the best epoch's mixed with the start's.  An epoch a stop
+    (``max_time``, Ctrl-C) ended before it was scored is left out; a network trained from scratch whose run scored no
+    epoch gets no star (its start never competes: the run's last weights were kept).
 
     Parameters
     ----------
     kernel : ContextualKernel, FrozenEstimator of one, or ABCClustering
         A kernel fitted in this process (an ``ABCClustering``: its ``kernel_``).
-    axes : sequence of two matplotlib Axes, default=None
+    axes : sequence or array of two matplotlib Axes, default=None
         ``None`` makes a figure.
 
     Returns
@@ -404,7 +404,7 @@ def plot_training(kernel: Any, axes: np.ndarray | None = None) -> np.ndarray:
         If the kernel (or the ``ABCClustering``) is not fitted.
     """
     history, validation = _training_record(kernel)
-    axes = _axes(axes, ncols=2, figsize=(9, 3.5), what="axes")
+    axes = np.asarray(_axes(axes, ncols=2, figsize=(9, 3.5), what="axes"))
     from matplotlib.ticker import MaxNLocator
 
     finished = [row for row in history if "train_loss" in row]  # a stop inside an epoch leaves its row unscored

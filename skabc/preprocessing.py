@@ -310,10 +310,14 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     (30, 8)
     """
 
+    # Set by ``fit`` (scikit-learn's ``validate_data``), declared for type checkers.
+    n_features_in_: int
+    feature_names_in_: np.ndarray
+
     _parameter_constraints: dict = {"n_components": [IntRange(1, None, closed="left")],
                                     "tails": [StrOptions(set(TAILS))]}
 
-    def __init__(self, n_components=16, tails="compress"):
+    def __init__(self, n_components: int = 16, tails: str = "compress"):
         self.n_components = n_components
         self.tails = tails
 

@@ -8,6 +8,7 @@ each class without replacement.  Rows labelled ``-1`` are never drawn.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from numbers import Integral
 
 import numpy as np
@@ -76,7 +77,8 @@ class ClusterSetSampler:
         If no group holds at least two labelled rows.
     """
 
-    def __init__(self, labels, groups=None, set_size=(50, 200), clusters_per_set=None) -> None:
+    def __init__(self, labels, groups=None, set_size: int | Sequence[int] = (50, 200),
+                 clusters_per_set: int | Sequence[int] | None = None) -> None:
         self.set_size = check_set_size(set_size)
         self.clusters_per_set = check_clusters_per_set(clusters_per_set)
         labels = np.asarray(labels)

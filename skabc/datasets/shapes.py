@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -270,7 +270,7 @@ def make_curves_set(
     n_curves: int = 3,
     n_features: int = 2,
     *,
-    kinds=CURVE_KINDS,
+    kinds: Sequence[str] = CURVE_KINDS,
     noise: float = 0.03,
     center_spread: float = 1.0,
     imbalance: float = 0.0,

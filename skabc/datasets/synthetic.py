@@ -22,6 +22,7 @@ cluster" where there is no structure.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -43,6 +44,9 @@ from .chains import _chain_set_points
 from .informative import _informative_points
 from .mixtures import _subspace_points, _warped_points
 from .shapes import CURVE_KINDS, _curve_points, _moon_points, _ring_points
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 #: Default mixture of :func:`make_clustering_sets`: family -> probability of a set.
 FAMILY_WEIGHTS = {
@@ -204,7 +208,7 @@ def make_clustering_sets(
     max_features: int | None = None,
     noise_probability: float = 0.3,
     noise_fraction: float | tuple[float, float] = (0.01, 0.1),
-    dtype=np.float32,
+    dtype: DTypeLike = np.float32,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Many labelled sets drawn from a mixture of the shapes people cluster.

@@ -7,6 +7,7 @@ import io
 import pickle
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -20,6 +21,9 @@ from ..sampling import check_clusters_per_set, check_set_size
 from ..training.plan import NETWORK_PARAMS, network_of
 from ..training.schedule import Schedule
 from .base import check_recommended_clustering
+
+if TYPE_CHECKING:
+    from skorch import NeuralNet
 
 # Prefix of the weights' tensor names in a saved file.
 WEIGHTS = "kernel."
@@ -109,6 +113,23 @@ class _NetworkUnpickler(pickle.Unpickler):
 class FittedNetworkMixin:
     """Where a fitted kernel's network is (``device_``), and a pickle of it that holds the weights once and loads on
     a machine without the GPU it was on."""
+
+    # The fitted attributes ``fit`` or a load sets from other modules, declared for type checkers (documented in
+    # ContextualKernel); a declaration sets nothing: an unfitted kernel has none of them.
+    net_: NeuralNet
+    n_features_in_: int
+    feature_names_in_: np.ndarray
+    n_training_sets_: int
+    init_: str
+    fine_tune_alpha_: float
+    network_params_: dict
+    schedule_: Schedule | None
+    batch_size_: int
+    max_time_: float | None
+    validation_score_: float | None
+    start_validation_score_: float | None
+    validation_settings_scores_: dict
+    recommended_clustering_: dict
 
     @property
     def device_(self) -> torch.device:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -112,15 +113,20 @@ class Kernel(BaseEstimator):
         True when every affinity entry is a same-cluster probability in
         ``[0, 1]``: what ``n_clusters_selection='likelihood'`` reads (it checks
         the values itself), and a :class:`~skabc.kernels.KernelEnsemble` says only when every
-        member does.
+        member does.  A read-only property, ``False`` here: a subclass overrides it with a property (a class
+        attribute ``outputs_probabilities = True`` works too, but pyright refuses an attribute over a property).
     """
 
-    outputs_probabilities: bool = False
+    @property
+    def outputs_probabilities(self) -> bool:
+        """Whether the affinity entries are same-cluster probabilities: ``False`` unless a subclass says so."""
+        return False
+
     #: Whether :meth:`affinity` guarantees a valid affinity itself (skabc's own kernels).  Any other kernel's
     #: output is checked where it is used (:func:`kernel_affinity`): a bug in a user's kernel is named, not clustered.
     _checks_its_affinity: bool = False
 
-    def affinity(self, X) -> np.ndarray | sp.csr_matrix:
+    def affinity(self, X) -> np.ndarray | sp.spmatrix | sp.sparray:
         """The symmetric, non-negative ``n x n`` affinity of the set ``X``.
 
         Parameters
@@ -130,7 +136,7 @@ class Kernel(BaseEstimator):
 
         Returns
         -------
-        affinity : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_samples)
+        affinity : ndarray, scipy sparse matrix or sparse array of shape (n_samples, n_samples)
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement affinity(X)")
 
@@ -274,7 +280,7 @@ class TransformerKernel(Kernel):
 
     _checks_its_affinity = True  # affinity() checks the transformer's output
 
-    def __init__(self, transformer=None):
+    def __init__(self, transformer: Any = None):
         self.transformer = transformer
 
     def affinity(self, X):

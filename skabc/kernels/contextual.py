@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
 import numpy as np
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
@@ -14,6 +17,12 @@ from ..training.plan import network_of, reads_canonical_input
 from ._contextual_constraints import CONTEXTUAL_KERNEL_CONSTRAINTS
 from ._contextual_io import FittedNetworkMixin, check_contextual, describe_contextual, restore_contextual
 from .base import AffinityTransformerMixin, Kernel, check_named_columns, save_with_settings
+
+if TYPE_CHECKING:
+    import os
+
+    import torch
+    from typing_extensions import Self
 
 # affinity_mode='auto' switches to the sparse top-k affinity beyond this many points.
 SPARSE_AUTO_MIN_SAMPLES = 10_000
@@ -226,50 +235,37 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
     (60, 60)
     """
 
-    #: Its affinities are same-cluster probabilities (sigmoid of the head's logits), symmetric by construction.
-    outputs_probabilities = _checks_its_affinity = True
+    #: Its affinities are symmetric by construction.
+    _checks_its_affinity = True
+
+    @property
+    def outputs_probabilities(self) -> bool:
+        """True: the affinities are same-cluster probabilities (the sigmoid of the head's logits)."""
+        return True
 
     _parameter_constraints: dict = CONTEXTUAL_KERNEL_CONSTRAINTS
 
     def __init__(
         self,
-        attention="sab",
-        n_inducing=16,
-        window_size=128,
-        n_attention_samples=4,
-        window_attention="dense",
-        attention_options=None,
-        compat="multiplicative",
-        n_blocks=4,
-        n_heads=4,
-        d_model=64,
-        layer_norm="pre",
-        dropout=0.0,
-        canonical_features=None,
-        embedder=None,
-        local_geometry=False,
-        embed_features=None,
-        context_gate=False,
-        init="auto", fine_tune_alpha="auto",
-        set_size=(50, 200),
-        clusters_per_set=None,
-        sets_per_epoch=None,
-        max_epochs="auto",
-        batch_size="auto",
-        lr=1e-3,
-        weight_decay=0.0,
-        pos_weight=None,
-        early_stopping="auto", validation_fraction=0.2, n_iter_no_change=5, max_time="auto",
-        warm_start=False,
-        checkpoint_dir=None,
-        checkpoint_every=1,
-        affinity_mode="auto",
-        n_neighbors=30,
-        n_random_neighbors=20,
-        memory_limit="auto",
-        device="auto",
-        random_state=None,
-        verbose=0,
+        attention: str | Callable[..., Any] = "sab", n_inducing: int = 16, window_size: int = 128,
+        n_attention_samples: int = 4, window_attention: str = "dense", attention_options: dict[str, Any] | None = None,
+        compat: str = "multiplicative", n_blocks: int = 4, n_heads: int = 4, d_model: int = 64, layer_norm: str = "pre",
+        dropout: float = 0.0, canonical_features: int | None = None,
+        embedder: str | torch.nn.Module | Callable[..., Any] | None = None, local_geometry: bool = False,
+        embed_features: int | None = None, context_gate: bool = False,
+        init: str = "auto", fine_tune_alpha: float | Literal["auto"] = "auto",
+        set_size: int | Sequence[int] = (50, 200), clusters_per_set: int | Sequence[int] | None = None,
+        sets_per_epoch: int | None = None, max_epochs: int | Literal["auto"] = "auto",
+        batch_size: int | Literal["auto"] = "auto", lr: float = 1e-3, weight_decay: float = 0.0,
+        pos_weight: float | Literal["balanced"] | None = None,
+        early_stopping: bool | Literal["auto"] = "auto", validation_fraction: float = 0.2, n_iter_no_change: int = 5,
+        max_time: float | Literal["auto"] | None = "auto", warm_start: bool = False,
+        checkpoint_dir: str | os.PathLike[str] | None = None, checkpoint_every: int = 1,
+        affinity_mode: str = "auto", n_neighbors: int = 30, n_random_neighbors: int = 20,
+        memory_limit: float | Literal["auto"] | None = "auto",
+        device: str | torch.device | None = "auto",
+        random_state: int | np.random.RandomState | None = None,
+        verbose: int = 0,
     ):
         self.attention = attention
         self.n_inducing = n_inducing
@@ -436,14 +432,14 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
         save_with_settings(self, path, recommended_clustering)
 
     @classmethod
-    def load(cls, path, device="auto") -> ContextualKernel:
+    def load(cls, path: str | os.PathLike[str], device: str | torch.device | None = "auto") -> Self:
         """Load a kernel written by :meth:`save`, without unpickling anything.
 
         Parameters
         ----------
         path : str or path-like
-        device : {'auto', 'cpu', 'cuda'} or a torch device string, default='auto'
-            ``'auto'``: CUDA when available, else the CPU.
+        device : {'auto', 'cpu', 'cuda'}, a torch device string, torch.device or None, default='auto'
+            ``'auto'`` (or ``None``): CUDA when available, else the CPU.
         """
         return persistence.load(path, device=device, expected=cls)
 

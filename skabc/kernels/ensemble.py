@@ -10,6 +10,7 @@ a Pipeline, or any ``affinity='precomputed'`` clusterer takes it as is.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -41,6 +42,12 @@ from .base import (
     unfrozen,
 )
 from .contextual import ContextualKernel
+
+if TYPE_CHECKING:
+    import os
+
+    import torch
+    from typing_extensions import Self
 
 
 @persistence.persistent
@@ -89,7 +96,8 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         "random_state": ["random_state"],
     }
 
-    def __init__(self, kernel=None, n_members=3, random_state=None):
+    def __init__(self, kernel: Any = None, n_members: int = 3,
+                 random_state: int | np.random.RandomState | None = None):
         self.kernel = kernel
         self.n_members = n_members
         self.random_state = random_state
@@ -149,7 +157,7 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         return self
 
     @classmethod
-    def from_fitted(cls, kernels) -> KernelEnsemble:
+    def from_fitted(cls, kernels) -> Self:
         """An ensemble of kernels that are already fitted (e.g. trained separately, or loaded).
 
         Parameters
@@ -328,14 +336,14 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         save_with_settings(self, path, recommended_clustering)
 
     @classmethod
-    def load(cls, path, device="auto") -> KernelEnsemble:
+    def load(cls, path: str | os.PathLike[str], device: str | torch.device | None = "auto") -> Self:
         """Load an ensemble written by :meth:`save`, without unpickling anything.
 
         Parameters
         ----------
         path : str or path-like
-        device : {'auto', 'cpu', 'cuda'} or a torch device string, default='auto'
-            ``'auto'``: CUDA when available, else the CPU.
+        device : {'auto', 'cpu', 'cuda'}, a torch device string, torch.device or None, default='auto'
+            ``'auto'`` (or ``None``): CUDA when available, else the CPU.
         """
         return persistence.load(path, device=device, expected=cls)
 

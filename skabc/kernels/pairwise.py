@@ -12,7 +12,9 @@ without ``fit``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from numbers import Real
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -164,6 +166,10 @@ class PairwiseKernel(_GraphSettings, Kernel):
            [0.   , 0.   , 1.   ]])
     """
 
+    # Set by ``fit`` (scikit-learn's ``validate_data``), declared for type checkers.
+    n_features_in_: int
+    feature_names_in_: np.ndarray
+
     _parameter_constraints: dict = {
         "metric": [callable, StrOptions(set(FEATURE_AFFINITIES))],
         "gamma": [Interval(Real, 0, None, closed="neither")],
@@ -174,8 +180,9 @@ class PairwiseKernel(_GraphSettings, Kernel):
         "n_jobs": SPECTRAL_N_JOBS,
     }
 
-    def __init__(self, metric="rbf", *, gamma=1.0, n_neighbors=10, degree=3, coef0=1, kernel_params=None,
-                 n_jobs=None):
+    def __init__(self, metric: str | Callable[..., Any] = "rbf", *, gamma: float = 1.0, n_neighbors: int = 10,
+                 degree: float = 3, coef0: float = 1, kernel_params: dict[str, Any] | None = None,
+                 n_jobs: int | None = None):
         self.metric = metric
         self.gamma = gamma
         self.n_neighbors = n_neighbors
@@ -200,7 +207,7 @@ class PairwiseKernel(_GraphSettings, Kernel):
         validate_data(self, X, accept_sparse=SPARSE_FORMATS, dtype=np.float64)
         return self
 
-    def affinity(self, X) -> np.ndarray | sp.csr_matrix:
+    def affinity(self, X) -> np.ndarray | sp.csr_matrix | sp.csr_array:
         """The affinity of the set ``X``, as SpectralClustering builds it.
 
         Parameters
@@ -209,7 +216,8 @@ class PairwiseKernel(_GraphSettings, Kernel):
 
         Returns
         -------
-        affinity : ndarray of shape (n_samples, n_samples), or scipy.sparse.csr_matrix for the kNN graph
+        affinity : ndarray or sparse matrix of shape (n_samples, n_samples)
+            A csr_matrix for the kNN graph (a csr_array under scikit-learn's ``sparse_interface='sparray'``).
         """
         self._validate_params()
         check_named_columns(self, X)  # any width, as SpectralClustering's affinity of a new set
@@ -321,13 +329,16 @@ class PrecomputedKernel(_GraphSettings, Kernel):
     True
     """
 
+    # Set by ``fit`` (scikit-learn's ``validate_data``), declared for type checkers.
+    n_features_in_: int
+
     _parameter_constraints: dict = {
         "kind": [StrOptions(set(PRECOMPUTED_AFFINITIES))],
         "n_neighbors": [IntRange(1, None, closed="left")],
         "n_jobs": SPECTRAL_N_JOBS,
     }
 
-    def __init__(self, kind="precomputed", *, n_neighbors=10, n_jobs=None):
+    def __init__(self, kind: str = "precomputed", *, n_neighbors: int = 10, n_jobs: int | None = None):
         self.kind = kind
         self.n_neighbors = n_neighbors
         self.n_jobs = n_jobs
@@ -348,7 +359,9 @@ class PrecomputedKernel(_GraphSettings, Kernel):
         self.affinity(validate_data(self, X, accept_sparse=SPARSE_FORMATS, dtype=np.float64))
         return self
 
-    def affinity(self, X) -> np.ndarray | sp.spmatrix:
+    def affinity(
+        self, X
+    ) -> np.ndarray | sp.csr_matrix | sp.csc_matrix | sp.coo_matrix | sp.csr_array | sp.csc_array | sp.coo_array:
         """The affinity the square matrix ``X`` stands for.
 
         Parameters
@@ -358,7 +371,9 @@ class PrecomputedKernel(_GraphSettings, Kernel):
 
         Returns
         -------
-        affinity : ndarray or scipy sparse matrix of shape (n_samples, n_samples)
+        affinity : ndarray, scipy sparse matrix or sparse array of shape (n_samples, n_samples)
+            ``kind='precomputed'``: ``X`` as validated (CSR, CSC and COO kept, other sparse formats made CSR; a sparse
+            array stays an array).
 
         Raises
         ------

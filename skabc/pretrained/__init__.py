@@ -6,11 +6,17 @@ import copy
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import persistence
 from .._runtime import resolve_device
 from ..kernels import ContextualKernel, Kernel, KernelEnsemble
 from ..persistence import read_description
+
+if TYPE_CHECKING:
+    import os
+
+    import torch
 
 PRETRAINED_DIR = Path(__file__).resolve().parent
 
@@ -56,7 +62,7 @@ RECOMMENDED_CLUSTERING: Mapping[str, dict] = _SettingsByKernel(
 )
 
 
-def load(name: str, device: str = "auto") -> ContextualKernel | KernelEnsemble:
+def load(name: str, device: str | torch.device | None = "auto") -> ContextualKernel | KernelEnsemble:
     """Load a shipped, fitted :class:`~skabc.ContextualKernel` by name.
 
     Parameters
@@ -76,8 +82,8 @@ def load(name: str, device: str = "auto") -> ContextualKernel | KernelEnsemble:
         * ``'circles'``, ``'circles-additive'``, ``'circles-pairwise'``:
           the overlapping-circles problem (the last is the no-context
           ablation).
-    device : str, default='auto'
-        Torch device, ``'auto'`` for CUDA when available.
+    device : str, torch.device or None, default='auto'
+        Torch device, ``'auto'`` (or ``None``) for CUDA when available.
 
     Returns
     -------
@@ -96,21 +102,23 @@ def load(name: str, device: str = "auto") -> ContextualKernel | KernelEnsemble:
 
 
 @cache
-def _load_once(name: str, device: str) -> ContextualKernel | KernelEnsemble:
+def _load_once(name: str, device: str | torch.device | None) -> ContextualKernel | KernelEnsemble:
     path = PRETRAINED_DIR / AVAILABLE[name]
     if not path.exists():
         raise FileNotFoundError(f"the weights of {name!r} are missing from the installation ({path})")
     return load_saved_kernel(path, device=device)
 
 
-def load_saved_kernel(path, device: str = "auto") -> ContextualKernel | KernelEnsemble:
+def load_saved_kernel(
+    path: str | os.PathLike[str], device: str | torch.device | None = "auto"
+) -> ContextualKernel | KernelEnsemble:
     """Load a kernel saved by :meth:`ContextualKernel.save` or :meth:`KernelEnsemble.save`, whichever it is.
 
     Parameters
     ----------
     path : str or path
-    device : str, default='auto'
-        Torch device, ``'auto'`` for CUDA when available.
+    device : str, torch.device or None, default='auto'
+        Torch device, ``'auto'`` (or ``None``) for CUDA when available.
 
     Returns
     -------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.cluster import SpectralClustering, k_means
@@ -76,7 +78,7 @@ def _embedding_labels(
     n_components: int | None = None,
     random_state=None,
     n_init: int = 10,
-    eigen_tol="auto",
+    eigen_tol: float | Literal["auto"] = "auto",
     assign_labels: str = "kmeans",
     verbose: bool = False,
 ) -> np.ndarray:
@@ -121,9 +123,9 @@ def sklearn_spectral_labels(
     *,
     eigen_solver: str | None = None,
     n_components: int | None = None,
-    random_state=None,
+    random_state: int | np.random.RandomState | None = None,
     n_init: int = 10,
-    eigen_tol="auto",
+    eigen_tol: float | Literal["auto"] = "auto",
     assign_labels: str = "kmeans",
     verbose: bool = False,
 ) -> np.ndarray:

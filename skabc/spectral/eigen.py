@@ -1,25 +1,26 @@
 """Eigensolvers of the normalised Laplacian, dense and sparse, with their fallbacks.
 
 Every function takes a dense ``ndarray`` affinity or a scipy sparse one (e.g. the kNN affinity of
-:func:`skabc.sparse_affinity.topk_affinity`).  Dense input takes LAPACK (or ARPACK beyond
-:data:`DENSE_EIGEN_LIMIT`); it may be signed (a kernel such as ``'cosine'``, as scikit-learn takes it) while no row
-sums below zero.  Sparse input is non-negative and never forms an ``n x n`` dense matrix: the graph is split into its
-connected components, and each component's smallest Laplacian eigenpairs are found by an iterative solver
-(``eigen_solver``):
+:func:`skabc.sparse_affinity.topk_affinity`).  Dense input takes LAPACK (or ARPACK beyond :data:`DENSE_EIGEN_LIMIT`); it
+may be signed (a kernel such as ``'cosine'``, as scikit-learn takes it) while no row sums below zero.  Sparse input is
+non-negative and never forms an ``n x n`` dense matrix: the graph is split into its connected components, and each
+component's smallest Laplacian eigenpairs are found by an iterative solver (``eigen_solver``):
 
 * ``'arpack'`` (default): ``eigsh`` for the largest eigenvalues of the normalised adjacency ``D^-1/2 A D^-1/2``
   (``which='LA'``), no factorisation;
 * ``'lobpcg'``: LOBPCG for the smallest eigenvalues of ``L``;
 * ``'amg'``: LOBPCG preconditioned by pyamg's smoothed aggregation (needs the optional ``pyamg`` package).
 
-Solving per component makes disconnected graphs (common for kNN graphs of well-separated clusters) reliable: ``L``
-then has one zero eigenvalue per component, and a single Lanczos run on the whole graph tends to return fewer copies
-of a repeated eigenvalue than it has; per component, the spectra are merged.  A graph with more components than
-eigenvalues asked for gives all zeros, and the eigengap cannot see past them (it then answers the most clusters it
-can: the number of eigenvalues minus one).
+Solving per component makes disconnected graphs (common for kNN graphs of well-separated clusters) reliable: ``L`` then
+has one zero eigenvalue per component, and a single Lanczos run on the whole graph tends to return fewer copies of a
+repeated eigenvalue than it has; per component, the spectra are merged.  A graph with more components than eigenvalues
+asked for gives all zeros, and the eigengap cannot see past them (it then answers the most clusters it can: the number
+of eigenvalues minus one).
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -101,11 +102,9 @@ def normalized_adjacency(affinity):
 
 
 def laplacian_eigenvalues(
-    affinity,
-    n_eigenvalues: int,
-    random_state=None,
-    eigen_solver: str | None = None,
-    eigen_tol="auto",
+    affinity, n_eigenvalues: int,
+    random_state: int | np.random.RandomState | None = None,
+    eigen_solver: str | None = None, eigen_tol: float | Literal["auto"] = "auto",
     single_precision: bool = False,
 ) -> np.ndarray:
     """Smallest ``n_eigenvalues`` eigenvalues of ``L = I - D^-1/2 A D^-1/2``, ascending.
@@ -153,7 +152,8 @@ def laplacian_eigenvalues(
 
 
 def top_eigenvectors(
-    affinity, n_vectors: int, random_state=None, eigen_solver: str | None = None, eigen_tol="auto"
+    affinity, n_vectors: int, random_state: int | np.random.RandomState | None = None,
+    eigen_solver: str | None = None, eigen_tol: float | Literal["auto"] = "auto",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Smallest Laplacian eigenvalues and the matching eigenvectors of ``D^-1/2 A D^-1/2``.
 
@@ -453,10 +453,10 @@ def _component_eigenpairs(
 def _single_precision_eigsh(adjacency: sp.csr_matrix, m: int, v0: np.ndarray, ncv: int, tol: float):
     """Largest ``m`` eigenpairs of a large symmetric matrix: float32 Lanczos, then float64 Rayleigh-Ritz.
 
-    ARPACK's cost on large kNN graphs is mostly memory traffic over its Lanczos basis (``n x ncv``),
-    which single precision halves (measured 2-2.4x faster at 100,000 points).  One Rayleigh-Ritz step
-    in float64 on the returned basis then brings the eigenvalue errors from ~1e-6 down to the square
-    of the residuals (~1e-12), so the eigengap sees float64-accurate eigenvalues.
+    ARPACK's cost on large kNN graphs is mostly memory traffic over its Lanczos basis (``n x ncv``), which single
+    precision halves (measured 2-2.4x faster at 100,000 points).  One Rayleigh-Ritz step in float64 on the returned
+    basis then brings the eigenvalue errors from ~1e-6 down to the square of the residuals (~1e-12), so the eigengap
+    sees float64-accurate eigenvalues.
     """
     _, vectors = eigsh(adjacency.astype(np.float32), k=m, which="LA", v0=v0.astype(np.float32), ncv=ncv, tol=tol,
                        return_eigenvectors=True)

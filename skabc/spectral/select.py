@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from numbers import Integral
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -68,9 +68,9 @@ def _eigengap_k(eigenvalues: np.ndarray, n_points: int, max_clusters: int) -> in
 def estimate_n_clusters(
     affinity,
     max_clusters: int,
-    random_state=None,
+    random_state: int | np.random.RandomState | None = None,
     eigen_solver: str | None = None,
-    eigen_tol="auto",
+    eigen_tol: float | Literal["auto"] = "auto",
     single_precision: bool = False,
 ) -> tuple[int, np.ndarray]:
     """Number of clusters by the largest eigengap of the normalised Laplacian.
@@ -117,9 +117,9 @@ CONSENSUS_POWERS = (0.25, 0.5, 1.0, 2.0)
 def consensus_n_clusters(
     affinity,
     max_clusters: int,
-    random_state=None,
+    random_state: int | np.random.RandomState | None = None,
     eigen_solver: str | None = None,
-    eigen_tol="auto",
+    eigen_tol: float | Literal["auto"] = "auto",
     powers: tuple[float, ...] = CONSENSUS_POWERS,
 ) -> tuple[int, np.ndarray]:
     """Number of clusters by the median of eigengap estimates over powers of the affinity.
@@ -287,13 +287,13 @@ def _bernoulli_log_likelihood(p: np.ndarray, same: np.ndarray, eps: float) -> fl
 def eigengap_spectral_labels(
     affinity,
     max_clusters: int,
-    eigen_random_state=None,
+    eigen_random_state: int | np.random.RandomState | None = None,
     *,
     eigen_solver: str | None = None,
     n_components: int | None = None,
-    random_state=None,
+    random_state: int | np.random.RandomState | None = None,
     n_init: int = 10,
-    eigen_tol="auto",
+    eigen_tol: float | Literal["auto"] = "auto",
     assign_labels: str = "kmeans",
     verbose: bool = False,
 ) -> tuple[np.ndarray, int, np.ndarray]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -108,7 +109,7 @@ class SpectralStep:
     eigen_solver: str | None = None
     n_components: int | None = None
     n_init: int = 10
-    eigen_tol: float | str = "auto"
+    eigen_tol: float | Literal["auto"] = "auto"
     verbose: int = 0
     follows_sklearn: bool = False
     gaussian_split: bool = False

@@ -54,12 +54,12 @@ class WarmupCosine(Callback):
     def on_train_begin(self, net, **kwargs):
         self.step_ = sum(len(row["batches"]) for row in net.history)
 
-    def on_batch_begin(self, net, training=False, **kwargs):
+    def on_batch_begin(self, net, training: bool = False, **kwargs):
         if training:
             for group in net.optimizer_.param_groups:
                 group["lr"] = self.lr_at(self.step_)
 
-    def on_batch_end(self, net, training=False, **kwargs):
+    def on_batch_end(self, net, training: bool = False, **kwargs):
         if training:
             self.step_ += 1
 

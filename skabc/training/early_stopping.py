@@ -341,7 +341,7 @@ class TimeLimit(Callback):
     def on_epoch_begin(self, net, **kwargs):
         self.epoch_start_ = time.monotonic()
 
-    def on_batch_end(self, net, training=False, **kwargs):
+    def on_batch_end(self, net, training: bool = False, **kwargs):
         if training and time.monotonic() - self.start_ > self.max_time:
             self._stop(net, "reached")
 

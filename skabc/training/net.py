@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 import re
 import sys
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
 from skorch import NeuralNet
-from skorch.callbacks import GradientNormClipping, ProgressBar
+from skorch.callbacks import Callback, GradientNormClipping, ProgressBar
 from torch import nn
 
 from .._runtime import float32_default, memory_limit_bytes, resolve_device, seeded_torch, tuned_allocator
@@ -50,7 +51,8 @@ from .early_stopping import TimeLimit, choice_interrupted, finished_epochs, inte
 ALLOCATOR_MAX_SET_SIZE = 500
 
 def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tuple[int, int], previous_state=None,
-          callbacks=(), start: dict | None = None, validation_labels: np.ndarray | None = None):
+          callbacks: Sequence[tuple[str, Callback]] = (), start: dict | None = None,
+          validation_labels: np.ndarray | None = None):
     """Train ``kernel``'s network on sets drawn from the labelled rows of ``X``.
 
     Parameters
@@ -125,8 +127,8 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
     return net, n_sets
 
 
-def make_net(kernel, module: nn.Module, device: torch.device, total_steps: int, callbacks=(),
-             criterion: nn.Module | None = None) -> NeuralNet:
+def make_net(kernel, module: nn.Module, device: torch.device, total_steps: int,
+             callbacks: Sequence[tuple[str, Callback]] = (), criterion: nn.Module | None = None) -> NeuralNet:
     """The skorch net that trains ``module`` with the kernel's optimisation parameters.
 
     Parameters
@@ -204,7 +206,7 @@ def draws_progress_bars() -> bool:
     return _live(sys.stderr)
 
 
-def training_callbacks(kernel, total_steps: int, extra=()) -> list:
+def training_callbacks(kernel, total_steps: int, extra: Sequence[tuple[str, Callback]] = ()) -> list:
     """Named callbacks: resume first (the others read the restored history at train begin)."""
     callbacks = []
     if kernel.checkpoint_dir is not None:
