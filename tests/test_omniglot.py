@@ -251,3 +251,16 @@ def test_an_image_size_past_what_a_loader_returns_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"image_size=1000000 asks for 24 drawings of 1000000 x 1000000 pixels"):
         load_omniglot(data_home=tmp_path, expect_complete=False, image_size=10**6)
     assert load_omniglot(data_home=tmp_path, expect_complete=False, image_size=40).images.shape == (24, 40, 40)
+
+
+def test_a_numpy_image_size_past_what_a_loader_returns_is_named_as_an_int_is(tmp_path):
+    """np.int64(2**32) squared wrapped to 0 in the size check: numpy's bare 'array is too big' came instead."""
+    make_archive(tmp_path / "images_background.zip")
+    with pytest.raises(ValueError, match=r"image_size=4294967296 asks for 24 drawings"):
+        load_omniglot(data_home=tmp_path, expect_complete=False, image_size=np.int64(2**32))
+
+
+@pytest.mark.parametrize("data_home", [123, ["/data/omniglot"]])
+def test_a_data_home_of_another_type_is_named(data_home):
+    with pytest.raises(TypeError, match=r"data_home must be a folder \(a str or path\), got (int|list)"):
+        load_omniglot(data_home=data_home)

@@ -116,6 +116,7 @@ def load_omniglot(
     _check_subset(subset)
     if isinstance(image_size, bool) or not isinstance(image_size, int | np.integer) or image_size < 1:
         raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
+    image_size = int(image_size)  # a numpy integer would wrap around in the size check below
     try:
         from PIL import Image
     except ImportError as exc:  # Pillow is the optional 'images' extra
