@@ -793,6 +793,15 @@ def test_cuda_index_beyond_the_devices_raises_clearly(monkeypatch):
         resolve_device("cuda:1")
 
 
+def test_device_none_resolves_as_auto():
+    import torch
+
+    from skabc._runtime import resolve_device
+
+    expected = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device(None) == resolve_device("auto") == expected
+
+
 @pytest.mark.parametrize("device", [["cpu"], {"type": "cpu"}])
 def test_pretrained_load_refuses_an_unhashable_device_clearly(device):
     from skabc import pretrained

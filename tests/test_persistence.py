@@ -43,6 +43,7 @@ def _assert_round_trip(model, X, groups, tmp_path):
     first = X[groups == groups[0]]
     np.testing.assert_array_equal(as_kernel(loaded.kernel_).affinity(first), as_kernel(model.kernel_).affinity(first))
     assert loaded.n_clusters_ == model.n_clusters_
+    assert loaded.gaussian_split_ == model.gaussian_split_
     return loaded
 
 
@@ -51,6 +52,7 @@ def test_generic_model_round_trip_keeps_its_resolved_settings(tmp_path):
     X, groups = _sets("generic")
     model = ABCClustering(random_state=0).fit(X, groups=groups)
     assert [getattr(model, s) for s in SETTINGS] == [4.0, "njw", "consensus"]
+    assert model.gaussian_split_  # 'auto' resolved to True: the loaded model must split as well
     loaded = _assert_round_trip(model, X, groups, tmp_path)
     assert loaded.kernel is None  # refitting it uses the generic kernel again, as the original would
 
@@ -116,6 +118,20 @@ def test_a_loaded_kernel_still_tells_how_its_training_went(blob_data, tmp_path):
     assert again.n_training_sets_ == kernel.n_training_sets_ > 0 and again.schedule_ == kernel.schedule_
 
 
+def test_a_loaded_kernel_keeps_its_automatic_schedule(blob_data, tmp_path, monkeypatch):
+    """schedule_ of a fit on max_epochs='auto' comes back a Schedule, not the dict the file stores."""
+    from skabc.training import plan
+    from skabc.training.schedule import Schedule
+
+    monkeypatch.setattr(plan, "training_schedule", lambda *args: Schedule(max_epochs=1, sets_per_epoch=8, n_steps=1))
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": "auto", "sets_per_epoch": None, "early_stopping": False}
+    kernel = ContextualKernel(**params).fit(X, y, groups=g)
+    loaded = ContextualKernel.load(_saved(kernel, tmp_path / "k.safetensors"), device="cpu")
+    assert isinstance(loaded.schedule_, Schedule) and loaded.schedule_ == kernel.schedule_
+    assert loaded.schedule_.max_epochs == 1
+
+
 def _saved(kernel, path):
     kernel.save(path)
     return path
@@ -148,6 +164,8 @@ def test_a_loaded_model_has_feature_names_only_if_the_model_saw_them(blob_data, 
     named = ABCClustering(kernel=FrozenEstimator(kernel), n_clusters=3, random_state=0).fit(frame.iloc[:30])
     named.save(tmp_path / "named.safetensors")
     assert list(ABCClustering.load(tmp_path / "named.safetensors", device="cpu").feature_names_in_) == list(frame)
+    kernel.save(tmp_path / "kernel.safetensors")  # the kernel itself keeps its column names too
+    assert list(ContextualKernel.load(tmp_path / "kernel.safetensors", device="cpu").feature_names_in_) == list(frame)
 
 
 def test_a_model_changed_by_set_params_after_fit_is_not_saved_as_if_it_were_fitted(tmp_path):
@@ -177,7 +195,7 @@ def test_save_refusals_name_the_problem(tmp_path):
     kernel = ContextualKernel(**TINY).fit(X, y, groups=groups)
     with pytest.raises(ValueError, match="it is a directory"):
         kernel.save(tmp_path / "folder")
-    for folder in (f"{tmp_path}/out/", f"{tmp_path}/out/."):  # probe 44d and its review: a file named 'out'
+    for folder in (f"{tmp_path}/out/", f"{tmp_path}/out/.", f"{tmp_path}/out/.."):  # probe 44d: a file named 'out'
         with pytest.raises(ValueError, match="it names a folder"):
             kernel.save(folder)
     assert not (tmp_path / "out").exists()
@@ -185,6 +203,29 @@ def test_save_refusals_name_the_problem(tmp_path):
         ABCClustering(affinity="rbf", n_clusters=2, random_state=0).fit(X).save(tmp_path / "rbf.safetensors")
     with pytest.raises(ValueError, match=r"groups must be a 1-D array .* shape \(120, 2\)"):
         ABCClustering(kernel=kernel, random_state=0).fit(X).predict(X, groups=np.column_stack([groups, groups]))
+
+
+def test_a_failed_save_leaves_no_temporary_file(tiny_kernel, tmp_path, monkeypatch):
+    """A write that fails (a full disk, here simulated) leaves the folder as it was."""
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(persistence, "save_file", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        tiny_kernel.save(tmp_path / "k.safetensors")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_fitted_with_gaussian_split_true_round_trips(tmp_path):
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(120, centers=3, random_state=0)
+    model = ABCClustering(gaussian_split=True, random_state=0).fit(X)
+    model.save(tmp_path / "m.safetensors")
+    loaded = ABCClustering.load(tmp_path / "m.safetensors", device="cpu")
+    assert loaded.gaussian_split_ is True
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
 
 
 @pytest.mark.parametrize("params, groups", [({}, None), ({"n_clusters": 3}, None), ({}, np.repeat([0, 1], 60))])

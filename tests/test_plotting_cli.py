@@ -1270,3 +1270,99 @@ def test_plot_training_ticks_whole_epochs_and_eigengap_titles_say_spectra(tiny_k
     ax = plot_eigengap([np.array([0.0, 0.01, 0.9]), np.array([0.0, 0.5, 0.9])])
     assert ax.get_title() == "eigengap spectra of 2 sets"
     plt.close(ax.figure)
+
+
+def test_plot_affinity_without_labels_colours_zero_to_one():
+    """The colour scale is the affinity's range [0, 1], not the data's: 0.4 to 0.6 must not look like 0 to 1."""
+    ax = plot_affinity(np.array([[0.6, 0.4], [0.4, 0.6]]))
+    assert ax.images[0].get_clim() == (0, 1)
+    plt.close("all")
+
+
+def test_cli_cluster_overwrites_an_existing_npy_labels_file(tmp_path):
+    """A second `cluster -o labels.npy` replaces the file: np.load reads the new labels, not the old ones."""
+    rng = np.random.default_rng(0)
+    for n_rows in (30, 20):
+        np.save(tmp_path / "X.npy", rng.normal(size=(n_rows, 2)))
+        assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "labels.npy"), "--n-clusters", "2",
+                     "-q"]) == 0
+    assert np.load(tmp_path / "labels.npy").shape == (20,)
+
+
+def test_cli_plot_takes_an_upper_case_picture_extension(tmp_path):
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(30, 2)))
+    argv = ["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.npy"), "--n-clusters", "2",
+            "--plot", str(tmp_path / "p.PNG"), "-q"]
+    assert main(argv) == 0
+    assert (tmp_path / "p.PNG").stat().st_size > 1000
+    plt.close("all")
+
+
+def test_cli_train_quiet_prints_no_epoch_log(tmp_path, capsys):
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(40, 2)))
+    np.save(tmp_path / "y.npy", np.repeat([0, 1], 20))
+    argv = ["train", str(tmp_path / "X.npy"), str(tmp_path / "y.npy"), "-o", str(tmp_path / "k.safetensors"),
+            "--scratch", "--d-model", "8", "--n-blocks", "1", "--epochs", "1", "--set-size", "10", "20", "-q"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "train_loss" not in captured.err + captured.out
+    assert (tmp_path / "k.safetensors").is_file()
+
+
+def test_cli_demo_train_quiet_prints_no_epoch_log(capsys, monkeypatch):
+    """`skabc demo --train -q` trains without the epoch log (network and data shrunk here to run in a second)."""
+    import skabc.datasets
+    import skabc.kernels
+
+    real_kernel, real_sets = skabc.kernels.ContextualKernel, skabc.datasets.make_circles_sets
+    monkeypatch.setattr(skabc.kernels, "ContextualKernel", lambda **params: real_kernel(
+        **{**params, "d_model": 8, "n_blocks": 1, "set_size": (20, 40), "sets_per_epoch": 8, "device": "cpu"}))
+    monkeypatch.setattr(skabc.datasets, "make_circles_sets", lambda n_sets, set_size, **kw: real_sets(
+        n_sets=min(n_sets, 8), set_size=min(set_size, 40), **kw))
+    assert main(["demo", "--train", "--epochs", "1", "--sets", "1", "--plot", "", "-q"]) == 0
+    captured = capsys.readouterr()
+    assert "train_loss" not in captured.err + captured.out
+    assert "ABC multiplicative (trained now) (eigengap k)" in captured.out
+
+
+class _CountingModel:
+    """Stands in for ABCClustering in the demo: records n_clusters; finds k = 5, 3, 5, 3, ... clusters."""
+
+    made: list = []
+
+    def __init__(self, n_clusters=None, **params):
+        self.made.append(n_clusters)
+        self.calls = 0
+
+    def fit_predict(self, X):
+        self.calls += 1
+        return np.arange(len(X)) % (5 if self.calls % 2 else 3)
+
+
+def test_demo_true_k_rows_are_given_k_and_k_errors_are_absolute(monkeypatch):
+    import skabc.demo
+
+    monkeypatch.setattr(skabc.demo, "ABCClustering", _CountingModel)
+    monkeypatch.setattr(_CountingModel, "made", [])
+    rows = skabc.demo.compare_on_circles({"m": None}, set_sizes=(40,), n_sets=2, n_circles=4, baselines=False)
+    assert _CountingModel.made == [None, 4]  # the "(true k)" row clusters with the true k
+    assert [(row["method"], row["mean_abs_k_error"]) for row in rows] == [
+        ("ABC m (eigengap k)", 1.0),  # |5 - 4| and |3 - 4|: over- and under-estimates do not cancel
+        ("ABC m (true k)", None),  # no k error where k was given
+    ]
+
+
+def test_demo_draws_other_sets_for_every_size(monkeypatch):
+    """The sets of size n come from seed random_state + n (modulo 2**32), so the sizes do not share draws."""
+    import skabc.demo
+
+    seeds = []
+    real = skabc.demo.make_circles_sets
+
+    def recording(**kwargs):
+        seeds.append(kwargs["random_state"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(skabc.demo, "make_circles_sets", recording)
+    skabc.demo.compare_on_circles({}, set_sizes=(30, 40), n_sets=1, random_state=2**32 - 35)
+    assert seeds == [2**32 - 5, 5]

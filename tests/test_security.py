@@ -23,6 +23,7 @@ import torch
 from conftest import FUZZ_DERANDOMIZE, TINY, forge, make_blob_sets, read_meta, read_tensors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from safetensors.torch import save_file
 from sklearn.frozen import FrozenEstimator
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble
@@ -137,6 +138,7 @@ def test_forged_kernel_entries_are_refused(entry, value, match, saved, tmp_path)
         ("validation_score_", 1e9, r"fit_record\.validation_score_: 1000000000\.0 is out of range \[-1, 1\]"),
         ("validation_settings_scores_", {"x": 2.0}, r"validation_settings_scores_\.x: 2\.0 is out of range"),
         ("batch_size_", 0, r"fit_record\.batch_size_: 0 is out of range \[1, inf\)"),
+        ("batch_size_", True, r"fit_record\.batch_size_: expected an integer, got a boolean"),
     ],
 )
 def test_forged_fit_records_are_refused(entry, value, match, saved, tmp_path):
@@ -231,6 +233,13 @@ def test_forged_clustering_model_is_refused_clearly(mutate, match, saved, tmp_pa
     meta, tensors = copy.deepcopy(saved.model_meta), dict(saved.model_tensors)
     mutate(meta, tensors)
     refused(ABCClustering.load, forge(tmp_path / "m.safetensors", meta, tensors), match)
+
+
+def test_a_safetensors_file_of_another_program_is_refused_naming_the_problem(tmp_path):
+    """A plain safetensors file (no skabc description) gives a ValueError, not a KeyError."""
+    path = tmp_path / "other.safetensors"
+    save_file({"w": torch.zeros(2)}, str(path))
+    refused(ContextualKernel.load, path, "is a safetensors file but holds no skabc description")
 
 
 @pytest.mark.parametrize(
