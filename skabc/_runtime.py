@@ -20,7 +20,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: trim threshold twice that), where a process that has freed large buffers ends up on its own.  Any mallopt turns
 #: the dynamic threshold off for good, and glibc's documented 128 KiB defaults then map and unmap every larger
 #: buffer on each use: after one fit, a 16 MiB array cost 2-3 times as much to allocate and fill, and numpy work
-#: with large temporaries about 5 % more, against nothing at the ceiling (docs/changelog.md).
+#: with large temporaries about 5 % more, against nothing at the ceiling (docs/changelog.md up to 76b68f2).
 _RESTORED_MMAP_THRESHOLD, _RESTORED_TRIM_THRESHOLD = 32 << 20, 64 << 20
 #: Threshold while tuned: large tensor buffers stay on the heap between steps.
 _TUNED_THRESHOLD = 1 << 30

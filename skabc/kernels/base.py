@@ -114,7 +114,8 @@ class Kernel(BaseEstimator):
         ``[0, 1]``: what ``n_clusters_selection='likelihood'`` reads (it checks
         the values itself), and a :class:`~skabc.kernels.KernelEnsemble` says only when every
         member does.  A read-only property, ``False`` here: a subclass overrides it with a property (a class
-        attribute ``outputs_probabilities = True`` works too, but pyright refuses an attribute over a property).
+        attribute ``outputs_probabilities = True`` works too, but pyright refuses an attribute over a property);
+        it cannot be set on an instance.
     """
 
     @property

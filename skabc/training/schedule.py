@@ -21,7 +21,7 @@ would see; a smaller batch cuts them into more, cheaper steps.  At one CPU
 budget, batches of 16 learned more than batches of 32 when fine-tuning on
 circles and arcs, where the budget ends the run (held-out sets of seeds no
 benchmark uses), and less on small data, where the labelled rows end it and
-more steps overfit (unseen digits; record in ``docs/changelog.md``): hence
+more steps overfit (unseen digits; recorded in ``docs/changelog.md`` up to 76b68f2): hence
 :func:`auto_batch_size`, ContextualKernel's ``batch_size='auto'``.
 A network with local geometry costs more per step than one without (pair
 features and the gradients of the attention biases; 1.6 times as much in an
