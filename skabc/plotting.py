@@ -404,7 +404,7 @@ def plot_training(kernel: Any, axes: Sequence[Axes] | np.ndarray | None = None) 
         If the kernel (or the ``ABCClustering``) is not fitted.
     """
     history, validation = _training_record(kernel)
-    axes = np.asarray(_axes(axes, ncols=2, figsize=(9, 3.5), what="axes"))
+    axes = _axes(axes, ncols=2, figsize=(9, 3.5), what="axes")
     from matplotlib.ticker import MaxNLocator
 
     finished = [row for row in history if "train_loss" in row]  # a stop inside an epoch leaves its row unscored
