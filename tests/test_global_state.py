@@ -15,9 +15,11 @@ import pytest
 import torch
 from conftest import TINY
 from joblib import parallel_config
+from sklearn.metrics.pairwise import rbf_kernel
 
 from skabc import ABCClustering, ContextualKernel, pretrained
 from skabc.datasets import make_circles_sets
+from skabc.kernels import Kernel
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
@@ -196,11 +198,55 @@ def test_clustering_in_threads_leaves_the_callers_warnings_filters():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the caller's own filter
         before = _filters()
-        for _ in range(6):  # overlaps are a race: several tries
+        for _ in range(2):  # overlaps are a race (the test above forces one)
             with parallel_config(backend="threading"):
                 labels = ABCClustering(affinity="rbf", random_state=0, n_jobs=2).fit(X, groups=groups).labels_
             assert _filters() == before
             np.testing.assert_array_equal(labels, expected)
+
+
+class _OverlappingBlocksKernel(Kernel):
+    """An RBF kernel whose affinity, on two of three sets, opens a ``catch_warnings`` block as another library
+    would (without a lock) and makes the two overlap in the order that leaks the first block's filter.
+
+    Set A (near the origin) enters its block and waits; set B (near 1000) ends at once, so its worker takes set C
+    (near 2000), whose block and task are entered while A's filter is in force.  A leaves first; C leaves last and
+    restores the filters it found: A's.
+    """
+
+    def affinity(self, X):
+        where = X[0, 0]
+        if where > 1500:  # C
+            with warnings.catch_warnings():
+                _BLOCKS["C in"].set()
+                _BLOCKS["A out"].wait(10)
+                time.sleep(0.5)  # A's task ends meanwhile: C's exits are the last
+        elif where < 500:  # A
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", ResourceWarning)
+                _BLOCKS["C in"].wait(10)
+            _BLOCKS["A out"].set()
+        return rbf_kernel(X)
+
+
+_BLOCKS: dict[str, threading.Event] = {}
+
+
+def test_overlapping_filter_blocks_of_another_library_in_the_workers_leave_the_callers_filters():
+    """Blocks opened by other code in the worker threads (older scikit-learn opens one per check_array call) leave
+    each other's filters behind when they overlap; the caller gets its own filters back all the same."""
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(30, 2)) + shift for shift in (0.0, 1000.0, 2000.0)])
+    groups = np.repeat([0, 1, 2], 30)
+    _BLOCKS.update({name: threading.Event() for name in ("C in", "A out")})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        before = _filters()
+        with parallel_config(backend="threading"):
+            ABCClustering(kernel=_OverlappingBlocksKernel(), n_clusters=2, random_state=0, n_jobs=2).fit(
+                X, groups=groups)
+        assert all(event.is_set() for event in _BLOCKS.values())  # the two blocks did overlap
+        assert _filters() == before
 
 
 def _filters() -> list:
