@@ -4,6 +4,7 @@ import os
 import sys
 
 import matplotlib
+import sphinx_gallery
 
 matplotlib.use("Agg")
 
@@ -57,6 +58,9 @@ sphinx_gallery_conf = {
     # Examples run again only when their source changed, unless this is set (tests/test_docs.py).
     "run_stale_examples": os.environ.get("SKABC_DOCS_RERUN_EXAMPLES") == "1",
 }
+# Examples run in this many processes where sphinx-gallery can (0.17 and later; older ones refuse the key).
+if tuple(int(part) for part in sphinx_gallery.__version__.split(".")[:2]) >= (0, 17):
+    sphinx_gallery_conf["parallel"] = int(os.environ.get("SKABC_DOCS_JOBS", "1"))
 
 html_theme = "alabaster"
 html_title = f"skabc {version}"

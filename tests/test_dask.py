@@ -82,7 +82,7 @@ def test_grid_search_with_groups_on_dask(client):
 
     def search(n_jobs):
         model = ABCClustering(kernel=ContextualKernel(**TINY), random_state=0).set_fit_request(groups=True)
-        grid = GridSearchCV(model, {"kernel__compat": ["multiplicative", "additive"]}, cv=GroupKFold(3),
+        grid = GridSearchCV(model, {"kernel__compat": ["multiplicative", "additive"]}, cv=GroupKFold(2),
                             scoring="adjusted_rand_score", n_jobs=n_jobs)
         return grid.fit(X, y, groups=groups)
 

@@ -28,7 +28,7 @@ def test_docs_build(tmp_path):
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-b", "html",
          "-d", str(doctrees), str(DOCS), str(out)],
         capture_output=True, text=True, timeout=600,
-        env={**os.environ, "SKABC_DOCS_RERUN_EXAMPLES": "1", "MPLBACKEND": "Agg"},
+        env={**os.environ, "SKABC_DOCS_RERUN_EXAMPLES": "1", "SKABC_DOCS_JOBS": "2", "MPLBACKEND": "Agg"},
     )
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     for page in ("index", "api", "guide", "circles_results", "backends_results", "auto_examples/index"):
