@@ -285,6 +285,13 @@ def read_description(path) -> dict:
         raise ValueError(f"{str(path)!r} is a safetensors file but holds no skabc description")
     meta = _schema.parse_description(metadata["skabc"], path)
     version = meta.get("format_version")
+    if meta.get("format") == FORMAT and type(version) is int and version > max(READABLE_VERSIONS):
+        from . import __version__
+
+        writer = meta.get("versions", {}).get("skabc") if isinstance(meta.get("versions"), dict) else None
+        by = f"skabc {writer}" if isinstance(writer, str) else "a newer skabc"
+        raise ValueError(f"{str(path)!r} was written by {by} in format version {version}, newer than this skabc "
+                         f"{__version__} reads (versions {READABLE_VERSIONS}): upgrade skabc to load it")
     if meta.get("format") != FORMAT or type(version) is not int or version not in READABLE_VERSIONS:
         raise ValueError(
             f"{str(path)!r} has format {meta.get('format')!r} version {meta.get('format_version')!r}; "

@@ -1276,7 +1276,14 @@ def test_load_rejects_wrong_shapes(tiny_kernel, tmp_path):
         ContextualKernel.load(path)
 
 
-def test_load_rejects_other_format_versions(tiny_kernel, tmp_path):
+@pytest.mark.parametrize("version, writer, match", [
+    (999, "9.1", r"written by skabc 9\.1 in format version 999, newer than this skabc .* reads \(versions \(1, 2\)\): "
+                 "upgrade skabc"),
+    (3, None, r"written by a newer skabc in format version 3, .*upgrade skabc"),
+    (0, "0.0.1", r"has format 'skabc' version 0; this skabc reads 'skabc' versions \(1, 2\)"),
+])
+def test_load_rejects_other_format_versions(tiny_kernel, tmp_path, version, writer, match):
+    """A file of a newer format says it is newer and to upgrade, naming the skabc that wrote it where it can."""
     import json
 
     from safetensors.torch import load_file, safe_open, save_file
@@ -1285,9 +1292,13 @@ def test_load_rejects_other_format_versions(tiny_kernel, tmp_path):
     tiny_kernel.save(path)
     with safe_open(str(path), framework="pt") as f:
         meta = json.loads(f.metadata()["skabc"])
-    meta["format_version"] = 999
+    meta["format_version"] = version
+    if writer is None:
+        del meta["versions"]["skabc"]
+    else:
+        meta["versions"]["skabc"] = writer
     save_file({k: v.clone() for k, v in load_file(str(path)).items()}, str(path), metadata={"skabc": json.dumps(meta)})
-    with pytest.raises(ValueError, match="version 999"):
+    with pytest.raises(ValueError, match=match):
         ContextualKernel.load(path)
 
 
