@@ -11,6 +11,7 @@ Models are tiny and fitted once per module/session; the file runs in well under 
 from __future__ import annotations
 
 import copy
+import os
 import re
 import sys
 import warnings
@@ -722,6 +723,18 @@ def test_memory_limit_messages_use_a_readable_unit(limit, n, message, tiny_kerne
     small = copy.deepcopy(tiny_kernel).set_params(memory_limit=limit, affinity_mode="dense")
     with pytest.raises(MemoryError, match=message):
         small.check_memory(n)
+
+
+@pytest.mark.skipif(not hasattr(os, "sysconf") or "SC_PHYS_PAGES" not in getattr(os, "sysconf_names", {}),
+                    reason="physical memory known through POSIX sysconf")
+def test_memory_limit_auto_is_half_the_physical_memory(tiny_kernel):
+    """The documented default: 'auto' is half of the machine's physical memory, as the refusal says."""
+    import copy
+
+    half = 0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    dense = copy.deepcopy(tiny_kernel).set_params(memory_limit="auto", affinity_mode="dense")
+    with pytest.raises(MemoryError, match=rf"over memory_limit={half / 2**30:.1f} GiB"):
+        dense.check_memory(10**6)
 
 
 def test_training_memory_message_uses_a_readable_unit(X30):

@@ -250,10 +250,11 @@ def test_a_safetensors_file_of_another_program_is_refused_naming_the_problem(tmp
         ("[" * 100_000 + "]" * 100_000, r"nested too deeply"),
         ('{"format": "skabc", "format_version": NaN}', r"the JSON literal NaN is not allowed"),
         ('{"format": "skabc", "format_version": true, "class": "ContextualKernel"}', r"version True"),
+        ('{"format": "other", "format_version": 2, "class": "ContextualKernel"}', r"has format 'other' version 2"),
         ("9" * 5000, r"not valid JSON"),
         (" " * (1 << 21), r"more than any skabc model"),
     ],
-    ids=["not-json", "list", "deep", "nan-literal", "bool-version", "huge-int", "huge"],
+    ids=["not-json", "list", "deep", "nan-literal", "bool-version", "other-format", "huge-int", "huge"],
 )
 def test_corrupt_description_is_refused_naming_the_file(raw, match, saved, tmp_path):
     refused(load_saved_kernel, forge(tmp_path / "k.safetensors", raw=raw, tensors=saved.kernel_tensors), match)
