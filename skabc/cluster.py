@@ -27,6 +27,7 @@ from ._fit_inputs import (
 )
 from ._resolve import check_setting_combinations, resolve_settings, warn_unread_affinity_parameters
 from ._sets import check_n_jobs, check_sets, cluster_groups, map_sets, set_seeds, validate_each, warn_about_estimates
+from ._typing import Float, Int
 from ._validation import KernelParamsMixin, check_not_masked_or_missing, encode_groups
 from .kernels import as_kernel
 from .kernels.base import kernel_is_fitted
@@ -284,26 +285,26 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
 
     def __init__(
         self,
-        n_clusters: int | None = None,
+        n_clusters: Int | None = None,
         *,
         kernel: Any = None,
         affinity: str | Callable[..., Any] = "learned",
-        gamma: float = 1.0, n_neighbors: int = 10, degree: float = 3, coef0: float = 1,
+        gamma: Float = 1.0, n_neighbors: Int = 10, degree: Float = 3, coef0: Float = 1,
         kernel_params: dict[str, Any] | None = None,
-        max_clusters: int = 50,
+        max_clusters: Int = 50,
         n_clusters_selection: str = "auto",
         arbiter: str | None = "auto",
         gaussian_split: bool | Literal["auto"] = "auto",
-        affinity_power: float | Literal["auto"] = "auto",
+        affinity_power: Float | Literal["auto"] = "auto",
         eigen_solver: str | None = None,
-        n_components: int | None = None,
-        random_state: int | np.random.RandomState | None = None,
-        n_init: int = 10,
-        eigen_tol: float | Literal["auto"] = "auto",
+        n_components: Int | None = None,
+        random_state: Int | np.random.RandomState | None = None,
+        n_init: Int = 10,
+        eigen_tol: Float | Literal["auto"] = "auto",
         assign_labels: str = "auto",
-        n_jobs: int | None = None,
-        max_samples: int | Literal["auto"] | None = "auto",
-        verbose: int = 0,
+        n_jobs: Int | None = None,
+        max_samples: Int | Literal["auto"] | None = "auto",
+        verbose: Int = 0,
     ):
         self.n_clusters = n_clusters
         self.kernel = kernel

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ._runtime import float32_default, memory_limit_bytes
+from ._typing import Int
 from ._validation import format_bytes
 from .exceptions import AffinityTooLargeError
 from .sparse_affinity import row_keys, topk_affinity
@@ -55,8 +56,8 @@ def learned_affinity(
     X: np.ndarray,
     *,
     sparse: bool = False,
-    n_neighbors: int = 30,
-    n_random_neighbors: int = 20,
+    n_neighbors: Int = 30,
+    n_random_neighbors: Int = 20,
     set_transform=None,
 ) -> np.ndarray | sp.csr_matrix:
     """Same-cluster probabilities of every pair of the set ``X`` under ``module``.

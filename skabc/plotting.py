@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
+from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_array
+
+from ._typing import Float, Int
 
 if TYPE_CHECKING:  # matplotlib is optional: its types for the annotations only
     from matplotlib.axes import Axes
@@ -121,7 +123,7 @@ def plot_affinity(affinity, labels: ArrayLike | None = None, ax: Axes | Sequence
     return axes
 
 
-def plot_eigengap(eigenvalues, n_clusters: int | np.integer | None = None, ax: Axes | None = None) -> Axes:
+def plot_eigengap(eigenvalues, n_clusters: Int | None = None, ax: Axes | None = None) -> Axes:
     """Smallest Laplacian eigenvalues, with the eigengap choice ``n_clusters`` marked.
 
     ``eigenvalues`` is one spectrum (1-D, ascending), or a list of them, one per set: what
@@ -159,7 +161,7 @@ def plot_eigengap(eigenvalues, n_clusters: int | np.integer | None = None, ax: A
         if len(spectra) > 1:
             raise ValueError(f"n_clusters marks one spectrum; got {len(spectra)} (one per group): plot them "
                              "without n_clusters, or one at a time with its own k")
-        if isinstance(n_clusters, bool) or not isinstance(n_clusters, numbers.Integral):
+        if isinstance(n_clusters, bool) or not isinstance(n_clusters, Integral):
             raise TypeError(f"n_clusters must be an integer, got {n_clusters!r}")
         if not 1 <= n_clusters <= len(spectra[0]):
             raise ValueError(f"n_clusters={n_clusters} is outside the spectrum's 1..{len(spectra[0])}")
@@ -169,8 +171,7 @@ def plot_eigengap(eigenvalues, n_clusters: int | np.integer | None = None, ax: A
     colours = _colours(np.arange(len(spectra))) if many else ["0.3"]
     for place, spectrum, colour in zip(places, spectra, colours, strict=True):
         label = f"set {place}" if len(spectra) > 1 else None
-        ax.plot(np.arange(1, len(spectrum) + 1), spectrum, "o-", color=colour, label=label,
-                markersize=3 if many else 6)
+        ax.plot(np.arange(1, len(spectrum) + 1), spectrum, "o-", color=colour, label=label, markersize=3 if many else 6)
     if n_clusters is not None and n_clusters < len(spectra[0]):
         # "chosen", not "largest gap": a consensus or an arbiter may choose another k than this spectrum's gap.
         ax.axvspan(n_clusters, n_clusters + 1, color="tab:orange", alpha=0.3, label=f"chosen k = {n_clusters}")
@@ -198,7 +199,7 @@ def _spectrum(values) -> np.ndarray:
     return spectrum
 
 
-def plot_clusters(X, labels, ax: Axes | None = None, title: str | None = None, s: float | ArrayLike = 10) -> Axes:
+def plot_clusters(X, labels, ax: Axes | None = None, title: str | None = None, s: Float | ArrayLike = 10) -> Axes:
     """2-D scatter coloured by cluster; data with more than two features is projected by PCA.
 
     ``X`` is a 2-D array or sparse matrix of shape (n_samples, n_features) and ``labels`` holds one
@@ -287,8 +288,7 @@ def _noise(labels: np.ndarray) -> np.ndarray:
     if labels.dtype.kind in "iuf":
         return labels == -1
     if labels.dtype.kind == "O":
-        return np.array([isinstance(v, numbers.Real) and not isinstance(v, bool) and v == -1 for v in labels],
-                        dtype=bool)
+        return np.array([isinstance(v, Real) and not isinstance(v, bool) and v == -1 for v in labels], dtype=bool)
     return np.zeros(len(labels), dtype=bool)
 
 
@@ -319,7 +319,7 @@ def _colours(codes: np.ndarray) -> np.ndarray:
     return np.asarray(table)[codes]
 
 
-def plot_candidates(model: Any, X, axes: Sequence[Axes] | np.ndarray | None = None, s: float = 10) -> np.ndarray:
+def plot_candidates(model: Any, X, axes: Sequence[Axes] | np.ndarray | None = None, s: Float = 10) -> np.ndarray:
     """The partitions a fitted ``ABCClustering``'s arbiter weighs for the set ``X``, the kept one in bold.
 
     One panel per candidate (:mod:`skabc.spectral.arbiter`), titled with its name, its number of clusters and the

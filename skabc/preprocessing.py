@@ -50,6 +50,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, validate_data
 
 from ._constraints import IntRange
+from ._typing import Int
 
 #: RMS radius of every non-constant canonicalised set (step e).
 TARGET_RMS_RADIUS = 1.0
@@ -77,7 +78,7 @@ TAILS = ("compress", "keep")
 FENCE_IQRS = 3.0
 
 
-def canonicalize_set(X, n_components: int = 16, *, scaling: str = "features", tails: str = "compress") -> np.ndarray:
+def canonicalize_set(X, n_components: Int = 16, *, scaling: str = "features", tails: str = "compress") -> np.ndarray:
     """Map one set of any width and scale to ``n_components`` canonical coordinates.
 
     The steps, the invariances and the constant are described in the module
@@ -168,7 +169,7 @@ def _quartiles(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return quartiles[0], quartiles[1]
 
 
-def _canonicalize(X: np.ndarray, n_components: int, scaling: str = "features", tails: str = "compress") -> np.ndarray:
+def _canonicalize(X: np.ndarray, n_components: Int, scaling: str = "features", tails: str = "compress") -> np.ndarray:
     """Steps (0)-(e) on a validated finite 2-D float array."""
     n = X.shape[0]
     out = np.zeros((n, n_components), dtype=X.dtype if X.dtype == np.float32 else np.float64)
@@ -219,7 +220,7 @@ def _canonicalize(X: np.ndarray, n_components: int, scaling: str = "features", t
     return out
 
 
-def _principal_axes(Z: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _principal_axes(Z: np.ndarray, n_components: Int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Coordinates ``(n, k)``, axes ``(d, k)`` and singular values of the first ``k <= n_components`` principal
     directions of the centred ``Z`` of nonzero variance.
 
@@ -317,7 +318,7 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     _parameter_constraints: dict = {"n_components": [IntRange(1, None, closed="left")],
                                     "tails": [StrOptions(set(TAILS))]}
 
-    def __init__(self, n_components: int = 16, tails: str = "compress"):
+    def __init__(self, n_components: Int = 16, tails: str = "compress"):
         self.n_components = n_components
         self.tails = tails
 
@@ -357,7 +358,7 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         return _canonicalize(X, self.n_components, tails=self.tails)
 
     @property
-    def _n_features_out(self) -> int:
+    def _n_features_out(self) -> Int:
         return self.n_components
 
     def __sklearn_tags__(self):

@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ._threads import single_native_thread
+from ._typing import Int
 
 
 def check_set_size(set_size) -> tuple[int, int]:
@@ -77,8 +78,8 @@ class ClusterSetSampler:
         If no group holds at least two labelled rows.
     """
 
-    def __init__(self, labels, groups=None, set_size: int | Sequence[int] = (50, 200),
-                 clusters_per_set: int | Sequence[int] | None = None) -> None:
+    def __init__(self, labels, groups=None, set_size: Int | Sequence[Int] | np.ndarray = (50, 200),
+                 clusters_per_set: Int | Sequence[Int] | None = None) -> None:
         self.set_size = check_set_size(set_size)
         self.clusters_per_set = check_clusters_per_set(clusters_per_set)
         labels = np.asarray(labels)
@@ -108,7 +109,7 @@ class ClusterSetSampler:
         low, high = self.set_size
         return int(rng.integers(low, high + 1))
 
-    def draw(self, rng: np.random.Generator, set_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def draw(self, rng: np.random.Generator, set_size: Int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Draw one set: row indices and cluster labels ``0..k-1`` (shuffled together)."""
         size = self.draw_set_size(rng) if set_size is None else int(set_size)
         classes = self.groups[rng.choice(len(self.groups), p=self.group_weights)]
@@ -176,7 +177,7 @@ class SampledSetsDataset(Dataset):
     """
 
     def __init__(
-        self, X: np.ndarray, sampler: ClusterSetSampler, n_sets: int, batch_size: int, seed: int, set_transform=None
+        self, X: np.ndarray, sampler: ClusterSetSampler, n_sets: Int, batch_size: Int, seed: Int, set_transform=None
     ) -> None:
         self.X = X
         self.set_transform = set_transform

@@ -43,6 +43,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from ._typing import Int
+
 # Logit cells of one row block, as in ContextualKernel's dense inference (2**24 float32 = 64 MiB).
 _BLOCK_CELLS = 2**24
 
@@ -60,12 +62,12 @@ _IVF_KMEANS_SAMPLE = 64
 def topk_affinity(
     head: torch.nn.Module,
     z: torch.Tensor,
-    n_neighbors: int,
+    n_neighbors: Int,
     block_rows: int | None = None,
     search: str = "auto",
     n_probe: int | None = None,
     random_state: int = 0,
-    n_random: int = 0,
+    n_random: Int = 0,
     point_keys: np.ndarray | None = None,
 ) -> sp.csr_matrix:
     """Sparse kNN affinity of one set from its contextual embeddings.

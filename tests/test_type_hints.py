@@ -3,16 +3,20 @@
 Pyright infers the type of an unannotated parameter from its default in a typed package (``coef0=1`` reads as
 ``coef0: int``, ``max_epochs='auto'`` as ``str``), so every parameter with a default other than ``None`` is annotated;
 the classes ``@persistent`` decorates keep their own type; ``outputs_probabilities`` is a read-only property that a
-kernel of one's own overrides as KernelEnsemble does.
+kernel of one's own overrides as KernelEnsemble does.  Counts, sizes, seeds and real numbers take numpy's scalars
+(``np.int64(3)``, a ``k`` from ``np.arange``, ``np.float32(0.5)``: only ``np.float64`` subclasses a Python number),
+as the code does, through ``skabc._typing``'s ``Int`` and ``Float``.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import sys
 import typing
 
+import numpy as np
 import pytest
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble, persistence
@@ -115,7 +119,7 @@ def _annotation(function, name: str) -> str:
     ("skabc.plotting:plot_affinity", "ax", "Sequence[Axes]"),
     ("skabc.plotting:plot_candidates", "axes", "Sequence[Axes]"),
     ("skabc.plotting:plot_training", "axes", "Sequence[Axes]"),
-    ("skabc.plotting:plot_eigengap", "n_clusters", "np.integer"),
+    ("skabc.plotting:plot_eigengap", "n_clusters", "Int | None"),
     ("skabc.plotting:plot_clusters", "s", "ArrayLike"),
     ("skabc.pretrained:load", "device", "torch.device"),
     ("skabc.pretrained:load_saved_kernel", "device", "torch.device"),
@@ -126,11 +130,19 @@ def _annotation(function, name: str) -> str:
     ("skabc.kernels:Kernel.affinity", "return", "sp.sparray"),
     ("skabc.kernels:PrecomputedKernel.affinity", "return", "sp.csr_array"),
     ("skabc.kernels:PairwiseKernel.affinity", "return", "sp.csr_array"),
-    ("skabc.kernels:PairwiseKernel", "degree", "float"),
+    ("skabc.kernels:PairwiseKernel", "degree", "Float"),
     ("skabc:ABCClustering", "affinity", "Callable"),
-    ("skabc:ContextualKernel", "max_epochs", "int | Literal['auto']"),
+    ("skabc:ContextualKernel", "max_epochs", "Int | Literal['auto']"),
+    ("skabc:ContextualKernel", "batch_size", "Int | Literal['auto']"),
+    ("skabc:ContextualKernel", "set_size", "Int | Sequence[Int] | np.ndarray"),
+    ("skabc:ContextualKernel", "clusters_per_set", "Int | Sequence[Int] | None"),
+    ("skabc.sampling:ClusterSetSampler", "set_size", "Int | Sequence[Int] | np.ndarray"),
+    ("skabc:ABCClustering", "n_clusters", "Int | None"),
+    ("skabc:ABCClustering", "gamma", "Float"),
+    ("skabc.datasets:make_clustering_sets", "set_size", "Int | tuple[Int, Int]"),
+    ("skabc.spectral:consensus_n_clusters", "powers", "tuple[Float, ...]"),
     ("skabc.datasets:make_clustering_sets", "dtype", "DTypeLike"),
-    ("skabc.spectral:estimate_n_clusters", "eigen_tol", "float | Literal['auto']"),
+    ("skabc.spectral:estimate_n_clusters", "eigen_tol", "Float | Literal['auto']"),
 ])
 def test_hints_name_what_the_code_accepts(target, name, expected):
     module_name, _, qualname = target.partition(":")
@@ -148,3 +160,91 @@ def test_plot_affinity_returns_one_axes_without_labels():
     returns = {inspect.signature(f).parameters["labels"].annotation: inspect.signature(f).return_annotation
                for f in overloads}
     assert returns == {"None": "Axes", "ArrayLike": "np.ndarray"}
+
+
+#: The modules whose public signatures take numpy's integers and floats wherever they take Python's.
+NUMPY_NUMBER_MODULES = ["skabc", "skabc.kernels", "skabc.datasets", "skabc.plotting", "skabc.preprocessing",
+                        "skabc.pretrained", "skabc.sampling", "skabc.spectral"]
+
+#: Parameters that keep a Python ``int`` or ``float`` on purpose.
+PYTHON_NUMBERS_ONLY = {
+    "Selection.__init__(n_clusters)",  # a record the selectors return: its k is read back as an int
+}
+#: Hooks a kernel of one's own overrides as ``returns_sparse(self, n_samples: int)`` and ``check_memory(self,
+#: n_samples: int, n_copies: float = 1.0)``: a wider base makes those overrides incompatible for mypy and pyright.
+KERNEL_HOOKS = ("returns_sparse", "check_memory")
+
+
+def _python_number_parameters(module_name: str):
+    """``Owner.function(parameter)`` of every public signature of ``module_name`` hinted a bare int or float."""
+    module = importlib.import_module(module_name)
+    for name in getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]:
+        obj = getattr(module, name)
+        if not str(getattr(obj, "__module__", "")).startswith("skabc"):
+            continue
+        if inspect.isfunction(obj):
+            functions = [(name, obj)]
+        elif inspect.isclass(obj):
+            functions = [(f"{name}.{attr}", value.__func__ if isinstance(value, (classmethod, staticmethod)) else value)
+                         for attr, value in vars(obj).items() if attr == "__init__" or not attr.startswith("_")]
+        else:
+            continue
+        for where, function in functions:
+            if inspect.isfunction(function):
+                yield from (f"{where}({p.name})" for p in inspect.signature(function).parameters.values()
+                            if re.search(r"\b(int|float)\b", str(p.annotation)))
+
+
+def test_public_signatures_take_numpy_numbers():
+    found = {entry for module_name in NUMPY_NUMBER_MODULES for entry in _python_number_parameters(module_name)}
+    assert sorted(e for e in found - PYTHON_NUMBERS_ONLY if e.split("(")[0].split(".")[-1] not in KERNEL_HOOKS) == []
+    assert PYTHON_NUMBERS_ONLY <= found  # the exceptions are still there (else drop them from the list)
+    assert "Kernel.returns_sparse(n_samples)" in found and "Kernel.check_memory(n_copies)" in found
+
+
+def test_number_aliases_take_numpy_scalars():
+    from skabc._typing import Float, Int
+
+    assert typing.get_args(Int) == (int, np.integer)
+    assert typing.get_args(Float) == (float, np.floating, np.integer)
+    assert all(isinstance(v, Int) for v in (3, np.int64(3), np.int32(3), np.uint8(3), *np.arange(2, 4)))
+    # A Python int is a float to the type checkers (numeric promotion), not to isinstance.
+    assert all(isinstance(v, Float) for v in (0.5, np.float32(0.5), np.float64(0.5), np.float16(1), np.int64(3)))
+    assert not isinstance(0.5, Int) and not isinstance(np.float64(3), Int) and not isinstance("3", Float)
+
+
+def test_numpy_scalars_run_where_the_hints_take_them():
+    from skabc.datasets import discretize_columns, make_blobs_set, make_circles_sets
+    from skabc.preprocessing import canonicalize_set
+    from skabc.sampling import ClusterSetSampler
+    from skabc.spectral import estimate_n_clusters
+
+    i, f = np.int64, np.float32
+    X, _ = make_blobs_set(n_samples=i(60), n_clusters=i(3), cluster_std=(f(0.5), f(1.0)), noise_fraction=f(0.0),
+                          random_state=i(0))
+    for k in np.arange(2, 4):
+        model = ABCClustering(n_clusters=k, affinity="rbf", gamma=f(0.5), n_init=i(2), max_clusters=i(8),
+                              eigen_tol=f(0.0), random_state=i(0))
+        assert len(np.unique(model.fit_predict(X))) == k
+    kernel = PairwiseKernel("nearest_neighbors", n_neighbors=i(5), gamma=f(1.0), degree=i(3), coef0=f(1.0)).fit(X)
+    assert kernel.affinity(X).shape == (60, 60)
+    assert canonicalize_set(X, n_components=i(2)).shape == SetCanonicalizer(i(2)).fit_transform(X).shape == (60, 2)
+    assert discretize_columns(X, fraction=f(0.5), levels=(i(2), i(4)), random_state=0).shape == (60, 2)
+    k, _ = estimate_n_clusters(np.exp(-np.square(X[:, None] - X[None]).sum(-1)), max_clusters=i(6), eigen_tol=f(0))
+    assert 1 <= k <= 6
+    _, yc, groups = make_circles_sets(n_sets=i(2), set_size=(i(20), i(30)), n_circles=i(2), noise=f(0.01))
+    for set_size in (np.array([4, 8]), (i(4), i(8)), i(6)):
+        sampler = ClusterSetSampler(yc, groups, set_size=set_size, clusters_per_set=(i(1), i(2)))
+        assert 4 <= len(sampler.draw(np.random.default_rng(0), set_size=i(6))[0]) <= 8
+
+
+def test_a_numpy_integer_batch_size_trains():
+    """torch's DataLoader refuses a numpy integer batch size: fit gave 'batch_size should be a positive integer
+    value, but got batch_size=2' for the np.int64 that a grid over np.arange passes."""
+    from conftest import TINY
+
+    from skabc.datasets import make_circles_sets
+
+    X, y, groups = make_circles_sets(n_sets=4, set_size=30, random_state=0)
+    kernel = ContextualKernel(**{**TINY, "batch_size": np.int64(2)}).fit(X, y, groups=groups)
+    assert kernel.batch_size_ == 2 and type(kernel.batch_size_) is int

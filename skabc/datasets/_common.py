@@ -6,6 +6,8 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from .._typing import Float, Int
+
 
 def _check_int(name: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
@@ -76,7 +78,7 @@ def _split_noise(n_samples: int, noise_fraction: float, n_structure_min: int, na
 # --------------------------------------------------------------------------- drawing helpers
 
 
-def _log_uniform(rng, low: float, high: float, size=None):
+def _log_uniform(rng, low: Float, high: Float, size=None):
     return np.exp(rng.uniform(np.log(low), np.log(high), size))
 
 
@@ -173,7 +175,7 @@ def overflow_error() -> ValueError:
                       "use values of an ordinary scale.")
 
 
-def _discretize(rng, X: np.ndarray, fraction: float, levels: tuple[int, int]) -> np.ndarray:
+def _discretize(rng, X: np.ndarray, fraction: float, levels: tuple[Int, Int]) -> np.ndarray:
     """``X`` with ``round(fraction * d)`` random columns cut at quantiles into few levels (see the public doc)."""
     d = X.shape[1]
     chosen = 0 if fraction == 0 else max(1, round(fraction * d))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._typing import Float, Int
 from ._common import (
     _check_int,
     _check_noise_fraction,
@@ -68,7 +69,7 @@ def _place_centers(rng, radius: np.ndarray, d: int, min_separation: float, box=N
     return centers
 
 
-def _blob_points(rng, counts, d: int, stds, anisotropy: tuple[float, float], min_separation: float, box=None,
+def _blob_points(rng, counts, d: int, stds, anisotropy: tuple[Float, Float], min_separation: float, box=None,
                  spacing: float = 1.0, tail_df: float | None = None):
     """Gaussian blobs: per cluster a random rotation of axis spreads whose largest/smallest ratio is drawn
     log-uniformly from the ``anisotropy`` range; the spreads' geometric mean is the cluster's ``std``.
@@ -94,18 +95,18 @@ def _blob_points(rng, counts, d: int, stds, anisotropy: tuple[float, float], min
 
 
 def make_blobs_set(
-    n_samples: int = 200,
-    n_clusters: int = 3,
-    n_features: int = 2,
+    n_samples: Int = 200,
+    n_clusters: Int = 3,
+    n_features: Int = 2,
     *,
-    cluster_std: float | tuple[float, float] = (0.5, 1.5),
-    anisotropy: float | tuple[float, float] = (1.0, 3.0),
+    cluster_std: Float | tuple[Float, Float] = (0.5, 1.5),
+    anisotropy: Float | tuple[Float, Float] = (1.0, 3.0),
     weights=None,
-    imbalance: float = 0.5,
-    min_separation: float = 1.0,
-    spacing: float = 1.0,
-    tail_df: float | None = None,
-    noise_fraction: float = 0.0,
+    imbalance: Float = 0.5,
+    min_separation: Float = 1.0,
+    spacing: Float = 1.0,
+    tail_df: Float | None = None,
+    noise_fraction: Float = 0.0,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One set of Gaussian (or Student-t) blobs of unequal sizes, spreads and shapes.

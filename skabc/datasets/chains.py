@@ -13,6 +13,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from sklearn.utils import check_random_state
 
+from .._typing import Float, Int
 from ._common import (
     _check_int,
     _check_noise_fraction,
@@ -73,21 +74,21 @@ def _chain_points(rng, count: int, vertices: np.ndarray, width: float, beads: in
 
 
 def make_chains_set(
-    n_samples: int = 300,
-    n_chains: int = 2,
-    n_blobs: int = 2,
-    n_features: int = 2,
+    n_samples: Int = 300,
+    n_chains: Int = 2,
+    n_blobs: Int = 2,
+    n_features: Int = 2,
     *,
-    n_segments: int | tuple[int, int] = (2, 6),
-    width: float = 0.03,
-    bead_probability: float = 0.5,
-    n_beads: int | tuple[int, int] = (4, 20),
-    blob_share: float = 0.3,
-    blob_std: float | tuple[float, float] = (0.03, 0.12),
-    gap: float = 0.25,
-    taper: float | tuple[float, float] = 0.0,
-    noise_fraction: float = 0.0,
-    embed_noise: float = 0.0,
+    n_segments: Int | tuple[Int, Int] = (2, 6),
+    width: Float = 0.03,
+    bead_probability: Float = 0.5,
+    n_beads: Int | tuple[Int, Int] = (4, 20),
+    blob_share: Float = 0.3,
+    blob_std: Float | tuple[Float, Float] = (0.03, 0.12),
+    gap: Float = 0.25,
+    taper: Float | tuple[Float, Float] = 0.0,
+    noise_fraction: Float = 0.0,
+    embed_noise: Float = 0.0,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One set of thin zigzag chains and compact blobs; every chain is one cluster.

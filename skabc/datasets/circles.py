@@ -5,18 +5,19 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._typing import Float, Int
 from ._common import _check_int, _check_output_size, _check_range, _check_real, check_finite_points
 
 
 def make_circles_sets(
-    n_sets: int = 100,
-    set_size: int | tuple[int, int] = (100, 300),
-    n_circles: int | tuple[int, int] = 4,
-    center_spread: float = 0.5,
-    radius_mean: float = 0.3,
-    radius_std: float = 0.1,
-    radius_range: tuple[float, float] = (0.2, 0.4),
-    noise: float = 0.0,
+    n_sets: Int = 100,
+    set_size: Int | tuple[Int, Int] = (100, 300),
+    n_circles: Int | tuple[Int, Int] = 4,
+    center_spread: Float = 0.5,
+    radius_mean: Float = 0.3,
+    radius_std: Float = 0.1,
+    radius_range: tuple[Float, Float] = (0.2, 0.4),
+    noise: Float = 0.0,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Independent drawings of points on several (likely overlapping) circles.

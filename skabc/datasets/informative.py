@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._typing import Float, Int
 from ._common import (
     _check_int,
     _check_noise_fraction,
@@ -28,8 +29,8 @@ from ._common import (
 from .blobs import _blob_points
 
 
-def _informative_points(rng, counts, n_informative: int, n_features: int, stds, anisotropy: tuple[float, float],
-                        min_separation: float, noise_scale: tuple[float, float]):
+def _informative_points(rng, counts, n_informative: int, n_features: int, stds, anisotropy: tuple[Float, Float],
+                        min_separation: float, noise_scale: tuple[Float, Float]):
     """Blobs in ``n_informative`` columns, independent Gaussian columns beside them, the columns shuffled."""
     X, y = _blob_points(rng, counts, n_informative, stds, anisotropy, min_separation)
     n_noise = n_features - n_informative
@@ -42,17 +43,17 @@ def _informative_points(rng, counts, n_informative: int, n_features: int, stds, 
 
 
 def make_informative_set(
-    n_samples: int = 300,
-    n_clusters: int = 3,
-    n_features: int = 6,
+    n_samples: Int = 300,
+    n_clusters: Int = 3,
+    n_features: Int = 6,
     *,
-    n_informative: int = 2,
-    cluster_std: float | tuple[float, float] = (0.5, 1.5),
-    anisotropy: float | tuple[float, float] = (1.0, 3.0),
-    min_separation: float = 1.5,
-    noise_scale: float | tuple[float, float] = (0.5, 2.0),
-    imbalance: float = 0.5,
-    noise_fraction: float = 0.0,
+    n_informative: Int = 2,
+    cluster_std: Float | tuple[Float, Float] = (0.5, 1.5),
+    anisotropy: Float | tuple[Float, Float] = (1.0, 3.0),
+    min_separation: Float = 1.5,
+    noise_scale: Float | tuple[Float, Float] = (0.5, 2.0),
+    imbalance: Float = 0.5,
+    noise_fraction: Float = 0.0,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One table whose clusters differ in ``n_informative`` of its ``n_features`` columns only.

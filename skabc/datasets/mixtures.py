@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._typing import Float, Int
 from ._common import (
     _check_int,
     _check_noise_fraction,
@@ -68,15 +69,15 @@ def _subspace_points(rng, counts, d: int, dims: tuple[int, int], separation: flo
 
 
 def make_subspace_set(
-    n_samples: int = 300,
-    n_clusters: int = 5,
-    n_features: int = 32,
+    n_samples: Int = 300,
+    n_clusters: Int = 5,
+    n_features: Int = 32,
     *,
-    subspace_dim: int | tuple[int, int] = (1, 6),
-    separation: float = 1.5,
-    ambient_noise: float = 0.1,
-    imbalance: float = 0.5,
-    noise_fraction: float = 0.0,
+    subspace_dim: Int | tuple[Int, Int] = (1, 6),
+    separation: Float = 1.5,
+    ambient_noise: Float = 0.1,
+    imbalance: Float = 0.5,
+    noise_fraction: Float = 0.0,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One set of clusters that each vary along a random low-dimensional subspace of their own.
@@ -158,16 +159,16 @@ def _warp(rng, X: np.ndarray, strength: float) -> np.ndarray:
 
 
 def make_warped_set(
-    n_samples: int = 300,
-    n_clusters: int = 3,
-    n_features: int = 2,
+    n_samples: Int = 300,
+    n_clusters: Int = 3,
+    n_features: Int = 2,
     *,
-    n_layers: int | tuple[int, int] = (1, 4),
-    strength: float | tuple[float, float] = (0.5, 0.95),
-    cluster_std: float | tuple[float, float] = (0.5, 1.5),
-    min_separation: float = 1.0,
-    imbalance: float = 0.5,
-    noise_fraction: float = 0.0,
+    n_layers: Int | tuple[Int, Int] = (1, 4),
+    strength: Float | tuple[Float, Float] = (0.5, 0.95),
+    cluster_std: Float | tuple[Float, Float] = (0.5, 1.5),
+    min_separation: Float = 1.0,
+    imbalance: Float = 0.5,
+    noise_fraction: Float = 0.0,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One set of Gaussian blobs bent by a random invertible residual network.

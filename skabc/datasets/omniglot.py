@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
+from .._typing import Int
 from ._common import MAX_VALUES
 
 #: Environment variable naming a folder that holds the archives.
@@ -70,7 +71,7 @@ def find_omniglot_archive(subset: str = "background", data_home: str | os.PathLi
 
 def load_omniglot(
     subset: str = "background",
-    image_size: int = 28,
+    image_size: Int = 28,
     data_home: str | os.PathLike | None = None,
     expect_complete: bool = True,
 ) -> Bunch:

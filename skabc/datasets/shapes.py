@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._typing import Float, Int
 from ._common import (
     _check_int,
     _check_noise_fraction,
@@ -122,18 +123,18 @@ def _curve_points(rng, n, k, kinds, noise, center_spread, imbalance):
 
 
 def make_rings_set(
-    n_samples: int = 200,
-    n_rings: int = 3,
-    n_features: int = 2,
+    n_samples: Int = 200,
+    n_rings: Int = 3,
+    n_features: Int = 2,
     *,
     layout: str = "random",
-    radius_range: tuple[float, float] = (0.3, 1.0),
-    center_spread: float = 1.0,
-    noise: float = 0.03,
-    imbalance: float = 0.0,
-    noise_fraction: float = 0.0,
-    embed_noise: float = 0.0,
-    min_gap: float = 0.2,
+    radius_range: tuple[Float, Float] = (0.3, 1.0),
+    center_spread: Float = 1.0,
+    noise: Float = 0.03,
+    imbalance: Float = 0.0,
+    noise_fraction: Float = 0.0,
+    embed_noise: Float = 0.0,
+    min_gap: Float = 0.2,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One set of points on rings: overlapping, concentric or separated circles.
@@ -203,15 +204,15 @@ def make_rings_set(
 
 
 def make_moons_set(
-    n_samples: int = 200,
-    n_moons: int = 2,
-    n_features: int = 2,
+    n_samples: Int = 200,
+    n_moons: Int = 2,
+    n_features: Int = 2,
     *,
-    noise: float = 0.1,
-    arc_jitter: float = 0.3,
-    imbalance: float = 0.0,
-    noise_fraction: float = 0.0,
-    embed_noise: float = 0.0,
+    noise: Float = 0.1,
+    arc_jitter: Float = 0.3,
+    imbalance: Float = 0.0,
+    noise_fraction: Float = 0.0,
+    embed_noise: Float = 0.0,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One set of interleaved half-moons, at a random orientation.
@@ -266,16 +267,16 @@ def make_moons_set(
 
 
 def make_curves_set(
-    n_samples: int = 200,
-    n_curves: int = 3,
-    n_features: int = 2,
+    n_samples: Int = 200,
+    n_curves: Int = 3,
+    n_features: Int = 2,
     *,
     kinds: Sequence[str] = CURVE_KINDS,
-    noise: float = 0.03,
-    center_spread: float = 1.0,
-    imbalance: float = 0.0,
-    noise_fraction: float = 0.0,
-    embed_noise: float = 0.0,
+    noise: Float = 0.03,
+    center_spread: Float = 1.0,
+    imbalance: Float = 0.0,
+    noise_fraction: Float = 0.0,
+    embed_noise: Float = 0.0,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One set of noisy curves: random arcs, interleaved spirals, sine waves.

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._typing import Float, Int
 from ._common import (
     _check_int,
     _check_output_size,
@@ -199,15 +200,15 @@ def _planar(rng, family: str, n: int, low: int, high: int, limit: int | None = N
 
 
 def make_clustering_sets(
-    n_sets: int = 100,
-    set_size: int | tuple[int, int] = (200, 600),
+    n_sets: Int = 100,
+    set_size: Int | tuple[Int, Int] = (200, 600),
     *,
     families=None,
-    n_features: int | tuple[int, int] = (1, 100),
-    max_clusters: int = 15,
-    max_features: int | None = None,
-    noise_probability: float = 0.3,
-    noise_fraction: float | tuple[float, float] = (0.01, 0.1),
+    n_features: Int | tuple[Int, Int] = (1, 100),
+    max_clusters: Int = 15,
+    max_features: Int | None = None,
+    noise_probability: Float = 0.3,
+    noise_fraction: Float | tuple[Float, Float] = (0.01, 0.1),
     dtype: DTypeLike = np.float32,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

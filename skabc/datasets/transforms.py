@@ -6,6 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
+from .._typing import Float, Int
 from ._common import (
     MAX_LEVELS,
     _background,
@@ -43,7 +44,7 @@ def _check_labelled_set(X, y) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1,
+def add_background_noise(X, y, fraction: Float = 0.1, *, margin: Float = 0.1,
                          random_state=None) -> tuple[np.ndarray, np.ndarray]:
     """Append uniform background noise points, each with its own label.
 
@@ -83,7 +84,7 @@ def add_background_noise(X, y, fraction: float = 0.1, *, margin: float = 0.1,
     return np.concatenate([X, noise]), np.concatenate([y.astype(np.int64), labels])
 
 
-def add_outliers(X, y, fraction: float = 0.01, *, distance: float | tuple[float, float] = (10.0, 1e4),
+def add_outliers(X, y, fraction: Float = 0.01, *, distance: Float | tuple[Float, Float] = (10.0, 1e4),
                  random_state=None) -> tuple[np.ndarray, np.ndarray]:
     """Append gross outliers, far from the set in random directions, each with its own label.
 
@@ -144,7 +145,7 @@ def add_outliers(X, y, fraction: float = 0.01, *, distance: float | tuple[float,
     return np.concatenate([X, outliers]), np.concatenate([y.astype(np.int64), labels])
 
 
-def embed_in_dimensions(X, n_features: int, *, noise_std: float = 0.0, random_state=None) -> np.ndarray:
+def embed_in_dimensions(X, n_features: Int, *, noise_std: Float = 0.0, random_state=None) -> np.ndarray:
     """Place a low-dimensional set into ``n_features`` dimensions at a random orientation.
 
     The columns of ``X`` are mapped onto a random orthonormal basis of a
@@ -181,7 +182,7 @@ def embed_in_dimensions(X, n_features: int, *, noise_std: float = 0.0, random_st
 # --------------------------------------------------------------------------- the mixture
 
 
-def discretize_columns(X, fraction: float = 0.3, *, levels: int | tuple[int, int] = (2, 10),
+def discretize_columns(X, fraction: Float = 0.3, *, levels: Int | tuple[Int, Int] = (2, 10),
                        random_state=None) -> np.ndarray:
     """Round a random share of the columns to a few levels, as counts, ratings and categories are.
 

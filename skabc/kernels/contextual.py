@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import persistence
+from .._typing import Float, Int
 from .._validation import check_magnitude, check_not_masked_or_missing, encode_groups, encode_labels, to_network_float32
 from ..inference import check_affinity_memory, learned_affinity
 from ..nn.build import apply_inference_options, check_architecture_unchanged, set_transform
@@ -247,25 +248,25 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
 
     def __init__(
         self,
-        attention: str | Callable[..., Any] = "sab", n_inducing: int = 16, window_size: int = 128,
-        n_attention_samples: int = 4, window_attention: str = "dense", attention_options: dict[str, Any] | None = None,
-        compat: str = "multiplicative", n_blocks: int = 4, n_heads: int = 4, d_model: int = 64, layer_norm: str = "pre",
-        dropout: float = 0.0, canonical_features: int | None = None,
+        attention: str | Callable[..., Any] = "sab", n_inducing: Int = 16, window_size: Int = 128,
+        n_attention_samples: Int = 4, window_attention: str = "dense", attention_options: dict[str, Any] | None = None,
+        compat: str = "multiplicative", n_blocks: Int = 4, n_heads: Int = 4, d_model: Int = 64, layer_norm: str = "pre",
+        dropout: Float = 0.0, canonical_features: Int | None = None,
         embedder: str | torch.nn.Module | Callable[..., Any] | None = None, local_geometry: bool = False,
-        embed_features: int | None = None, context_gate: bool = False,
-        init: str = "auto", fine_tune_alpha: float | Literal["auto"] = "auto",
-        set_size: int | Sequence[int] = (50, 200), clusters_per_set: int | Sequence[int] | None = None,
-        sets_per_epoch: int | None = None, max_epochs: int | Literal["auto"] = "auto",
-        batch_size: int | Literal["auto"] = "auto", lr: float = 1e-3, weight_decay: float = 0.0,
-        pos_weight: float | Literal["balanced"] | None = None,
-        early_stopping: bool | Literal["auto"] = "auto", validation_fraction: float = 0.2, n_iter_no_change: int = 5,
-        max_time: float | Literal["auto"] | None = "auto", warm_start: bool = False,
-        checkpoint_dir: str | os.PathLike[str] | None = None, checkpoint_every: int = 1,
-        affinity_mode: str = "auto", n_neighbors: int = 30, n_random_neighbors: int = 20,
-        memory_limit: float | Literal["auto"] | None = "auto",
+        embed_features: Int | None = None, context_gate: bool = False,
+        init: str = "auto", fine_tune_alpha: Float | Literal["auto"] = "auto",
+        set_size: Int | Sequence[Int] | np.ndarray = (50, 200), clusters_per_set: Int | Sequence[Int] | None = None,
+        sets_per_epoch: Int | None = None, max_epochs: Int | Literal["auto"] = "auto",
+        batch_size: Int | Literal["auto"] = "auto", lr: Float = 1e-3, weight_decay: Float = 0.0,
+        pos_weight: Float | Literal["balanced"] | None = None,
+        early_stopping: bool | Literal["auto"] = "auto", validation_fraction: Float = 0.2, n_iter_no_change: Int = 5,
+        max_time: Float | Literal["auto"] | None = "auto", warm_start: bool = False,
+        checkpoint_dir: str | os.PathLike[str] | None = None, checkpoint_every: Int = 1,
+        affinity_mode: str = "auto", n_neighbors: Int = 30, n_random_neighbors: Int = 20,
+        memory_limit: Float | Literal["auto"] | None = "auto",
         device: str | torch.device | None = "auto",
-        random_state: int | np.random.RandomState | None = None,
-        verbose: int = 0,
+        random_state: Int | np.random.RandomState | None = None,
+        verbose: Int = 0,
     ):
         self.attention = attention
         self.n_inducing = n_inducing

@@ -22,6 +22,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .. import _schema, persistence
 from .._constraints import IntRange
+from .._typing import Int
 from .._user_warnings import each_warning_once, warn_user
 from .._validation import KernelParamsMixin, add_note
 from ..exceptions import TrainingInterruptedWarning
@@ -96,8 +97,8 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         "random_state": ["random_state"],
     }
 
-    def __init__(self, kernel: Any = None, n_members: int = 3,
-                 random_state: int | np.random.RandomState | None = None):
+    def __init__(self, kernel: Any = None, n_members: Int = 3,
+                 random_state: Int | np.random.RandomState | None = None):
         self.kernel = kernel
         self.n_members = n_members
         self.random_state = random_state

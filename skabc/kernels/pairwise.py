@@ -24,6 +24,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, validate_data
 
 from .._constraints import SPECTRAL_N_JOBS, IntRange
+from .._typing import Float, Int
 from .._user_warnings import warn_user
 from ..exceptions import AffinityTooLargeError
 from ..spectral._affinity_checks import asymmetry, beyond_rounding
@@ -84,7 +85,7 @@ def _warn_if_points_have_no_neighbour(affinity: np.ndarray, metric) -> None:
                   "affinity='nearest_neighbors'.")
 
 
-def _check_n_neighbors(n_neighbors: int, n_samples: int, affinity: str) -> None:
+def _check_n_neighbors(n_neighbors: Int, n_samples: int, affinity: str) -> None:
     # The point itself is one of its neighbours, so n_neighbors == n_samples works, as in SpectralClustering.
     if n_neighbors > n_samples:
         raise ValueError(
@@ -180,9 +181,9 @@ class PairwiseKernel(_GraphSettings, Kernel):
         "n_jobs": SPECTRAL_N_JOBS,
     }
 
-    def __init__(self, metric: str | Callable[..., Any] = "rbf", *, gamma: float = 1.0, n_neighbors: int = 10,
-                 degree: float = 3, coef0: float = 1, kernel_params: dict[str, Any] | None = None,
-                 n_jobs: int | None = None):
+    def __init__(self, metric: str | Callable[..., Any] = "rbf", *, gamma: Float = 1.0, n_neighbors: Int = 10,
+                 degree: Float = 3, coef0: Float = 1, kernel_params: dict[str, Any] | None = None,
+                 n_jobs: Int | None = None):
         self.metric = metric
         self.gamma = gamma
         self.n_neighbors = n_neighbors
@@ -338,7 +339,7 @@ class PrecomputedKernel(_GraphSettings, Kernel):
         "n_jobs": SPECTRAL_N_JOBS,
     }
 
-    def __init__(self, kind: str = "precomputed", *, n_neighbors: int = 10, n_jobs: int | None = None):
+    def __init__(self, kind: str = "precomputed", *, n_neighbors: Int = 10, n_jobs: Int | None = None):
         self.kind = kind
         self.n_neighbors = n_neighbors
         self.n_jobs = n_jobs

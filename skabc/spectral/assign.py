@@ -11,13 +11,14 @@ from sklearn.utils import check_random_state
 
 from .._quiet_warnings import ignoring_warnings
 from .._threads import single_native_thread
+from .._typing import Int
 from .eigen import _check_eigen_solver, _smallest_eigenpairs, scale_free
 
 #: scikit-learn's warning of an affinity in several components (see :func:`spectral_labels`).
 NOT_CONNECTED_WARNING = {"message": "Graph is not fully connected", "category": UserWarning}
 
 
-def spectral_labels(affinity, n_clusters: int, **spectral_params) -> np.ndarray:
+def spectral_labels(affinity, n_clusters: Int, **spectral_params) -> np.ndarray:
     """Spectral clustering of a precomputed affinity.
 
     Dense affinities go to scikit-learn's ``SpectralClustering``.  Sparse ones
@@ -72,7 +73,7 @@ def _has_isolated_rows(affinity: np.ndarray) -> bool:
 
 def _embedding_labels(
     affinity,
-    n_clusters: int,
+    n_clusters: Int,
     *,
     eigen_solver: str | None = None,
     n_components: int | None = None,
@@ -119,11 +120,11 @@ def _check_assign_labels(assign_labels: str) -> None:
 
 def sklearn_spectral_labels(
     affinity,
-    n_clusters: int,
+    n_clusters: Int,
     *,
     eigen_solver: str | None = None,
     n_components: int | None = None,
-    random_state: int | np.random.RandomState | None = None,
+    random_state: Int | np.random.RandomState | None = None,
     n_init: int = 10,
     eigen_tol: float | Literal["auto"] = "auto",
     assign_labels: str = "kmeans",
@@ -167,7 +168,7 @@ def sklearn_spectral_labels(
     return _assign_raw(maps, n_clusters, assign_labels, random_state, n_init, verbose)
 
 
-def embedding_columns(n_clusters: int, n_components: int | None, assign_labels: str) -> int:
+def embedding_columns(n_clusters: Int, n_components: Int | None, assign_labels: str) -> int:
     """Embedding columns a cut into ``n_clusters`` reads: ``n_components`` where given, except for ``'discretize'``
     and ``'cluster_qr'``, which make one cluster per column and so read ``n_clusters`` of them (SpectralClustering
     itself would return ``n_components`` clusters there; its own path, :func:`sklearn_spectral_labels`, keeps that)."""
@@ -175,8 +176,8 @@ def embedding_columns(n_clusters: int, n_components: int | None, assign_labels: 
     return int(n_clusters if one_per_column else n_components)
 
 
-def embedding_labels(vectors: np.ndarray, n_clusters: int, *, n_components: int | None = None, random_state=None,
-                     n_init: int = 10, assign_labels: str = "kmeans", verbose: bool = False) -> np.ndarray:
+def embedding_labels(vectors: np.ndarray, n_clusters: Int, *, n_components: Int | None = None, random_state=None,
+                     n_init: Int = 10, assign_labels: str = "kmeans", verbose: bool = False) -> np.ndarray:
     """Labels of ``n_clusters`` clusters from a spectral embedding solved beforehand, as :func:`spectral_labels` cuts.
 
     ``vectors`` holds the embedding's columns in ascending order of eigenvalue (as
@@ -213,7 +214,7 @@ def embedding_labels(vectors: np.ndarray, n_clusters: int, *, n_components: int 
     return _assign(vectors[:, :columns], n_clusters, assign_labels, check_random_state(random_state), n_init, verbose)
 
 
-def _assign(vectors: np.ndarray, n_clusters: int, assign_labels: str, random_state, n_init: int, verbose) -> np.ndarray:
+def _assign(vectors: np.ndarray, n_clusters: Int, assign_labels: str, random_state, n_init: Int, verbose) -> np.ndarray:
     """scikit-learn's label assignment in the spectral embedding ``vectors``, as int64.
 
     A graph with more components than ``n_clusters`` leaves the points of the components no
@@ -228,7 +229,7 @@ def _assign(vectors: np.ndarray, n_clusters: int, assign_labels: str, random_sta
     return np.asarray(_assign_raw(vectors, n_clusters, assign_labels, random_state, n_init, verbose), dtype=np.int64)
 
 
-def _assign_raw(vectors: np.ndarray, n_clusters: int, assign_labels: str, random_state, n_init: int, verbose):
+def _assign_raw(vectors: np.ndarray, n_clusters: Int, assign_labels: str, random_state, n_init: Int, verbose):
     """:func:`_assign` with the labels in the dtype scikit-learn's assignment returns them."""
     if verbose:
         print(f"Computing label assignment using {assign_labels}")

@@ -31,6 +31,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_symmetric
 
 from .._quiet_warnings import ignoring_warnings
+from .._typing import Float, Int
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from ._affinity_checks import check_degrees, dense_affinity, square_size
@@ -102,9 +103,8 @@ def normalized_adjacency(affinity):
 
 
 def laplacian_eigenvalues(
-    affinity, n_eigenvalues: int,
-    random_state: int | np.random.RandomState | None = None,
-    eigen_solver: str | None = None, eigen_tol: float | Literal["auto"] = "auto",
+    affinity, n_eigenvalues: Int, random_state: Int | np.random.RandomState | None = None,
+    eigen_solver: str | None = None, eigen_tol: Float | Literal["auto"] = "auto",
     single_precision: bool = False,
 ) -> np.ndarray:
     """Smallest ``n_eigenvalues`` eigenvalues of ``L = I - D^-1/2 A D^-1/2``, ascending.
@@ -152,8 +152,8 @@ def laplacian_eigenvalues(
 
 
 def top_eigenvectors(
-    affinity, n_vectors: int, random_state: int | np.random.RandomState | None = None,
-    eigen_solver: str | None = None, eigen_tol: float | Literal["auto"] = "auto",
+    affinity, n_vectors: Int, random_state: Int | np.random.RandomState | None = None,
+    eigen_solver: str | None = None, eigen_tol: Float | Literal["auto"] = "auto",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Smallest Laplacian eigenvalues and the matching eigenvectors of ``D^-1/2 A D^-1/2``.
 

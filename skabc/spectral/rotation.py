@@ -26,12 +26,13 @@ import numpy as np
 from scipy.optimize import minimize
 
 from .._threads import single_native_thread
+from .._typing import Float, Int
 
 #: Iterations of L-BFGS per number of clusters.
 MAX_ITER = 60
 
 
-def alignment_qualities(vectors: np.ndarray, max_clusters: int | None = None) -> np.ndarray:
+def alignment_qualities(vectors: np.ndarray, max_clusters: Int | None = None) -> np.ndarray:
     """Alignment quality ``q_c`` of every number of clusters ``c`` from 2 to ``max_clusters``.
 
     Parameters
@@ -60,7 +61,7 @@ def alignment_qualities(vectors: np.ndarray, max_clusters: int | None = None) ->
     return np.clip(np.asarray(qualities), 0.0, 1.0)
 
 
-def rotation_n_clusters(vectors: np.ndarray, max_clusters: int | None = None, tolerance: float = 1e-3,
+def rotation_n_clusters(vectors: np.ndarray, max_clusters: Int | None = None, tolerance: Float = 1e-3,
                         allowed: np.ndarray | None = None) -> int:
     """The largest ``c >= 2`` whose alignment quality is within ``tolerance`` of the best.
 

@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
+from .._typing import Float, Int
 from .assign import _check_assign_labels, embedding_labels, spectral_labels
 from .eigen import (
     _check_eigen_solver,
@@ -55,7 +56,7 @@ def _largest_eigengap(eigenvalues: np.ndarray) -> int:
     return int(np.argmax(np.diff(values)) + 1)
 
 
-def _eigengap_k(eigenvalues: np.ndarray, n_points: int, max_clusters: int) -> int:
+def _eigengap_k(eigenvalues: np.ndarray, n_points: int, max_clusters: Int) -> int:
     """:func:`_largest_eigengap`, except where ``eigenvalues`` are the whole spectrum and all zero: every one of the
     ``n_points`` points is its own component, and ``k = n_points`` (within ``max_clusters``), not ``n_points - 1``
     clusters of which one joins two points that nothing links."""
@@ -67,10 +68,10 @@ def _eigengap_k(eigenvalues: np.ndarray, n_points: int, max_clusters: int) -> in
 
 def estimate_n_clusters(
     affinity,
-    max_clusters: int,
-    random_state: int | np.random.RandomState | None = None,
+    max_clusters: Int,
+    random_state: Int | np.random.RandomState | None = None,
     eigen_solver: str | None = None,
-    eigen_tol: float | Literal["auto"] = "auto",
+    eigen_tol: Float | Literal["auto"] = "auto",
     single_precision: bool = False,
 ) -> tuple[int, np.ndarray]:
     """Number of clusters by the largest eigengap of the normalised Laplacian.
@@ -116,11 +117,11 @@ CONSENSUS_POWERS = (0.25, 0.5, 1.0, 2.0)
 
 def consensus_n_clusters(
     affinity,
-    max_clusters: int,
-    random_state: int | np.random.RandomState | None = None,
+    max_clusters: Int,
+    random_state: Int | np.random.RandomState | None = None,
     eigen_solver: str | None = None,
-    eigen_tol: float | Literal["auto"] = "auto",
-    powers: tuple[float, ...] = CONSENSUS_POWERS,
+    eigen_tol: Float | Literal["auto"] = "auto",
+    powers: tuple[Float, ...] = CONSENSUS_POWERS,
 ) -> tuple[int, np.ndarray]:
     """Number of clusters by the median of eigengap estimates over powers of the affinity.
 
@@ -209,7 +210,7 @@ def median_estimate(estimates) -> int:
     return int(np.floor(np.median(estimates)))
 
 
-def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: int) -> list[int]:
+def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: Int) -> list[int]:
     """The ``n_candidates`` values of ``k`` with the largest eigengaps, largest gap first.
 
     Parameters
@@ -235,7 +236,7 @@ def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: int) -> list[int]
     return [int(i) + 1 for i in order]
 
 
-def pair_log_likelihood(probabilities, labels: np.ndarray, eps: float = 1e-6) -> float:
+def pair_log_likelihood(probabilities, labels: np.ndarray, eps: Float = 1e-6) -> float:
     """Bernoulli log-likelihood of a partition under same-cluster probabilities.
 
     ``sum_{i<j} [s_ij log p_ij + (1 - s_ij) log(1 - p_ij)]`` with
@@ -279,21 +280,21 @@ def pair_log_likelihood(probabilities, labels: np.ndarray, eps: float = 1e-6) ->
     return float(total)
 
 
-def _bernoulli_log_likelihood(p: np.ndarray, same: np.ndarray, eps: float) -> float:
+def _bernoulli_log_likelihood(p: np.ndarray, same: np.ndarray, eps: Float) -> float:
     p = np.clip(p, eps, 1.0 - eps)
     return float(np.where(same, np.log(p), np.log1p(-p)).sum())
 
 
 def eigengap_spectral_labels(
     affinity,
-    max_clusters: int,
-    eigen_random_state: int | np.random.RandomState | None = None,
+    max_clusters: Int,
+    eigen_random_state: Int | np.random.RandomState | None = None,
     *,
     eigen_solver: str | None = None,
-    n_components: int | None = None,
-    random_state: int | np.random.RandomState | None = None,
-    n_init: int = 10,
-    eigen_tol: float | Literal["auto"] = "auto",
+    n_components: Int | None = None,
+    random_state: Int | np.random.RandomState | None = None,
+    n_init: Int = 10,
+    eigen_tol: Float | Literal["auto"] = "auto",
     assign_labels: str = "kmeans",
     verbose: bool = False,
 ) -> tuple[np.ndarray, int, np.ndarray]:

@@ -29,6 +29,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, column_or_1d
 from sklearn.utils.extmath import randomized_svd, row_norms
 
+from .._typing import Int
 from .mixture import MAX_MIXTURE_FEATURES, fit_mixture, mixture_features
 from .step import compact
 
@@ -59,7 +60,7 @@ SPLIT_SEED = 0
 SPLIT_SUFFIX = "+gaussian-split"
 
 
-def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: int) -> np.ndarray:
+def split_gaussian_clusters(X, labels: np.ndarray, max_clusters: Int) -> np.ndarray:
     """``labels`` with every cluster that is two touching Gaussian blobs split in two.
 
     A cluster is split when a two-component full-covariance Gaussian mixture

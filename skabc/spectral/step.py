@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
+from .._typing import Float, Int
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from .assign import SKLEARN_ASSIGN_LABELS, sklearn_spectral_labels, spectral_labels
@@ -17,7 +18,7 @@ from .select import N_CLUSTERS_SELECTORS
 STRONG_AFFINITY = 1e-3
 
 
-def raise_to_power(affinity, power: float, check: bool = True):
+def raise_to_power(affinity, power: Float, check: bool = True):
     """``affinity ** power`` entrywise (a sparse one's stored entries), refused where it destroys the graph.
 
     Affinities below 1 raised to a huge power underflow to 0, and above 1 overflow: ``affinity_power=1e308`` made
@@ -44,7 +45,7 @@ def raise_to_power(affinity, power: float, check: bool = True):
     return raised
 
 
-def _strongest_underflowed(affinity, raised, power: float) -> float:
+def _strongest_underflowed(affinity, raised, power: Float) -> float:
     """The largest affinity between two points that ``power`` made 0 (0 if none)."""
     if sp.issparse(affinity):
         coo = affinity.tocoo()
@@ -101,16 +102,16 @@ class SpectralStep:
         (:func:`~skabc.spectral.split.split_gaussian_clusters`; applied by the caller, which holds the rows).
     """
 
-    n_clusters: int | None
-    max_clusters: int
+    n_clusters: Int | None
+    max_clusters: Int
     selection: str = "eigengap"
-    affinity_power: float = 1.0
+    affinity_power: Float = 1.0
     assign_labels: str = "kmeans"
     eigen_solver: str | None = None
-    n_components: int | None = None
-    n_init: int = 10
-    eigen_tol: float | Literal["auto"] = "auto"
-    verbose: int = 0
+    n_components: Int | None = None
+    n_init: Int = 10
+    eigen_tol: Float | Literal["auto"] = "auto"
+    verbose: Int = 0
     follows_sklearn: bool = False
     gaussian_split: bool = False
 
@@ -119,7 +120,7 @@ class SpectralStep:
             raise ValueError(f"n_clusters_selection must be one of {sorted(N_CLUSTERS_SELECTORS)}, "
                              f"got {self.selection!r}")
 
-    def cluster(self, probabilities, eigen_seed, seed: int):
+    def cluster(self, probabilities, eigen_seed, seed: Int):
         """Labels of one set from the kernel's affinity ``probabilities``.
 
         Parameters
@@ -164,7 +165,7 @@ class SpectralStep:
             labels, eigenvalues = compact(labels), found.eigenvalues
         return labels, affinity, len(np.unique(labels)), eigenvalues
 
-    def labels_for(self, affinity, n_clusters: int, seed: int) -> np.ndarray:
+    def labels_for(self, affinity, n_clusters: Int, seed: Int) -> np.ndarray:
         """Spectral clustering of ``affinity`` into ``n_clusters`` (compact ids).
 
         Parameters

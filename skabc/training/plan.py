@@ -292,7 +292,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     elif batch_size == "auto":
         batch_size = REFERENCE_BATCH_SIZE
     spec = type(kernel)(**{**kernel.get_params(deep=False), **network, "max_epochs": max_epochs,
-                           "sets_per_epoch": sets_per_epoch, "batch_size": batch_size, "early_stopping": False,
+                           # int: torch's DataLoader refuses a numpy integer batch size (a grid over np.arange)
+                           "sets_per_epoch": sets_per_epoch, "batch_size": int(batch_size), "early_stopping": False,
                            "init": "scratch", "device": str(device)})
     if state_at_fit is not None:
         setattr(spec, RANDOM_STATE_AT_FIT, state_at_fit)
