@@ -1306,6 +1306,7 @@ def test_cli_train_quiet_prints_no_epoch_log(tmp_path, capsys):
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "train_loss" not in captured.err + captured.out
+    assert captured.out == ""  # nor "Saved the kernel to ..."
     assert (tmp_path / "k.safetensors").is_file()
 
 

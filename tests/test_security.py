@@ -134,6 +134,8 @@ def test_forged_kernel_entries_are_refused(entry, value, match, saved, tmp_path)
         ("schedule_", {"max_epochs": 3}, r"fit_record\.schedule_: missing entries 'sets_per_epoch', 'n_steps'"),
         ("net_", 1, r"fit_record: unknown entry 'net_'"),
         ("fine_tune_alpha_", 5.0, r"fit_record\.fine_tune_alpha_: 5\.0 is out of range \(0, 1\]"),
+        ("fine_tune_alpha_", 0.0, r"fit_record\.fine_tune_alpha_: 0\.0 is out of range \(0, 1\]"),  # open at 0
+        ("max_time_", 0.0, r"fit_record\.max_time_: 0\.0 is out of range \(0, inf\)"),
         ("max_time_", -3.0, r"fit_record\.max_time_: -3\.0 is out of range \(0, inf\)"),
         ("validation_score_", 1e9, r"fit_record\.validation_score_: 1000000000\.0 is out of range \[-1, 1\]"),
         ("validation_settings_scores_", {"x": 2.0}, r"validation_settings_scores_\.x: 2\.0 is out of range"),
@@ -166,8 +168,17 @@ def test_non_finite_weights_are_refused(bad, saved, tmp_path):
     name = next(iter(sorted(tensors)))
     tensors[name] = tensors[name].clone()
     tensors[name].view(-1)[0] = bad
-    refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", saved.kernel_meta, tensors),
-            rf"tensor '{re.escape(name)}' holds 1 NaN or infinite value")
+    message = refused(ContextualKernel.load, forge(tmp_path / "k.safetensors", saved.kernel_meta, tensors),
+                      rf"tensor '{re.escape(name)}' holds 1 NaN or infinite value")
+    assert message.count(str(tmp_path / "k.safetensors")) == 1 and "can load" not in message  # said once, plainly
+
+
+def test_a_model_file_with_feature_names_for_another_width_is_refused(saved, tmp_path):
+    """The model's own feature_names_in must name its n_features_in columns (the kernel's are checked apart)."""
+    meta = copy.deepcopy(saved.model_meta)
+    meta["feature_names_in"] = ["a", "b", "c"]
+    refused(ABCClustering.load, forge(tmp_path / "m.safetensors", meta, saved.model_tensors),
+            r"feature_names_in: 3 feature names for n_features_in=2")
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float64, torch.float16])
