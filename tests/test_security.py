@@ -824,3 +824,15 @@ def test_cli_integer_labels_beyond_float_precision_stay_distinct(tmp_path, capsy
     np.save(tmp_path / "pred.npy", np.array([0, 1] * 10))
     assert main(["evaluate", str(tmp_path / "pred.npy"), str(tmp_path / "truth.csv")]) == 0
     assert "ARI 1.0000" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("candidate, match", [
+    ("os.system", r"candidate: 'os\.system' is not one of"),
+    ([], r"candidate: expected one entry per group, got a list of 0"),
+    (7, r"candidate: expected a string"),
+])
+def test_a_model_files_candidate_must_be_one_fit_could_keep(candidate, match, saved, tmp_path):
+    """candidate_ is read back as the arbiter's choice: only a name fit could have kept (or one per group)."""
+    meta = copy.deepcopy(saved.model_meta)
+    meta["candidate"] = candidate
+    refused(ABCClustering.load, forge(tmp_path / "m.safetensors", meta, saved.model_tensors), match)
