@@ -5,6 +5,7 @@ import sys
 
 import matplotlib
 import sphinx_gallery
+from packaging.version import Version
 
 matplotlib.use("Agg")
 
@@ -59,7 +60,7 @@ sphinx_gallery_conf = {
     "run_stale_examples": os.environ.get("SKABC_DOCS_RERUN_EXAMPLES") == "1",
 }
 # Examples run in this many processes where sphinx-gallery can (0.17 and later; older ones refuse the key).
-if tuple(int(part) for part in sphinx_gallery.__version__.split(".")[:2]) >= (0, 17):
+if Version(sphinx_gallery.__version__) >= Version("0.17"):
     sphinx_gallery_conf["parallel"] = int(os.environ.get("SKABC_DOCS_JOBS", "1"))
 
 html_theme = "alabaster"

@@ -267,8 +267,8 @@ def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     tasks = (delayed(_cluster_chunk)(kernel, clustering, sets[a:b], seeds[a:b], max_samples, caller)
              for a, b in pairwise(bounds))
     # No more workers than chunks: n_jobs=48 started 48 processes for 2 sets (20x slower); 10**6 broke joblib.
-    # The caller's filters are restored after the workers: blocks of other libraries in the worker threads (older
-    # scikit-learn opens one per check_array call) overlap without a lock and leave each other's filters behind.
+    # The caller's filters are restored after the workers: blocks of other libraries in the worker threads (scikit-learn
+    # opens one per check_array call) overlap without a lock and leave each other's filters behind.
     with warnings.catch_warnings():
         chunks = Parallel(n_jobs=max(1, min(workers, n_chunks)))(tasks)  # no sets: no chunks, one idle worker
     # Warnings raised in a worker process never reach the caller's filters, and those of a worker thread would point

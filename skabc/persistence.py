@@ -72,7 +72,7 @@ def _refuse_non_plain(value):
 
 
 def json_ready(value: Any, other: Callable[[Any], Any] = _refuse_non_plain) -> Any:
-    """A parameter value as JSON (tuples as lists); ``other(value)`` handles anything else."""
+    """A parameter value as JSON (tuples and 1-D numeric arrays as lists); ``other(value)`` handles anything else."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, dict):
@@ -81,6 +81,8 @@ def json_ready(value: Any, other: Callable[[Any], Any] = _refuse_non_plain) -> A
         return [json_ready(v, other) for v in value]
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "biuf":  # e.g. set_size=np.array(..)
+        return value.tolist()
     return other(value)
 
 

@@ -63,10 +63,10 @@ def topk_affinity(
     head: torch.nn.Module,
     z: torch.Tensor,
     n_neighbors: Int,
-    block_rows: int | None = None,
+    block_rows: Int | None = None,
     search: str = "auto",
-    n_probe: int | None = None,
-    random_state: int = 0,
+    n_probe: Int | None = None,
+    random_state: Int = 0,
     n_random: Int = 0,
     point_keys: np.ndarray | None = None,
 ) -> sp.csr_matrix:
@@ -217,7 +217,7 @@ def _mix64(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(31))
 
 
-def random_partners(n: int, n_random: int, keys: np.ndarray | None = None, random_state: int = 0) -> np.ndarray:
+def random_partners(n: Int, n_random: Int, keys: np.ndarray | None = None, random_state: Int = 0) -> np.ndarray:
     """``(n, m)`` indices of random partners: a random circulant graph over an ordering of the points.
 
     The points are ordered by ``keys`` (ties, and ``keys=None``, by row
@@ -392,10 +392,10 @@ def _ivf_topk(left: torch.Tensor, right: torch.Tensor, k: int, n_probe: int, see
 
 def dense_to_topk(
     affinity: np.ndarray,
-    n_neighbors: int,
-    n_random: int = 0,
+    n_neighbors: Int,
+    n_random: Int = 0,
     point_keys: np.ndarray | None = None,
-    random_state: int = 0,
+    random_state: Int = 0,
 ) -> sp.csr_matrix:
     """The sparse kNN affinity of a dense one, with the conventions of :func:`topk_affinity`.
 

@@ -164,7 +164,7 @@ def test_plot_affinity_returns_one_axes_without_labels():
 
 #: The modules whose public signatures take numpy's integers and floats wherever they take Python's.
 NUMPY_NUMBER_MODULES = ["skabc", "skabc.kernels", "skabc.datasets", "skabc.plotting", "skabc.preprocessing",
-                        "skabc.pretrained", "skabc.sampling", "skabc.spectral"]
+                        "skabc.pretrained", "skabc.sampling", "skabc.spectral", "skabc.sparse_affinity"]
 
 #: Parameters that keep a Python ``int`` or ``float`` on purpose.
 PYTHON_NUMBERS_ONLY = {
@@ -248,3 +248,21 @@ def test_a_numpy_integer_batch_size_trains():
     X, y, groups = make_circles_sets(n_sets=4, set_size=30, random_state=0)
     kernel = ContextualKernel(**{**TINY, "batch_size": np.int64(2)}).fit(X, y, groups=groups)
     assert kernel.batch_size_ == 2 and type(kernel.batch_size_) is int
+
+
+def test_an_array_set_size_saves_as_the_hint_promises(tmp_path):
+    """set_size is hinted to take an array, and fit takes one: save refused it ('cannot save a parameter of type
+    ndarray ... use pickle'), for the kernel and for a model holding it."""
+    from conftest import TINY
+
+    from skabc.datasets import make_circles_sets
+
+    X, y, groups = make_circles_sets(n_sets=4, set_size=30, random_state=0)
+    kernel = ContextualKernel(**{**TINY, "set_size": np.array([10, 40])})
+    model = ABCClustering(kernel=kernel, random_state=0).fit(X, y, groups=groups)
+    model.save(tmp_path / "model.safetensors")
+    model.kernel_.save(tmp_path / "kernel.safetensors")
+    loaded = ABCClustering.load(tmp_path / "model.safetensors")
+    assert list(loaded.kernel.set_size) == [10, 40] and list(loaded.kernel_.set_size) == [10, 40]
+    np.testing.assert_array_equal(loaded.predict(X[:30]), model.predict(X[:30]))
+    assert list(ContextualKernel.load(tmp_path / "kernel.safetensors").set_size) == [10, 40]
