@@ -731,9 +731,11 @@ def test_memory_limit_auto_is_half_the_physical_memory(tiny_kernel):
     """The documented default: 'auto' is half of the machine's physical memory, as the refusal says."""
     import copy
 
+    from skabc._validation import format_bytes
+
     half = 0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     dense = copy.deepcopy(tiny_kernel).set_params(memory_limit="auto", affinity_mode="dense")
-    with pytest.raises(MemoryError, match=rf"over memory_limit={half / 2**30:.1f} GiB"):
+    with pytest.raises(MemoryError, match=rf"over memory_limit={re.escape(format_bytes(half))}\."):
         dense.check_memory(10**6)
 
 
@@ -878,6 +880,16 @@ def test_memory_limit_set_after_fit_is_checked_where_it_is_used(tiny_kernel, lim
     # transform validates the parameters first (scikit-learn's message), then where memory_limit is used (ours).
     with pytest.raises(ValueError, match=r"memory_limit('? parameter of ContextualKernel)? must be"):
         kernel.transform(X)
+
+
+def test_a_boolean_memory_limit_is_refused_even_where_validation_is_skipped(tiny_kernel):
+    """True is an int to Python: with scikit-learn's validation skipped it became a limit of 1 byte."""
+    from sklearn import config_context
+
+    kernel = copy.deepcopy(tiny_kernel).set_params(memory_limit=True)
+    with config_context(skip_parameter_validation=True), pytest.raises(
+            ValueError, match=r"memory_limit must be a positive number of bytes, 'auto' or None, got True"):
+        kernel.transform(np.random.default_rng(0).normal(size=(30, 2)))
 
 
 def test_minus_one_given_as_text_marks_unlabelled_rows():

@@ -233,7 +233,7 @@ _BLOCKS: dict[str, threading.Event] = {}
 
 
 def test_overlapping_filter_blocks_of_another_library_in_the_workers_leave_the_callers_filters():
-    """Blocks opened by other code in the worker threads (older scikit-learn opens one per check_array call) leave
+    """Blocks opened by other code in the worker threads (scikit-learn opens one per check_array call) leave
     each other's filters behind when they overlap; the caller gets its own filters back all the same."""
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(size=(30, 2)) + shift for shift in (0.0, 1000.0, 2000.0)])
@@ -421,3 +421,15 @@ def seeded_torch_cpu():
     from skabc._runtime import seeded_torch
 
     return seeded_torch(0, torch.device("cpu"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_skabc_no_mallopt_leaves_the_allocator_alone(monkeypatch):
+    """SKABC_NO_MALLOPT (documented) turns the allocator tuning off: no libc to tune is found."""
+    from skabc._runtime import _tunable_libc
+
+    monkeypatch.delenv("SKABC_NO_MALLOPT", raising=False)
+    if _tunable_libc() is None:
+        pytest.skip("this process was started with allocator settings of its own, or has no glibc")
+    monkeypatch.setenv("SKABC_NO_MALLOPT", "1")
+    assert _tunable_libc() is None

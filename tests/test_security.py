@@ -836,3 +836,30 @@ def test_a_model_files_candidate_must_be_one_fit_could_keep(candidate, match, sa
     meta = copy.deepcopy(saved.model_meta)
     meta["candidate"] = candidate
     refused(ABCClustering.load, forge(tmp_path / "m.safetensors", meta, saved.model_tensors), match)
+
+
+def test_more_description_entries_a_file_may_not_hold(saved, tmp_path):
+    """Mutation survivors (round 3): each check below could be dropped with every test still green."""
+    # The versions a file records are strings (M10).
+    meta = copy.deepcopy(saved.kernel_meta)
+    meta["versions"]["skabc"] = 1
+    refused(ContextualKernel.load, forge(tmp_path / "v.safetensors", meta, saved.kernel_tensors),
+            r"versions: expected an object of version strings")
+    # A nested description (the model's kernel) holds no file header entries of its own (M11).
+    meta = copy.deepcopy(saved.model_meta)
+    meta["kernel"]["format_version"] = 2
+    refused(ABCClustering.load, forge(tmp_path / "n.safetensors", meta, saved.model_tensors),
+            r"unknown entry 'format_version'")
+    # An output container only for a class that has set_output (M13).
+    meta = copy.deepcopy(saved.model_meta)
+    meta["output"] = "pandas"
+    refused(ABCClustering.load, forge(tmp_path / "o.safetensors", meta, saved.model_tensors),
+            r"output: an ABCClustering has no set_output")
+    # At most MAX_SETTINGS_SCORES validation settings' scores (X15).
+    from skabc.kernels._contextual_io import MAX_SETTINGS_SCORES
+
+    meta = copy.deepcopy(saved.kernel_meta)
+    scores = {f"A**{i}": 0.5 for i in range(MAX_SETTINGS_SCORES + 1)}
+    meta["kernel"]["fit_record"] = {**meta["kernel"].get("fit_record", {}), "validation_settings_scores_": scores}
+    refused(ContextualKernel.load, forge(tmp_path / "s.safetensors", meta, saved.kernel_tensors),
+            rf"validation_settings_scores_: {MAX_SETTINGS_SCORES + 1} entries, more than {MAX_SETTINGS_SCORES}")
