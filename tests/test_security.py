@@ -863,3 +863,10 @@ def test_more_description_entries_a_file_may_not_hold(saved, tmp_path):
     meta["kernel"]["fit_record"] = {**meta["kernel"].get("fit_record", {}), "validation_settings_scores_": scores}
     refused(ContextualKernel.load, forge(tmp_path / "s.safetensors", meta, saved.kernel_tensors),
             rf"validation_settings_scores_: {MAX_SETTINGS_SCORES + 1} entries, more than {MAX_SETTINGS_SCORES}")
+
+
+def test_labels_of_another_integer_type_are_refused(saved, tmp_path):
+    """labels_ is written as int64; an int32 tensor in its place is a forged file (S18)."""
+    tensors = {**saved.model_tensors, "labels_": saved.model_tensors["labels_"].to(torch.int32)}
+    refused(ABCClustering.load, forge(tmp_path / "m.safetensors", saved.model_meta, tensors),
+            r"tensor 'labels_' must be a non-empty 1-D int64 array, got I32")
