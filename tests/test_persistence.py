@@ -283,6 +283,11 @@ def test_a_subclass_is_refused_at_save_with_the_reason(tiny_kernel, tmp_path):
     X = make_blob_sets(n_sets=1, set_size=40, random_state=0)[0]
     with pytest.raises(TypeError, match="not subclasses of them; pickle it instead"):
         MyModel(kernel=tiny_kernel, random_state=0).fit(X).save(tmp_path / "mine.safetensors")
+    # A subclass that keeps the class's name as well (it would load as the base class, its own code lost).
+    SameName = type("ABCClustering", (ABCClustering,), {})
+    with pytest.raises(TypeError, match="not subclasses of them; pickle it instead"):
+        SameName(kernel=tiny_kernel, random_state=0).fit(X).save(tmp_path / "same.safetensors")
+    assert not (tmp_path / "same.safetensors").exists()
 
 
 def test_saving_through_a_symbolic_link_writes_its_target(tiny_kernel, tmp_path):
