@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from skabc import ContextualKernel
-from skabc.datasets import load_omniglot
+from skabc.datasets import load_omniglot, load_omniglot_sample
 from skabc.datasets.omniglot import omniglot_search_paths
 from skabc.nn import Conv4Embedder
 
@@ -102,13 +102,28 @@ def test_bad_parameters(tmp_path, bad):
 
 
 @pytest.mark.skipif(not (REAL_DATA / "images_evaluation.zip").exists(), reason="real Omniglot archives not present")
-def test_real_evaluation_archive():
+def test_real_evaluation_archive_and_the_bundled_sample_taken_from_it():
     data = load_omniglot("evaluation", data_home=REAL_DATA)
     assert data.data.shape == (13_180, 784)
     assert len(data.alphabet_names) == 20 and data.target.max() + 1 == 659
     np.testing.assert_array_equal(np.bincount(data.target), np.full(659, 20))
     assert data.character_ids.min() == 965 and data.character_ids.max() == 1623
     assert 0.03 < data.images.mean() < 0.2  # ink is the minority
+    # The bundled sample is these drawings, decoded as the loader decodes them (mutation survivor O19: / 256).
+    sample = load_omniglot_sample()
+    names = list(sample.character_names)
+    rows = sorted((r for r in range(len(data.target)) if data.character_names[data.target[r]] in names),
+                  key=lambda r: (names.index(data.character_names[data.target[r]]), data.drawer[r]))
+    np.testing.assert_array_equal(data.drawer[rows], sample.drawer)
+    np.testing.assert_allclose(sample.images, data.images[rows], rtol=0, atol=1e-6)
+
+
+def test_bundled_sample_is_in_zero_one_with_ink_one():
+    sample = load_omniglot_sample()
+    assert sample.images.dtype == np.float32 and sample.images.shape == (240, 28, 28)
+    assert sample.images.min() == 0.0 and sample.images.max() == 1.0  # stroke pixels are 1, as the loader's
+    np.testing.assert_array_equal(sample.data, sample.images.reshape(240, -1))
+    np.testing.assert_array_equal(np.bincount(sample.target), np.full(12, 20))
 
 
 def test_conv4_embedder_shapes_and_errors():

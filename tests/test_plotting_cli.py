@@ -898,6 +898,17 @@ def test_plot_clusters_draws_noise_in_grey_without_taking_a_clusters_colour():
     plt.close("all")
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])
+def test_plot_clusters_finds_noise_in_float_labels_as_in_integer_ones(dtype):
+    """Labels of a float column (-1.0 for noise, as a text file may hold them) are drawn as the same integer labels
+    are (mutation survivor G28)."""
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    labels = np.array([-1, 0, 0, 1, 1, -1])
+    colours = plot_clusters(X, labels.astype(dtype)).collections[0].get_facecolors()
+    np.testing.assert_allclose(colours, plot_clusters(X, labels).collections[0].get_facecolors())
+    plt.close("all")
+
+
 def test_plot_candidates_of_another_estimator_names_it(capsys):
     from sklearn.cluster import SpectralClustering
 
@@ -1367,3 +1378,109 @@ def test_demo_draws_other_sets_for_every_size(monkeypatch):
     monkeypatch.setattr(skabc.demo, "make_circles_sets", recording)
     skabc.demo.compare_on_circles({}, set_sizes=(30, 40), n_sets=1, random_state=2**32 - 35)
     assert seeds == [2**32 - 5, 5]
+
+
+def test_cli_help_states_the_defaults_the_options_have():
+    """Every "(default: N)" in an option's help is the value the option takes when it is left out (mutation
+    survivor L30: demo's --sets could default to 10 under a help saying 20)."""
+    import argparse
+
+    from skabc.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    stated = [(name, action, int(match.group(1))) for name, command in commands.items() for action in command._actions
+              if (match := re.search(r"\(default: (-?\d+)[),;]", action.help or ""))]
+    assert {(name, action.dest) for name, action, _ in stated} >= {("demo", "sets"), ("demo", "seed"),
+                                                                 ("demo", "epochs"), ("demo", "threads")}
+    for name, action, value in stated:
+        assert action.default == value, (name, action.dest, action.default, value)
+
+
+def test_cli_non_negative_options_take_zero_and_refuse_minus_one(capsys):
+    """--threads 0 is torch's choice and --n-blocks 0 a network without attention blocks (mutation survivor L26)."""
+    from skabc.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["demo", "--threads", "0"]).threads == 0
+    assert parser.parse_args(["train", "X.npy", "y.npy", "-o", "k.safetensors", "--n-blocks", "0"]).n_blocks == 0
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["demo", "--threads", "-1"])
+    assert exited.value.code == 2 and "expected a non-negative integer, got '-1'" in capsys.readouterr().err
+
+
+def _blobs_files(tmp_path):
+    X = np.random.default_rng(0).normal(size=(40, 2)) + np.repeat([[0.0, 0.0], [8.0, 8.0]], 20, axis=0)
+    np.save(tmp_path / "X.npy", X)
+    return str(tmp_path / "X.npy")
+
+
+class _LibraryDiskError(OSError):
+    """An OSError as some libraries raise it: a message of their own that leaves out the file."""
+
+    def __str__(self) -> str:
+        return "the cache is full"
+
+
+@pytest.mark.parametrize("error, said", [
+    (MemoryError("Unable to allocate 7.45 GiB for an array"), "Unable to allocate 7.45 GiB for an array"),
+    (_LibraryDiskError(28, "No space left on device", "/scratch/cache"), "the cache is full: '/scratch/cache'"),
+    (FileNotFoundError(2, "No such file or directory", "/scratch/cache"),
+     "[Errno 2] No such file or directory: '/scratch/cache'"),
+])
+def test_cli_memory_and_file_errors_are_one_line_naming_the_file(tmp_path, capsys, monkeypatch, error, said):
+    """A MemoryError or an OSError from deep inside is one line and exit code 1, and an OSError names its file once,
+    whether or not its message does (mutation survivors L36, L37)."""
+    from skabc import ABCClustering
+
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(ABCClustering, "fit_predict", fail)
+    assert main(["cluster", _blobs_files(tmp_path), "-o", str(tmp_path / "l.npy"), "-q"]) == 1
+    assert capsys.readouterr().err.splitlines() == [f"skabc cluster: error: {said}"]
+
+
+@pytest.mark.parametrize("name", ["l.npy", "l.txt"])
+def test_cli_writes_labels_into_a_folder_it_creates(tmp_path, name):
+    """-o into folders that do not exist yet creates them, as --plot does (mutation survivor F29)."""
+    out = tmp_path / "new" / "deeper" / name
+    assert main(["cluster", _blobs_files(tmp_path), "--n-clusters", "2", "-o", str(out), "-q"]) == 0
+    labels = np.load(out) if name.endswith(".npy") else np.loadtxt(out, dtype=np.int64)
+    assert adjusted_rand_score(np.repeat([0, 1], 20), labels) == 1.0
+
+
+def test_cli_evaluate_gives_the_standard_error_of_the_mean_over_sets(tmp_path, capsys):
+    """± is the sample standard deviation over the sets (ddof=1) over the square root of their number (mutation
+    survivor L25)."""
+    truth = np.tile(np.repeat([0, 1], 5), 3)
+    labels = np.concatenate([np.repeat([0, 1], 5), [0, 0, 0, 0, 1, 1, 1, 1, 1, 0], [0, 1] * 5])
+    groups = np.repeat([0, 1, 2], 10)
+    for name, values in (("l", labels), ("t", truth), ("g", groups)):
+        np.save(tmp_path / f"{name}.npy", values)
+    assert main(["evaluate", str(tmp_path / "l.npy"), str(tmp_path / "t.npy"), "--groups",
+                 str(tmp_path / "g.npy")]) == 0
+    scores = [adjusted_rand_score(truth[groups == g], labels[groups == g]) for g in range(3)]
+    expected = f"ARI {np.mean(scores):.4f} ± {np.std(scores, ddof=1) / np.sqrt(3):.4f} (mean over 3 sets)"
+    assert capsys.readouterr().out.splitlines()[0] == expected
+
+
+@pytest.mark.parametrize("n_groups", [1, 2])
+def test_cli_counts_a_warning_over_the_sets_only_where_there_are_several(tmp_path, monkeypatch, n_groups):
+    """A warning of the sets' fits ends "(in N of M sets)" with --groups of several sets, and is said as it is for
+    one (mutation survivor L20)."""
+    from skabc import ABCClustering
+
+    fit_predict = ABCClustering.fit_predict
+
+    def noted(self, X, *args, **kwargs):
+        warnings.warn("a note from the fit", UserWarning, stacklevel=2)
+        return fit_predict(self, X, *args, **kwargs)
+
+    monkeypatch.setattr(ABCClustering, "fit_predict", noted)
+    np.save(tmp_path / "g.npy", np.repeat(np.arange(n_groups), 40 // n_groups))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["cluster", _blobs_files(tmp_path), "--groups", str(tmp_path / "g.npy"), "--n-clusters", "2",
+                     "-o", str(tmp_path / "l.npy"), "-q"]) == 0
+    said = [str(w.message) for w in caught if "a note" in str(w.message)]
+    assert said == ["a note from the fit" + (" (in 2 of 2 sets)" if n_groups == 2 else "")]

@@ -870,3 +870,21 @@ def test_labels_of_another_integer_type_are_refused(saved, tmp_path):
     tensors = {**saved.model_tensors, "labels_": saved.model_tensors["labels_"].to(torch.int32)}
     refused(ABCClustering.load, forge(tmp_path / "m.safetensors", saved.model_meta, tensors),
             r"tensor 'labels_' must be a non-empty 1-D int64 array, got I32")
+
+
+def test_a_model_files_gaussian_split_must_agree_with_its_k_and_candidate(saved, tmp_path):
+    """gaussian_split_ is read back as fit's decision: a file may not claim a split fit could not have made, nor deny
+    one its candidate names (mutation survivors C21, C23)."""
+    meta = copy.deepcopy(saved.model_meta)
+    meta["gaussian_split"], meta["params"]["n_clusters"] = True, 1  # fit splits only where it estimated k
+    refused(ABCClustering.load, forge(tmp_path / "k.safetensors", meta, saved.model_tensors),
+            r"gaussian_split: true, but params\.n_clusters is given")
+    meta = copy.deepcopy(saved.model_meta)
+    meta["gaussian_split"], meta["candidate"] = False, "kernel-eigengap+gaussian-split"
+    refused(ABCClustering.load, forge(tmp_path / "c.safetensors", meta, saved.model_tensors),
+            r"gaussian_split: false, but candidate names a partition split by it")
+    meta["candidate"] = ["kernel-eigengap", "knn-eigengap+gaussian-split"]  # one entry per group
+    refused(ABCClustering.load, forge(tmp_path / "g.safetensors", meta, saved.model_tensors),
+            r"gaussian_split: false, but candidate names")
+    meta["gaussian_split"], meta["candidate"] = True, "kernel-eigengap+gaussian-split"  # consistent: it loads
+    assert ABCClustering.load(forge(tmp_path / "ok.safetensors", meta, saved.model_tensors)).gaussian_split_
