@@ -651,7 +651,7 @@ def test_centres_that_overflow_are_refused_not_searched_for_ever(make):
 
 
 @pytest.mark.parametrize("make", [
-    partial(make_warped_set, cluster_std=1e200), partial(make_rings_set, noise=1e308),
+    partial(make_warped_set, cluster_std=1e307), partial(make_rings_set, noise=1e308),
     partial(make_moons_set, noise=1e308), partial(make_circles_sets, 3, noise=1e308),
     lambda random_state: add_background_noise(np.ones((10, 2)) * np.arange(10)[:, None], np.zeros(10, int),
                                               margin=1e308, random_state=random_state),
@@ -815,3 +815,70 @@ def test_huge_family_weights_and_separations_raise_no_runtime_warnings(recwarn):
     make_clustering_sets(2, 20, families={"blobs": 1e308, "rings": 1e308}, n_features=(2, 4), random_state=0)
     make_blobs_set(30, min_separation=1e300, random_state=0)
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+@pytest.mark.parametrize("make", [make_blobs_set, make_warped_set])
+@pytest.mark.parametrize("scale", [1e-200, 1e-150, 1e150, 1e200])
+def test_blobs_and_warped_sets_scale_with_cluster_std(make, scale):
+    """Probe 62a: at cluster_std=1e200 two warp layers raised numpy's 'SVD did not converge', and at 1e-200 the
+    warped set collapsed to one point and the blobs to 95 distinct ones (squared offsets under- and overflowed).
+    The same seed at another scale draws the same set, scaled."""
+    layers = {"n_layers": 2} if make is make_warped_set else {}  # two layers: the second met the first's overflow
+    X, y = make(200, cluster_std=scale, random_state=0, **layers)
+    base, base_y = make(200, cluster_std=1.0, random_state=0, **layers)
+    np.testing.assert_array_equal(y, base_y)
+    assert_allclose(X / scale, base, rtol=0, atol=1e-12 * np.abs(base).max())
+
+
+@pytest.mark.parametrize("make, name", [(make_circles_sets, "n_circles"), (make_circles_sets, "set_size"),
+                                        (make_clustering_sets, "set_size"), (make_clustering_sets, "n_features")])
+def test_huge_upper_ends_of_count_ranges_are_named(make, name):
+    """Probe 62a: numpy's 'high is out of bounds for int64', or a TypeError from np.log of a Python int. An upper end
+    that numpy can draw is judged by the sets drawn, as before: too many values, or (circles) at most one per point."""
+    with pytest.raises(ValueError, match=rf"^{name} must be at most 2\*\*62 \(numpy draws counts as int64\), got"):
+        make(n_sets=2, random_state=0, **{name: (1, 2**63 if name != "n_features" else 2**70)})
+    if name == "n_circles":
+        _, y, groups = make(n_sets=2, set_size=30, n_circles=(1, 2**62), random_state=0)
+        assert all(len(np.unique(y[groups == g])) <= 30 for g in (0, 1))
+    else:
+        with pytest.raises(ValueError, match=r"ask for [\d,]+ x [\d,]+ values, more than"):
+            make(n_sets=2, random_state=0, **{name: (1, 2**62)})
+
+
+def test_the_size_refusal_names_max_features_where_it_sets_the_width():
+    with pytest.raises(ValueError, match=r"^n_sets, set_size and max_features ask for 60 x 1,000,000,000,000"):
+        make_clustering_sets(3, set_size=20, n_features=2, max_features=10**12)
+
+
+def test_fractions_and_numpy_arrays_are_the_numbers_and_pairs_they_hold():
+    """Probe 62a: a Fraction passed the Real check and then failed in np.isfinite; np.array([low, high]) was refused
+    as 'not a (low, high) pair' by every generator but make_circles_sets."""
+    from fractions import Fraction
+
+    def same(left, right):
+        np.testing.assert_array_equal(left[0], right[0])
+        np.testing.assert_array_equal(left[1], right[1])
+
+    same(make_blobs_set(60, noise_fraction=Fraction(1, 10), random_state=0),
+         make_blobs_set(60, noise_fraction=0.1, random_state=0))
+    same(make_rings_set(60, noise=Fraction(1, 20), random_state=0), make_rings_set(60, noise=0.05, random_state=0))
+    same(make_blobs_set(60, cluster_std=np.array([0.5, 1.5]), random_state=0),
+         make_blobs_set(60, cluster_std=(0.5, 1.5), random_state=0))
+    same(make_rings_set(60, radius_range=np.array([0.3, 1.0]), random_state=0),
+         make_rings_set(60, radius_range=(0.3, 1.0), random_state=0))
+    same(make_circles_sets(2, set_size=np.array(50), random_state=0),
+         make_circles_sets(2, set_size=50, random_state=0))
+    with pytest.raises(ValueError, match="cluster_std must be a number or a"):
+        make_blobs_set(60, cluster_std=np.array([0.5, 1.0, 1.5]))
+
+
+@pytest.mark.parametrize("transform", [add_background_noise, add_outliers])
+def test_labels_past_int64_are_refused_not_wrapped(transform):
+    """Probe 62a: uint64 labels of 2**63 raised a raw OverflowError; a label of 2**63 - 1 has no room for more."""
+    X = np.array([[0.0, 0.0], [1.0, 1.0]])
+    with pytest.raises(ValueError, match=r"^y's largest label 9223372036854775808 leaves no room in int64"):
+        transform(X, np.array([0, 2**63], dtype=np.uint64), 0.4, random_state=0)
+    with pytest.raises(ValueError, match=r"leaves no room in int64 for 1 more label;"):
+        transform(X, np.array([0, 2**63 - 1]), 0.4, random_state=0)
+    _, y = transform(X, np.array([0, 255], dtype=np.uint8), 0.4, random_state=0)
+    np.testing.assert_array_equal(y, [0, 255, 256])

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from numbers import Integral, Real
 
 import numpy as np
 
 from .._typing import Float, Int
+
+
+def _finite(value) -> bool:
+    """Whether a ``numbers.Real`` is finite: a Fraction too (``np.isfinite`` refuses it), and an int past float's
+    range is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _check_int(name: str, value, minimum: int = 1) -> int:
@@ -16,7 +26,7 @@ def _check_int(name: str, value, minimum: int = 1) -> int:
 
 
 def _check_real(name: str, value, minimum: float = 0.0, maximum: float = np.inf, *, open_max: bool = False) -> float:
-    ok = isinstance(value, Real) and not isinstance(value, bool) and np.isfinite(value) and value >= minimum
+    ok = isinstance(value, Real) and not isinstance(value, bool) and _finite(value) and value >= minimum
     ok = ok and (value < maximum if open_max else value <= maximum)
     if not ok:
         bound = f"< {maximum}" if open_max else f"<= {maximum}"
@@ -26,14 +36,18 @@ def _check_real(name: str, value, minimum: float = 0.0, maximum: float = np.inf,
 
 
 def _check_positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, Real) or not _finite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}.")
     return float(value)
 
 
-def _check_range(name: str, value, minimum: float, *, integer: bool = False, positive: bool = False) -> tuple:
-    """A number, or a ``(low, high)`` pair with ``minimum <= low <= high``."""
-    pair = (value, value) if np.isscalar(value) else tuple(value) if isinstance(value, (tuple, list)) else None
+def _check_range(name: str, value, minimum: float, *, integer: bool = False, positive: bool = False,
+                 count: bool = False) -> tuple:
+    """A number, or a ``(low, high)`` pair with ``minimum <= low <= high``; a ``count`` (of rows, features or
+    clusters, drawn from the range by numpy as an int64) at most ``2**62``.  Whether the counts drawn fit the output
+    limit is judged on the sets drawn (:func:`_check_output_size`), not on the largest the range allows."""
+    given = value.tolist() if isinstance(value, np.ndarray) and value.ndim <= 1 else value  # np.array([lo, hi])
+    pair = (given, given) if np.isscalar(given) else tuple(given) if isinstance(given, (tuple, list)) else None
     kind = "an integer" if integer else "a number"
     if pair is None or len(pair) != 2:
         raise ValueError(f"{name} must be {kind} or a (low, high) pair, got {value!r}.")
@@ -43,12 +57,16 @@ def _check_range(name: str, value, minimum: float, *, integer: bool = False, pos
         raise ValueError(f"{name} must be positive, got {value!r}.")
     if high < low:
         raise ValueError(f"{name} must satisfy low <= high, got {value!r}.")
+    if count and high > MAX_COUNT:
+        raise ValueError(f"{name} must be at most 2**62 (numpy draws counts as int64), got {value!r}.")
     return low, high
 
 
 #: Most values a generator or transform returns (8 GiB of float64): a larger request is refused, by its parameters,
 #: before its points are drawn (counts of 10**12 asked numpy for terabytes).
 MAX_VALUES = 2**30
+#: Largest upper end of a count range: numpy draws ``randint(low, high + 1)`` as int64.
+MAX_COUNT = 2**62
 #: Most levels of a discretised column (its quantile edges are listed: 10**12 asked numpy for terabytes).
 MAX_LEVELS = 2**24
 

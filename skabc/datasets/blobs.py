@@ -55,9 +55,10 @@ def _place_centers(rng, radius: np.ndarray, d: int, min_separation: float, box=N
             if i == 0 or min_separation == 0:
                 centers[i] = cand[0]
                 break
-            with np.errstate(over="ignore"):  # centres near 1e154 square to inf: far enough apart
-                dist = np.sqrt(((cand[:, None, :] - centers[None, :i, :]) ** 2).sum(-1))
-            ratio = (dist / (radius[i] + radius[:i])).min(axis=1)
+            # Offsets in units of the two spreads before squaring: spreads of 1e-200 or 1e200 square to 0 or inf.
+            with np.errstate(over="ignore", under="ignore"):
+                offsets = (cand[:, None, :] - centers[None, :i, :]) / (radius[i] + radius[:i])[None, :, None]
+                ratio = np.sqrt((offsets**2).sum(-1)).min(axis=1)
             ok = np.flatnonzero(ratio >= min_separation)
             if ok.size:
                 centers[i] = cand[ok[0]]

@@ -68,9 +68,9 @@ def make_circles_sets(
     """
     rng = check_random_state(random_state)
     n_sets = _check_int("n_sets", n_sets)
-    low, high = _check_range("set_size", set_size, 1, integer=True)
+    low, high = _check_range("set_size", set_size, 1, integer=True, count=True)
     _check_output_size(n_sets * low, 2, "n_sets and set_size")  # the least they return; the sets drawn: below
-    k_low, k_high = _check_range("n_circles", n_circles, 1, integer=True)
+    k_low, k_high = _check_range("n_circles", n_circles, 1, integer=True, count=True)
     center_spread, radius_std = _check_real("center_spread", center_spread), _check_real("radius_std", radius_std)
     radius_mean, noise = _check_real("radius_mean", radius_mean, -np.inf), _check_real("noise", noise)
     bounds = tuple(radius_range) if isinstance(radius_range, (tuple, list, np.ndarray)) else ()

@@ -27,6 +27,7 @@ from ._common import (
     _size_weights,
     _split_counts,
     _split_noise,
+    overflow_error,
 )
 from .blobs import _blob_points
 
@@ -148,7 +149,14 @@ def make_subspace_set(
 def _warp(rng, X: np.ndarray, strength: float) -> np.ndarray:
     """One random residual layer ``x + g(x)``, ``Lip(g) = strength < 1``: an invertible bending map."""
     d = X.shape[1]
-    scale = float(np.sqrt(X.var(axis=0).sum())) or 1.0
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        scale = float(np.sqrt(X.var(axis=0).sum()))
+        if not np.isfinite(scale) or scale == 0:  # the variance over- or underflowed: measure it at unit scale
+            centred = X - X.mean(axis=0)
+            peak = float(np.abs(centred).max())
+            if not np.isfinite(peak):  # points near float64's largest: their mean or offsets overflow
+                raise overflow_error()
+            scale = peak * float(np.sqrt((centred / peak).var(axis=0).sum())) if peak > 0 else 1.0
     hidden = int(rng.randint(8, 33))
     # Input weights at the data's scale, so the tanh bends within the set rather than far outside it.
     W = rng.standard_normal((hidden, d)) * (_log_uniform(rng, 0.5, 3.0) / scale)

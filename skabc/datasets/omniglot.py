@@ -97,7 +97,8 @@ def load_omniglot(
     data : :class:`~sklearn.utils.Bunch`
         ``images`` (n, image_size, image_size) float32 in [0, 1], ink = 1;
         ``data``, the same flattened to (n, image_size**2); ``target``, the
-        character of every image (0 .. n_characters-1, in archive order);
+        character of every image (0 .. n_characters-1, the characters sorted
+        by alphabet and character name, not in archive order);
         ``alphabet``, the alphabet index of every image; ``drawer``, the
         drawer number 1-20 from the file name; ``alphabet_names``;
         ``character_names`` (``'<Alphabet>/characterNN'``) indexed by target;

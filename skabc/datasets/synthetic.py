@@ -316,15 +316,16 @@ def make_clustering_sets(
     (250, 4)
     """
     n_sets = _check_int("n_sets", n_sets)
-    size_low, size_high = _check_range("set_size", set_size, 1, integer=True)
-    d_low, d_high = _check_range("n_features", n_features, 1, integer=True)
+    size_low, size_high = _check_range("set_size", set_size, 1, integer=True, count=True)
+    d_low, d_high = _check_range("n_features", n_features, 1, integer=True, count=True)
     max_clusters = _check_int("max_clusters", max_clusters)
     if max_features is not None:
         max_features = _check_int("max_features", max_features)
         if max_features < d_high:
             raise ValueError(f"max_features={max_features} is smaller than the largest n_features ({d_high}).")
     # The least these sizes can return, then (below) what the sets drawn so far return.
-    _check_output_size(n_sets * size_low, max_features or d_low, "n_sets, set_size and n_features")
+    width_name = "n_sets, set_size and " + ("n_features" if max_features is None else "max_features")
+    _check_output_size(n_sets * size_low, max_features or d_low, width_name)
     noise_probability = _check_real("noise_probability", noise_probability, 0.0, 1.0)
     frac_low, frac_high = _check_range("noise_fraction", noise_fraction, 0.0)
     if frac_high >= 1:
@@ -349,7 +350,7 @@ def make_clustering_sets(
         n = int(rng.randint(size_low, size_high + 1))
         d = _draw_dimension(rng, max(d_low, 2) if family in _PLANAR_FAMILIES else d_low, d_high)
         rows, widest = rows + n, max(widest, d)
-        _check_output_size(rows, max_features or widest, "n_sets, set_size and n_features")
+        _check_output_size(rows, max_features or widest, width_name)
         fraction = rng.uniform(frac_low, frac_high) if rng.uniform() < noise_probability else 0.0
         sets.append(_one_set(rng, family, n, d, max_clusters, fraction))
 

@@ -44,6 +44,16 @@ def _check_labelled_set(X, y) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def _with_singleton_labels(y: np.ndarray, n_new: int) -> np.ndarray:
+    """``y`` as int64 followed by ``n_new`` labels of their own, ``max(y)+1, max(y)+2, ...`` (from a Python int: a
+    uint8 max of 255 would wrap); labels that int64 cannot hold are refused, not wrapped to negative ids."""
+    top = int(y.max()) + n_new
+    if top > np.iinfo(np.int64).max:
+        raise ValueError(f"y's largest label {int(y.max())} leaves no room in int64 for {n_new} more "
+                         f"label{'' if n_new == 1 else 's'}; relabel y (e.g. np.unique(y, return_inverse=True)[1]).")
+    return np.concatenate([y.astype(np.int64), int(y.max()) + 1 + np.arange(n_new, dtype=np.int64)])
+
+
 def add_background_noise(X, y, fraction: Float = 0.1, *, margin: Float = 0.1,
                          random_state=None) -> tuple[np.ndarray, np.ndarray]:
     """Append uniform background noise points, each with its own label.
@@ -80,8 +90,7 @@ def add_background_noise(X, y, fraction: Float = 0.1, *, margin: Float = 0.1,
     _check_output_size(len(X) + n_noise, X.shape[1], "X and fraction")
     noise = _background(rng, X, n_noise, margin)
     check_finite_points(noise)
-    labels = int(y.max()) + 1 + np.arange(n_noise, dtype=np.int64)  # int: a uint8 max of 255 would wrap
-    return np.concatenate([X, noise]), np.concatenate([y.astype(np.int64), labels])
+    return np.concatenate([X, noise]), _with_singleton_labels(y, n_noise)
 
 
 def add_outliers(X, y, fraction: Float = 0.01, *, distance: Float | tuple[Float, Float] = (10.0, 1e4),
@@ -141,8 +150,7 @@ def add_outliers(X, y, fraction: Float = 0.01, *, distance: Float | tuple[Float,
     # A constant set has no radius: its outliers lie the given number of units away.
     outliers = centre + directions * reach * (radius if radius > 0 else 1.0)
     check_finite_points(outliers)  # a set near 1e154 or a distance near 1e308 overflows: never inf rows
-    labels = int(y.max()) + 1 + np.arange(n_outliers, dtype=np.int64)  # int: a uint8 max of 255 would wrap
-    return np.concatenate([X, outliers]), np.concatenate([y.astype(np.int64), labels])
+    return np.concatenate([X, outliers]), _with_singleton_labels(y, n_outliers)
 
 
 def embed_in_dimensions(X, n_features: Int, *, noise_std: Float = 0.0, random_state=None) -> np.ndarray:
