@@ -213,6 +213,11 @@ def tensor_header(path) -> dict[str, tuple[str, tuple[int, ...]]]:
     return out
 
 
+def tensors_header(tensors: dict) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """``{name: (dtype, shape)}`` of tensors about to be written, as :func:`tensor_header` reads them back."""
+    return {name: (_SAFETENSORS_DTYPES.get(t.dtype, str(t.dtype)), tuple(t.shape)) for name, t in tensors.items()}
+
+
 def expected_tensors(build) -> dict[str, tuple[str, tuple[int, ...]]]:
     """``{name: (dtype, shape)}`` of the state dict of the module ``build()`` makes, built on 'meta'.
 

@@ -62,13 +62,16 @@ def check_magnitude(X: np.ndarray) -> np.ndarray:
             )
         low, high = X.min(axis=0), X.max(axis=0)
         spread = high.astype(np.float64) - low
-        lost = (spread > 0) & (np.maximum(np.abs(low), np.abs(high)) > FLOAT32_OFFSET_RATIO * spread)
+        offset = np.maximum(np.abs(low), np.abs(high)).astype(np.float64)
+        # A spread within round-off of the values (0.3 against 0.1 + 0.2) is a constant column, as a canonicalising
+        # kernel takes it: float32 loses only that round-off.
+        lost = (spread > CONSTANT_TOLERANCE * offset) & (offset > FLOAT32_OFFSET_RATIO * spread)
         if lost.any():
             column = int(np.flatnonzero(lost)[0])
             raise ValueError(
-                f"column {column} of X spans {spread[column]:.3g} at {max(abs(low[column]), abs(high[column])):.3g} "
-                "from zero: in the network's float32 arithmetic (about 7 significant digits) its values would "
-                "merge; centre X first, e.g. with sklearn's StandardScaler."
+                f"column {column} of X spans {spread[column]:.3g} at {offset[column]:.3g} from zero: float32, the "
+                "network's arithmetic (about 7 significant digits), holds fewer than 16 distinct values across it, "
+                "so its rows would look alike; centre X first, e.g. with sklearn's StandardScaler."
             )
     return X
 

@@ -234,6 +234,11 @@ def write(path, meta: dict, tensors: dict, extra: dict[str, str] | None = None) 
     }
     if len(tensors) > _schema.MAX_TENSORS:  # load refuses more: say so now, not when the file is read
         raise ValueError(f"cannot save {len(tensors)} tensors in one skabc model file (at most {_schema.MAX_TENSORS})")
+    try:  # what load will check, on the description as JSON gives it back: never write a file load refuses
+        check_description(json.loads(json.dumps(meta)), _schema.tensors_header(tensors), top_level=True)
+    except _schema.DescriptionError as exc:
+        raise ValueError(f"cannot save {_a(str(meta.get('class')))}: skabc could not load the file back ({exc}); "
+                         "change that setting with set_params (and fit again where it shapes the network)") from None
     if names_a_folder(path):
         raise ValueError(f"cannot save to {str(path)!r}: it names a folder; give a file name (e.g. model.safetensors)")
     path = Path(path)

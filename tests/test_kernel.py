@@ -187,6 +187,25 @@ def test_custom_embedder_module_is_not_mutated(blob_data):
     assert kernel.module_.embedder is not embedder
 
 
+def test_embedder_factory_builds_the_module_or_is_refused_by_what_it_returned(blob_data):
+    """embedder may be a factory (n_features, d_model) -> nn.Module (mutation survivor N3: a factory's module was
+    untested, and refusing every module left the suite green)."""
+    import torch
+
+    X, y, g = blob_data
+    calls = []
+
+    def factory(n_features, d_model):
+        calls.append((n_features, d_model))
+        return torch.nn.Sequential(torch.nn.Linear(n_features, d_model), torch.nn.Tanh())
+
+    kernel = ContextualKernel(**{**TINY, "embedder": factory}).fit(X, y, groups=g)
+    assert calls[0] == (2, TINY["d_model"]) and isinstance(kernel.module_.embedder, torch.nn.Sequential)
+    assert kernel.transform(X[:5]).shape == (5, 5)
+    with pytest.raises(TypeError, match=r"embedder\(n_features, d_model\) must return an nn.Module, got <class"):
+        ContextualKernel(**{**TINY, "embedder": lambda n_features, d_model: torch.tanh}).fit(X, y, groups=g)
+
+
 def test_embedder_with_wrong_width_is_refused(blob_data):
     import torch
 
@@ -1539,6 +1558,20 @@ def test_a_column_whose_spread_float32_would_lose_is_refused(tiny_kernel, blob_d
     with pytest.raises(ValueError, match=r"column 0 of X spans"):
         tiny_kernel.transform(X[:30] + 1e9)
     tiny_kernel.transform(X[:30] + 1e3)  # an offset float32 resolves is fine
+
+
+def test_a_column_of_round_off_is_a_constant_column_for_the_network(tiny_kernel, blob_data):
+    """Probe 62b: a column of 0.3 and 0.1 + 0.2 (one float64 step apart) refused the whole set as a column whose
+    values float32 'would merge', where the exactly constant column was accepted; float32 makes them one value."""
+    X = np.column_stack([blob_data[0][:30, 0], np.full(30, 0.3)])
+    noisy = X.copy()
+    noisy[::2, 1] = 0.1 + 0.2
+    np.testing.assert_array_equal(tiny_kernel.transform(noisy), tiny_kernel.transform(X))
+    coarse = X.astype(np.float32)
+    coarse[::2, 1] = np.nextafter(np.float32(0.3), np.float32(1))  # float32 values that are distinct, 1 step apart
+    with pytest.raises(ValueError, match=r"column 1 of X spans 2\.98e-08 at 0\.3 from zero: float32, the network's "
+                                         r"arithmetic .* holds fewer than 16 distinct values across it"):
+        tiny_kernel.transform(coarse)
 
 
 @pytest.mark.parametrize("params, match", [({"affinity_mode": "Sparse"}, "affinity_mode"),

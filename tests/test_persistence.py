@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 from pathlib import Path
 
@@ -417,3 +418,18 @@ def test_a_format_2_file_does_not_warn_about_unrecorded_settings(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SkabcWarning)
         ABCClustering.load(tmp_path / "model.safetensors", device="cpu")
+
+
+def test_save_refuses_a_file_that_load_would_refuse(tiny_kernel, tmp_path):
+    """Probe 62b: n_neighbors=2**31 + 1 (and n_inducing or canonical_features past 2**16) fitted, transformed and
+    saved, and only load said the file was out of range, perhaps on another machine."""
+    kernel = copy.deepcopy(tiny_kernel).set_params(n_neighbors=2**31 + 1)  # inference-only: no refit needed
+    with pytest.raises(ValueError, match=r"cannot save a ContextualKernel: skabc could not load the file back "
+                                         r"\(kernel\.params\.n_neighbors: 2147483649 is out of range"):
+        kernel.save(tmp_path / "k.safetensors")
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(ValueError, match=r"cannot save a KernelEnsemble: .*n_neighbors: 2147483649 is out of range"):
+        KernelEnsemble.from_fitted([tiny_kernel, kernel]).save(tmp_path / "e.safetensors")
+    kernel.set_params(n_neighbors=2**31)  # the largest a file holds: saved, and loads with it
+    kernel.save(tmp_path / "k.safetensors")
+    assert ContextualKernel.load(tmp_path / "k.safetensors").n_neighbors == 2**31
