@@ -281,6 +281,22 @@ def test_sampled_eval_is_deterministic_and_averages_samples():
         torch.testing.assert_close(block(x, mask), singles[0], atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("window_attention, window_size", [("hamiltonian", 3), ("dense", 3), ("hamiltonian", 32),
+                                                            ("dense", 32)])
+def test_sampled_eval_averages_samples_unless_one_dense_window_holds_each_set(window_attention, window_size):
+    """Eval output is the mean of n_attention_samples window draws; only dense attention over a window holding the
+    whole set is the same for every draw, and returns it once (mutation survivors N13, N16)."""
+    block = make_block("sampled", n_attention_samples=4, window_size=window_size, window_attention=window_attention)
+    x = torch.randn(2, 13, D_MODEL, generator=torch.Generator().manual_seed(3))
+    mask = torch.ones(2, 13, dtype=torch.bool)
+    mask[1, 9:] = False
+    with torch.no_grad():
+        singles = [block(x, mask, windows=block.draw_windows([13, 9], k)) for k in range(4)]
+        torch.testing.assert_close(block(x, mask), torch.stack(singles).mean(0), atol=1e-6, rtol=1e-6)
+    draws_differ = not torch.allclose(singles[0], singles[1], atol=1e-4)
+    assert draws_differ == (window_attention == "hamiltonian" or window_size < 13)
+
+
 def test_sampled_training_resamples_from_torch_rng():
     block = make_block("sampled").train()
     x = torch.randn(1, 20, D_MODEL)

@@ -131,6 +131,18 @@ def test_geometry_model_starts_as_the_model_without_it_and_its_maps_matter():
     torch.testing.assert_close(changed[0, :20, :20], with_geometry(X[:1, :20])[0], atol=1e-4, rtol=1e-4)
 
 
+def test_embed_features_runs_from_one_column_to_all_of_them():
+    """The embedder reads the first embed_features columns, 1 to n_features (mutation survivor N22 refused 1)."""
+    X = torch.randn(1, 10, 4, generator=torch.Generator().manual_seed(0))
+    for width in (1, 4):
+        net = ABCNet(4, d_model=16, n_heads=2, n_blocks=1, local_geometry=True, embed_features=width).eval()
+        assert net.embedder.net[0].in_features == width
+        assert torch.isfinite(net(X)).all()
+    for width in (0, 5):
+        with pytest.raises(ValueError, match=rf"embed_features must be in \[1, n_features=4\], got {width}"):
+            ABCNet(4, d_model=16, n_heads=2, n_blocks=1, local_geometry=True, embed_features=width)
+
+
 def test_geometry_needs_a_backend_that_takes_biases():
     with pytest.raises(ValueError, match="accepts biases"):
         ABCNet(4, d_model=16, n_heads=2, n_blocks=1, attention="isab", local_geometry=True)
@@ -309,20 +321,22 @@ def test_exponential_features_equal_torch_exp_where_it_underflows():
     assert torch.equal(_exp_of_negative_(values.clone()), expected)
 
 
-def test_distances_skip_the_zero_padding_of_canonical_coordinates(monkeypatch):
+@pytest.mark.parametrize("used, width", [((0, 1, 2), 8), ((0, 1, 10), 16), ((3, 17), 24)])
+def test_distances_skip_the_zero_padding_of_canonical_coordinates(monkeypatch, used, width):
     """Canonical coordinates pad a low-dimensional set with zero columns to the network's width: the distances
-    are computed on the used columns (in whole blocks of eight), with the features bitwise unchanged."""
+    are computed on the columns up to the last used one (in whole blocks of eight; mutation survivor N10 kept
+    only the blocks up to the first), with the features bitwise unchanged."""
     from skabc.nn import geometry
 
     X = torch.zeros(2, 50, 64)
-    X[..., :3] = torch.randn(2, 50, 3, generator=torch.Generator().manual_seed(0))
+    X[..., list(used)] = torch.randn(2, 50, len(used), generator=torch.Generator().manual_seed(0))
     widths, original = [], torch.cdist
     monkeypatch.setattr(torch, "cdist", lambda a, b, **kw: widths.append(a.shape[-1]) or original(a, b, **kw))
     trimmed = pair_features(X)
-    assert widths == [8]
+    assert widths == [width]
     monkeypatch.setattr(geometry, "_without_zero_tail", lambda X: X)
     full = pair_features(X)
-    assert widths == [8, 64]
+    assert widths == [width, 64]
     assert all(torch.equal(a, b) for a, b in zip(trimmed, full, strict=True))
     assert pair_features(torch.zeros(1, 4, 64))[0].shape == (1, N_PAIR_FEATURES, 4, 4)  # no used column at all
 

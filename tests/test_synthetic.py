@@ -882,3 +882,15 @@ def test_labels_past_int64_are_refused_not_wrapped(transform):
         transform(X, np.array([0, 2**63 - 1]), 0.4, random_state=0)
     _, y = transform(X, np.array([0, 255], dtype=np.uint8), 0.4, random_state=0)
     np.testing.assert_array_equal(y, [0, 255, 256])
+
+
+@pytest.mark.parametrize("family, low, high", [("rings", 2, 5), ("moons", 2, 4), ("curves", 1, 5), ("mixed", 2, 9),
+                                               ("uniform", 1, 1), ("densities", 2, 15), ("blobs", 1, 15)])
+def test_default_families_draw_the_cluster_counts_their_documentation_gives(family, low, high):
+    """make_clustering_sets' documented ranges per family (mutation survivor D12 sent rings, moons and curves to the
+    mixed branch, which adds blobs, and mixed to the curves one, with every test green)."""
+    _, y, groups = make_clustering_sets(n_sets=40, set_size=(100, 200), families=family, n_features=2,
+                                        noise_probability=0.0, random_state=0)
+    ks = [len(np.unique(y[groups == g])) for g in range(40)]
+    assert low <= min(ks) and max(ks) <= high, (min(ks), max(ks))
+    assert max(ks) - min(ks) >= (0 if low == high else 2)  # the range is drawn from, not one count
