@@ -542,6 +542,7 @@ def test_bad_parameters_raise(call, match):
     (dict(n_sets=2.5), "n_sets must be an integer >= 1"),  # a raw TypeError
     (dict(set_size=(50, 10)), "set_size must satisfy low <= high"),
     (dict(radius_range=(0.4, float("inf"))), "radius_range must be a finite number"),
+    (dict(radius_range=(0.0, 0.5)), r"radius_range must satisfy 0 < min <= max"),  # a circle of radius 0 (D23)
 ])
 def test_make_circles_sets_refuses_bad_parameters_by_name(params, message):
     """The circles generator checked less than the others: negative or NaN noise ran as noise=0."""
@@ -894,3 +895,22 @@ def test_default_families_draw_the_cluster_counts_their_documentation_gives(fami
     ks = [len(np.unique(y[groups == g])) for g in range(40)]
     assert low <= min(ks) and max(ks) <= high, (min(ks), max(ks))
     assert max(ks) - min(ks) >= (0 if low == high else 2)  # the range is drawn from, not one count
+
+
+def test_circles_sets_draw_sizes_and_counts_over_their_whole_ranges():
+    """set_size and n_circles are inclusive ranges; a drawing holds as many circles as drawn, never more than its
+    points (mutation survivors D19, D20: sizes that never reached the upper end; a circle per point)."""
+    _, y, groups = make_circles_sets(n_sets=40, set_size=(20, 21), n_circles=(3, 5), random_state=0)
+    sizes = np.bincount(groups)
+    ks = [len(np.unique(y[groups == g])) for g in range(40)]
+    assert set(sizes) == {20, 21} and set(ks) == {3, 4, 5}
+    _, y, groups = make_circles_sets(n_sets=5, set_size=4, n_circles=(6, 8), random_state=0)
+    assert all(len(np.unique(y[groups == g])) == 4 for g in range(5))  # capped at the points of the drawing
+
+
+def test_warped_sets_take_up_to_max_layers():
+    """n_layers's documented bound is inclusive (mutation survivor D28 refused 1,000)."""
+    from skabc.datasets.mixtures import MAX_LAYERS
+
+    X, _ = make_warped_set(12, 2, n_layers=MAX_LAYERS, random_state=0)
+    assert MAX_LAYERS == 1000 and np.isfinite(X).all()
