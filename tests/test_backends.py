@@ -297,6 +297,16 @@ def test_sampled_eval_averages_samples_unless_one_dense_window_holds_each_set(wi
     assert draws_differ == (window_attention == "hamiltonian" or window_size < 13)
 
 
+def test_sampled_windows_given_for_another_number_of_sets_are_refused():
+    """One window list per set of the batch (mutation survivor N48: a list of 3 for 2 sets was used as it was)."""
+    block = make_block("sampled")
+    x = torch.randn(2, 9, D_MODEL)
+    windows = block.draw_windows([9], 0)[0]
+    with pytest.raises(ValueError, match="got windows for 3 sets, expected 2"):
+        block(x, windows=[windows] * 3)
+    torch.testing.assert_close(block(x, windows=windows), block(x, windows=[windows, windows]))
+
+
 def test_sampled_training_resamples_from_torch_rng():
     block = make_block("sampled").train()
     x = torch.randn(1, 20, D_MODEL)

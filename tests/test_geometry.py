@@ -143,6 +143,17 @@ def test_embed_features_runs_from_one_column_to_all_of_them():
             ABCNet(4, d_model=16, n_heads=2, n_blocks=1, local_geometry=True, embed_features=width)
 
 
+def test_a_kernel_embeds_every_canonical_column_when_embed_features_says_so(blob_data):
+    """embed_features equal to the input width is the whole input (mutation survivor N35 refused it)."""
+    X, y, groups = blob_data
+    kernel = ContextualKernel(local_geometry=True, canonical_features=4, embed_features=4, d_model=8, n_heads=2,
+                              n_blocks=1, max_epochs=1, set_size=(10, 20), random_state=0, verbose=0)
+    kernel.fit(X, y, groups=groups)
+    assert kernel.module_.embed_features == 4 and kernel.transform(X[:12]).shape == (12, 12)
+    with pytest.raises(ValueError, match="embed_features=5 exceeds the input width 4"):
+        kernel.set_params(embed_features=5).fit(X, y, groups=groups)
+
+
 def test_geometry_needs_a_backend_that_takes_biases():
     with pytest.raises(ValueError, match="accepts biases"):
         ABCNet(4, d_model=16, n_heads=2, n_blocks=1, attention="isab", local_geometry=True)
