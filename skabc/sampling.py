@@ -19,10 +19,16 @@ from ._threads import single_native_thread
 from ._typing import Int
 
 
+def _as_plain(value):
+    """A numpy array as the int (0-d) or tuple (1-D) it holds, as the parameter constraints ("array-like") allow."""
+    if isinstance(value, np.ndarray) and value.ndim <= 1:
+        return value.item() if value.ndim == 0 else tuple(value.tolist())
+    return value
+
+
 def check_set_size(set_size) -> tuple[int, int]:
     """Validate ``set_size`` (an int or a ``(min, max)`` pair) into ``(min, max)``."""
-    if isinstance(set_size, np.ndarray) and set_size.ndim == 1:  # an array-like pair, as the constraint allows
-        set_size = tuple(set_size.tolist())
+    set_size = _as_plain(set_size)
     if isinstance(set_size, Integral) and not isinstance(set_size, bool):
         low = high = int(set_size)
     elif (
@@ -42,6 +48,7 @@ def check_clusters_per_set(clusters_per_set) -> tuple[int, int] | None:
     """Validate ``clusters_per_set`` (None, an int or a ``(min, max)`` pair)."""
     if clusters_per_set is None:
         return None
+    clusters_per_set = _as_plain(clusters_per_set)
     if isinstance(clusters_per_set, Integral) and not isinstance(clusters_per_set, bool):
         low = high = int(clusters_per_set)
     elif (

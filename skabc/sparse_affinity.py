@@ -37,6 +37,7 @@ across.  With 10 of them the same set gives 4 clusters, ARI 0.96.
 
 from __future__ import annotations
 
+import math
 from numbers import Integral
 
 import numpy as np
@@ -200,7 +201,7 @@ def row_keys(X: np.ndarray) -> np.ndarray:
     keys : ndarray of shape (n_samples,), uint64
     """
     words = np.ascontiguousarray(X, dtype=np.float32) + np.float32(0.0)  # -0.0 + 0.0 is 0.0: equal rows, equal bits
-    words = words.reshape(len(words), -1).view(np.uint32).astype(np.uint64)
+    words = words.reshape(len(words), math.prod(words.shape[1:])).view(np.uint32).astype(np.uint64)  # 0 rows too
     keys = np.full(len(words), _GOLDEN, dtype=np.uint64)
     for column in words.T:
         keys = _mix64(keys ^ column)
@@ -432,7 +433,7 @@ def dense_to_topk(
     if _check_n_random(n_random, n):
         indices = np.hstack([indices, random_partners(n, n_random, point_keys, random_state)])
     values = np.take_along_axis(affinity, indices, axis=1)
-    return _symmetric_union(indices, values, n)
+    return _symmetric_union(indices, values, n, distinct_entries=True)
 
 
 def _check_n_neighbors(n_neighbors, n: int) -> int:
@@ -441,20 +442,23 @@ def _check_n_neighbors(n_neighbors, n: int) -> int:
     return int(min(n_neighbors, max(n - 1, 0)))
 
 
-def _symmetric_union(indices: np.ndarray, values: np.ndarray, n: int) -> sp.csr_matrix:
+def _symmetric_union(indices: np.ndarray, values: np.ndarray, n: int, distinct_entries: bool = False) -> sp.csr_matrix:
     """CSR matrix on the union of the kNN pattern and its transpose.
 
     Where a pair was selected more than once (``(i, j)`` and ``(j, i)``, or
     as a neighbour and as a random partner) its values are averaged (they
     differ only by float rounding), once per unordered pair, so the result
-    is exactly symmetric.  Explicit zeros are kept.
+    is exactly symmetric.  Explicit zeros are kept.  ``distinct_entries``: an ``(i, j)`` selected twice in row ``i``
+    counts once (an asymmetric dense input: its ``A_ij`` twice outweighed ``A_ji`` in the mean).
     """
-    k = indices.shape[1]
-    rows = np.repeat(np.arange(n, dtype=np.int64), k)
-    cols = indices.ravel().astype(np.int64, copy=False)
+    rows = np.repeat(np.arange(n, dtype=np.int64), indices.shape[1])
+    cols, values = indices.ravel().astype(np.int64, copy=False), values.ravel()
+    if distinct_entries:
+        first = np.unique(rows * n + cols, return_index=True)[1]
+        rows, cols, values = rows[first], cols[first], values[first]
     low, high = np.minimum(rows, cols), np.maximum(rows, cols)
     pairs, inverse = np.unique(low * n + high, return_inverse=True)
-    mean = np.bincount(inverse, weights=values.ravel()) / np.bincount(inverse)
+    mean = np.bincount(inverse, weights=values) / np.bincount(inverse)
     low, high = np.divmod(pairs, n)
     keys = np.concatenate([low * n + high, high * n + low])
     order = np.argsort(keys, kind="stable")

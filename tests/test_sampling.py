@@ -392,3 +392,15 @@ def test_collate_dataset_batch():
     for features, y in loader:
         assert features["X"].shape[:2] == y.shape == features["mask"].shape
         assert torch.equal(features["mask"], y >= 0)
+
+
+def test_set_size_and_clusters_per_set_take_the_arrays_their_constraints_accept():
+    """Probe 62c: ContextualKernel(clusters_per_set=np.array([1, 2])) passed its parameter constraint ("array-like")
+    and then failed in fit, where set_size=np.array([4, 8]) worked."""
+    from skabc.sampling import check_clusters_per_set, check_set_size
+
+    assert check_clusters_per_set(np.array([1, 2])) == (1, 2) == check_clusters_per_set((1, 2))
+    assert check_clusters_per_set(np.array(3)) == (3, 3) and check_set_size(np.array(40)) == (40, 40)
+    assert check_set_size(np.array([4, 8])) == (4, 8)
+    with pytest.raises(ValueError, match="clusters_per_set"):
+        check_clusters_per_set(np.array([[1, 2]]))

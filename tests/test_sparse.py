@@ -488,3 +488,21 @@ def test_more_components_than_eigenpairs_keep_the_largest_components():
     starts = np.cumsum([0, *sizes])
     covered = [int(np.argmax([np.abs(V[a:b, j]).sum() for a, b in pairwise(starts)])) for j in range(2)]
     assert sorted(sizes[c] for c in covered) == [20, 50]
+
+
+def test_dense_to_topk_averages_an_asymmetric_pair_once_each_way():
+    """Probe 62c: a partner that was both a neighbour and a random partner was counted twice: S[0, 1] was
+    (2 A01 + A10) / 3, where the documentation averages A01 and A10."""
+    n = 6
+    A = np.full((n, n), 0.01)
+    np.fill_diagonal(A, 0)
+    A[0, 1], A[1, 0] = 1.0, 0.5  # each other's strongest neighbour
+    seed = next(s for s in range(100) if random_partners(n, 1, None, s)[0, 0] == 1)  # and 1 is 0's random partner
+    for S in (dense_to_topk(A, 1), dense_to_topk(A, 1, n_random=1, random_state=seed)):
+        assert S[0, 1] == S[1, 0] == 0.75
+
+
+def test_row_keys_of_no_rows_are_no_keys():
+    """Probe 62c: numpy's 'cannot reshape array of size 0 into shape (0,newaxis)'."""
+    assert row_keys(np.zeros((0, 3))).shape == (0,) and row_keys(np.zeros((0, 3))).dtype == np.uint64
+    np.testing.assert_array_equal(row_keys(np.ones((2, 3)))[0], row_keys(np.ones((1, 3)))[0])

@@ -759,7 +759,7 @@ def test_rotation_count_below_two_clusters_is_one_and_nan_is_refused():
     vectors = np.linalg.qr(np.random.default_rng(0).normal(size=(30, 4)))[0]
     assert rotation_n_clusters(vectors, 1) == 1 and rotation_n_clusters(vectors, 0) == 1  # a numpy reduction error
     vectors[0, 0] = np.nan
-    with pytest.raises(ValueError, match="vectors must be finite"):
+    with pytest.raises(ValueError, match="vectors must be a finite 2-D array"):
         rotation_n_clusters(vectors, 3)
 
 
@@ -892,3 +892,85 @@ def test_embedding_labels_refuse_an_embedding_of_too_few_columns():
     for options in ({}, {"assign_labels": "discretize"}, {"n_components": 3}):
         with pytest.raises(ValueError, match="columns"):
             embedding_labels(V, 4, random_state=0, **options)
+
+
+# ------------------------------------------------------------------ public functions called directly (probe 62c)
+@pytest.mark.parametrize("convert", [lambda A: A > 0.5, lambda A: sp.csr_matrix(A > 0.5), sp.lil_matrix,
+                                     sp.dok_matrix], ids=["bool", "csr-bool", "lil", "dok"])
+def test_label_functions_take_every_affinity_the_count_takes(convert):
+    """spectral_labels raised numpy's 'boolean negative is not supported', 'bad operand type for unary -: list'
+    (LIL) or "'dok_matrix' object has no attribute 'data'" where estimate_n_clusters found k."""
+    A, labels = _block_affinity([5, 5])
+    affinity = convert(A)
+    assert estimate_n_clusters(affinity, 5, random_state=0)[0] == 2
+    assert adjusted_rand_score(labels, spectral_labels(affinity, 2, random_state=0)) == 1.0
+    found, k, _ = spectral.eigengap_spectral_labels(affinity, 5, 0, random_state=0)
+    assert k == 2 and adjusted_rand_score(labels, found) == 1.0
+
+
+def test_an_asymmetric_dense_affinity_is_averaged_with_its_transpose_as_a_sparse_one():
+    """LAPACK read one triangle: triu(ones) gave the Laplacian eigenvalue -1.45 (a normalised Laplacian's lie in
+    [0, 2]) and its transpose other eigenvalues than itself; the sparse path averaged it, with scikit-learn's
+    warning."""
+    U = np.triu(np.ones((6, 6)))
+    expected = laplacian_eigenvalues((U + U.T) / 2, 6)
+    for matrix in (U, U.T.copy(), sp.csr_matrix(U)):
+        with pytest.warns(UserWarning, match="Array is not symmetric, and will be converted to symmetric by average"):
+            values = laplacian_eigenvalues(matrix, 6)
+        np.testing.assert_allclose(values, expected, atol=1e-10)
+    with pytest.warns(UserWarning, match="Array is not symmetric"):
+        np.testing.assert_allclose(normalized_adjacency(U), normalized_adjacency((U + U.T) / 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        laplacian_eigenvalues(U + U.T + 1e-13 * np.eye(6)[::-1] * np.arange(6), 6)  # rounding-level: said nothing
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_a_dense_affinity_that_is_not_finite_is_refused_as_a_sparse_one(value):
+    """estimate_n_clusters raised scipy's 'array must not contain infs or NaNs' after a divide warning, and
+    normalized_adjacency returned NaN without a word."""
+    A, _ = _block_affinity([4, 4])
+    A[0, 1] = A[1, 0] = value
+    for function in (lambda M: laplacian_eigenvalues(M, 3), lambda M: estimate_n_clusters(M, 3),
+                     normalized_adjacency, lambda M: spectral_labels(M, 2, random_state=0)):
+        for matrix in (A, sp.csr_matrix(A)):
+            with pytest.raises(ValueError, match=r"^affinity contains NaN or infinite values$"):
+                function(matrix)
+
+
+def test_pair_log_likelihood_refuses_what_is_no_probability():
+    """Entries of 5 and -3 were clipped and scored better than any valid matrix; eps=0.7 crossed the clip bounds."""
+    P, labels = _block_affinity([3, 3])
+    for bad in (P * 5, P - 3, np.where(np.eye(6, dtype=bool)[::-1], np.nan, P)):  # NaN off the diagonal: scored
+        for matrix in (bad, sp.csr_matrix(bad)):
+            with pytest.raises(ValueError, match=r"probabilities must lie in \[0, 1\], got values from"):
+                spectral.pair_log_likelihood(matrix, labels)
+    for eps in (0.7, 0.0, 0.5, True):
+        with pytest.raises(ValueError, match=r"eps must be a number in \(0, 0\.5\)"):
+            spectral.pair_log_likelihood(P, labels, eps=eps)
+    with pytest.raises(ValueError, match=r"affinity must be square, got shape \(6, 5\)"):
+        spectral.pair_log_likelihood(P[:, :5], labels)
+    assert spectral.pair_log_likelihood(P, labels) > spectral.pair_log_likelihood(P, np.zeros(6, dtype=int))
+
+
+def test_rotation_functions_refuse_what_no_eigenvector_is_and_a_negative_tolerance():
+    """Probe 62c: NaN vectors gave qualities NaN (documented in [0, 1]) and tolerance=-1 numpy's 'index -1 is out of
+    bounds'."""
+    V = np.linalg.qr(np.random.default_rng(0).normal(size=(20, 3)))[0]
+    assert np.all((0 <= spectral.alignment_qualities(V)) & (spectral.alignment_qualities(V) <= 1))
+    with pytest.raises(ValueError, match=r"vectors must be a finite 2-D array \(eigenvectors\), got shape \(20, 3\) "
+                                         r"with NaN or infinite entries"):
+        spectral.alignment_qualities(np.where(V > 0.3, np.nan, V))
+    with pytest.raises(ValueError, match=r"vectors must be a finite 2-D array \(eigenvectors\), got shape \(20,\)$"):
+        spectral.alignment_qualities(V[:, 0])
+    for tolerance in (-1, np.nan, True):
+        with pytest.raises(ValueError, match="tolerance must be a non-negative number"):
+            spectral.rotation_n_clusters(V, tolerance=tolerance)
+    assert spectral.rotation_n_clusters(V, tolerance=0) in (2, 3)
+
+
+def test_unlinked_points_are_as_many_clusters_as_the_documentation_says():
+    """estimate_n_clusters(np.eye(5), 10) is 5, one more than the n - 1 its docstring promised: now documented."""
+    assert estimate_n_clusters(np.eye(5), 10)[0] == 5
+    assert estimate_n_clusters(np.eye(5), 4)[0] <= 4
+    assert "``k = n`` where no pair" in estimate_n_clusters.__doc__

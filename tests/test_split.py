@@ -323,3 +323,13 @@ def test_a_large_cluster_is_tested_on_a_draw_and_every_row_takes_its_half(monkey
     drawn = split_gaussian_clusters(X, np.zeros(len(X), dtype=int), max_clusters=10)
     assert drawn.max() == 1 and adjusted_rand_score(y, drawn) > 0.9
     assert adjusted_rand_score(whole, drawn) > 0.95
+
+
+def test_valley_density_takes_a_boolean_half_only():
+    """Probe 62c: 0/1 integers indexed rows instead of masking them (0.81 for the mask's 0.68), without a word."""
+    Z = np.random.default_rng(0).normal(size=(80, 2))
+    half = Z[:, 0] > 0
+    assert 0 < valley_density(Z, half) < np.inf
+    for bad in (half.astype(int), half[:-1], list(half.astype(int))):
+        with pytest.raises(ValueError, match=r"half must be a boolean array of one entry per row of Z \(80\)"):
+            valley_density(Z, bad)

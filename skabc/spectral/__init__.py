@@ -2,12 +2,14 @@
 
 * :mod:`~skabc.spectral.eigen`: Laplacian eigensolvers, dense and sparse, with fallbacks;
 * :mod:`~skabc.spectral.select`: estimators of ``k`` and :data:`N_CLUSTERS_SELECTORS`;
+* :mod:`~skabc.spectral.likelihood`: the Bernoulli log-likelihood of a partition under pair probabilities;
 * :mod:`~skabc.spectral.assign`: kmeans / discretize / cluster_qr / njw in the embedding;
 * :mod:`~skabc.spectral.step`: :class:`SpectralStep`, the frozen settings that turn an affinity into labels.
 """
 
 from .assign import ASSIGN_LABELS, spectral_labels
 from .eigen import EIGEN_SOLVERS, laplacian_eigenvalues, normalized_adjacency, top_eigenvectors
+from .likelihood import pair_log_likelihood
 from .rotation import alignment_qualities, rotation_n_clusters
 from .select import (
     CONSENSUS_POWERS,
@@ -20,7 +22,6 @@ from .select import (
     eigengap_spectral_labels,
     estimate_n_clusters,
     median_estimate,
-    pair_log_likelihood,
 )
 from .step import SpectralStep, compact
 

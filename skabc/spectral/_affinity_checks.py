@@ -1,14 +1,19 @@
-"""Checks of a dense affinity handed to the spectral functions (the sparse one's are ``eigen._as_csr``)."""
+"""Checks of a dense affinity handed to the spectral functions (the sparse one's are ``eigen._as_csr``), and the
+scaling of any affinity to a magnitude float64 degrees hold."""
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
+from .._user_warnings import warn_user
+
 # A precomputed affinity whose transpose differs from it by more than this (relative to its
 # largest entry) is refused; smaller, rounding-level differences are averaged away by
 # scikit-learn's spectral embedding, as SpectralClustering does.
 SYMMETRY_RTOL = 1e-6
+#: scikit-learn's ``check_symmetric`` warning, which the sparse path gives: the dense one says the same.
+ASYMMETRY_WARNING = "Array is not symmetric, and will be converted to symmetric by average with its transpose."
 # Side of the square tiles compared by the dense symmetry check (2 MiB of float64 each).
 _SYMMETRY_BLOCK = 512
 
@@ -22,12 +27,24 @@ def square_size(affinity) -> int:
 
 
 def dense_affinity(affinity) -> np.ndarray:
-    """``affinity`` as a square real float array (boolean and integer matrices as float64); anything else refused."""
+    """``affinity`` as a square, finite, symmetric real float array (boolean and integer matrices as float64; an
+    asymmetric one averaged with its transpose, with scikit-learn's warning, as the sparse path does); anything else
+    refused."""
     affinity = np.asarray(affinity)
     square_size(affinity)
     if affinity.dtype.kind not in "biuf":
         raise ValueError(f"affinity must hold real numbers, got dtype {affinity.dtype}")
-    return affinity if affinity.dtype.kind == "f" else affinity.astype(np.float64)
+    affinity = affinity if affinity.dtype.kind == "f" else affinity.astype(np.float64)
+    if not affinity.size:
+        return affinity
+    low, high = affinity.min(), affinity.max()  # NaN propagates through both; no n x n mask
+    if not (np.isfinite(low) and np.isfinite(high)):
+        raise ValueError("affinity contains NaN or infinite values")
+    # LAPACK reads one triangle: an asymmetric matrix was solved as another one, with eigenvalues below 0.
+    if beyond_rounding(asymmetry(affinity), float(max(abs(low), abs(high)))):
+        warn_user(ASYMMETRY_WARNING)  # a SkabcWarning: a UserWarning, as scikit-learn gives it for sparse input
+        affinity = (affinity + affinity.T) / 2
+    return affinity
 
 
 def check_degrees(degree: np.ndarray) -> None:
@@ -61,3 +78,24 @@ def asymmetry(A) -> float:
                 tile = A[i:i + b, j:j + b] - A[j:j + b, i:i + b].T
                 largest = max(largest, float(np.abs(tile).max(initial=0.0)))
     return largest
+
+
+#: Largest entries outside this range are scaled to 1 first: the normalised Laplacian does not depend on the scale,
+#: but float64 degrees do (entries near 1e-310 sum below the smallest normal number: k = 1; near 1e307 overflow).
+_SAFE_SCALE = (1e-100, 1e100)
+
+
+def scale_free(affinity):
+    """``affinity`` (or any matrix: signs allowed) over its largest |entry| outside ``_SAFE_SCALE``, else untouched."""
+    if sp.issparse(affinity) and affinity.format not in ("csr", "csc", "coo", "bsr"):
+        affinity = affinity.tocsr()  # LIL and DOK hold no array of values
+    values = affinity.data if sp.issparse(affinity) else affinity
+    if values.dtype.kind == "b":  # largest |entry| 0 or 1: nothing to scale (and numpy negates no booleans)
+        return affinity
+    top = float(max(values.max(), -values.min())) if values.size else 0.0  # no |values| copy of an n x n matrix
+    if not 0.0 < top < np.inf or _SAFE_SCALE[0] <= top <= _SAFE_SCALE[1]:  # NaN or inf: for the checks to refuse
+        return affinity
+    if not sp.issparse(affinity):
+        return affinity / top
+    csr = affinity.tocsr()  # scipy's own division multiplies by 1 / top: inf for top = 1e-310
+    return sp.csr_matrix((csr.data / top, csr.indices, csr.indptr), shape=csr.shape)

@@ -12,7 +12,8 @@ from sklearn.utils import check_random_state
 from .._quiet_warnings import ignoring_warnings
 from .._threads import single_native_thread
 from .._typing import Int
-from .eigen import _check_eigen_solver, _smallest_eigenpairs, scale_free
+from ._affinity_checks import dense_affinity, scale_free
+from .eigen import _check_eigen_solver, _smallest_eigenpairs
 
 #: scikit-learn's warning of an affinity in several components (see :func:`spectral_labels`).
 NOT_CONNECTED_WARNING = {"message": "Graph is not fully connected", "category": UserWarning}
@@ -48,7 +49,8 @@ def spectral_labels(affinity, n_clusters: Int, **spectral_params) -> np.ndarray:
     if n_clusters >= n:
         # Only singletons make n clusters of n points (no eigensolve: scipy warns at k >= n).
         return np.arange(n, dtype=np.int64)
-    affinity = scale_free(affinity)  # as the count read it (an affinity near 1e-310 or 1e307 is scaled to 1)
+    # A dense one checked, and as float (booleans too); then scaled as the count read it (near 1e-310 or 1e307: to 1).
+    affinity = scale_free(affinity if sp.issparse(affinity) else dense_affinity(affinity))
     if spectral_params.get("assign_labels") in ("discretize", "cluster_qr"):
         # One cluster per embedding column (embedding_columns): n_components would override the k found or given.
         spectral_params = {**spectral_params, "n_components": None}

@@ -34,7 +34,7 @@ from .._quiet_warnings import ignoring_warnings
 from .._typing import Float, Int
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
-from ._affinity_checks import check_degrees, dense_affinity, square_size
+from ._affinity_checks import check_degrees, dense_affinity, scale_free, square_size
 
 # Up to this size the eigengap uses LAPACK (2,000 points: ~1 s; ARPACK converges slowly on the dozens of eigenvalues
 # close to 1 of learned affinities: 28-180 s per load_digits set).
@@ -61,23 +61,6 @@ _LOBPCG_TOL = 1e-5  # residual tolerance of LOBPCG for eigen_tol='auto'; eigenva
 _LOBPCG_MAXITER = {"lobpcg": 2000, "amg": 200}
 _LOBPCG_ACCEPT = 100.0  # LOBPCG residuals above this multiple of the tolerance are refused (ARPACK takes over)
 _AMG_SHIFT = 1e-5  # diagonal shift of L for the AMG preconditioner only: a singular matrix makes a poor one
-#: Largest entries outside this range are scaled to 1 first: the normalised Laplacian does not depend on the scale,
-#: but float64 degrees do (entries near 1e-310 sum below the smallest normal number: k = 1; near 1e307 overflow).
-_SAFE_SCALE = (1e-100, 1e100)
-
-
-def scale_free(affinity):
-    """``affinity`` (or any matrix: signs allowed) over its largest |entry| outside ``_SAFE_SCALE``, else untouched."""
-    values = affinity.data if sp.issparse(affinity) else affinity
-    top = float(max(values.max(), -values.min())) if values.size else 0.0  # no |values| copy of an n x n matrix
-    if top <= 0.0 or _SAFE_SCALE[0] <= top <= _SAFE_SCALE[1]:
-        return affinity
-    if not sp.issparse(affinity):
-        return affinity / top
-    csr = affinity.tocsr()  # scipy's own division multiplies by 1 / top: inf for top = 1e-310
-    return sp.csr_matrix((csr.data / top, csr.indices, csr.indptr), shape=csr.shape)
-
-
 def normalized_adjacency(affinity):
     """``D^-1/2 A D^-1/2``, with rows of zero degree left at zero instead of dividing by 0.
 

@@ -24,7 +24,7 @@ from sklearn.mixture import GaussianMixture
 from sklearn.utils import check_array
 
 from .._quiet_warnings import ignoring_warnings
-from .eigen import scale_free
+from ._affinity_checks import scale_free
 
 #: Largest ``k`` the BIC search tries (each mixture fit costs more than a spectral cut).
 MAX_MIXTURE_CLUSTERS = 20
@@ -49,7 +49,9 @@ def mixture_features(X, random_state: int) -> np.ndarray:
 
     Returns
     -------
-    Z : ndarray of shape (n_samples, min(n_features, MAX_MIXTURE_FEATURES))
+    Z : ndarray of shape (n_samples, m)
+        ``m <= min(n_features, MAX_MIXTURE_FEATURES)``: constant columns are dropped (a single zero column where
+        every row is the same).
     """
     X = check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32))  # NaN was dropped as a column: k = 1
     n = X.shape[0]

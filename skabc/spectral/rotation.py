@@ -22,6 +22,8 @@ gradient ``(I - S)^-T X^T G (R + I)^T``, ``G = dJ/dZ``: an evaluation costs two
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 from scipy.optimize import minimize
 
@@ -48,7 +50,7 @@ def alignment_qualities(vectors: np.ndarray, max_clusters: Int | None = None) ->
     qualities : ndarray of shape (max_clusters - 1,)
         ``qualities[c - 2]`` is ``q_c``, in ``[0, 1]``.
     """
-    vectors = np.ascontiguousarray(vectors, dtype=np.float64)
+    vectors = _finite_vectors(vectors)
     n, m = vectors.shape
     top = m if max_clusters is None else min(int(max_clusters), m)
     qualities = []
@@ -86,8 +88,9 @@ def rotation_n_clusters(vectors: np.ndarray, max_clusters: Int | None = None, to
     n_clusters : int
         ``1`` when fewer than two eigenvectors are given, or ``max_clusters < 2``.
     """
-    if not np.all(np.isfinite(vectors)):
-        raise ValueError("vectors must be finite (eigenvectors), got NaN or infinite entries")
+    vectors = _finite_vectors(vectors)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, Real) or not 0 <= tolerance < np.inf:
+        raise ValueError(f"tolerance must be a non-negative number, got {tolerance!r}")
     if vectors.shape[1] < 2 or vectors.shape[0] < 2 or (max_clusters is not None and max_clusters < 2):
         return 1
     qualities = alignment_qualities(vectors, max_clusters)
@@ -97,6 +100,15 @@ def rotation_n_clusters(vectors: np.ndarray, max_clusters: Int | None = None, to
             qualities = np.where(allowed, qualities, -np.inf)
     good = np.flatnonzero(qualities >= qualities.max() - tolerance)
     return int(good[-1] + 2)
+
+
+def _finite_vectors(vectors) -> np.ndarray:
+    """``vectors`` as a float64 matrix; NaN would come back as a quality NaN, outside its ``[0, 1]``."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float64)
+    if vectors.ndim != 2 or not np.all(np.isfinite(vectors)):
+        raise ValueError(f"vectors must be a finite 2-D array (eigenvectors), got shape {vectors.shape}"
+                         + ("" if vectors.ndim != 2 else " with NaN or infinite entries"))
+    return vectors
 
 
 def _best_rotation(X: np.ndarray) -> tuple[float, np.ndarray]:

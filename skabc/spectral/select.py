@@ -27,6 +27,7 @@ from .eigen import (
     laplacian_eigenvalues,
     top_eigenvectors,
 )
+from .likelihood import pair_log_likelihood
 from .rotation import rotation_n_clusters
 
 if TYPE_CHECKING:
@@ -77,7 +78,8 @@ def estimate_n_clusters(
     """Number of clusters by the largest eigengap of the normalised Laplacian.
 
     ``k = argmax_i (lambda_{i+1} - lambda_i)`` over ``1 <= k <= min(max_clusters, n - 1)``
-    (von Luxburg 2007; ABC paper section 3.4).  ``k = 1`` is a valid answer.
+    (von Luxburg 2007; ABC paper section 3.4).  ``k = 1`` is a valid answer, and so is ``k = n`` where no pair
+    of the ``n <= max_clusters`` points is linked (every point its own component).
 
     Parameters
     ----------
@@ -234,55 +236,6 @@ def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: Int) -> list[int]
         return [_largest_eigengap(values)]  # zeros only: every gap is equal, the estimate is the one candidate
     order = np.argsort(-gaps, kind="stable")[: max(1, int(n_candidates))]
     return [int(i) + 1 for i in order]
-
-
-def pair_log_likelihood(probabilities, labels: np.ndarray, eps: Float = 1e-6) -> float:
-    """Bernoulli log-likelihood of a partition under same-cluster probabilities.
-
-    ``sum_{i<j} [s_ij log p_ij + (1 - s_ij) log(1 - p_ij)]`` with
-    ``s_ij = 1`` when ``labels[i] == labels[j]``: how well the partition
-    explains the pair probabilities a :class:`~skabc.ContextualKernel` was
-    trained (with this very loss) to output.  For a sparse matrix only the
-    stored pairs count.
-
-    Parameters
-    ----------
-    probabilities : ndarray or scipy sparse matrix of shape (n, n)
-        Symmetric, values in ``[0, 1]``.
-    labels : ndarray of shape (n,)
-    eps : float, default=1e-6
-        Probabilities are clipped to ``[eps, 1 - eps]`` so one confident
-        mistake costs a finite amount.
-
-    Returns
-    -------
-    float
-    """
-    labels = np.asarray(labels)
-    if labels.shape != (probabilities.shape[0],):
-        raise ValueError(f"labels must hold one label per row of probabilities ({probabilities.shape[0]}), got shape "
-                         f"{labels.shape}")
-    if sp.issparse(probabilities):
-        coo = sp.triu(probabilities, k=1, format="coo")
-        same = labels[coo.row] == labels[coo.col]
-        return _bernoulli_log_likelihood(np.asarray(coo.data, dtype=np.float64), same, eps)
-    probabilities = np.asarray(probabilities)
-    n = probabilities.shape[0]
-    total = 0.0
-    # Row blocks of the strict upper triangle: memory stays O(block * n) on large dense sets.
-    block = max(1, 2**22 // max(n, 1))
-    for start in range(0, n, block):
-        stop = min(n, start + block)
-        p = probabilities[start:stop].astype(np.float64)
-        same = labels[start:stop, None] == labels[None, :]
-        upper = np.arange(start, stop)[:, None] < np.arange(n)[None, :]
-        total += _bernoulli_log_likelihood(p[upper], same[upper], eps)
-    return float(total)
-
-
-def _bernoulli_log_likelihood(p: np.ndarray, same: np.ndarray, eps: Float) -> float:
-    p = np.clip(p, eps, 1.0 - eps)
-    return float(np.where(same, np.log(p), np.log1p(-p)).sum())
 
 
 def eigengap_spectral_labels(

@@ -192,6 +192,10 @@ def valley_density(Z: np.ndarray, half: np.ndarray) -> float:
     -------
     ratio : float
     """
+    half = np.asarray(half)
+    if half.dtype != bool or half.shape != (len(Z),):  # 0/1 integers would index rows, not mask them
+        raise ValueError(f"half must be a boolean array of one entry per row of Z ({len(Z)}), got dtype "
+                         f"{half.dtype} and shape {half.shape}")
     m = min(VALLEY_NEIGHBORS, len(Z) - 1)
     distances, neighbors = NearestNeighbors(n_neighbors=m + 1).fit(Z).kneighbors(Z)
     radius = np.maximum(distances[:, -1], 1e-12)
