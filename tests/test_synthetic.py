@@ -485,6 +485,8 @@ def test_family_weights_sum_to_one():
         (lambda: make_blobs_set(10, anisotropy=0.5), "anisotropy must be a finite number >= 1.0"),
         (lambda: make_blobs_set(10, anisotropy=(3.0, 2.0)), "anisotropy must satisfy low <= high"),
         (lambda: make_blobs_set(10, n_clusters=2, weights=[1, 2, 3]), "weights must be 2 positive"),
+        (lambda: make_blobs_set(10, n_clusters=2, weights=[1, -1]), "weights must be 2 positive"),  # D44
+        (lambda: make_blobs_set(10, n_clusters=2, weights=[1, 0]), "weights must be 2 positive"),
         (lambda: make_blobs_set(10, noise_fraction=1.0), "noise_fraction must be a finite number"),
         (lambda: make_blobs_set(10, spacing=0.0), "spacing must be a positive finite number"),
         (lambda: make_blobs_set(10, tail_df=-1.0), "tail_df must be a positive finite number"),
