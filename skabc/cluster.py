@@ -393,7 +393,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         labels : ndarray of shape (n_samples,)
             The partition of ``X`` found anew, ids from 0 (its ``k`` estimated unless ``n_clusters`` is given): not
             the nearest of the fitted ``labels_``' clusters, as KMeans's ``predict``.  ``predict`` of ``fit``'s ``X``
-            gives ``labels_``.
+            gives ``labels_`` with an int ``random_state`` (``None`` or a ``RandomState``: each call draws anew).
         """
         check_is_fitted(self, "kernel_")
         n_samples = _num_samples(X_in := self._predict_input(X))

@@ -960,3 +960,14 @@ def test_an_estimate_at_max_clusters_is_warned_of():
         model = ABCClustering(affinity="rbf", gamma=0.05, max_clusters=2, n_clusters_selection="eigengap",
                               arbiter=None, random_state=0).fit(X)
     assert len(np.unique(model.labels_)) == 2
+
+
+def test_predict_of_the_fitted_set_gives_labels_only_with_an_int_seed():
+    """Probe 62d: predict's docstring promised labels_ for fit's X whatever random_state; a RandomState (or None)
+    draws anew at every call, as scikit-learn's estimators do, and the documentation now says so."""
+    X = np.random.default_rng(1).uniform(-1, 1, (80, 2))
+    seeded = ABCClustering(5, affinity="rbf", gamma=5.0, random_state=0).fit(X)
+    assert all(np.array_equal(seeded.predict(X), seeded.labels_) for _ in range(3))
+    drawn = ABCClustering(5, affinity="rbf", gamma=5.0, random_state=np.random.RandomState(0)).fit(X)
+    assert not all(np.array_equal(drawn.predict(X), drawn.labels_) for _ in range(3))
+    assert "with an int ``random_state``" in ABCClustering.predict.__doc__
