@@ -30,7 +30,7 @@ from .kernels.pairwise import (
     PairwiseKernel,
     PrecomputedKernel,
 )
-from .spectral._affinity_checks import asymmetry, beyond_rounding
+from .spectral._affinity_checks import ASYMMETRY_WARNING, asymmetry, beyond_rounding
 from .training.plan import network_of, reads_canonical_input
 
 
@@ -80,9 +80,8 @@ def symmetrised_for_fit(model, checked, group_codes=None):
     if not beyond_rounding(largest, scale):
         return checked
     # SpectralClustering's words first, so that filters written for it (by message) catch this one too.
-    warn_user("Array is not symmetric, and will be converted to symmetric by average with its transpose. "
-              f"(affinity='precomputed': X[i, j] and X[j, i] differ by up to {largest:.3g}; the mean of X and X.T "
-              "is clustered.)", SkabcWarning)
+    warn_user(f"{ASYMMETRY_WARNING} (affinity='precomputed': X[i, j] and X[j, i] differ by up to {largest:.3g}; "
+              "the mean of X and X.T is clustered.)", SkabcWarning)
     mean = 0.5 * (checked + checked.T)
     return getattr(mean, "to" + checked.format)() if sp.issparse(checked) else mean  # the caller's format, as sklearn
 

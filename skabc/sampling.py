@@ -91,6 +91,13 @@ class ClusterSetSampler:
         self.clusters_per_set = check_clusters_per_set(clusters_per_set)
         labels = np.asarray(labels)
         groups = np.zeros(len(labels), dtype=np.int64) if groups is None else np.asarray(groups)
+        # Codes as encode_labels / encode_groups give them: string labels compared with 0 as a numpy error.
+        if labels.ndim != 1 or labels.dtype.kind not in "iu":
+            raise ValueError(f"labels must be a 1-D array of integer class codes (-1: unlabelled), got dtype "
+                             f"{labels.dtype} and shape {labels.shape}; encode them first (np.unique(..., "
+                             "return_inverse=True))")
+        if groups.shape != labels.shape:
+            raise ValueError(f"groups must hold one code per label ({len(labels)}), got shape {groups.shape}")
         labelled = labels >= 0
         self.groups: list[list[np.ndarray]] = []
         for g in np.unique(groups[labelled]):

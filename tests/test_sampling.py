@@ -404,3 +404,14 @@ def test_set_size_and_clusters_per_set_take_the_arrays_their_constraints_accept(
     assert check_set_size(np.array([4, 8])) == (4, 8)
     with pytest.raises(ValueError, match="clusters_per_set"):
         check_clusters_per_set(np.array([[1, 2]]))
+
+
+def test_the_sampler_names_labels_and_groups_it_cannot_use():
+    """Probe 62c: string labels raised numpy's comparison error, and groups of another length an IndexError."""
+    from skabc.sampling import ClusterSetSampler
+
+    with pytest.raises(ValueError, match=r"labels must be a 1-D array of integer class codes .* got dtype <U1"):
+        ClusterSetSampler(np.array(list("aabb")), set_size=2)
+    with pytest.raises(ValueError, match=r"groups must hold one code per label \(4\), got shape \(3,\)"):
+        ClusterSetSampler(np.array([0, 0, 1, 1]), np.array([0, 0, 1]), set_size=2)
+    assert len(ClusterSetSampler(np.array([0, 0, 1, 1]), np.array([0, 0, 0, 0]), set_size=2).groups) == 1

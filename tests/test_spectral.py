@@ -914,15 +914,24 @@ def test_an_asymmetric_dense_affinity_is_averaged_with_its_transpose_as_a_sparse
     warning."""
     U = np.triu(np.ones((6, 6)))
     expected = laplacian_eigenvalues((U + U.T) / 2, 6)
+    from skabc.exceptions import SkabcWarning
+
     for matrix in (U, U.T.copy(), sp.csr_matrix(U)):
-        with pytest.warns(UserWarning, match="Array is not symmetric, and will be converted to symmetric by average"):
+        with pytest.warns(UserWarning, match="Array is not symmetric, and will be converted to symmetric by average"
+                          ) as said:
             values = laplacian_eigenvalues(matrix, 6)
         np.testing.assert_allclose(values, expected, atol=1e-10)
+        # One warning, a SkabcWarning at the caller's line, dense or sparse (sparse: scikit-learn's, at eigen.py).
+        assert len(said) == 1 and said[0].category is SkabcWarning and said[0].filename == __file__
     with pytest.warns(UserWarning, match="Array is not symmetric"):
         np.testing.assert_allclose(normalized_adjacency(U), normalized_adjacency((U + U.T) / 2))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         laplacian_eigenvalues(U + U.T + 1e-13 * np.eye(6)[::-1] * np.arange(6), 6)  # rounding-level: said nothing
+        # Review 62: float32 rounding (~1e-5 relative) is no asymmetry here either, as for a kernel's output.
+        laplacian_eigenvalues((U + U.T + 2e-5 * np.eye(6)[::-1] * np.arange(6)).astype(np.float32), 6)
+    with pytest.warns(UserWarning, match="Array is not symmetric"):
+        laplacian_eigenvalues(U + U.T + 2e-5 * np.eye(6)[::-1] * np.arange(6), 6)  # in float64 it is
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf])
@@ -938,6 +947,14 @@ def test_a_dense_affinity_that_is_not_finite_is_refused_as_a_sparse_one(value):
                 function(matrix)
 
 
+def test_a_complex_sparse_affinity_is_refused_as_a_dense_one():
+    """Probe 62c: a complex sparse affinity was cast to real with only scipy's warning; a dense one was refused."""
+    A, _ = _block_affinity([4, 4])
+    for matrix in (A + 0j, sp.csr_matrix(A + 1j * A)):
+        with pytest.raises(ValueError, match="affinity must hold real numbers, got dtype complex128"):
+            laplacian_eigenvalues(matrix, 3)
+
+
 def test_pair_log_likelihood_refuses_what_is_no_probability():
     """Entries of 5 and -3 were clipped and scored better than any valid matrix; eps=0.7 crossed the clip bounds."""
     P, labels = _block_affinity([3, 3])
@@ -950,6 +967,7 @@ def test_pair_log_likelihood_refuses_what_is_no_probability():
             spectral.pair_log_likelihood(P, labels, eps=eps)
     with pytest.raises(ValueError, match=r"affinity must be square, got shape \(6, 5\)"):
         spectral.pair_log_likelihood(P[:, :5], labels)
+    assert spectral.pair_log_likelihood(P.tolist(), labels) == spectral.pair_log_likelihood(P, labels)  # review 62
     assert spectral.pair_log_likelihood(P, labels) > spectral.pair_log_likelihood(P, np.zeros(6, dtype=int))
 
 
@@ -973,4 +991,3 @@ def test_unlinked_points_are_as_many_clusters_as_the_documentation_says():
     """estimate_n_clusters(np.eye(5), 10) is 5, one more than the n - 1 its docstring promised: now documented."""
     assert estimate_n_clusters(np.eye(5), 10)[0] == 5
     assert estimate_n_clusters(np.eye(5), 4)[0] <= 4
-    assert "``k = n`` where no pair" in estimate_n_clusters.__doc__

@@ -821,7 +821,7 @@ def test_huge_family_weights_and_separations_raise_no_runtime_warnings(recwarn):
 
 
 @pytest.mark.parametrize("make", [make_blobs_set, make_warped_set])
-@pytest.mark.parametrize("scale", [1e-200, 1e-150, 1e150, 1e200])
+@pytest.mark.parametrize("scale", [1e-200, 1e-161, 1e-150, 1e150, 1e200])  # 1e-161: a subnormal variance
 def test_blobs_and_warped_sets_scale_with_cluster_std(make, scale):
     """Probe 62a: at cluster_std=1e200 two warp layers raised numpy's 'SVD did not converge', and at 1e-200 the
     warped set collapsed to one point and the blobs to 95 distinct ones (squared offsets under- and overflowed).

@@ -150,8 +150,10 @@ def _warp(rng, X: np.ndarray, strength: float) -> np.ndarray:
     """One random residual layer ``x + g(x)``, ``Lip(g) = strength < 1``: an invertible bending map."""
     d = X.shape[1]
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        scale = float(np.sqrt(X.var(axis=0).sum()))
-        if not np.isfinite(scale) or scale == 0:  # the variance over- or underflowed: measure it at unit scale
+        variance = float(X.var(axis=0).sum())
+        scale = float(np.sqrt(variance))
+        # The variance overflowed, or under- or nearly underflowed (a subnormal keeps few digits): at unit scale.
+        if not np.isfinite(variance) or variance < np.finfo(np.float64).tiny:
             centred = X - X.mean(axis=0)
             peak = float(np.abs(centred).max())
             if not np.isfinite(peak):  # points near float64's largest: their mean or offsets overflow

@@ -27,7 +27,7 @@ from .._schema import OUTPUT_CONTAINERS
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
 from ..spectral import ASSIGN_LABELS, N_CLUSTERS_SELECTORS
-from ..spectral._affinity_checks import SYMMETRY_RTOL, asymmetry, beyond_rounding
+from ..spectral._affinity_checks import ASYMMETRY_WARNING, asymmetry, beyond_rounding, rounding_rtol
 from ..spectral.arbiter import ARBITERS
 
 #: The ABCClustering settings a kernel may recommend (what each ``'auto'`` resolves to).
@@ -342,15 +342,13 @@ def checked_affinity(affinity, X, source: str):
     largest = asymmetry(affinity)
     if largest == 0:
         return affinity
-    # Rounding of the output's own precision is no asymmetry (float32 distances differ from their transpose by ~1e-5):
-    # averaged without a word (scikit-learn's spectral embedding would warn of any difference past 1e-10).
-    rtol = max(SYMMETRY_RTOL, 1000 * float(np.finfo(values.dtype).eps))
-    if beyond_rounding(largest, float(values.max(initial=0.0)), rtol):
+    # Rounding of the output's own precision is no asymmetry: averaged without a word (scikit-learn's spectral
+    # embedding would warn of any difference past 1e-10).
+    if beyond_rounding(largest, float(values.max(initial=0.0)), rounding_rtol(values.dtype)):
         # SpectralClustering's words first, so that filters written for it (by message) catch this one too; no
         # per-set number, so that a fit of many sets warns once.
-        warn_user("Array is not symmetric, and will be converted to symmetric by average with its transpose. "
-                  f"(The kernel {source} returned an affinity that differs from its transpose beyond rounding; "
-                  "their mean is clustered.)", SkabcWarning)
+        warn_user(f"{ASYMMETRY_WARNING} (The kernel {source} returned an affinity that differs from its transpose "
+                  "beyond rounding; their mean is clustered.)", SkabcWarning)
     affinity = 0.5 * (affinity + affinity.T)
     affinity = affinity.tocsr() if sp.issparse(affinity) else affinity
     return affinity

@@ -41,7 +41,7 @@ def dense_affinity(affinity) -> np.ndarray:
     if not (np.isfinite(low) and np.isfinite(high)):
         raise ValueError("affinity contains NaN or infinite values")
     # LAPACK reads one triangle: an asymmetric matrix was solved as another one, with eigenvalues below 0.
-    if beyond_rounding(asymmetry(affinity), float(max(abs(low), abs(high)))):
+    if beyond_rounding(asymmetry(affinity), float(max(abs(low), abs(high))), rounding_rtol(affinity.dtype)):
         warn_user(ASYMMETRY_WARNING)  # a SkabcWarning: a UserWarning, as scikit-learn gives it for sparse input
         affinity = (affinity + affinity.T) / 2
     return affinity
@@ -62,6 +62,12 @@ def beyond_rounding(asymmetry_: float, scale: float, rtol: float = SYMMETRY_RTOL
     """Whether an asymmetry of ``asymmetry_`` (:func:`asymmetry`) in a matrix whose largest entry is ``scale`` is
     more than rounding: the one tolerance of an affinity's symmetry, refused or averaged."""
     return asymmetry_ > 1e-10 + rtol * scale
+
+
+def rounding_rtol(dtype) -> float:
+    """The relative asymmetry that is rounding of a computed affinity of ``dtype`` (float32 distances differ from
+    their transpose by ~1e-5): :data:`SYMMETRY_RTOL`, or more for a coarser type."""
+    return max(SYMMETRY_RTOL, 1000 * float(np.finfo(dtype).eps))
 
 
 def asymmetry(A) -> float:

@@ -35,17 +35,15 @@ def pair_log_likelihood(probabilities, labels: np.ndarray, eps: Float = 1e-6) ->
     """
     if isinstance(eps, bool) or not isinstance(eps, Real) or not 0 < eps < 0.5:
         raise ValueError(f"eps must be a number in (0, 0.5), got {eps!r}")
-    square_size(probabilities)
+    n = square_size(probabilities)
     labels = np.asarray(labels)
-    if labels.shape != (probabilities.shape[0],):
-        raise ValueError(f"labels must hold one label per row of probabilities ({probabilities.shape[0]}), got shape "
-                         f"{labels.shape}")
+    if labels.shape != (n,):
+        raise ValueError(f"labels must hold one label per row of probabilities ({n}), got shape {labels.shape}")
     if sp.issparse(probabilities):
         coo = sp.triu(probabilities, k=1, format="coo")
         same = labels[coo.row] == labels[coo.col]
         return _bernoulli_log_likelihood(np.asarray(coo.data, dtype=np.float64), same, eps)
-    probabilities = np.asarray(probabilities)
-    n = probabilities.shape[0]
+    probabilities = np.asarray(probabilities)  # nested lists too
     total = 0.0
     # Row blocks of the strict upper triangle: memory stays O(block * n) on large dense sets.
     block = max(1, 2**22 // max(n, 1))
@@ -59,7 +57,9 @@ def pair_log_likelihood(probabilities, labels: np.ndarray, eps: Float = 1e-6) ->
 
 
 def _bernoulli_log_likelihood(p: np.ndarray, same: np.ndarray, eps: Float) -> float:
-    if p.size and not (0.0 <= p.min() and p.max() <= 1.0):  # clipped, 5 scored better than any probability; NaN too
+    # The owner of the [0, 1] rule (select_likelihood checks first only to name the kernel and advise): clipped, 5
+    # scored better than any probability; NaN fails both comparisons.
+    if p.size and not (0.0 <= p.min() and p.max() <= 1.0):
         raise ValueError(f"probabilities must lie in [0, 1], got values from {p.min():.3g} to {p.max():.3g}")
     p = np.clip(p, eps, 1.0 - eps)
     return float(np.where(same, np.log(p), np.log1p(-p)).sum())
