@@ -234,8 +234,9 @@ def write(path, meta: dict, tensors: dict, extra: dict[str, str] | None = None) 
     }
     if len(tensors) > _schema.MAX_TENSORS:  # load refuses more: say so now, not when the file is read
         raise ValueError(f"cannot save {len(tensors)} tensors in one skabc model file (at most {_schema.MAX_TENSORS})")
+    text = json.dumps(meta)
     try:  # what load will check, on the description as JSON gives it back: never write a file load refuses
-        check_description(json.loads(json.dumps(meta)), _schema.tensors_header(tensors), top_level=True)
+        check_description(json.loads(text), _schema.tensors_header(tensors), top_level=True)
     except _schema.DescriptionError as exc:
         raise ValueError(f"cannot save {_a(str(meta.get('class')))}: skabc could not load the file back ({exc}); "
                          "change that setting with set_params (and fit again where it shapes the network)") from None
@@ -256,7 +257,7 @@ def write(path, meta: dict, tensors: dict, extra: dict[str, str] | None = None) 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        save_file(tensors, tmp, metadata={**(extra or {}), "skabc": json.dumps(meta)})
+        save_file(tensors, tmp, metadata={**(extra or {}), "skabc": text})
         os.chmod(tmp, _file_mode(path))  # mkstemp creates 0600: the mode open() would give, or the replaced file's
         os.replace(tmp, path)
     finally:
