@@ -19,8 +19,7 @@ Conventions shared by every function here:
   symmetric, every row holds at least ``n_neighbors`` entries and the whole
   matrix at most ``2 * n * n_neighbors`` (``2 * n_neighbors`` per row on
   average: a "hub" chosen by many points can hold more in its own row).
-* Entries whose probability underflows to ``0`` are kept as explicit zeros,
-  so the sparsity pattern is always the kNN pattern.
+* Entries whose probability underflows to ``0`` are kept as explicit zeros.
 
 Why random partners (``n_random``): a trained kernel gives nearly the same
 high probability to every pair of one cluster, so which ``n_neighbors`` of
@@ -145,6 +144,9 @@ def topk_affinity(
     """
     if z.dim() != 3 or z.shape[0] != 1:
         raise ValueError(f"z must have shape (1, n, d), got {tuple(z.shape)}")
+    if not torch.isfinite(z).all():
+        raise ValueError("z contains NaN or infinite values")
+    z = z.to(next(head.parameters()).dtype)  # the head's own precision: matmul refuses a float64 z on float32 weights
     k = _check_n_neighbors(n_neighbors, z.shape[1])
     n = int(z.shape[1])
     if search not in SEARCH_METHODS:
@@ -400,15 +402,13 @@ def dense_to_topk(
 ) -> sp.csr_matrix:
     """The sparse kNN affinity of a dense one, with the conventions of :func:`topk_affinity`.
 
-    Reference implementation for tests and small sets: keeps, per row, the
-    ``n_neighbors`` largest off-diagonal entries, then unites the patterns.
-    An asymmetric input is symmetrised by averaging ``A_ij`` and ``A_ji``
-    where both are kept.
+    Reference implementation for tests and small sets: keeps, per row, the ``n_neighbors`` largest
+    off-diagonal entries, then unites the patterns (averaging ``A_ij`` and ``A_ji`` where both are kept).
 
     Parameters
     ----------
-    affinity : ndarray of shape (n, n)
-        Dense affinity.
+    affinity : array-like or sparse matrix of shape (n, n)
+        Affinity (a sparse one is read as dense, absent entries 0).
     n_neighbors : int
         Neighbours kept per point, self excluded; capped at ``n - 1``.
     n_random, point_keys, random_state
@@ -418,7 +418,7 @@ def dense_to_topk(
     -------
     affinity : scipy.sparse.csr_matrix of shape (n, n), float64
     """
-    affinity = np.asarray(affinity, dtype=np.float64)
+    affinity = np.asarray(affinity.toarray() if sp.issparse(affinity) else affinity, dtype=np.float64)
     if affinity.ndim != 2 or affinity.shape[0] != affinity.shape[1]:
         raise ValueError(f"affinity must be a square matrix, got shape {affinity.shape}")
     if not np.all(np.isfinite(affinity)):  # NaN ranks above every entry: the diagonal was stored, NaN in it

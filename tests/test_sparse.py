@@ -506,3 +506,25 @@ def test_row_keys_of_no_rows_are_no_keys():
     """Probe 62c: numpy's 'cannot reshape array of size 0 into shape (0,newaxis)'."""
     assert row_keys(np.zeros((0, 3))).shape == (0,) and row_keys(np.zeros((0, 3))).dtype == np.uint64
     np.testing.assert_array_equal(row_keys(np.ones((2, 3)))[0], row_keys(np.ones((1, 3)))[0])
+
+
+def test_topk_takes_float64_embeddings_and_refuses_non_finite_ones():
+    """Session 63: a float64 z raised torch's 'mat1 and mat2 must have the same dtype'; a NaN or inf one gave a
+    matrix of NaN entries without a word."""
+    head, z = _head_and_embeddings(n=30)
+    expected = topk_affinity(head, z, 4)
+    in_float64 = topk_affinity(head, z.double(), 4)
+    assert (in_float64 != expected).nnz == 0
+    for value in (float("nan"), float("inf")):
+        bad = z.clone()
+        bad[0, 3, 2] = value
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            topk_affinity(head, bad, 4)
+
+
+def test_dense_to_topk_reads_a_sparse_affinity_as_dense():
+    """Session 63: a sparse matrix raised numpy's 'setting an array element with a sequence'."""
+    sparse = _knn_affinity(_blobs([10, 12], seed=1)[0], 5)
+    A = sparse.toarray()
+    for S in (sparse, sp.coo_matrix(A), sp.lil_matrix(A)):
+        assert (dense_to_topk(S, 3, n_random=1) != dense_to_topk(A, 3, n_random=1)).nnz == 0
