@@ -901,10 +901,12 @@ def test_minus_one_given_as_text_marks_unlabelled_rows():
     assert list(codes[[2, 4]]) == [-1, -1] and len(set(codes[[0, 1, 3]])) == 2 and codes[0] == codes[3] >= 0
 
 
-def test_explicit_early_stopping_that_cannot_run_says_so(blob_data):
+@pytest.mark.parametrize("early_stopping", [True, np.True_])  # probe 63a: numpy's True was let pass in silence
+def test_explicit_early_stopping_that_cannot_run_says_so(blob_data, early_stopping):
     X, y, _ = blob_data
+    params = {**TINY, "early_stopping": early_stopping, "validation_fraction": 0.01}
     with pytest.warns(UserWarning, match=r"early_stopping=True, but validation_fraction=0.01 .* without validation"):
-        kernel = ContextualKernel(**{**TINY, "early_stopping": True, "validation_fraction": 0.01}).fit(X[:40], y[:40])
+        kernel = ContextualKernel(**params).fit(X[:40], y[:40])
     assert kernel.validation_score_ is None
 
 

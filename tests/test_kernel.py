@@ -262,6 +262,13 @@ def test_device_is_checked_where_it_is_used(tiny_kernel):
     (lambda d: _forge_optimizer_state(d, "step", "1"), r"optimizer\.1\.pt.*'step' of parameter 0 is not a tensor"),
     (lambda d: _forge_optimizer_state(d, "exp_avg_sq", None, parameter=999),
      r"optimizer\.1\.pt.*entry 999 for no parameter"),
+    # Probe 63a: torch reads these by name only at the resumed run's first step: its KeyError named no file.
+    (lambda d: _forge_optimizer_groups(d, lambda group: group.pop("betas")),
+     r"optimizer\.1\.pt.*optimizer state does not work.*KeyError: 'betas'"),
+    (lambda d: _forge_optimizer_groups(d, lambda group: group.update(betas="0.9")),
+     r"optimizer\.1\.pt.*optimizer state does not work.*too many values"),
+    (lambda d: _forge_optimizer_groups(d, lambda group: None, lambda state: state.pop("exp_avg")),
+     r"optimizer\.1\.pt.*optimizer state does not work.*KeyError: 'exp_avg'"),
     (lambda d: (d / "history.json").write_text(json.dumps([dict(json.loads((d / "history.json").read_text())[0],
                                                                 train_loss="0.5")])),
      r"history\.json.*epoch 1 of the history has a train_loss of '0.5', not a number"),
@@ -285,6 +292,16 @@ def _forge_optimizer_state(folder, name, value, parameter=0):
     """Set the optimizer state ``name`` of ``parameter`` in the checkpoint of epoch 1 to ``value``."""
     saved = torch.load(folder / "optimizer.1.pt", weights_only=True)
     saved["state"][parameter] = {**saved["state"].get(0, {}), name: value}
+    torch.save(saved, folder / "optimizer.1.pt")
+
+
+def _forge_optimizer_groups(folder, edit_group, edit_state=lambda state: None):
+    """Apply ``edit_group`` to every parameter group, ``edit_state`` to every parameter's state, of epoch 1's file."""
+    saved = torch.load(folder / "optimizer.1.pt", weights_only=True)
+    for group in saved["param_groups"]:
+        edit_group(group)
+    for state in saved["state"].values():
+        edit_state(state)
     torch.save(saved, folder / "optimizer.1.pt")
 
 
@@ -755,6 +772,20 @@ def test_checkpoint_of_other_data_is_refused(blob_data, tmp_path, capsys):
             ContextualKernel(**{**TINY, "checkpoint_dir": tmp_path}).fit(other[0], other[1], groups=other[2])
 
 
+@pytest.mark.parametrize("validated", [True, False])
+def test_a_checkpoint_of_another_early_stopping_names_it(blob_data, tmp_path, validated):
+    """Probe 63a: switching early_stopping alone was refused as "trained on other data (X, y or groups differ ...)":
+    the held-out rows change the training labels, and the message never named what changed."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 2, "validation_fraction": 0.3, "checkpoint_dir": tmp_path}
+    ContextualKernel(**params, early_stopping=validated).fit(X, y, groups=g)
+    said = "with held-out validation rows, and this fit does not" if validated else "without held-out validation"
+    with pytest.raises(ValueError, match=rf"holds a run trained {said}.*set early_stopping as that run had it"):
+        ContextualKernel(**params, early_stopping=not validated).fit(X, y, groups=g)
+    with pytest.raises(ValueError, match="trained on other data"):  # other data, validated alike: as before
+        ContextualKernel(**params, early_stopping=validated).fit(X[::-1], y, groups=g)
+
+
 def test_checkpoint_with_other_validation_labels_is_refused(blob_data, tmp_path):
     """Left open in session 47: the data digest read the training labels, where held-out rows are -1, so labels
     changed on the held-out rows alone (other validation sets, other early stopping) restored the old run."""
@@ -833,6 +864,42 @@ def test_interrupted_warm_start_is_not_resumed_by_a_fresh_fit(blob_data, tmp_pat
     fresh = ContextualKernel(**{**TINY, "max_epochs": 3, "checkpoint_dir": tmp_path})
     with pytest.raises(ValueError, match=r"started otherwise \(init_='warm_start' there, 'scratch' here\)"):
         fresh.fit(X, y, groups=g)
+
+
+def test_an_interrupted_warm_start_resumes_from_its_own_start(tmp_path, monkeypatch):
+    """Probe 63a: the stopped fit leaves its result on the kernel, and the resume (fit again, as the warning says)
+    took that for the start: the start competed and scored as the interrupted result, with its clustering
+    settings, so the resumed run scored and stopped otherwise than the run that was not interrupted.  The start is
+    kept in the folder (start.pt, its settings in config.json) and read back."""
+    import copy
+
+    from sklearn.datasets import make_blobs
+    from skorch.callbacks import Checkpoint
+
+    # A network that learns in a few epochs from a start that has not: scores that move, unlike TINY's.
+    rng = np.random.default_rng(0)
+    sets = [make_blobs(60, centers=int(rng.integers(2, 5)), cluster_std=0.6, center_box=(-4, 4),
+                       random_state=int(rng.integers(10**6))) for _ in range(12)]
+    X, y = np.vstack([s[0] for s in sets]) / 3.0, np.concatenate([s[1] for s in sets])
+    g = np.repeat(np.arange(12), 60)
+    common = {**TINY, "d_model": 32, "set_size": (20, 40), "sets_per_epoch": 64, "embedder": "fourier"}
+    base = ContextualKernel(**{**common, "max_epochs": 1, "lr": 1e-4}).fit(X, y, groups=g)
+    tune = {"warm_start": True, "max_epochs": 4, "early_stopping": True, "n_iter_no_change": 4, "lr": 5e-3}
+    full = copy.deepcopy(base).set_params(**tune).fit(X, y, groups=g)
+    assert len({row["valid_ari"] for row in full.net_.history} | {full.start_validation_score_}) > 2
+    stopped = copy.deepcopy(base).set_params(**tune, checkpoint_dir=tmp_path)
+    _fit_stopped_in(Checkpoint, 3, stopped, X, y, g, monkeypatch)  # the checkpoint of epoch 2 is on disk
+    assert (tmp_path / "start.pt").is_file()
+    stopped.fit(X, y, groups=g)
+    assert [row["valid_ari"] for row in stopped.net_.history] == [row["valid_ari"] for row in full.net_.history]
+    assert stopped.start_validation_score_ == full.start_validation_score_
+    assert stopped.validation_settings_scores_ == full.validation_settings_scores_
+    for name, value in stopped.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+    torch.save({"x": torch.zeros(2)}, tmp_path / "start.pt")  # forged: refused by name
+    (tmp_path / "fitted_kernel.safetensors").unlink()
+    with pytest.raises(ValueError, match=r"start\.pt.*not the start of a warm-start run.*weights do not fit"):
+        copy.deepcopy(base).set_params(**tune, checkpoint_dir=tmp_path).fit(X, y, groups=g)
 
 
 def test_a_configuration_compares_numbers_by_value(blob_data, tmp_path):
@@ -962,7 +1029,8 @@ def test_restored_run_counts_the_epochs_it_trained(blob_data, tmp_path):
 def test_an_early_stopped_run_is_restored_whatever_checkpoint_every(blob_data, tmp_path):
     """Review 47c: early stopping ends a run before the checkpoint's turn (the validation runs first), so a run
     stopped before its first save left no history, and every later fit of it trained it again; it is known by
-    its configuration file now, and another configuration still trains."""
+    its configuration file now.  Probe 63a: another configuration, or other data, wrote over that folder (and
+    deleted its kept kernel) where a folder with a history refuses them; they are refused alike now."""
     X, y, g = blob_data
     params = {**TINY, "max_epochs": 12, "early_stopping": True, "n_iter_no_change": 1, "checkpoint_every": 3,
               "validation_fraction": 0.3, "checkpoint_dir": tmp_path}
@@ -973,12 +1041,14 @@ def test_an_early_stopped_run_is_restored_whatever_checkpoint_every(blob_data, t
         again = ContextualKernel(**params).fit(X, y, groups=g)
     assert not hasattr(again, "net_")
     np.testing.assert_array_equal(again.transform(X[:30]), first.transform(X[:30]))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)  # no restore of the other configuration's kernel
-        other = ContextualKernel(**{**params, "lr": 2e-3}).fit(X, y, groups=g)
-    assert hasattr(other, "net_")
-    with pytest.warns(UserWarning, match="nothing is trained"):  # the directory now holds the second run
-        assert not hasattr(ContextualKernel(**{**params, "lr": 2e-3}).fit(X, y, groups=g), "net_")
+    kept = (tmp_path / "fitted_kernel.safetensors").read_bytes()
+    with pytest.raises(ValueError, match=r"different configuration \(lr"):
+        ContextualKernel(**{**params, "lr": 2e-3}).fit(X, y, groups=g)
+    with pytest.raises(ValueError, match="trained on other data"):
+        ContextualKernel(**params).fit(X[::-1], y, groups=g)
+    assert (tmp_path / "fitted_kernel.safetensors").read_bytes() == kept  # the finished run is still there
+    with pytest.warns(UserWarning, match="nothing is trained"):
+        ContextualKernel(**params).fit(X, y, groups=g)
 
 
 def test_a_damaged_kept_kernel_is_named_with_what_to_do(blob_data, tmp_path):
@@ -1151,6 +1221,34 @@ def test_ctrl_c_keeps_best_weights_and_a_usable_kernel(blob_data, monkeypatch):
     assert dict(kernel.net_.callbacks_)["keep_best"].best_loss_ == best
     A = kernel.transform(X[:10])
     assert np.isfinite(A).all()
+
+
+def test_ctrl_c_after_a_resume_keeps_the_restored_epochs_weights(blob_data, tmp_path, monkeypatch):
+    """Probe 63a: a resumed run stopped again inside its first new epoch kept that half-trained epoch's weights
+    while its warning said "the weights of the best training loss so far": the keeper had forgotten the restored
+    weights.  They are its first candidate now, and the warning says since when it compares."""
+    from skabc import sampling
+
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 6, "checkpoint_dir": tmp_path}
+    original = sampling.SampledSetsDataset.__getitem__
+    calls = {"n": 0, "limit": 3 * 16 + 11}
+
+    def interrupting(self, i):
+        calls["n"] += 1
+        if calls["n"] > calls["limit"]:  # inside the second batch of an epoch: one step of it taken
+            raise KeyboardInterrupt
+        return original(self, i)
+
+    monkeypatch.setattr(sampling.SampledSetsDataset, "__getitem__", interrupting)
+    with pytest.warns(RuntimeWarning, match="interrupted after 3 of 6 epochs"):
+        ContextualKernel(**params).fit(X, y, groups=g)
+    calls.update(n=0, limit=11)
+    with pytest.warns(RuntimeWarning, match=r"best training loss since it resumed at epoch 3 \("):
+        resumed = ContextualKernel(**params).fit(X, y, groups=g)
+    restored = torch.load(tmp_path / "params.3.pt", weights_only=True)
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, restored[name], rtol=0, atol=0)
 
 
 def test_ctrl_c_during_the_last_epochs_validation_is_an_interruption(blob_data, tmp_path, monkeypatch):

@@ -68,13 +68,18 @@ class KeepBestWeights(Callback):
     """Remember the weights of the epoch with the lowest training loss.
 
     Used only when a fit is interrupted (Ctrl-C): the kernel then keeps the
-    best weights seen so far instead of those of a half-finished epoch.
+    best weights seen so far instead of those of a half-finished epoch.  A
+    run resumed from a checkpoint has only its last epoch's weights: the
+    candidates are those and the epochs trained after them (``resumed_at_``
+    names that epoch, 0 for a fresh run).
     """
 
     def on_train_begin(self, net, **kwargs):
         losses = [row.get("train_loss") for row in net.history if "train_loss" in row]
-        self.best_loss_ = min(losses) if losses else float("inf")
-        self.best_state_ = None
+        self.resumed_at_ = len(losses)
+        self.best_loss_ = losses[-1] if losses else float("inf")
+        # ResumeFromCheckpoint runs first: these are the restored epoch's weights.
+        self.best_state_ = {k: v.detach().clone() for k, v in net.module_.state_dict().items()} if losses else None
 
     def on_epoch_end(self, net, **kwargs):
         loss = net.history[-1].get("train_loss")
@@ -134,6 +139,8 @@ BEST_WEIGHTS_FILE = "best_params.{checkpoint}.pt"
 #: one file per checkpoint named by its epoch, the history (which names the checkpoint's epoch) one file written last.
 CHECKPOINT_FILES = {"f_params": "params.{checkpoint}.pt", "f_optimizer": "optimizer.{checkpoint}.pt",
                     "f_history": "history.json"}
+#: A warm-start run's starting weights, written with its configuration (:mod:`skabc.training.checkpoints`).
+START_FILE = "start.pt"
 #: The weights and optimizer state in checkpoint folders of earlier versions (one file each, overwritten).
 LEGACY_CHECKPOINT_FILES = {"f_params": "params.pt", "f_optimizer": "optimizer.pt"}
 
@@ -185,9 +192,10 @@ def _checkpoint_number(pattern: str, name: str) -> int | None:
 
 
 def is_checkpoint_file_name(name: str) -> bool:
-    """Whether the checkpoint callbacks write a file named ``name`` (``'params.7.pt'``, ``'history.json'``), or an
-    earlier version did."""
-    if name in {CHECKPOINT_FILES["f_history"], LEGACY_RANDOM_STREAM_FILE, *LEGACY_CHECKPOINT_FILES.values()}:
+    """Whether a checkpoint writes a file named ``name`` (``'params.7.pt'``, ``'history.json'``), or an earlier
+    version did."""
+    single = {CHECKPOINT_FILES["f_history"], START_FILE, LEGACY_RANDOM_STREAM_FILE, *LEGACY_CHECKPOINT_FILES.values()}
+    if name in single:
         return True
     return any(_checkpoint_number(pattern, name) is not None
                for pattern in (CHECKPOINT_FILES["f_params"], CHECKPOINT_FILES["f_optimizer"], BEST_WEIGHTS_FILE,

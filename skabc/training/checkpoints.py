@@ -12,7 +12,7 @@ import json
 import math
 import pickle
 import struct
-from numbers import Integral, Real
+from numbers import Real
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +21,26 @@ from sklearn.base import BaseEstimator
 from skorch import NeuralNet
 from torch import nn
 
+from .._schema import check_recommended
 from ..persistence import json_ready
-from .callbacks import CHECKPOINT_FILES, best_weights_file, checkpoint_file, is_checkpoint_file_name, random_stream_file
+from ._checkpoint_contents import (
+    check_best_weights,
+    check_fits,
+    check_generator_state,
+    check_history,
+    check_weights,
+    first_mismatch,
+)
+from .callbacks import (
+    CHECKPOINT_FILES,
+    START_FILE,
+    best_weights_file,
+    checkpoint_file,
+    is_checkpoint_file_name,
+    random_stream_file,
+    save_atomically,
+)
 from .plan import RANDOM_STATE_AT_FIT, WARM_START
-
-#: The history entry of the held-out score (ValidationSetsScoring's default ``name``).
-VALIDATION_SCORE = "valid_ari"
 
 _CONFIG_FILE = "config.json"
 #: The fitted kernel of a complete run, in ``checkpoint_dir`` (skabc's safe format; :mod:`skabc.training.result`).
@@ -68,13 +82,6 @@ def _pop_data_records(saved: dict, X: np.ndarray, labels: np.ndarray, group_code
         not recorded_validation or saved_validation == validation_digest(validation_labels))
 
 
-def first_mismatch(saved: dict, current: dict) -> str | None:
-    """The first tensor name of two state dicts that only one holds, else whose shapes differ; ``None`` if they fit."""
-    names = (sorted(set(saved) ^ set(current))
-             or sorted(k for k in saved if tuple(saved[k].shape) != tuple(current[k].shape)))
-    return names[0] if names else None
-
-
 def check_checkpoint_dir(checkpoint_dir, random_state) -> None:
     """Refuse a ``checkpoint_dir`` that is an empty path (it would write into the working folder) or a file, or
     one with ``random_state=None``."""
@@ -109,7 +116,7 @@ def _is_checkpoint_name(name: str) -> bool:
 
 def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, announce: bool = True,
                         net: NeuralNet | None = None, start: dict | None = None,
-                        validation_labels: np.ndarray | None = None) -> int:
+                        validation_labels: np.ndarray | None = None, start_weights: dict | None = None) -> int:
     """Epochs already saved in ``checkpoint_dir`` (0 if none); refuse a checkpoint of another configuration,
     of other data (:func:`data_digest`, computed only when there is a checkpoint directory) or of another
     ``start`` (where the fit resolved its weights to start from, e.g. ``{'init_': 'generic',
@@ -126,7 +133,10 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
     config_file = directory / _CONFIG_FILE
     params = describe_params(kernel)
     history = directory / CHECKPOINT_FILES["f_history"]
-    if history.exists():
+    # A finished run that early stopping ended before its first checkpoint: its configuration and kept kernel, no
+    # history.  Other data or settings are refused as for a resume, not written over it (and its kernel deleted).
+    finished_unsaved = not history.exists() and config_file.is_file() and (directory / RESULT_FILE).is_file()
+    if history.exists() or finished_unsaved:
         try:
             saved = json.loads(config_file.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -136,8 +146,11 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
         if not isinstance(saved, dict):
             raise ValueError(f"cannot resume from {str(config_file)!r}: it is not the configuration file skabc "
                              "wrote; use another checkpoint_dir or remove this one to start afresh.")
+        validated = saved.get("_validation") is not None if "_validation" in saved else None
         same_data = _pop_data_records(saved, X, labels, group_codes, validation_labels)
         saved_start, saved_patience = saved.pop("_start", None), saved.pop("_patience", None)
+        if isinstance(saved_start, dict):  # what a warm start began from (saved_warm_start), not how it began
+            saved_start = {key: value for key, value in saved_start.items() if key != "recommended_clustering"}
         if not _same(saved, params):
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a checkpoint of a different configuration "
@@ -151,6 +164,14 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
                 f"checkpoint_dir={str(directory)!r} holds a run started otherwise "
                 f"({_differences(saved_start, json_ready(start, _name_of))}); resuming it would give a kernel of "
                 "neither start. Use another directory or remove it to start afresh."
+            )
+        if same_data is False and validated is not None and validated != (validation_labels is not None):
+            # early_stopping is resolved before this configuration is described: a change shows as other data.
+            raise ValueError(
+                f"checkpoint_dir={str(directory)!r} holds a run trained {'with' if validated else 'without'} "
+                f"held-out validation rows, and this fit {'does not validate' if validated else 'validates'} "
+                "(early_stopping, or validation_fraction leaving no useful split); set early_stopping as that run "
+                "had it, or use another directory or remove it to start afresh."
             )
         if same_data is False:
             raise ValueError(
@@ -167,6 +188,8 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
                 f"({patience!r} here); resuming it would stop where neither run would. Set n_iter_no_change="
                 f"{saved_patience!r}, or use another directory or remove it to start afresh."
             )
+        if finished_unsaved:  # this run's own (restore_result knows it by started_as_this_run): nothing to resume
+            return 0
         if kernel.verbose and announce:
             print(f"Resuming from the checkpoint in {str(directory)!r}.")
         return _check_checkpoint_files(directory, net, kernel.max_epochs)
@@ -174,6 +197,10 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
               "_validation": validation_digest(validation_labels), "_patience": _patience(kernel, validation_labels),
               **({"_start": json_ready(start, _name_of)} if start is not None else {})}
     config_file.write_text(_as_json(record))
+    if start is not None and start.get("init_") == WARM_START and start_weights is not None:
+        save_atomically({name: value.detach().cpu() for name, value in start_weights.items()}, directory / START_FILE)
+    else:  # another run's, left in a folder reused after its history was removed
+        (directory / START_FILE).unlink(missing_ok=True)
     return 0
 
 
@@ -194,6 +221,44 @@ def started_as_this_run(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
     saved.pop("_start", None)  # these two compared on the kept kernel itself (skabc.training.result)
     saved.pop("_patience", None)
     return _same(saved, describe_params(kernel))
+
+
+def saved_warm_start(kernel) -> tuple[dict, dict] | None:
+    """The weights and clustering settings the warm-start run in ``kernel.checkpoint_dir`` began from, ``None``
+    where it holds no such run to resume (no history, another start, or a checkpoint of an earlier version).
+
+    A resume competes and scores against them: the fit that was stopped left its own result on the kernel, which
+    would otherwise be taken for the start.  The weights must fit ``kernel``'s fitted network.
+    """
+    directory = Path(kernel.checkpoint_dir)
+    file = directory / START_FILE
+    if not (directory / CHECKPOINT_FILES["f_history"]).is_file() or not file.is_file():
+        return None
+    try:
+        saved = json.loads((directory / _CONFIG_FILE).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # refused by name when the fit reads the checkpoint (checkpointed_epochs)
+    start = saved.get("_start") if isinstance(saved, dict) else None
+    if not isinstance(start, dict) or start.get("init_") != WARM_START:
+        return None
+    try:
+        weights = torch.load(file, map_location="cpu", weights_only=True)
+        check_weights(weights, None)
+        current = kernel.module_.state_dict()
+        name = first_mismatch(weights, current) or next(
+            (k for k in sorted(weights) if weights[k].dtype != current[k].dtype), None)
+        if name is not None:
+            raise ValueError(f"the weights do not fit this kernel's network ({name!r} differs)")
+        settings = start.get("recommended_clustering", {})
+        check_recommended(settings, "its recommended_clustering")
+    except pickle.UnpicklingError as exc:
+        raise _unpickling_refusal(file, exc) from None
+    except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError, struct.error) as exc:
+        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"cannot resume from {str(file)!r}: it is not the start of a warm-start run skabc wrote "
+                         f"({first_line}); remove the folder (or use another checkpoint_dir) to start "
+                         "afresh.") from None
+    return weights, dict(settings or {})
 
 
 def _patience(kernel, validation_labels) -> int | None:
@@ -265,11 +330,11 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
         try:
             if history is None:
                 history = json.loads(file.read_text())
-                _check_history(history, max_epochs)
+                check_history(history, max_epochs)
             else:
                 content = torch.load(file, map_location="cpu", weights_only=True)
                 if net is not None:
-                    _check_fits(key, content, net)
+                    check_fits(key, content, net)
         except pickle.UnpicklingError as exc:
             raise _unpickling_refusal(file, exc) from None
         except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError, UnicodeDecodeError,
@@ -287,7 +352,7 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
             if not (isinstance(state, dict) and isinstance(state.get("cpu"), torch.Tensor)
                     and state["cpu"].dtype == torch.uint8 and state["cpu"].shape == torch.get_rng_state().shape):
                 raise ValueError("not a saved random stream")
-            _check_generator_state(state["cpu"])
+            check_generator_state(state["cpu"])
         except pickle.UnpicklingError as exc:
             raise _unpickling_refusal(stream, exc) from None
         except (RuntimeError, OSError, EOFError, ValueError, struct.error) as exc:
@@ -301,7 +366,7 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
     if best.is_file():  # written only where a run's best validated epoch is not its last checkpoint's
         try:
             saved = torch.load(best, map_location="cpu", weights_only=True)
-            _check_best_weights(saved, net)
+            check_best_weights(saved, net)
         except pickle.UnpicklingError as exc:
             raise _unpickling_refusal(best, exc) from None
         except (RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError, struct.error) as exc:
@@ -309,46 +374,6 @@ def _check_checkpoint_files(directory: Path, net: NeuralNet | None = None, max_e
             raise ValueError(f"cannot resume from {str(best)!r}: it is not a checkpoint skabc wrote ({first_line}); "
                              "remove it (or use another checkpoint_dir) to start afresh.") from None
     return len(history)
-
-
-def _check_generator_state(state: torch.Tensor) -> None:
-    """Whether torch's CPU generator takes ``state`` (it refuses an invalid one only when it is set, at the first
-    epoch of the resumed run); the caller's generator is left as it was."""
-    current = torch.get_rng_state()
-    try:
-        torch.set_rng_state(state)
-    finally:
-        torch.set_rng_state(current)
-
-
-def _check_best_weights(saved, net: NeuralNet | None) -> None:
-    """A run's saved best weights (:class:`~skabc.training.callbacks.BestWeightsCheckpoint`): ``{'epoch',
-    'checkpoint'}`` positive integers and ``'state'`` weights that fit ``net``'s module."""
-    if not isinstance(saved, dict) or set(saved) != {"epoch", "checkpoint", "state"}:
-        raise ValueError("it is not a mapping of 'epoch', 'checkpoint' and 'state'")
-    for key in ("epoch", "checkpoint"):
-        value = saved[key]
-        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-            raise ValueError(f"its {key} {value!r} is not a positive integer")
-    _check_weights(saved["state"], net)
-
-
-def _check_weights(state, net: NeuralNet | None) -> None:
-    """Saved weights: dense, finite tensors by name that fit ``net``'s module (torch's own errors for others
-    name no file, and come only once training has ended)."""
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ValueError("the weights are not a mapping of tensor names to tensors")
-    for name, value in state.items():
-        if value.layout != torch.strided or value.is_meta or value.is_quantized:
-            raise ValueError(f"the weight {name!r} is not a dense tensor of values")
-        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            raise ValueError(f"the weight {name!r} holds NaN or infinite values")
-    if net is not None:
-        expected = net.module_.state_dict()
-        name = first_mismatch(state, expected) or next(
-            (k for k in sorted(state) if state[k].dtype != expected[k].dtype), None)
-        if name is not None:
-            raise ValueError(f"the weights do not fit this configuration's network ({name!r} differs)")
 
 
 def _unpickling_refusal(file: Path, exc: pickle.UnpicklingError) -> ValueError:
@@ -359,65 +384,6 @@ def _unpickling_refusal(file: Path, exc: pickle.UnpicklingError) -> ValueError:
                           "remove the file (or use another checkpoint_dir) to start afresh.")
     return ValueError(f"cannot resume from {str(file)!r}: it is not a checkpoint skabc wrote (corrupt or truncated); "
                       "remove it (or use another checkpoint_dir) to start afresh.")
-
-
-def _check_history(history, max_epochs=None) -> None:
-    """skorch's Checkpoint history: 1 to ``max_epochs`` epochs numbered from 1, each with batches and a saved flag."""
-    if not isinstance(history, list) or not history or not all(isinstance(row, dict) for row in history):
-        raise ValueError("the history is not a list of epochs")
-    if isinstance(max_epochs, Integral) and len(history) > max_epochs:
-        raise ValueError(f"the history holds {len(history)} epochs, more than max_epochs={max_epochs}")
-    for number, row in enumerate(history, start=1):
-        if row.get("epoch") != number or not isinstance(row.get("event_cp"), bool):
-            raise ValueError(f"epoch {number} of the history has no epoch number {number} or checkpoint flag")
-        # A resume keeps the best of these scores (ValidationSetsScoring): finite numbers, flagged true or false.
-        score, flag = row.get(VALIDATION_SCORE), row.get(VALIDATION_SCORE + "_best", False)
-        if (VALIDATION_SCORE in row or flag) and (isinstance(score, bool) or not isinstance(score, Real)
-                                                  or not math.isfinite(score) or not -1.0 <= score <= 1.0):
-            raise ValueError(f"epoch {number} of the history has a {VALIDATION_SCORE} that is no adjusted Rand index")
-        if not isinstance(flag, bool):
-            raise ValueError(f"epoch {number} of the history flags its {VALIDATION_SCORE} with {flag!r}, not true "
-                             "or false")
-        if not isinstance(row.get("batches"), list) or not row["batches"]:
-            raise ValueError(f"epoch {number} of the history has no list of batches")
-        loss = row.get("train_loss", 0.0)  # a resume keeps the lowest (KeepBestWeights)
-        if isinstance(loss, bool) or not isinstance(loss, Real):
-            raise ValueError(f"epoch {number} of the history has a train_loss of {loss!r}, not a number")
-    if not any(row["event_cp"] for row in history):
-        raise ValueError("the history records no saved epoch")
-
-
-def _check_fits(key: str, content, net: NeuralNet) -> None:
-    """The weights (``key`` ``'f_params'``) or optimizer state (``'f_optimizer'``) fit the net they would be loaded
-    into."""
-    if key == "f_params":
-        _check_weights(content, net)
-        return
-    groups = net.optimizer_.state_dict()["param_groups"]
-    saved = content.get("param_groups") if isinstance(content, dict) else None
-    if (not isinstance(saved, list) or not isinstance(content.get("state"), dict) or len(saved) != len(groups)
-            or any(not isinstance(g, dict) or not isinstance(g.get("params"), list)
-                   or len(g["params"]) != len(e["params"]) for g, e in zip(saved, groups, strict=True))):
-        raise ValueError("the optimizer state does not fit this configuration's network")
-    # torch pairs the saved ids with this net's parameters by position; the state of each must be shaped like it.
-    parameters = [p for group in net.optimizer_.param_groups for p in group["params"]]
-    ids = [i for group in saved for i in group["params"]]
-    if any(isinstance(i, bool) or not isinstance(i, Integral) for i in ids) or len(set(ids)) != len(ids):
-        raise ValueError("the optimizer state does not name its parameters by distinct numbers")
-    shapes = {i: tuple(p.shape) for i, p in zip(ids, parameters, strict=True)}
-    for i, state in content["state"].items():
-        if i not in shapes or not isinstance(state, dict):
-            raise ValueError(f"the optimizer state holds an entry {i!r} for no parameter of this network")
-        for name, value in state.items():
-            if (not isinstance(value, torch.Tensor) or value.layout != torch.strided or value.is_meta
-                    or value.is_quantized):
-                raise ValueError(f"the optimizer state's {name!r} of parameter {i} is not a tensor of values")
-            if value.dim() and tuple(value.shape) != shapes[i]:  # 0-d: a count such as 'step'
-                raise ValueError(f"the optimizer state's {name!r} of parameter {i} has shape {tuple(value.shape)}, "
-                                 f"not its parameter's {shapes[i]}: it is another network's")
-            if value.dim() and not value.is_floating_point():
-                raise ValueError(f"the optimizer state's {name!r} of parameter {i} holds {value.dtype} values, not "
-                                 "floating-point ones")
 
 
 def describe_params(estimator: BaseEstimator) -> dict:

@@ -29,6 +29,7 @@ from ..exceptions import AffinityTooLargeError, SkabcWarning, TrainingInterrupte
 from ..nn.build import build_module, set_transform
 from ..nn.loss import SameClusterBCELoss
 from ..sampling import ClusterSetSampler, SampledSetsDataset, check_clusters_per_set, collate_sets
+from ._checkpoint_contents import first_mismatch
 from .callbacks import (
     BestWeightsCheckpoint,
     EveryNthEpoch,
@@ -40,7 +41,7 @@ from .callbacks import (
     WholeFilesCheckpoint,
     close_progress_bars,
 )
-from .checkpoints import checkpointed_epochs, first_mismatch
+from .checkpoints import checkpointed_epochs
 from .divergence import diverged_error
 from .early_stopping import TimeLimit, choice_interrupted, finished_epochs, interrupted_by_user
 
@@ -106,7 +107,7 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         if previous_state is not None:
             _load_warm_start(net, previous_state)
         done = checkpointed_epochs(kernel, X, labels, group_codes, net=net, start=start,
-                                   validation_labels=validation_labels)
+                                   validation_labels=validation_labels, start_weights=previous_state)
         if done and done >= kernel.max_epochs:
             # A finished run of this configuration on these data: fit restores it and trains nothing (with
             # warm_start too, which would otherwise go on training from the current weights).
@@ -365,7 +366,8 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
     elif not finished:  # no epoch's loss to compare ('inf' said nothing)
         kept = "the weights reached when it stopped, inside the first epoch"
     else:
-        kept = f"the weights of the best training loss so far ({keeper.best_loss_:.4f})"
+        since = f" since it resumed at epoch {keeper.resumed_at_}" if keeper.resumed_at_ else " so far"
+        kept = f"the weights of the best training loss{since} ({keeper.best_loss_:.4f})"
         if best_state is not None:
             net.module_.load_state_dict(best_state)
     warn_user(

@@ -85,7 +85,10 @@ class TrainingPlan:
 
     def start_record(self) -> dict:
         """Where this fit starts, as its checkpoint records it (the spec trains as from scratch either way)."""
-        return {"init_": self.init, "fine_tune_alpha_": float(self.fine_tune_alpha)}
+        record = {"init_": self.init, "fine_tune_alpha_": float(self.fine_tune_alpha)}
+        if self.init == WARM_START:  # a resume starts from them again (checkpoints.saved_warm_start)
+            record["recommended_clustering"] = dict(self.recommended_clustering)
+        return record
 
     def record(self, kernel, net) -> None:
         """Set ``kernel``'s fitted attributes that say how this plan's training went."""
@@ -203,7 +206,8 @@ def warn_if_raw_columns_unscaled(X: np.ndarray, network: dict) -> None:
                   SkabcWarning)
 
 
-def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> TrainingPlan:
+def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
+                  resumed_start: tuple[dict, dict] | None = None) -> TrainingPlan:
     """Resolve where ``kernel``'s fit starts, how long it trains and how it validates.
 
     Parameters
@@ -214,6 +218,9 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     labels : ndarray of int64
         ``-1`` for unlabelled rows.
     group_codes : ndarray of int64 or None
+    resumed_start : (dict, dict), default=None
+        A warm start's weights and clustering settings as its checkpoint recorded them (the run resumed began
+        there, not at the weights its interrupted fit left on ``kernel``).
 
     Returns
     -------
@@ -234,6 +241,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     # A warm start continues from the fitted weights and network, with the settings recommended for them.
     start_state = kernel.module_.state_dict() if continuing else None
     recommended = kernel.recommended_clustering() if continuing else {}
+    if continuing and resumed_start is not None:
+        start_state, recommended = resumed_start
     network = own_network
     if continuing:
         fitted = getattr(kernel, "network_params_", None)  # absent on a loaded kernel: its own parameters
@@ -268,7 +277,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     rng = np.random.default_rng(check_random_state(kernel.random_state).randint(np.iinfo(np.int32).max))
     early_stopping = kernel.early_stopping if kernel.early_stopping != "auto" else kernel.max_epochs == "auto"
     held_out = validation_split(labels, group_codes, kernel.validation_fraction, rng) if early_stopping else None
-    if held_out is None and kernel.early_stopping is True:
+    if held_out is None and early_stopping and not isinstance(kernel.early_stopping, str):  # True or np.True_
         warn_user(f"early_stopping=True, but validation_fraction={kernel.validation_fraction} of these labels "
                   "leaves no useful held-out split (too few rows either side): training runs without validation",
                   SkabcWarning)
