@@ -98,6 +98,10 @@ def read_array(path: str, what: str, ndim: int, header: bool | None = None, rows
     skip, first_column = 0, 1  # the file's lines before the data, and its column of the first value kept
     try:
         if file.suffix.lower() == ".npy":
+            with file.open("rb") as f:
+                magic = f.read(6)
+            if magic != b"\x93NUMPY" and not magic.startswith(b"PK"):  # numpy would call it pickled data
+                raise ValueError("it is not a .npy file (numpy's binary array format); name a text file .csv or .txt")
             data = np.load(file, allow_pickle=False)
             if not isinstance(data, np.ndarray):  # an .npz archive under an .npy name
                 data.close()
@@ -168,15 +172,27 @@ def _located(error: Exception, file: Path, skip: int) -> str:
     import re
 
     found = re.fullmatch(r"could not convert string (.*) to float64 at row (\d+), column (\d+)\.", str(error))
-    if not found:
+    # A short or long row: numpy counts these rows from 1, and names its `usecols`, which no option sets.
+    changed = re.fullmatch(r"the number of columns changed from (\d+) to (\d+) at row (\d+);.*", str(error))
+    short = re.fullmatch(r"invalid column index \d+ at row (\d+) with (\d+) columns?", str(error))
+    if not (found or changed or short):
         return str(error)
-    value, row, column = found.group(1), int(found.group(2)), found.group(3)
     try:  # numpy stopped at the value: the rest of the file may not even decode
         data = _data_lines(file, skip)
     except (OSError, ValueError):
         return str(error)
+    row = int(found.group(2)) if found else int((changed or short).group(3 if changed else 1)) - 1
     where = f"line {data[row]}" if row < len(data) else f"data row {row + 1}"
-    return f"{value} is not a number ({where}, column {column})"
+    if changed:
+        return (f"{where} has {_fields(changed.group(2))} where the rows before it have {changed.group(1)}; every row "
+                "needs the same number")
+    if short:
+        return f"{where} has {_fields(short.group(2))}, fewer than the header names; every row needs one per column"
+    return f"{found.group(1)} is not a number ({where}, column {found.group(3)})"
+
+
+def _fields(count: str) -> str:
+    return f"{count} field{'' if count == '1' else 's'}"
 
 
 def _data_lines(file: Path, skip: int) -> list[int]:
@@ -243,10 +259,10 @@ def _numeric(values: list[str]) -> bool:
 def _read_names(file: Path, rows: int | None = None):
     """One value per line (or one comma-separated row of numbers): numbers as floats, else names as strings.
 
-    A first line is a header when it is not a number while the rest are, or, for names, when the file holds
-    ``rows + 1`` values where ``rows`` are expected; with ``rows`` unknown (or matching neither count), when
-    its value occurs nowhere else in the file (a column title such as ``species``; a class is named more than
-    once).  A file of exactly ``rows`` names keeps its first, however rare.
+    A first line is a header when it is not a number while the rest are, or, for names, when its value occurs
+    nowhere else in the file (a column title such as ``species``; a class is named more than once).  A file of
+    exactly ``rows`` names (the number of values expected) keeps its first, however rare.  A missing-value mark
+    (:data:`MISSING_MARKS`) among numbers is refused.
     A file of one line that is not all numbers is a header alone.  Pandas' ``Series.to_csv()`` (the row
     index, then the values, under a header whose first name is empty) gives its values.  An empty line between
     values is refused (one after the first line, or before or after the values, is skipped).
@@ -275,8 +291,16 @@ def _read_names(file: Path, rows: int | None = None):
         return _numbers(lines)
     if _numeric(lines[1:]):
         return _numbers(lines[1:])
-    if rows is not None and len(lines) in (rows, rows + 1):
-        return np.array(lines[len(lines) - rows:], dtype=str)
+    # 'NA' among numbers is a missing label, not a class named 'NA' ('nan' is read as a number, and refused later).
+    rest = [line for line in lines if line.lower() not in MISSING_MARKS]
+    if len(rest) < len(lines) and len(rest) > 1 and (_numeric(rest) or _numeric(rest[1:])):
+        line = next(i for i, value in enumerate(stripped) if value and value.lower() in MISSING_MARKS)
+        raise ValueError(f"line {line + 1} holds {stripped[line]!r}, a missing value among numbers: every row needs "
+                         "a label (-1 for a row without one)")
+    if rows is not None and len(lines) == rows:
+        return np.array(lines, dtype=str)
+    # A first name repeated further down is a class, not a title: a file of one row too many is refused by its
+    # reader (probe 63b: the first row was dropped, and every label scored against the next row's).
     return np.array(lines[1:] if lines[0] not in lines[1:] else lines, dtype=str)
 
 

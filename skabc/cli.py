@@ -221,7 +221,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise ValueError(f"labels has {len(labels)} entries but truth has {len(truth)}")
     for name, path, values in (("labels", args.labels, labels), ("truth", args.truth, truth)):
         if values.dtype.kind == "f" and not np.isfinite(values).all():
-            raise ValueError(f"{name} ({path}) holds NaN or infinite entries")
+            raise ValueError(f"{name} ({path!r}) holds NaN or infinite entries")
     if args.groups:  # each set scored alone: true ids repeat from set to set (0..k-1 in every one)
         from ._validation import encode_groups
 
@@ -385,7 +385,7 @@ def _print_warning(message, category, filename, lineno, file=None, line=None) ->
 
     from .exceptions import SkabcWarning
 
-    text = _as_options(str(message)) if issubclass(category, SkabcWarning) else str(message)
+    text = _as_options(str(message), _command_options) if issubclass(category, SkabcWarning) else str(message)
     tqdm.write(f"skabc: warning: {text}", file=sys.stderr)
 
 
@@ -394,11 +394,20 @@ OPTIONS = {"n_clusters": "--n-clusters", "max_clusters": "--max-clusters", "d_mo
            "n_blocks": "--n-blocks", "set_size": "--set-size", "max_time": "--max-time", "max_epochs": "--epochs"}
 
 
-def _as_options(message: str) -> str:
+#: The argparse names of the running command's options (None: every command's), for the warnings it prints.
+_command_options: set[str] | None = None
+
+
+def _as_options(message: str, command_options: set[str] | None = None) -> str:
     """``message``, one of the package's own, with the parameters a command-line user sets by option (:data:`OPTIONS`)
     named as those options, outside quoted text (file names: ``'set_size.csv'`` stays); scikit-learn's warnings
-    are left as they are."""
-    name = re.compile(r"\b(" + "|".join(OPTIONS) + r")\b")
+    are left as they are.  Only options of the running command (``command_options``, argparse's names), never a
+    name inside a path or a dotted field of a model file (``kernel.params.set_size``): neither is set by option."""
+    names = [parameter for parameter, option in OPTIONS.items()
+             if command_options is None or option[2:].replace("-", "_") in command_options]
+    if not names:
+        return message
+    name = re.compile(r"(?<![\w./\\-])(" + "|".join(names) + r")(?![\w/\\-]|\.\w)")
     parts = re.split(r"((?<!\w)'[^']*'(?!\w))", message)  # odd parts are quoted (not an apostrophe: kernel's)
     return "".join(part if index % 2 else name.sub(lambda match: OPTIONS[match.group(1)], part)
                    for index, part in enumerate(parts))
@@ -413,6 +422,8 @@ def run() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    global _command_options
+    _command_options = set(vars(args))
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)  # a usage error, as argparse reports one
         return 2
@@ -427,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in message:
             message = f"{message}: {exc.filename!r}"
-        print(f"skabc {args.command}: error: {_as_options(message)}", file=sys.stderr)
+        print(f"skabc {args.command}: error: {_as_options(message, set(vars(args)))}", file=sys.stderr)
         return 1
 
 

@@ -350,15 +350,15 @@ def plot_candidates(model: Any, X, axes: Sequence[Axes] | np.ndarray | None = No
     Raises
     ------
     ValueError
-        If ``model`` was fitted without an arbiter (``arbiter_`` is None), ``X`` is not what ``predict`` takes (another
-        number of features, other feature names), or ``axes`` does not hold one Axes per candidate.
+        If ``model`` was fitted without an arbiter (``arbiter_`` is None), ``X`` is not what ``predict`` takes
+        (other features), ``axes`` does not hold one Axes per candidate, or ``s`` is no marker size.
     TypeError
         If ``model`` is not an ``ABCClustering``.
     """
     from ._sets import arbiter_candidates
-
     candidates, scores, kept, kept_as = arbiter_candidates(model, X)
     points = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=float)
+    _check_marker_sizes(s, len(points))  # before a figure is made (a refusal left an empty one open)
     axes = np.ravel(_axes(axes, ncols=len(candidates), what="axes"))
     mark = {"partition": " (kept)", "k": " (k kept)", "split": " (kept, split)"}[kept_as]
     for i, (ax, candidate) in enumerate(zip(axes, candidates, strict=True)):

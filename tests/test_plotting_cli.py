@@ -1047,7 +1047,7 @@ def test_cli_messages_name_the_command_line_s_own_inputs(tmp_path, capsys):
     np.save(tmp_path / "t.npy", np.array([0, 1, 1, 1]))
     np.save(tmp_path / "g.npy", np.array([0, 1]))
     assert main(["evaluate", str(tmp_path / "l.npy"), str(tmp_path / "t.npy")]) == 1
-    assert f"labels ({tmp_path / 'l.npy'}) holds NaN" in capsys.readouterr().err
+    assert f"labels ('{tmp_path / 'l.npy'}') holds NaN" in capsys.readouterr().err
     np.save(tmp_path / "l.npy", np.array([0, 1, 1, 1]))
     assert main(["evaluate", str(tmp_path / "l.npy"), str(tmp_path / "t.npy"), "--groups",
                  str(tmp_path / "g.npy")]) == 1
@@ -1484,3 +1484,92 @@ def test_cli_counts_a_warning_over_the_sets_only_where_there_are_several(tmp_pat
                      "-o", str(tmp_path / "l.npy"), "-q"]) == 0
     said = [str(w.message) for w in caught if "a note" in str(w.message)]
     assert said == ["a note from the fit" + (" (in 2 of 2 sets)" if n_groups == 2 else "")]
+
+
+# ------------------------------------------------------------- probe 63b (/work/probe63b)
+def test_cli_refuses_a_names_file_one_row_longer_whose_first_name_is_a_class(tmp_path, capsys):
+    """A names file of one row too many lost its first row as a "header" although that name was a class further
+    down: every prediction was scored against the next row's truth (ARI 0.03 for a perfect prediction, exit 0)."""
+    from skabc._cli_files import read_array
+
+    truth = ["dog", "cat"] * 50
+    (tmp_path / "truth.csv").write_text("\n".join(truth) + "\n")
+    np.save(tmp_path / "pred.npy", np.array([0, 1] * 50)[1:])  # 99 labels: the truth's rows 2 to 100
+    assert main(["evaluate", str(tmp_path / "pred.npy"), str(tmp_path / "truth.csv")]) == 1
+    assert "labels has 99 entries but truth has 100" in capsys.readouterr().err
+    np.testing.assert_array_equal(read_array(str(tmp_path / "truth.csv"), "y", 1, rows=99), truth)
+    (tmp_path / "titled.csv").write_text("species\n" + "\n".join(truth[1:]) + "\n")  # a title: still dropped
+    np.testing.assert_array_equal(read_array(str(tmp_path / "titled.csv"), "y", 1, rows=99), truth[1:])
+
+
+@pytest.mark.parametrize("text, line", [("0\n1\nNA\n0\n", 3), ("label\n0\n1\nn/a\n", 4)])
+def test_cli_refuses_a_missing_value_mark_among_numeric_labels(tmp_path, capsys, text, line):
+    """'NA' in a column of numbers became a class named 'NA' (ARI 0.57, exit 0) where 'nan' was refused."""
+    (tmp_path / "truth.csv").write_text(text)
+    np.save(tmp_path / "pred.npy", np.zeros(text.count("\n") - text.startswith("label"), dtype=int))
+    assert main(["evaluate", str(tmp_path / "pred.npy"), str(tmp_path / "truth.csv")]) == 1
+    assert re.search(rf"line {line} holds '(NA|n/a)', a missing value among numbers", capsys.readouterr().err)
+    (tmp_path / "names.csv").write_text("none\ncat\nnone\ncat\n")  # among names, 'none' may be a class
+    np.save(tmp_path / "pred.npy", np.array([0, 1, 0, 1]))
+    assert main(["evaluate", str(tmp_path / "pred.npy"), str(tmp_path / "names.csv")]) == 0
+
+
+def test_cli_names_options_only_where_the_command_has_them(tmp_path, capsys):
+    """Parameter names were rewritten as options inside unquoted paths ('--set-size/--n-clusters.txt') and in a
+    model file's field names ('kernel.params.--set-size: --set-size must ...' from 'cluster', which has no such
+    option)."""
+    import json
+
+    from conftest import forge, read_meta, read_tensors
+
+    from skabc.pretrained import PRETRAINED_DIR
+
+    (tmp_path / "set_size").mkdir()
+    (tmp_path / "set_size" / "n_clusters.txt").write_text("0\nnan\n1\n")
+    (tmp_path / "pred.txt").write_text("0\n1\n1\n")
+    assert main(["evaluate", str(tmp_path / "pred.txt"), str(tmp_path / "set_size" / "n_clusters.txt")]) == 1
+    assert f"truth ('{tmp_path / 'set_size' / 'n_clusters.txt'}') holds NaN" in capsys.readouterr().err
+    source = PRETRAINED_DIR / "circles_multiplicative.safetensors"
+    meta = read_meta(source)
+    meta["kernel"]["params"]["set_size"] = [40, 20]
+    forge(tmp_path / "forged.safetensors", meta, read_tensors(source))
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).normal(size=(30, 2)))
+    argv = ["cluster", str(tmp_path / "X.npy"), "--kernel", str(tmp_path / "forged.safetensors"), "-o",
+            str(tmp_path / "l.txt")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "kernel.params.set_size: set_size must satisfy" in err and "--set-size" not in err, json.dumps(err)
+
+
+def test_cli_names_the_line_of_a_row_of_another_width(tmp_path, capsys):
+    """numpy's 'at row 3' counted data rows (past a comment, header and blank line) and advised `usecols`."""
+    (tmp_path / "X.csv").write_text("# points\nx,y\n1,2\n\n3,4\n5\n7,8\n")
+    (tmp_path / "i.csv").write_text(",a,b\nr1,1,2\nr2,3\n")
+    for name, said in (("X.csv", "line 6 has 1 field where the rows before it have 2"),
+                       ("i.csv", "line 3 has 2 fields, fewer than the header names")):
+        assert main(["cluster", str(tmp_path / name), "-o", str(tmp_path / "l.txt")]) == 1
+        err = capsys.readouterr().err
+        assert said in err and "usecols" not in err
+
+
+def test_cli_names_a_text_file_given_an_npy_name(tmp_path, capsys):
+    """numpy called a CSV under an .npy name pickled data, and pointed to allow_pickle, which no option sets."""
+    (tmp_path / "X.npy").write_text("1,2\n3,4\n")
+    assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.txt")]) == 1
+    err = capsys.readouterr().err
+    assert "it is not a .npy file" in err and "pickle" not in err
+
+
+def test_plot_candidates_checks_the_marker_size_before_making_a_figure():
+    from sklearn.datasets import make_blobs
+
+    from skabc import ABCClustering
+    from skabc.plotting import plot_candidates
+
+    X, _ = make_blobs(n_samples=100, centers=2, random_state=0)
+    model = ABCClustering(random_state=0).fit(X)
+    plt.close("all")
+    for bad in (-1, [1.0, 2.0]):
+        with pytest.raises(ValueError, match="marker size"):
+            plot_candidates(model, X, s=bad)
+    assert plt.get_fignums() == []
