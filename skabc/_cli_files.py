@@ -99,9 +99,13 @@ def read_array(path: str, what: str, ndim: int, header: bool | None = None, rows
     try:
         if file.suffix.lower() == ".npy":
             with file.open("rb") as f:
-                magic = f.read(6)
-            if magic != b"\x93NUMPY" and not magic.startswith(b"PK"):  # numpy would call it pickled data
-                raise ValueError("it is not a .npy file (numpy's binary array format); name a text file .csv or .txt")
+                magic = f.read(64)
+            if not magic:
+                raise ValueError("the file is empty")
+            if not magic.startswith((b"\x93NUMPY", b"PK")):  # numpy would call it pickled data
+                text = magic.decode("utf-8", errors="replace").isprintable() or b"\n" in magic
+                raise ValueError("it is not a .npy file (numpy's binary array format)"
+                                 + ("; name a text file .csv or .txt" if text else ""))
             data = np.load(file, allow_pickle=False)
             if not isinstance(data, np.ndarray):  # an .npz archive under an .npy name
                 data.close()
@@ -279,29 +283,37 @@ def _read_names(file: Path, rows: int | None = None):
         raise ValueError(f"line {gaps[0] + 1} is empty: a one-column file holds one value per line, and an empty "
                          "line would shift every row after it; write the row's value there")
     lines = [line for line in stripped if line]
+    line_numbers = [i + 1 for i, line in enumerate(stripped) if line]
     if len(lines) > 1 and _index_header(lines[0]) and all(line.count(",") == 1 for line in lines):
         values = [line.split(",")[1].strip() for line in lines[1:]]  # pandas' Series.to_csv(): index, value
+        _refuse_missing(values, line_numbers[1:])
         return _numbers(values) if _numeric(values) else np.array(values, dtype=str)
     if len(lines) == 1:
         values = [v.strip() for v in lines[0].split(",")]
+        _refuse_missing(values, line_numbers * len(values))
         return _numbers(values) if _numeric(values) else np.zeros(0)
     if any("," in line for line in lines):
         raise ValueError("a one-column file must hold one value per line")
+    _refuse_missing(lines, line_numbers)
     if _numeric(lines):
         return _numbers(lines)
     if _numeric(lines[1:]):
         return _numbers(lines[1:])
-    # 'NA' among numbers is a missing label, not a class named 'NA' ('nan' is read as a number, and refused later).
-    rest = [line for line in lines if line.lower() not in MISSING_MARKS]
-    if len(rest) < len(lines) and len(rest) > 1 and (_numeric(rest) or _numeric(rest[1:])):
-        line = next(i for i, value in enumerate(stripped) if value and value.lower() in MISSING_MARKS)
-        raise ValueError(f"line {line + 1} holds {stripped[line]!r}, a missing value among numbers: every row needs "
-                         "a label (-1 for a row without one)")
     if rows is not None and len(lines) == rows:
         return np.array(lines, dtype=str)
     # A first name repeated further down is a class, not a title: a file of one row too many is refused by its
     # reader (probe 63b: the first row was dropped, and every label scored against the next row's).
     return np.array(lines[1:] if lines[0] not in lines[1:] else lines, dtype=str)
+
+
+def _refuse_missing(values: list[str], line_numbers: list[int]) -> None:
+    """A mark of a missing value (``'NA'``, ``'nan'``, nothing after pandas' index) among numbers, a title above
+    them allowed, is a missing label, not a class named ``'NA'``: refused by its line.  Among names it is a name."""
+    missing = [i for i, value in enumerate(values) if not value or value.lower() in MISSING_MARKS]
+    rest = [value for i, value in enumerate(values) if i not in set(missing)]
+    if missing and rest and (_numeric(rest) or (len(rest) > 1 and _numeric(rest[1:]))):
+        raise ValueError(f"line {line_numbers[missing[0]]} holds {values[missing[0]]!r}, a missing value among "
+                         "numbers: every row needs a label (-1 for a row without one)")
 
 
 def _numbers(values: list[str]):

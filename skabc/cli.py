@@ -408,7 +408,8 @@ def _as_options(message: str, command_options: set[str] | None = None) -> str:
     if not names:
         return message
     name = re.compile(r"(?<![\w./\\-])(" + "|".join(names) + r")(?![\w/\\-]|\.\w)")
-    parts = re.split(r"((?<!\w)'[^']*'(?!\w))", message)  # odd parts are quoted (not an apostrophe: kernel's)
+    # Odd parts are quoted, as repr quotes a path: '...', or "..." around an apostrophe (not one alone: kernel's).
+    parts = re.split(r"((?<!\w)'[^']*'(?!\w)|(?<!\w)\"[^\"]*\"(?!\w))", message)
     return "".join(part if index % 2 else name.sub(lambda match: OPTIONS[match.group(1)], part)
                    for index, part in enumerate(parts))
 

@@ -144,9 +144,9 @@ def topk_affinity(
     """
     if z.dim() != 3 or z.shape[0] != 1:
         raise ValueError(f"z must have shape (1, n, d), got {tuple(z.shape)}")
-    if not torch.isfinite(z).all():
-        raise ValueError("z contains NaN or infinite values")
     z = z.to(next(head.parameters()).dtype)  # the head's own precision: matmul refuses a float64 z on float32 weights
+    if not torch.isfinite(z).all():  # after the cast: 1e39 in float64 is inf in float32
+        raise ValueError("z contains NaN or infinite values (in the head's precision)")
     k = _check_n_neighbors(n_neighbors, z.shape[1])
     n = int(z.shape[1])
     if search not in SEARCH_METHODS:

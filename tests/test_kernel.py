@@ -779,8 +779,8 @@ def test_a_checkpoint_of_another_early_stopping_names_it(blob_data, tmp_path, va
     X, y, g = blob_data
     params = {**TINY, "max_epochs": 2, "validation_fraction": 0.3, "checkpoint_dir": tmp_path}
     ContextualKernel(**params, early_stopping=validated).fit(X, y, groups=g)
-    said = "with held-out validation rows, and this fit does not" if validated else "without held-out validation"
-    with pytest.raises(ValueError, match=rf"holds a run trained {said}.*set early_stopping as that run had it"):
+    said = "with held-out validation rows, and this fit has none" if validated else "without held-out validation"
+    with pytest.raises(ValueError, match=rf"holds a run trained {said}.*early_stopping differs"):
         ContextualKernel(**params, early_stopping=not validated).fit(X, y, groups=g)
     with pytest.raises(ValueError, match="trained on other data"):  # other data, validated alike: as before
         ContextualKernel(**params, early_stopping=validated).fit(X[::-1], y, groups=g)
@@ -866,6 +866,29 @@ def test_interrupted_warm_start_is_not_resumed_by_a_fresh_fit(blob_data, tmp_pat
         fresh.fit(X, y, groups=g)
 
 
+def _learning_sets():
+    """Blob sets a small network learns from in a few epochs, starting from one that has not: validation scores
+    that move, unlike TINY's on blob_data."""
+    from sklearn.datasets import make_blobs
+
+    rng = np.random.default_rng(0)
+    sets = [make_blobs(60, centers=int(rng.integers(2, 5)), cluster_std=0.6, center_box=(-4, 4),
+                       random_state=int(rng.integers(10**6))) for _ in range(12)]
+    X, y = np.vstack([s[0] for s in sets]) / 3.0, np.concatenate([s[1] for s in sets])
+    params = {**TINY, "d_model": 32, "set_size": (20, 40), "sets_per_epoch": 64, "embedder": "fourier"}
+    base = ContextualKernel(**{**params, "max_epochs": 1, "lr": 1e-4}).fit(X, y, groups=np.repeat(np.arange(12), 60))
+    tune = {"warm_start": True, "max_epochs": 4, "early_stopping": True, "n_iter_no_change": 4, "lr": 5e-3}
+    return X, y, np.repeat(np.arange(12), 60), base, tune
+
+
+def _same_run(resumed, full) -> None:
+    assert [row["valid_ari"] for row in resumed.net_.history] == [row["valid_ari"] for row in full.net_.history]
+    assert resumed.start_validation_score_ == full.start_validation_score_
+    assert resumed.validation_settings_scores_ == full.validation_settings_scores_
+    for name, value in resumed.module_.state_dict().items():
+        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+
+
 def test_an_interrupted_warm_start_resumes_from_its_own_start(tmp_path, monkeypatch):
     """Probe 63a: the stopped fit leaves its result on the kernel, and the resume (fit again, as the warning says)
     took that for the start: the start competed and scored as the interrupted result, with its clustering
@@ -873,33 +896,46 @@ def test_an_interrupted_warm_start_resumes_from_its_own_start(tmp_path, monkeypa
     kept in the folder (start.pt, its settings in config.json) and read back."""
     import copy
 
-    from sklearn.datasets import make_blobs
     from skorch.callbacks import Checkpoint
 
-    # A network that learns in a few epochs from a start that has not: scores that move, unlike TINY's.
-    rng = np.random.default_rng(0)
-    sets = [make_blobs(60, centers=int(rng.integers(2, 5)), cluster_std=0.6, center_box=(-4, 4),
-                       random_state=int(rng.integers(10**6))) for _ in range(12)]
-    X, y = np.vstack([s[0] for s in sets]) / 3.0, np.concatenate([s[1] for s in sets])
-    g = np.repeat(np.arange(12), 60)
-    common = {**TINY, "d_model": 32, "set_size": (20, 40), "sets_per_epoch": 64, "embedder": "fourier"}
-    base = ContextualKernel(**{**common, "max_epochs": 1, "lr": 1e-4}).fit(X, y, groups=g)
-    tune = {"warm_start": True, "max_epochs": 4, "early_stopping": True, "n_iter_no_change": 4, "lr": 5e-3}
+    X, y, g, base, tune = _learning_sets()
     full = copy.deepcopy(base).set_params(**tune).fit(X, y, groups=g)
     assert len({row["valid_ari"] for row in full.net_.history} | {full.start_validation_score_}) > 2
     stopped = copy.deepcopy(base).set_params(**tune, checkpoint_dir=tmp_path)
     _fit_stopped_in(Checkpoint, 3, stopped, X, y, g, monkeypatch)  # the checkpoint of epoch 2 is on disk
     assert (tmp_path / "start.pt").is_file()
     stopped.fit(X, y, groups=g)
-    assert [row["valid_ari"] for row in stopped.net_.history] == [row["valid_ari"] for row in full.net_.history]
-    assert stopped.start_validation_score_ == full.start_validation_score_
-    assert stopped.validation_settings_scores_ == full.validation_settings_scores_
-    for name, value in stopped.module_.state_dict().items():
-        torch.testing.assert_close(value, full.module_.state_dict()[name], rtol=0, atol=0)
+    _same_run(stopped, full)
     torch.save({"x": torch.zeros(2)}, tmp_path / "start.pt")  # forged: refused by name
     (tmp_path / "fitted_kernel.safetensors").unlink()
     with pytest.raises(ValueError, match=r"start\.pt.*not the start of a warm-start run.*weights do not fit"):
         copy.deepcopy(base).set_params(**tune, checkpoint_dir=tmp_path).fit(X, y, groups=g)
+
+
+def test_a_warm_start_stopped_early_lost_start_or_other_network(tmp_path, monkeypatch):
+    """Review 63: a warm start stopped before its first checkpoint began again at the interrupted result (and wrote
+    it over start.pt); a folder whose start.pt was lost resumed from that result in silence; a folder of another
+    network's warm start blamed its start.pt where the configuration differs."""
+    import copy
+
+    from skorch.callbacks import Checkpoint
+
+    X, y, g, base, tune = _learning_sets()
+    full = copy.deepcopy(base).set_params(**tune).fit(X, y, groups=g)
+    early = copy.deepcopy(base).set_params(**tune, checkpoint_dir=tmp_path / "a", checkpoint_every=2)
+    _fit_stopped_in(Checkpoint, 1, early, X, y, g, monkeypatch)
+    assert not (tmp_path / "a" / "history.json").exists() and (tmp_path / "a" / "start.pt").is_file()
+    early.fit(X, y, groups=g)
+    _same_run(early, full)
+    lost = copy.deepcopy(base).set_params(**tune, checkpoint_dir=tmp_path / "b")
+    _fit_stopped_in(Checkpoint, 3, lost, X, y, g, monkeypatch)
+    (tmp_path / "b" / "start.pt").unlink()
+    with pytest.raises(ValueError, match=r"holds this warm-start run without the start it began at \(start\.pt\)"):
+        lost.fit(X, y, groups=g)
+    other = ContextualKernel(**{**TINY, "max_epochs": 1}).fit(X, y, groups=g).set_params(**tune,
+                                                                                        checkpoint_dir=tmp_path / "b")
+    with pytest.raises(ValueError, match=r"different configuration \(.*d_model=32 there, 16 here"):
+        other.fit(X, y, groups=g)
 
 
 def test_a_configuration_compares_numbers_by_value(blob_data, tmp_path):

@@ -1502,13 +1502,16 @@ def test_cli_refuses_a_names_file_one_row_longer_whose_first_name_is_a_class(tmp
     np.testing.assert_array_equal(read_array(str(tmp_path / "titled.csv"), "y", 1, rows=99), truth[1:])
 
 
-@pytest.mark.parametrize("text, line", [("0\n1\nNA\n0\n", 3), ("label\n0\n1\nn/a\n", 4)])
-def test_cli_refuses_a_missing_value_mark_among_numeric_labels(tmp_path, capsys, text, line):
-    """'NA' in a column of numbers became a class named 'NA' (ARI 0.57, exit 0) where 'nan' was refused."""
+@pytest.mark.parametrize("text, line, mark", [("0\n1\nNA\n0\n", 3, "NA"), ("label\n0\n1\nn/a\n", 4, "n/a"),
+                                              ("1\nNA\n", 2, "NA"), ("NA\n1\n2\n", 1, "NA"),  # review 63
+                                              (",y\n0,1\n1,NA\n", 3, "NA"), (",y\n0,1\n1,\n", 3, "")])
+def test_cli_refuses_a_missing_value_mark_among_numeric_labels(tmp_path, capsys, text, line, mark):
+    """'NA' in a column of numbers became a class named 'NA' (ARI 0.57, exit 0) where 'nan' was refused; review 63:
+    so it did after pandas' index, and as the only number's neighbour or a first line ('NA' dropped as a title)."""
     (tmp_path / "truth.csv").write_text(text)
-    np.save(tmp_path / "pred.npy", np.zeros(text.count("\n") - text.startswith("label"), dtype=int))
+    np.save(tmp_path / "pred.npy", np.zeros(3, dtype=int))  # the truth is refused as it is read, whatever its length
     assert main(["evaluate", str(tmp_path / "pred.npy"), str(tmp_path / "truth.csv")]) == 1
-    assert re.search(rf"line {line} holds '(NA|n/a)', a missing value among numbers", capsys.readouterr().err)
+    assert f"line {line} holds '{mark}', a missing value among numbers" in capsys.readouterr().err
     (tmp_path / "names.csv").write_text("none\ncat\nnone\ncat\n")  # among names, 'none' may be a class
     np.save(tmp_path / "pred.npy", np.array([0, 1, 0, 1]))
     assert main(["evaluate", str(tmp_path / "pred.npy"), str(tmp_path / "names.csv")]) == 0
@@ -1525,10 +1528,10 @@ def test_cli_names_options_only_where_the_command_has_them(tmp_path, capsys):
     from skabc.pretrained import PRETRAINED_DIR
 
     (tmp_path / "set_size").mkdir()
-    (tmp_path / "set_size" / "n_clusters.txt").write_text("0\nnan\n1\n")
+    np.save(tmp_path / "set_size" / "n_clusters.npy", np.array([0.0, np.nan, 1.0]))
     (tmp_path / "pred.txt").write_text("0\n1\n1\n")
-    assert main(["evaluate", str(tmp_path / "pred.txt"), str(tmp_path / "set_size" / "n_clusters.txt")]) == 1
-    assert f"truth ('{tmp_path / 'set_size' / 'n_clusters.txt'}') holds NaN" in capsys.readouterr().err
+    assert main(["evaluate", str(tmp_path / "pred.txt"), str(tmp_path / "set_size" / "n_clusters.npy")]) == 1
+    assert f"truth ('{tmp_path / 'set_size' / 'n_clusters.npy'}') holds NaN" in capsys.readouterr().err
     source = PRETRAINED_DIR / "circles_multiplicative.safetensors"
     meta = read_meta(source)
     meta["kernel"]["params"]["set_size"] = [40, 20]
@@ -1539,6 +1542,11 @@ def test_cli_names_options_only_where_the_command_has_them(tmp_path, capsys):
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "kernel.params.set_size: set_size must satisfy" in err and "--set-size" not in err, json.dumps(err)
+    folder = tmp_path / "it's n_clusters run"  # repr quotes it with double quotes: still a quoted path
+    folder.mkdir()
+    np.save(folder / "X.npy", np.array([[0.0, 1.0], [np.nan, 2.0]]))
+    assert main(["cluster", str(folder / "X.npy"), "-o", str(tmp_path / "l.txt")]) == 1
+    assert f'"{folder / "X.npy"}" holds nan' in capsys.readouterr().err
 
 
 def test_cli_names_the_line_of_a_row_of_another_width(tmp_path, capsys):
@@ -1557,7 +1565,13 @@ def test_cli_names_a_text_file_given_an_npy_name(tmp_path, capsys):
     (tmp_path / "X.npy").write_text("1,2\n3,4\n")
     assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.txt")]) == 1
     err = capsys.readouterr().err
-    assert "it is not a .npy file" in err and "pickle" not in err
+    assert "it is not a .npy file" in err and "name a text file .csv" in err and "pickle" not in err
+    # Review 63: an empty file, and binary content, are not text files to rename.
+    for content, said in ((b"", "the file is empty"), (b"\x80\x04\x95\x00\x01", "it is not a .npy file (numpy's")):
+        (tmp_path / "X.npy").write_bytes(content)
+        assert main(["cluster", str(tmp_path / "X.npy"), "-o", str(tmp_path / "l.txt")]) == 1
+        err = capsys.readouterr().err
+        assert said in err and ".csv" not in err
 
 
 def test_plot_candidates_checks_the_marker_size_before_making_a_figure():

@@ -135,6 +135,6 @@ def _check_a_step(content: dict, optimizer: torch.optim.Optimizer) -> None:
             for parameter in group["params"]:
                 parameter.grad = torch.zeros_like(parameter)
         trial.step()
-    except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AssertionError) as exc:  # torch asserts too
         raise ValueError(f"the optimizer state does not work with this network's optimizer ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''})") from None

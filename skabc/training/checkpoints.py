@@ -169,9 +169,9 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
             # early_stopping is resolved before this configuration is described: a change shows as other data.
             raise ValueError(
                 f"checkpoint_dir={str(directory)!r} holds a run trained {'with' if validated else 'without'} "
-                f"held-out validation rows, and this fit {'does not validate' if validated else 'validates'} "
-                "(early_stopping, or validation_fraction leaving no useful split); set early_stopping as that run "
-                "had it, or use another directory or remove it to start afresh."
+                f"held-out validation rows, and this fit {'has none' if validated else 'holds some out'} "
+                "(early_stopping differs, or the data differ: fewer rows may leave no useful split); resume it "
+                "with that run's early_stopping on its data, or use another directory or remove it to start afresh."
             )
         if same_data is False:
             raise ValueError(
@@ -223,28 +223,37 @@ def started_as_this_run(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
     return _same(saved, describe_params(kernel))
 
 
-def saved_warm_start(kernel) -> tuple[dict, dict] | None:
-    """The weights and clustering settings the warm-start run in ``kernel.checkpoint_dir`` began from, ``None``
-    where it holds no such run to resume (no history, another start, or a checkpoint of an earlier version).
+def saved_warm_start(spec, X: np.ndarray, labels: np.ndarray, group_codes, validation_labels,
+                     current: dict) -> tuple[dict, dict] | None:
+    """The weights and clustering settings the warm-start run of this configuration on these data in
+    ``spec.checkpoint_dir`` began from; ``None`` where it holds no such run (another configuration or other data
+    are refused, or written over, as :func:`checkpointed_epochs` decides; an earlier version kept no start).
 
     A resume competes and scores against them: the fit that was stopped left its own result on the kernel, which
-    would otherwise be taken for the start.  The weights must fit ``kernel``'s fitted network.
+    would otherwise be taken for the start.  They must fit the network of ``current`` (the kernel's weights).
     """
-    directory = Path(kernel.checkpoint_dir)
-    file = directory / START_FILE
-    if not (directory / CHECKPOINT_FILES["f_history"]).is_file() or not file.is_file():
-        return None
+    directory = Path(spec.checkpoint_dir)
     try:
         saved = json.loads((directory / _CONFIG_FILE).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # refused by name when the fit reads the checkpoint (checkpointed_epochs)
-    start = saved.get("_start") if isinstance(saved, dict) else None
+        return None  # none yet, or refused by name where a history makes it a checkpoint
+    start = saved.pop("_start", None) if isinstance(saved, dict) else None
     if not isinstance(start, dict) or start.get("init_") != WARM_START:
         return None
+    saved.pop("_patience", None)
+    if not _pop_data_records(saved, X, labels, group_codes, validation_labels) or not _same(saved,
+                                                                                             describe_params(spec)):
+        return None
+    file = directory / START_FILE
+    if not file.is_file():
+        if "recommended_clustering" not in start:  # an earlier version's warm start: it kept none
+            return None
+        raise ValueError(f"checkpoint_dir={str(directory)!r} holds this warm-start run without the start it began "
+                         f"at ({START_FILE}), so a resume would begin elsewhere; remove the folder (or use another) "
+                         "to start afresh.")
     try:
         weights = torch.load(file, map_location="cpu", weights_only=True)
         check_weights(weights, None)
-        current = kernel.module_.state_dict()
         name = first_mismatch(weights, current) or next(
             (k for k in sorted(weights) if weights[k].dtype != current[k].dtype), None)
         if name is not None:

@@ -10,7 +10,7 @@ import numpy as np
 from ..nn.build import record_architecture, set_transform
 from ..sampling import check_set_size
 from .callbacks import remove_partial_files
-from .checkpoints import check_checkpoint_dir, saved_warm_start
+from .checkpoints import check_checkpoint_dir
 from .divergence import check_trained_weights
 from .net import train
 from .plan import plan_training
@@ -52,8 +52,7 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
     check_checkpoint_dir(kernel.checkpoint_dir, kernel.random_state)
     if kernel.checkpoint_dir is not None and Path(kernel.checkpoint_dir).is_dir():
         remove_partial_files(kernel.checkpoint_dir)
-    continuing = kernel.warm_start and hasattr(kernel, "module_") and kernel.checkpoint_dir is not None
-    plan = plan_training(kernel, X, labels, group_codes, saved_warm_start(kernel) if continuing else None)
+    plan = plan_training(kernel, X, labels, group_codes)
     if restore_result(kernel, plan, X, group_codes):
         return
     keep_result(kernel, complete=False)  # a kernel kept before no longer matches what this run will leave

@@ -206,8 +206,7 @@ def warn_if_raw_columns_unscaled(X: np.ndarray, network: dict) -> None:
                   SkabcWarning)
 
 
-def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
-                  resumed_start: tuple[dict, dict] | None = None) -> TrainingPlan:
+def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> TrainingPlan:
     """Resolve where ``kernel``'s fit starts, how long it trains and how it validates.
 
     Parameters
@@ -218,9 +217,6 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
     labels : ndarray of int64
         ``-1`` for unlabelled rows.
     group_codes : ndarray of int64 or None
-    resumed_start : (dict, dict), default=None
-        A warm start's weights and clustering settings as its checkpoint recorded them (the run resumed began
-        there, not at the weights its interrupted fit left on ``kernel``).
 
     Returns
     -------
@@ -241,8 +237,6 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
     # A warm start continues from the fitted weights and network, with the settings recommended for them.
     start_state = kernel.module_.state_dict() if continuing else None
     recommended = kernel.recommended_clustering() if continuing else {}
-    if continuing and resumed_start is not None:
-        start_state, recommended = resumed_start
     network = own_network
     if continuing:
         fitted = getattr(kernel, "network_params_", None)  # absent on a loaded kernel: its own parameters
@@ -282,6 +276,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
                   "leaves no useful held-out split (too few rows either side): training runs without validation",
                   SkabcWarning)
     train_labels = labels if held_out is None else np.where(held_out, -1, labels)
+    validation_labels = None if held_out is None else np.where(held_out, labels, -1)
 
     schedule = None
     max_epochs, sets_per_epoch, batch_size = kernel.max_epochs, kernel.sets_per_epoch, kernel.batch_size
@@ -308,6 +303,14 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
         setattr(spec, RANDOM_STATE_AT_FIT, state_at_fit)
     if spec.d_model % spec.n_heads != 0:
         raise ValueError(f"d_model={spec.d_model} must be divisible by n_heads={spec.n_heads}.")
+    if continuing and kernel.checkpoint_dir is not None:
+        # A warm-start run of checkpoint_dir begins again where it began, not at the weights its interrupted fit
+        # left on the kernel (probe 63a).  Imported here: checkpoints reads this module's names.
+        from .checkpoints import saved_warm_start
+
+        saved = saved_warm_start(spec, X, train_labels, group_codes, validation_labels, start_state)
+        if saved is not None:
+            start_state, recommended = saved
 
     on_groups = held_out is not None and holds_out_groups(labels, group_codes)
     alpha = resolve_fine_tune_alpha(kernel, init, on_groups)
@@ -346,7 +349,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
     return TrainingPlan(init=init, network_params=network, spec=spec, start_state=start_state,
                         recommended_clustering=recommended, train_labels=train_labels, schedule=schedule,
                         fine_tune_alpha=alpha, callbacks=callbacks, max_time=max_time,
-                        validation_labels=None if held_out is None else np.where(held_out, labels, -1))
+                        validation_labels=validation_labels)
 
 
 def resolve_fine_tune_alpha(kernel, init: str, validates_on_groups: bool) -> float:
