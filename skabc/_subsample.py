@@ -53,8 +53,13 @@ def extend_labels(X, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
     if 0.0 < largest < EXACT_SCALE_RANGE[0] or largest > EXACT_SCALE_RANGE[1]:
         # Variances of values near 1e-200 underflow (and near 1e160 overflow) in the standardisation; a power
         # of two rescales exactly, so the vote is the same as for the set at an ordinary scale.
-        factor = float(np.ldexp(1.0, -int(np.frexp(largest)[1])))
-        X = X.multiply(factor).tocsr() if sp.issparse(X) else X * factor
+        # The values shifted, not multiplied by 2**-e: below 2**-1022 that factor itself overflows (probe 63c).
+        shift = -int(np.frexp(largest)[1])
+        if sp.issparse(X):
+            X = X.copy()
+            X.data = np.ldexp(X.data, shift)
+        else:
+            X = np.ldexp(X, shift)
     others = np.setdiff1d(np.arange(X.shape[0]), rows, assume_unique=True)
     vote = KNeighborsClassifier(n_neighbors=min(EXTEND_NEIGHBORS, len(rows)), weights="distance")
     out = np.empty(X.shape[0], dtype=labels.dtype)

@@ -112,10 +112,11 @@ def test_labels_of_a_subsampled_set_are_numbered_in_order_of_first_appearance():
     assert len(first) > 1
 
 
-@pytest.mark.parametrize("scale", [1e-200, 1e160, 1e200])
+@pytest.mark.parametrize("scale", [1e-200, 1e160, 1e200, 2.0**-1030])
 def test_labels_past_max_samples_do_not_depend_on_the_scale(scale):
     """A probe: the vote that labels the rows outside the subsample standardised values whose variance under- or
-    overflowed: ARI 0.63 at 1e-200 (2,500 rows), scikit-learn errors at 1e160 and 1e200."""
+    overflowed: ARI 0.63 at 1e-200 (2,500 rows), scikit-learn errors at 1e160 and 1e200.  Probe 63c: below 2**-1022
+    (subnormal values) the rescaling factor itself overflowed, and scikit-learn called X infinite."""
     X, _ = make_blobs(800, centers=3, random_state=0)
     expected = ABCClustering(random_state=0, max_samples=400).fit_predict(X)
     np.testing.assert_array_equal(ABCClustering(random_state=0, max_samples=400).fit_predict(X * scale), expected)
@@ -150,6 +151,8 @@ def test_extend_labels_of_sparse_and_dense_X_agree():
     dense = extend_labels(X, rows, labels)
     for fmt in ("csr", "csc", "coo"):
         np.testing.assert_array_equal(extend_labels(sp.csr_matrix(X).asformat(fmt), rows, labels), dense)
+    tiny = X * 2.0**-1060  # subnormal values (probe 63c): both rescaled exactly, as at scale 1
+    np.testing.assert_array_equal(extend_labels(sp.csr_matrix(tiny), rows, labels), extend_labels(tiny, rows, labels))
 
 
 def test_extend_labels_in_blocks_keeps_dense_and_sparse_equal(monkeypatch):
