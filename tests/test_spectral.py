@@ -883,6 +883,11 @@ def test_a_sparse_row_of_stored_zeros_is_named_as_linked_to_nothing():
     assert np.array_equal(stored.toarray(), A)
     with pytest.warns(UserWarning, match="1 of the 20 points have zero affinity to every point"):
         SpectralStep(n_clusters=None, max_clusters=5).cluster(stored, 0, 0)
+    # Probe 63c: a set of one point (predict of one row, a one-row group) is one cluster, linked or not; the sparse
+    # affinity, which stores no self-link, warned that it 'joins one arbitrarily'.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert list(SpectralStep(n_clusters=None, max_clusters=5).cluster(sp.csr_matrix((1, 1)), 0, 0)[0]) == [0]
 
 
 def test_embedding_labels_refuse_an_embedding_of_too_few_columns():

@@ -67,7 +67,7 @@ def _warn_unlinked_points(affinity) -> None:
     else:
         links = np.count_nonzero(affinity, axis=1)
     unlinked = int(np.count_nonzero(links == 0))
-    if unlinked:
+    if unlinked and len(links) > 1:  # one point is one cluster, linked or not (a sparse affinity stores no self-link)
         warn_user(f"{unlinked} of the {len(links)} points have zero affinity to every point, themselves included: the "
                   "estimate of k counts none of them as a cluster, and each joins one arbitrarily. An affinity that "
                   "links every point (a wider kernel, more neighbours, or 1 on its diagonal) avoids this.",
