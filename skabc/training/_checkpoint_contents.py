@@ -83,7 +83,7 @@ def check_history(history, max_epochs=None) -> None:
                              "or false")
         if not isinstance(row.get("batches"), list) or not row["batches"]:
             raise ValueError(f"epoch {number} of the history has no list of batches")
-        loss = row.get("train_loss", 0.0)  # a resume keeps the lowest (KeepBestWeights)
+        loss = row.get("train_loss", 0.0)  # a resume starts its comparison at the last one (KeepBestWeights)
         if isinstance(loss, bool) or not isinstance(loss, Real):
             raise ValueError(f"epoch {number} of the history has a train_loss of {loss!r}, not a number")
     if not any(row["event_cp"] for row in history):

@@ -241,8 +241,8 @@ def saved_warm_start(spec, X: np.ndarray, labels: np.ndarray, group_codes, valid
     if not isinstance(start, dict) or start.get("init_") != WARM_START:
         return None
     saved.pop("_patience", None)
-    if not _pop_data_records(saved, X, labels, group_codes, validation_labels) or not _same(saved,
-                                                                                             describe_params(spec)):
+    same_data = _pop_data_records(saved, X, labels, group_codes, validation_labels)
+    if not same_data or not _same(saved, describe_params(spec)):  # another run: checkpointed_epochs decides
         return None
     file = directory / START_FILE
     if not file.is_file():
