@@ -310,7 +310,7 @@ def _refuse_missing(values: list[str], line_numbers: list[int]) -> None:
     """A mark of a missing value (``'NA'``, ``'nan'``, nothing after pandas' index) among numbers, a title above
     them allowed, is a missing label, not a class named ``'NA'``: refused by its line.  Among names it is a name."""
     missing = [i for i, value in enumerate(values) if not value or value.lower() in MISSING_MARKS]
-    rest = [value for i, value in enumerate(values) if i not in set(missing)]
+    rest = [value for value in values if value and value.lower() not in MISSING_MARKS]
     if missing and rest and (_numeric(rest) or (len(rest) > 1 and _numeric(rest[1:]))):
         raise ValueError(f"line {line_numbers[missing[0]]} holds {values[missing[0]]!r}, a missing value among "
                          "numbers: every row needs a label (-1 for a row without one)")

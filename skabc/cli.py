@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in message:
             message = f"{message}: {exc.filename!r}"
-        print(f"skabc {args.command}: error: {_as_options(message, set(vars(args)))}", file=sys.stderr)
+        print(f"skabc {args.command}: error: {_as_options(message, _command_options)}", file=sys.stderr)
         return 1
 
 

@@ -46,9 +46,9 @@ def check_best_weights(saved, net: NeuralNet | None) -> None:
     check_weights(saved["state"], net)
 
 
-def check_weights(state, net: NeuralNet | None) -> None:
-    """Saved weights: dense, finite tensors by name that fit ``net``'s module (torch's own errors for others
-    name no file, and come only once training has ended)."""
+def check_weights(state, net: NeuralNet | dict | None) -> None:
+    """Saved weights: dense, finite tensors by name that fit ``net``'s module, or the state dict ``net`` (torch's
+    own errors for others name no file, and come only once training has ended)."""
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ValueError("the weights are not a mapping of tensor names to tensors")
     for name, value in state.items():
@@ -57,7 +57,7 @@ def check_weights(state, net: NeuralNet | None) -> None:
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             raise ValueError(f"the weight {name!r} holds NaN or infinite values")
     if net is not None:
-        expected = net.module_.state_dict()
+        expected = net if isinstance(net, dict) else net.module_.state_dict()
         name = first_mismatch(state, expected) or next(
             (k for k in sorted(state) if state[k].dtype != expected[k].dtype), None)
         if name is not None:

@@ -29,7 +29,6 @@ from ._checkpoint_contents import (
     check_generator_state,
     check_history,
     check_weights,
-    first_mismatch,
 )
 from .callbacks import (
     CHECKPOINT_FILES,
@@ -209,18 +208,24 @@ def started_as_this_run(kernel, X: np.ndarray, labels: np.ndarray, group_codes,
     """Whether ``checkpoint_dir`` holds no history but the configuration file of this configuration on these
     data: a run that ended before its first checkpoint (early stopping ahead of ``checkpoint_every``).  Read
     only: :func:`checkpointed_epochs` would write this fit's configuration over it."""
-    directory = Path(kernel.checkpoint_dir)
-    if (directory / CHECKPOINT_FILES["f_history"]).exists():
+    if (Path(kernel.checkpoint_dir) / CHECKPOINT_FILES["f_history"]).exists():
         return False
+    return _this_runs_start(kernel, X, labels, group_codes, validation_labels) is not None
+
+
+def _this_runs_start(kernel, X: np.ndarray, labels: np.ndarray, group_codes, validation_labels) -> dict | None:
+    """The ``_start`` record (``{}`` where none) of the configuration file in ``checkpoint_dir`` where it is this
+    configuration's on these data, else ``None`` (none, unreadable, another run, or an earlier version's that
+    recorded no data).  The start and the patience are not compared: the callers judge them."""
     try:
-        saved = json.loads((directory / _CONFIG_FILE).read_text())
+        saved = json.loads((Path(kernel.checkpoint_dir) / _CONFIG_FILE).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
+        return None
     if not isinstance(saved, dict) or not _pop_data_records(saved, X, labels, group_codes, validation_labels):
-        return False
-    saved.pop("_start", None)  # these two compared on the kept kernel itself (skabc.training.result)
+        return None
+    start = saved.pop("_start", None)
     saved.pop("_patience", None)
-    return _same(saved, describe_params(kernel))
+    return (start if isinstance(start, dict) else {}) if _same(saved, describe_params(kernel)) else None
 
 
 def saved_warm_start(spec, X: np.ndarray, labels: np.ndarray, group_codes, validation_labels,
@@ -232,18 +237,10 @@ def saved_warm_start(spec, X: np.ndarray, labels: np.ndarray, group_codes, valid
     A resume competes and scores against them: the fit that was stopped left its own result on the kernel, which
     would otherwise be taken for the start.  They must fit the network of ``current`` (the kernel's weights).
     """
+    start = _this_runs_start(spec, X, labels, group_codes, validation_labels)
+    if start is None or start.get("init_") != WARM_START:
+        return None
     directory = Path(spec.checkpoint_dir)
-    try:
-        saved = json.loads((directory / _CONFIG_FILE).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # none yet, or refused by name where a history makes it a checkpoint
-    start = saved.pop("_start", None) if isinstance(saved, dict) else None
-    if not isinstance(start, dict) or start.get("init_") != WARM_START:
-        return None
-    saved.pop("_patience", None)
-    same_data = _pop_data_records(saved, X, labels, group_codes, validation_labels)
-    if not same_data or not _same(saved, describe_params(spec)):  # another run: checkpointed_epochs decides
-        return None
     file = directory / START_FILE
     if not file.is_file():
         if "recommended_clustering" not in start:  # an earlier version's warm start: it kept none
@@ -253,11 +250,7 @@ def saved_warm_start(spec, X: np.ndarray, labels: np.ndarray, group_codes, valid
                          "to start afresh.")
     try:
         weights = torch.load(file, map_location="cpu", weights_only=True)
-        check_weights(weights, None)
-        name = first_mismatch(weights, current) or next(
-            (k for k in sorted(weights) if weights[k].dtype != current[k].dtype), None)
-        if name is not None:
-            raise ValueError(f"the weights do not fit this kernel's network ({name!r} differs)")
+        check_weights(weights, current)
         settings = start.get("recommended_clustering", {})
         check_recommended(settings, "its recommended_clustering")
     except pickle.UnpicklingError as exc:
