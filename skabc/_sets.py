@@ -25,6 +25,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import densify, is_pairwise, validate_set
+from ._group_affinity import check_kept_memory, dense_copies, join_blocks
 from ._subsample import draw_rows, extend_labels, spread_affinity
 from ._user_warnings import each_warning_once, recording_warnings, warn_user
 from ._validation import N_JOBS_CONSTRAINT, add_note
@@ -38,13 +39,14 @@ from .spectral.candidates import CANDIDATES
 from .spectral.split import SPLIT_SUFFIX, split_gaussian_clusters
 
 
-def cluster_groups(model, X, n_samples: int, group_codes):
-    """Cluster each group as one set; returns labels, affinities, k, eigenvalues and chosen candidates per set.
+def cluster_groups(model, X, n_samples: int, group_codes, keep_affinity: bool = True):
+    """Cluster each group as one set; returns labels, the affinity, k, eigenvalues and chosen candidates per set.
 
     ``X`` is passed on as the caller gave it (e.g. a DataFrame), so the kernel
     validates it against the feature names it was fitted with.  The groups are
     clustered in parallel over ``n_jobs``; ids are then offset group after group
-    so they are unique across groups.
+    so they are unique across groups.  The affinity is the one set's as the kernel returned it, or every group's
+    joined into one sparse matrix; ``None`` without ``keep_affinity`` (each set's is dropped once it is clustered).
     """
     if group_codes is None:
         group_codes = np.zeros(n_samples, dtype=np.int64)
@@ -53,17 +55,21 @@ def cluster_groups(model, X, n_samples: int, group_codes):
     if len(groups) == 1:
         # One set: X itself, not a copy (a precomputed affinity stays the user's matrix), and its
         # labels as the spectral step returned them (SpectralClustering's own, for its affinities).
-        set_labels, affinity, found, eigenvalues, chosen = map_sets(model, [X], seeds, model.n_jobs)[0]
+        set_labels, affinity, found, eigenvalues, chosen = map_sets(model, [X], seeds, model.n_jobs, keep_affinity)[0]
         warn_about_estimates(model, [found], [eigenvalues], [n_samples], [chosen])
-        return set_labels, [affinity], [found], [eigenvalues], [chosen]
+        return set_labels, affinity, [found], [eigenvalues], [chosen]
     rows_of = [np.flatnonzero(group_codes == g) for g in groups]
+    if keep_affinity:
+        sizes = [len(rows) if model.max_samples_ is None else min(len(rows), model.max_samples_) for rows in rows_of]
+        check_kept_memory(as_kernel(model.kernel_), sizes, getattr(model, "arbiter_", None))
     if sp.issparse(X):
         X = X.tocsr()  # row-indexable
     if is_pairwise(model.affinity):
         subsets = [_safe_indexing(_safe_indexing(X, rows), rows, axis=1) for rows in rows_of]
     else:
         subsets = [_safe_indexing(X, rows) for rows in rows_of]
-    results = map_sets(model, subsets, seeds, model.n_jobs)
+    results = map_sets(model, subsets, seeds, model.n_jobs, keep_affinity)
+    del subsets
     labels = np.empty(n_samples, dtype=np.int64)
     affinities, n_found, spectra, choices = [], [], [], []
     offset = 0
@@ -75,8 +81,10 @@ def cluster_groups(model, X, n_samples: int, group_codes):
         n_found.append(found)
         spectra.append(eigenvalues)
         choices.append(chosen)
+    del results, affinity  # the affinities list holds the only references: join_blocks frees each once copied
     warn_about_estimates(model, n_found, spectra, [len(rows) for rows in rows_of], choices)
-    return labels, affinities, n_found, spectra, choices
+    joined = join_blocks(rows_of, affinities, n_samples) if keep_affinity else None
+    return labels, joined, n_found, spectra, choices
 
 
 def warn_about_estimates(model, n_found: list, spectra: list, sizes: list, chosen: list) -> None:
@@ -237,14 +245,15 @@ def warn_if_more_clusters_than_points(n_clusters: int | None, sets: list, max_sa
     warn_user(f"n_clusters={n_clusters} is more than {what}.", SkabcWarning)
 
 
-def map_sets(model, sets: list, seeds: list, n_jobs) -> list:
+def map_sets(model, sets: list, seeds: list, n_jobs, keep_affinity: bool = True) -> list:
     """Cluster each set, in order: in this process for one set, else with joblib; a remark every set makes is
-    said once."""
+    said once.  Without ``keep_affinity`` each set's affinity is ``None``, dropped as soon as the set is clustered
+    (so many sets never hold their affinities at once)."""
     with each_warning_once():
-        return _map_sets(model, sets, seeds, n_jobs)
+        return _map_sets(model, sets, seeds, n_jobs, keep_affinity)
 
 
-def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
+def _map_sets(model, sets: list, seeds: list, n_jobs, keep_affinity: bool) -> list:
     kernel, max_samples = model.kernel_, model.max_samples_
     # The arbiter travels as its name (each process reads the shipped file once).
     clustering = (model.spectral_step_, getattr(model, "arbiter_", None))
@@ -254,7 +263,7 @@ def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
         clustering = (*clustering, model.random_state)
     warn_if_more_clusters_than_points(model.spectral_step_.n_clusters, sets, max_samples)
     if len(sets) == 1:
-        return [_cluster_one(kernel, clustering, sets[0], *seeds[0], max_samples)]
+        return [_kept(_cluster_one(kernel, clustering, sets[0], *seeds[0], max_samples), keep_affinity)]
     # Only the fitted kernel and the spectral settings travel, not labels_ or affinity_matrix_.
     # A few contiguous chunks per worker: the kernel is pickled once per chunk, not once per set.
     if n_jobs == 0:  # the constructor takes it (and False), as SpectralClustering's does
@@ -264,7 +273,7 @@ def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
     n_chunks = min(len(sets), 4 * workers)
     bounds = np.linspace(0, len(sets), n_chunks + 1).astype(int)
     caller = (os.getpid(), threading.get_ident())
-    tasks = (delayed(_cluster_chunk)(kernel, clustering, sets[a:b], seeds[a:b], max_samples, caller)
+    tasks = (delayed(_cluster_chunk)(kernel, clustering, sets[a:b], seeds[a:b], max_samples, caller, keep_affinity)
              for a, b in pairwise(bounds))
     # No more workers than chunks: n_jobs=48 started 48 processes for 2 sets (20x slower); 10**6 broke joblib.
     # The caller's filters are restored after the workers: blocks of other libraries in the worker threads (scikit-learn
@@ -281,6 +290,11 @@ def _map_sets(model, sets: list, seeds: list, n_jobs) -> list:
         for category, message in caught:
             warn_user(message, category)
     return [result for chunk, _ in chunks for result in chunk]
+
+
+def _kept(result: tuple, keep_affinity: bool) -> tuple:
+    """One set's result, its affinity replaced by ``None`` unless kept."""
+    return result if keep_affinity else (result[0], None, *result[2:])
 
 
 def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples: int | None = None):
@@ -337,7 +351,7 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     n = _num_samples(X)
     if not kernel.returns_sparse(n):
         # The affinity plus the spectral step's Laplacian and working copies (the arbiter's two affinities: more).
-        kernel.check_memory(n, n_copies=6 if arbiter else 4)
+        kernel.check_memory(n, n_copies=dense_copies(arbiter))
     affinity = kernel_affinity(kernel, X)
     if arbiter in COUNTING_ARBITERS:
         return count_then_cut(arbiter, step, affinity, X, eig_seed, seed, *cut_random_state)
@@ -349,7 +363,7 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
 
 
 def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_samples: int | None,
-                   caller: tuple[int, int]) -> tuple:
+                   caller: tuple[int, int], keep_affinity: bool = True) -> tuple:
     """``_cluster_one`` over a chunk of sets, in order (one joblib task), and the warnings they raised.
 
     ``caller``: the process id and thread id of the caller.  On its own thread (one job) the warnings are raised
@@ -358,7 +372,8 @@ def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_sampl
     parallel); in another process every warning is recorded.
     """
     def run() -> list:
-        return [_cluster_one(kernel, clustering, X, *seed, max_samples) for X, seed in zip(sets, seeds, strict=True)]
+        return [_kept(_cluster_one(kernel, clustering, X, *seed, max_samples), keep_affinity)
+                for X, seed in zip(sets, seeds, strict=True)]
 
     if os.getpid() == caller[0]:
         if threading.get_ident() == caller[1]:

@@ -7,7 +7,6 @@ from numbers import Integral, Real
 from typing import Any, Literal
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
@@ -196,7 +195,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         clusters than points; otherwise int64, in order of first appearance (``n_clusters`` >= points: ``0..n-1``).
     affinity_matrix_ : ndarray of shape (n_samples, n_samples) or sparse matrix
         Affinity given to the spectral step: the kernel's, raised to ``affinity_power``, or the
-        kNN graph when the arbiter kept one of its partitions (block-diagonal sparse with ``groups``;
+        kNN graph when the arbiter kept one of its partitions (block-diagonal sparse with ``groups``, all of
+        them checked against the kernel's memory limit as a total;
         sparse and zero outside the subsample of a set past ``max_samples_``);
         for ``affinity='precomputed'`` the validated ``X``, as in
         SpectralClustering.
@@ -363,18 +363,12 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
             warn_if_square(self, checked, group_codes)
         X_in = without_unseen_names(X_in, X, checked, self.kernel_)
         self._resolve_auto(as_kernel(self.kernel_).recommended_clustering())
-        labels, affinities, n_found, eigenvalues, chosen = cluster_groups(self, X_in, checked.shape[0], group_codes)
-        self.labels_, self.n_clusters_ = labels, int(sum(n_found))
+        labels, affinity, n_found, eigenvalues, chosen = cluster_groups(self, X_in, checked.shape[0], group_codes)
+        self.labels_, self.n_clusters_, self.affinity_matrix_ = labels, int(sum(n_found)), affinity
         if group_codes is None:
-            self.affinity_matrix_ = affinities[0]
             self.eigenvalues_ = eigenvalues[0]
             self.candidate_ = chosen[0]
         else:
-            order = np.argsort(group_codes, kind="stable")
-            inverse = np.empty_like(order)
-            inverse[order] = np.arange(len(order))
-            blocks = sp.block_diag([sp.csr_matrix(a) for a in affinities], format="csr")
-            self.affinity_matrix_ = blocks[inverse][:, inverse]
             self.eigenvalues_ = None if self.n_clusters is not None else eigenvalues  # as for one set
             self.candidate_ = chosen
         remember_fitted_params(self)
@@ -397,7 +391,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         """
         check_is_fitted(self, "kernel_")
         n_samples = _num_samples(X_in := self._predict_input(X))
-        return cluster_groups(self, X_in, n_samples, encode_groups(groups, n_samples))[0]
+        return cluster_groups(self, X_in, n_samples, encode_groups(groups, n_samples), keep_affinity=False)[0]
 
     def _predict_input(self, X):
         """``X`` validated against what ``fit`` saw (width, feature names), as the kernel takes it."""
@@ -455,7 +449,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         check_is_fitted(self, "kernel_")
         sets = validate_each(self._predict_input, check_sets(sets))
         seeds = set_seeds(self, len(sets))  # those predict(s) would draw, set after set
-        results = map_sets(self, sets, seeds, check_n_jobs(n_jobs))
+        results = map_sets(self, sets, seeds, check_n_jobs(n_jobs), keep_affinity=False)
         warn_about_estimates(self, [found for _, _, found, *_ in results], [values for _, _, _, values, _ in results],
                              [_num_samples(s) for s in sets], [chosen for *_, chosen in results])
         return [labels for labels, *_ in results]
