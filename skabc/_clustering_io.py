@@ -101,6 +101,10 @@ def restore_clustering(cls, meta: dict, tensors: dict, device):
     if not _schema.label_values_ok(labels, meta["n_clusters"]):  # the values, read: before any network is built
         raise _schema.fail("labels_", f"cluster ids must lie in [0, n_clusters={meta['n_clusters']}), got "
                                       f"[{labels.min()}, {labels.max()}]")
+    if (used := len(np.unique(labels))) != meta["n_clusters"]:  # fit counts the clusters its labels number
+        ids = f"{used} cluster id{'' if used == 1 else 's'}"
+        raise _schema.fail("labels_", f"they use {ids} where n_clusters={meta['n_clusters']}: a fitted model's "
+                                      "labels number its clusters 0 .. n_clusters - 1, each one used")
     if "class" in meta["kernel"]:
         kernel = persistence.restore(meta["kernel"], persistence.nested(_KERNEL, tensors), device)
     else:  # version 1: always a ContextualKernel, its weights directly under "kernel."

@@ -99,8 +99,8 @@ def plain_params(estimator, skip: Collection[str] = (), other: Callable[[Any], A
             continue
         if other is _refuse_non_plain and isinstance(value, np.random.RandomState):  # a file holds no stream: name it
             raise TypeError(f"cannot save {type(estimator).__name__} with random_state={type(value).__name__}(...): a "
-                            f"model file holds an int or None there; set_params(random_state=...) first, or use "
-                            f"pickle (or joblib)")
+                            "model file holds an int or None there: fit with an int random_state (or None) to save "
+                            "it, or use pickle (or joblib)")
         params[name] = json_ready(value, other)
     return params
 
@@ -254,14 +254,17 @@ def write(path, meta: dict, tensors: dict, extra: dict[str, str] | None = None) 
         if blocking is None:
             raise
         raise ValueError(f"cannot save to {str(path)!r}: {str(blocking)!r} is a file, not a folder") from None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
         save_file(tensors, tmp, metadata={**(extra or {}), "skabc": text})
         os.chmod(tmp, _file_mode(path))  # mkstemp creates 0600: the mode open() would give, or the replaced file's
         os.replace(tmp, path)
+    except OSError as exc:  # name the file the caller gave, not the hidden temporary one beside it
+        raise type(exc)(exc.errno, f"cannot save to {str(path)!r}: {exc.strerror}") from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 

@@ -186,6 +186,10 @@ def test_a_model_changed_by_set_params_after_fit_is_not_saved_as_if_it_were_fitt
         loaded.save(tmp_path / "again.safetensors")
     seeded = ABCClustering(random_state=np.random.RandomState(0)).fit(X)  # objects as parameters: fit still works
     assert seeded.n_clusters_ >= 1
+    # Probe 64b: the advice was set_params(random_state=...), which save then refused as changed after fit.
+    with pytest.raises(TypeError, match=r"fit with an int random_state \(or None\) to save it, or use pickle"):
+        seeded.save(tmp_path / "seeded.safetensors")
+    seeded.set_params(random_state=0).fit(X).save(tmp_path / "seeded.safetensors")  # what it advises works
 
 
 def test_save_refusals_name_the_problem(tmp_path):
@@ -213,9 +217,13 @@ def test_a_failed_save_leaves_no_temporary_file(tiny_kernel, tmp_path, monkeypat
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(persistence, "save_file", full_disk)
-    with pytest.raises(OSError, match="No space left"):
-        tiny_kernel.save(tmp_path / "k.safetensors")
+    target = tmp_path / "k.safetensors"
+    with pytest.raises(OSError, match="No space left") as caught:
+        tiny_kernel.save(target)
     assert list(tmp_path.iterdir()) == []
+    # Probe 64b: the error named the hidden temporary file ('.k.safetensors.<random>.tmp'), not the user's path.
+    assert caught.value.errno == 28 and f"cannot save to {str(target)!r}" in str(caught.value)
+    assert ".tmp" not in str(caught.value)
 
 
 def test_a_model_fitted_with_gaussian_split_true_round_trips(tmp_path):

@@ -238,6 +238,9 @@ def test_forged_class_is_refused_clearly(forged_class, loader, match, saved, tmp
         # Probe 41a: both loaded; the first then clustered with an RBF affinity, ignoring the saved kernel.
         (lambda m, t: m["params"].update(affinity="rbf"), r"params\.affinity: 'rbf', but a saved model's affinity"),
         (lambda m, t: m.update(n_clusters=10**6), r"n_clusters: 1000000 clusters, but the model was fitted on 30 rows"),
+        # Probe 64b: it loaded with n_clusters_ = 30 and every label 0.
+        (lambda m, t: (m.update(n_clusters=30), t.update(labels_=torch.zeros_like(t["labels_"]))),
+         r"labels_: they use 1 cluster id where n_clusters=30"),
     ],
 )
 def test_forged_clustering_model_is_refused_clearly(mutate, match, saved, tmp_path):
