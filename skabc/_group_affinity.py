@@ -78,6 +78,7 @@ def join_blocks(rows_of: list[np.ndarray], blocks: list, n_samples: int) -> sp.c
             blocks[g] = block
             counts[rows] = np.diff(block.indptr)
         else:
+            blocks[g] = block = np.asarray(block)  # a view of an ndarray: no copy
             counts[rows] = np.count_nonzero(block, axis=1)
     indptr = np.concatenate(([0], np.cumsum(counts)))
     index_dtype = np.int32 if max(int(indptr[-1]), n_samples) < np.iinfo(np.int32).max else np.int64

@@ -262,10 +262,19 @@ def write(path, meta: dict, tensors: dict, extra: dict[str, str] | None = None) 
         os.chmod(tmp, _file_mode(path))  # mkstemp creates 0600: the mode open() would give, or the replaced file's
         os.replace(tmp, path)
     except OSError as exc:  # name the file the caller gave, not the hidden temporary one beside it
-        raise type(exc)(exc.errno, f"cannot save to {str(path)!r}: {exc.strerror}") from None
+        raise _naming(exc, path) from None
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _naming(error: OSError, path: Path) -> OSError:
+    """``error`` again, of its class and errno, its message naming ``path`` instead of the temporary file."""
+    message = f"cannot save to {str(path)!r}: {error.strerror or error}"
+    args = (message,) if error.errno is None else (error.errno, message)
+    if type(error).__init__ is not OSError.__init__:  # a subclass of its own making: its arguments are unknown
+        return OSError(*args)
+    return type(error)(*args)
 
 
 def _file_mode(path: Path) -> int:
