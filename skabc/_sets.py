@@ -92,6 +92,7 @@ def warn_about_estimates(model, n_found: list, spectra: list, sizes: list, chose
     (``chosen``: each set's kept candidate, ``None`` where a counting arbiter kept the affinity's own rule)."""
     warn_at_max_clusters(model, n_found, spectra)
     warn_if_small_sets(model, sizes, chosen)
+    warn_if_sparse_generic(model, sizes)
 
 
 def warn_at_max_clusters(model, n_found: list, spectra: list | None = None) -> None:
@@ -142,6 +143,23 @@ def warn_if_small_sets(model, sizes: list[int], chosen: list) -> None:
         warn_user(f"The number of clusters was estimated on {where}: the shipped generic kernel was trained on sets "
                   f"of 150 to 500 rows and tends to over-estimate k on sets of fewer than {SMALL_SET_ROWS} rows (the "
                   "guide's 'Small sets'). Pass n_clusters where you know it.", SkabcWarning)
+
+
+def warn_if_sparse_generic(model, sizes: list[int]) -> None:
+    """Warn where the shipped generic kernel estimated ``k`` on its sparse affinity (sets of more than 10,000 rows
+    clustered whole, as ``max_samples=None`` does, or ``affinity_mode='sparse'``): its top-k
+    graph over-counts there (4 blobs of 6,000 points: k = 23 sparse, 4 dense; ``docs/scaling_results.md``)."""
+    step, max_samples = model.spectral_step_, model.max_samples_
+    if step.n_clusters is not None or step.max_clusters < 2 or getattr(model, "arbiter_", None) in COUNTING_ARBITERS:
+        return
+    kernel = as_kernel(model.kernel_)
+    clustered = [n if max_samples is None else min(n, max_samples) for n in sizes]
+    sparse = [n for n in clustered if n > 1 and kernel.returns_sparse(n)]
+    if sparse and _is_shipped_generic(kernel):
+        where = f"a set of {sizes[0]} rows" if len(sizes) == 1 else f"{len(sparse)} of {len(sizes)} sets"
+        warn_user(f"The number of clusters was estimated on the sparse affinity of {where}: the shipped generic "
+                  "kernel's sparse graph tends to over-estimate k (the guide's 'Large sets'). Keep the default "
+                  "max_samples (the set is then clustered on a subsample, densely) or pass n_clusters.", SkabcWarning)
 
 
 def _is_shipped_generic(kernel) -> bool:

@@ -136,6 +136,29 @@ def test_the_generic_kernel_warns_where_it_estimates_k_on_a_small_set(tiny_kerne
             given.fit(X[:20])
 
 
+def test_the_generic_kernel_warns_where_it_estimates_k_on_its_sparse_affinity(tiny_kernel):
+    """Probe 64a: max_samples=None on 12,000 blob points gave k = 45 (ARI 0.12) with no word; the generic kernel's
+    top-k graph over-counts (docs/scaling_results.md: 4 blobs of 6,000 points, k = 23 sparse, 4 dense)."""
+    from sklearn.base import clone
+
+    from skabc import pretrained
+    from skabc.exceptions import SkabcWarning
+
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    sparse = pretrained.load("generic").set_params(affinity_mode="sparse")
+    with pytest.warns(SkabcWarning, match=r"estimated on the sparse affinity of a set of 300 rows: the shipped "
+                                          r"generic kernel's sparse graph tends to over-estimate k"):
+        model = ABCClustering(kernel=sparse, random_state=0).fit(X)
+    with pytest.warns(SkabcWarning, match=r"sparse affinity of 2 of 2 sets"):
+        model.predict(X, groups=np.repeat([0, 1], 150))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*sparse affinity")
+        ABCClustering(random_state=0).fit(X)  # dense
+        ABCClustering(kernel=sparse, n_clusters=3, random_state=0).fit(X)  # k given
+        own = clone(tiny_kernel).set_params(affinity_mode="sparse", max_epochs=1)
+        ABCClustering(kernel=own.fit(*make_blob_sets(n_sets=4)[:2]), random_state=0).fit(X)  # the user's kernel
+
+
 def test_predict_warns_of_the_fitted_max_clusters_not_one_set_since():
     """A probe (42r/43): after set_params(max_clusters=2), predict warned 'reached max_clusters=2' while it
     clustered with the fitted bound (three clusters)."""
