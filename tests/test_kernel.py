@@ -266,7 +266,12 @@ def test_device_is_checked_where_it_is_used(tiny_kernel):
     (lambda d: _forge_optimizer_groups(d, lambda group: group.pop("betas")),
      r"optimizer\.1\.pt.*optimizer state does not work.*KeyError: 'betas'"),
     (lambda d: _forge_optimizer_groups(d, lambda group: group.update(betas="0.9")),
-     r"optimizer\.1\.pt.*optimizer state does not work.*too many values"),
+     r"optimizer\.1\.pt.*optimizer state sets betas='0.9', where this configuration's optimizer has \(0.9, 0.999\)"),
+    # Note 63 left these: the resumed run ascended the loss, or ran torch's differentiable step, silently.
+    (lambda d: _forge_optimizer_groups(d, lambda group: group.update(maximize=True)),
+     r"optimizer\.1\.pt.*optimizer state sets maximize=True, where this configuration's optimizer has False"),
+    (lambda d: _forge_optimizer_groups(d, lambda group: group.update(differentiable=True)),
+     r"optimizer\.1\.pt.*optimizer state sets differentiable=True"),
     (lambda d: _forge_optimizer_groups(d, lambda group: None, lambda state: state.pop("exp_avg")),
      r"optimizer\.1\.pt.*optimizer state does not work.*KeyError: 'exp_avg'"),
     (lambda d: (d / "history.json").write_text(json.dumps([dict(json.loads((d / "history.json").read_text())[0],

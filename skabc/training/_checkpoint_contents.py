@@ -121,7 +121,27 @@ def check_fits(key: str, content, net: NeuralNet) -> None:
             if value.dim() and not value.is_floating_point():
                 raise ValueError(f"the optimizer state's {name!r} of parameter {i} holds {value.dtype} values, not "
                                  "floating-point ones")
+    _check_settings(saved, groups)
     _check_a_step(content, net.optimizer_)
+
+
+#: Settings of a parameter group that training changes (the schedule sets ``lr``; torch's schedulers record
+#: ``initial_lr``); every other one a checkpoint holds is the configuration's own.
+_SCHEDULED = frozenset({"params", "lr", "initial_lr"})
+
+
+def _check_settings(saved: list, groups: list) -> None:
+    """Each saved group's fixed settings equal this configuration's (a saved ``maximize=True`` would ascend the loss,
+    silently); a setting one torch release records and another does not is passed over."""
+    for saved_group, group in zip(saved, groups, strict=True):
+        for name in (saved_group.keys() - _SCHEDULED) & group.keys():
+            try:
+                same = bool(saved_group[name] == group[name])
+            except (TypeError, ValueError, RuntimeError):  # e.g. a tensor of several values
+                same = False
+            if not same:
+                raise ValueError(f"the optimizer state sets {name}={saved_group[name]!r}, where this configuration's "
+                                 f"optimizer has {group[name]!r}")
 
 
 def _check_a_step(content: dict, optimizer: torch.optim.Optimizer) -> None:
