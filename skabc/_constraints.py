@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval
 
@@ -17,6 +17,19 @@ class IntRange(Interval):
 
     def __init__(self, left, right, *, closed: str) -> None:
         super().__init__(Integral, left, right, closed=closed)
+
+    def is_satisfied_by(self, val) -> bool:
+        return not isinstance(val, bool) and super().is_satisfied_by(val)
+
+
+class RealRange(Interval):
+    """scikit-learn's ``Interval(Real, left, right, closed=...)`` that refuses ``True`` and ``False``: a flag where an
+    amount is meant (``max_time=True``: one second; ``memory_limit=True``: one byte) is a mistake, not a number.
+    Parameters that :class:`~sklearn.cluster.SpectralClustering` takes (``gamma``, ``eigen_tol``, ...) keep the
+    plain ``Interval``, so code written for it runs unchanged."""
+
+    def __init__(self, left, right, *, closed: str) -> None:
+        super().__init__(Real, left, right, closed=closed)
 
     def is_satisfied_by(self, val) -> bool:
         return not isinstance(val, bool) and super().is_satisfied_by(val)

@@ -13,7 +13,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _fit_inputs, persistence
 from ._clustering_io import ClusteringPersistenceMixin, remember_fitted_params
-from ._constraints import SPECTRAL_N_JOBS, IntRange
+from ._constraints import SPECTRAL_N_JOBS, IntRange, RealRange
 from ._fit_inputs import (
     is_learned,
     is_pairwise,
@@ -266,7 +266,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         "n_clusters_selection": [StrOptions(set(N_CLUSTERS_SELECTORS) | {"auto"})],
         "arbiter": [StrOptions(set(ARBITERS) | {"auto"}), None],
         "gaussian_split": ["boolean", StrOptions({"auto"})],
-        "affinity_power": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "affinity_power": [RealRange(0, None, closed="neither"), StrOptions({"auto"})],
         "eigen_solver": [StrOptions({"arpack", "lobpcg", "amg"}), None],
         "n_components": [IntRange(1, None, closed="left"), None],
         "random_state": ["random_state"],

@@ -917,6 +917,12 @@ def test_explicit_early_stopping_that_cannot_run_says_so(blob_data, early_stoppi
     (lambda: ABCClustering(max_clusters=True), "max_clusters"),
     (lambda: SetCanonicalizer(n_components=True), "n_components"),
     (lambda: ContextualKernel(**{**TINY, "d_model": True}), "d_model"),
+    # Note 63 left max_time=True as one second; these amounts took True as 1 too.
+    (lambda: ContextualKernel(**{**TINY, "max_time": True}), "max_time"),
+    (lambda: ContextualKernel(**{**TINY, "memory_limit": True}), "memory_limit"),
+    (lambda: ContextualKernel(**{**TINY, "lr": True}), "lr"),
+    (lambda: ContextualKernel(**{**TINY, "fine_tune_alpha": True}), "fine_tune_alpha"),
+    (lambda: ABCClustering(affinity_power=True), "affinity_power"),
 ])
 def test_a_flag_is_not_a_count(make, name):
     """bool is an Integral: True was taken as 1 or failed in scipy / numpy without naming the parameter."""
@@ -930,7 +936,7 @@ def test_counts_scikit_learn_takes_as_flags_still_run():
     from sklearn.cluster import SpectralClustering
 
     X = np.random.default_rng(0).normal(size=(30, 2))
-    params = dict(affinity="rbf", n_clusters=2, n_init=True, n_jobs=True, random_state=0)
+    params = dict(affinity="rbf", n_clusters=2, n_init=True, n_jobs=True, gamma=True, random_state=0)
     np.testing.assert_array_equal(ABCClustering(**params).fit_predict(X), SpectralClustering(**params).fit_predict(X))
 
 

@@ -1,14 +1,13 @@
 """The parameter constraints of :class:`~skabc.kernels.ContextualKernel` (scikit-learn's validation)."""
 
 import os
-from numbers import Real
 
 import numpy as np
 import torch
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from torch import nn
 
-from .._constraints import IntRange
+from .._constraints import IntRange, RealRange
 from ..nn.backends import ATTENTION_BACKENDS
 from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
@@ -33,7 +32,7 @@ CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "n_heads": [IntRange(1, None, closed="left")],
     "d_model": [IntRange(1, MAX_D_MODEL, closed="both")],
     "layer_norm": [StrOptions({"pre", "post"})],
-    "dropout": [Interval(Real, 0, 1, closed="left")],
+    "dropout": [RealRange(0, 1, closed="left")],
     "canonical_features": [IntRange(1, None, closed="left"), None],
     "embedder": [StrOptions(set(EMBEDDERS)), nn.Module, callable, None],
     "local_geometry": ["boolean"],
@@ -43,25 +42,25 @@ CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "clusters_per_set": ["array-like", IntRange(1, None, closed="left"), None],
     "sets_per_epoch": [IntRange(1, None, closed="left"), None],
     "init": [StrOptions({"auto", "generic", "scratch"})],
-    "fine_tune_alpha": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
+    "fine_tune_alpha": [RealRange(0, 1, closed="right"), StrOptions({"auto"})],
     "max_epochs": [IntRange(1, None, closed="left"), StrOptions({"auto"})],
     "batch_size": [IntRange(1, None, closed="left"), StrOptions({"auto"})],
     # float32 (the optimizer's own state) holds neither beyond its largest value: torch overflows deep inside.
-    "lr": [Interval(Real, 0, _FLOAT32_MAX, closed="neither")],
-    "weight_decay": [Interval(Real, 0, _FLOAT32_MAX, closed="left")],
+    "lr": [RealRange(0, _FLOAT32_MAX, closed="neither")],
+    "weight_decay": [RealRange(0, _FLOAT32_MAX, closed="left")],
     # Beyond a million the loss's gradient norm overflows float32 under clipping: training silently stood still.
-    "pos_weight": [Interval(Real, 0, 1e6, closed="right"), StrOptions({"balanced"}), None],
+    "pos_weight": [RealRange(0, 1e6, closed="right"), StrOptions({"balanced"}), None],
     "early_stopping": ["boolean", StrOptions({"auto"})],
-    "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+    "validation_fraction": [RealRange(0, 1, closed="neither")],
     "n_iter_no_change": [IntRange(1, None, closed="left")],
-    "max_time": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+    "max_time": [RealRange(0, None, closed="neither"), StrOptions({"auto"}), None],
     "warm_start": ["boolean"],
     "checkpoint_dir": [str, os.PathLike, None],
     "checkpoint_every": [IntRange(1, None, closed="left")],
     "affinity_mode": [StrOptions({"auto", "dense", "sparse"})],
     "n_neighbors": [IntRange(1, None, closed="left")],
     "n_random_neighbors": [IntRange(0, None, closed="left")],
-    "memory_limit": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+    "memory_limit": [RealRange(0, None, closed="neither"), StrOptions({"auto"}), None],
     "device": [str, torch.device, None],
     "random_state": ["random_state"],
     "verbose": ["verbose"],
