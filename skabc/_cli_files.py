@@ -141,6 +141,8 @@ def read_array(path: str, what: str, ndim: int, header: bool | None = None, rows
                 warnings.simplefilter("ignore", UserWarning)
                 data = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=ndim, encoding="utf-8-sig",
                                   usecols=range(1, len(columns)) if named_index else None)
+            if named_index:  # usecols reads the columns the header names and drops any field beyond them
+                _check_widths(file, skip, len(columns))
             first_column = 2 if named_index else 1
             if index_column and not named_index and data.shape[1] > 1 and _row_ids(data[:, 0]):
                 data, first_column = data[:, 1:], 2
@@ -197,6 +199,16 @@ def _located(error: Exception, file: Path, skip: int) -> str:
 
 def _fields(count: str) -> str:
     return f"{count} field{'' if count == '1' else 's'}"
+
+
+def _check_widths(file: Path, skip: int, width: int) -> None:
+    """Refuse a data row of more fields than the header names (numpy's usecols would cut it in silence)."""
+    with file.open(encoding="utf-8-sig") as f:
+        for number, line in enumerate(f, start=1):
+            content = line.rstrip("\r\n").split("#", 1)[0]
+            if number > skip and content != "" and (found := len(content.split(","))) > width:
+                raise ValueError(f"line {number} has {found} fields where the header has {width}; every row "
+                                 "needs one per column")
 
 
 def _data_lines(file: Path, skip: int) -> list[int]:

@@ -713,6 +713,13 @@ def test_cli_drops_the_row_index_that_pandas_writes_by_default(tmp_path, capsys)
     pd.DataFrame(X, index=[f"row{i}" for i in range(len(X))]).to_csv(tmp_path / "names.csv")
     assert main(["cluster", str(tmp_path / "names.csv"), "-o", str(tmp_path / "names.txt"), "-q"]) == 0
     assert np.array_equal(np.loadtxt(tmp_path / "names.txt"), reference)
+    # Note 63 left it: a row longer than such a header lost its extra fields in silence (numpy's usecols).
+    lines = (tmp_path / "names.csv").read_text().splitlines()
+    lines[5] += ",7.5"
+    (tmp_path / "long.csv").write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["cluster", str(tmp_path / "long.csv"), "-o", str(tmp_path / "long.txt"), "-q"]) == 1
+    assert "line 6 has 5 fields where the header has 4; every row needs one per column" in capsys.readouterr().err
     two = np.c_[np.arange(len(X)), X[:, 0]]
     np.save(tmp_path / "two.npy", two)
     (tmp_path / "ragged.csv").write_text(",a,b\n" + "\n".join(f"{int(a)},{b:.17g}" for a, b in two) + "\n")
