@@ -563,3 +563,23 @@ def test_a_scikit_learn_affinity_parameter_the_learned_affinity_does_not_read_wa
         ABCClustering(n_clusters=2, affinity="rbf", gamma=0.01, random_state=0).fit(X)
         ABCClustering(n_clusters=2, random_state=0).fit(X)
         ABCClustering(n_clusters=2, kernel_params={}, gamma=np.float64(1.0), random_state=0).fit(X)  # the defaults
+
+
+@pytest.mark.parametrize("assign_labels, dtype", [("kmeans", np.int32), ("discretize", np.int64),
+                                                  ("cluster_qr", np.int64)])
+def test_one_cluster_needs_no_eigensolve(monkeypatch, assign_labels, dtype):
+    """Probe 64c: k = 1 (given, or counted by 'generic-count') went to scikit-learn's spectral embedding, which on
+    scarcely linked points failed in 2 of 40 identical calls with a bare ValueError(). SpectralClustering's labels
+    for one cluster (and its dtype) come without it."""
+    import skabc.spectral.step as step_module
+
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    expected = SpectralClustering(n_clusters=1, assign_labels=assign_labels, random_state=0).fit(X).labels_
+
+    def no_eigensolve(*args, **kwargs):
+        raise AssertionError("an eigensolve for one cluster")
+
+    monkeypatch.setattr(step_module, "sklearn_spectral_labels", no_eigensolve)
+    labels = ABCClustering(affinity="rbf", n_clusters=1, assign_labels=assign_labels, random_state=0).fit(X).labels_
+    np.testing.assert_array_equal(labels, expected)
+    assert labels.dtype == expected.dtype == dtype
