@@ -27,6 +27,7 @@ from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import densify, is_pairwise, validate_set
 from ._group_affinity import check_kept_memory, dense_copies, join_blocks
 from ._subsample import draw_rows, extend_labels, spread_affinity
+from ._threads import process_pools_restored
 from ._user_warnings import each_warning_once, recording_warnings, warn_user
 from ._validation import N_JOBS_CONSTRAINT, add_note
 from .exceptions import AffinityTooLargeError, SkabcWarning
@@ -296,7 +297,7 @@ def _map_sets(model, sets: list, seeds: list, n_jobs, keep_affinity: bool) -> li
     # No more workers than chunks: n_jobs=48 started 48 processes for 2 sets (20x slower); 10**6 broke joblib.
     # The caller's filters are restored after the workers: blocks of other libraries in the worker threads (scikit-learn
     # opens one per check_array call) overlap without a lock and leave each other's filters behind.
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), process_pools_restored():
         chunks = Parallel(n_jobs=max(1, min(workers, n_chunks)))(tasks)  # no sets: no chunks, one idle worker
     # Warnings raised in a worker process never reach the caller's filters, and those of a worker thread would point
     # into the thread pool: each chunk there records its own, and they are raised again here, once each at the

@@ -60,3 +60,27 @@ def single_native_thread():
     every, per_thread = _controller()
     with (every if threading.current_thread() is threading.main_thread() else per_thread).limit(limits=1):
         yield
+
+
+@contextlib.contextmanager
+def process_pools_restored():
+    """Put the process-wide pools (OpenBLAS's own) back as they were once the block ends, where the caller is the
+    main thread.
+
+    Around sets clustered in worker threads (joblib's threading backend): scikit-learn limits those pools around
+    its k-means and neighbour searches in each thread, and two such limits overlapping in two threads each restore
+    the value the other had set, which could leave the whole process at one BLAS thread for good (probe 64c: about
+    1 call in 10-20 of ``predict_many(sets, n_jobs=2)``).  Elsewhere a no-op: the pools are another thread's to set.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    every, per_thread = _controller()
+    process_wide = [lib for lib in every.lib_controllers if lib not in per_thread.lib_controllers]
+    before = [lib.num_threads for lib in process_wide]
+    try:
+        yield
+    finally:
+        for lib, threads in zip(process_wide, before, strict=True):
+            if lib.num_threads != threads:
+                lib.set_num_threads(threads)

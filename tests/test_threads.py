@@ -156,3 +156,26 @@ def test_main_thread_limits_the_process_pool_too(process_blas_at_two):
     with single_native_thread():
         assert set(_blas_threads()) == {1}
     assert set(_blas_threads()) == {2}
+
+
+def test_sets_clustered_in_threads_leave_the_process_pool_as_they_found_it(process_blas_at_two):
+    """Probe 64c: under joblib's threading backend, scikit-learn's limits around k-means in two worker threads
+    restored each other's values and left OpenBLAS's process-wide pool at one thread for good (1 call in 10-20 of
+    predict_many(sets, n_jobs=2)).  Here a kernel's worker leaves it at one thread every time."""
+    import threading
+
+    import joblib
+
+    from skabc.kernels import Kernel
+
+    class LeavesBlasAtOne(Kernel):
+        def affinity(self, X):
+            if threading.current_thread() is not threading.main_thread():
+                threadpool_limits(limits=1, user_api="blas")  # applied, never restored
+            return np.exp(-((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+
+    sets = [make_blobs(30, centers=2, random_state=seed)[0] for seed in range(4)]
+    model = ABCClustering(kernel=LeavesBlasAtOne(), n_clusters=2, random_state=0).fit(sets[0])
+    with joblib.parallel_config(backend="threading"):
+        model.predict_many(sets, n_jobs=2)
+    assert set(_blas_threads()) == {2}
