@@ -16,9 +16,10 @@ from ._validation import format_bytes
 from .exceptions import AffinityTooLargeError
 
 #: Memory per kept pair while the blocks are joined, in dense ``float64`` copies (8 bytes): the dense blocks not yet
-#: copied, the joined matrix (value and int32 column index) and one block's temporaries.  Measured: 19.6 bytes per
-#: pair over the start of a fit with 12 groups of 2,000 rows, ``affinity='rbf'`` (peak RSS 1.37 GB from 0.43 GB);
-#: the rest is margin for the allocator, which does not always hand freed blocks back at once.
+#: copied, the joined matrix (value and int32 column index) and one block's temporaries.  Measured: 20.1 bytes per
+#: pair over the start of a fit with 12 groups of 2,000 rows, ``affinity='rbf'`` (``python
+#: benchmarks/group_memory.py``, ``benchmarks/results/group_memory.json``); the rest is margin for the allocator,
+#: which does not always hand freed blocks back at once.
 KEPT_COPIES = 3.0
 
 

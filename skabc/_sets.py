@@ -49,7 +49,8 @@ def cluster_groups(model, X, n_samples: int, group_codes, keep_affinity: bool = 
     so they are unique across groups.  The affinity is the one set's as the kernel returned it, or every group's
     joined into one sparse matrix; ``None`` without ``keep_affinity`` (each set's is dropped once it is clustered).
     """
-    if group_codes is None:
+    grouped = group_codes is not None
+    if not grouped:
         group_codes = np.zeros(n_samples, dtype=np.int64)
     groups = np.unique(group_codes)
     seeds = set_seeds(model, len(groups))
@@ -58,6 +59,8 @@ def cluster_groups(model, X, n_samples: int, group_codes, keep_affinity: bool = 
         # labels as the spectral step returned them (SpectralClustering's own, for its affinities).
         set_labels, affinity, found, eigenvalues, chosen = map_sets(model, [X], seeds, model.n_jobs, keep_affinity)[0]
         warn_about_estimates(model, [found], [eigenvalues], [n_samples], [chosen])
+        if grouped and keep_affinity:  # sparse with groups, one group or many, as documented
+            affinity = join_blocks([np.arange(n_samples)], [affinity], n_samples)
         return set_labels, affinity, [found], [eigenvalues], [chosen]
     rows_of = [np.flatnonzero(group_codes == g) for g in groups]
     if keep_affinity:
@@ -158,9 +161,13 @@ def warn_if_sparse_generic(model, sizes: list[int]) -> None:
     sparse = [n for n in clustered if n > 1 and kernel.returns_sparse(n)]
     if sparse and _is_shipped_generic(kernel):
         where = f"a set of {sizes[0]} rows" if len(sizes) == 1 else f"{len(sparse)} of {len(sizes)} sets"
+        # The remedy by the cause: the kernel's mode, or a set clustered whole past the sparse mode's threshold.
+        instead = ("set the kernel's affinity_mode to 'auto' (dense up to 10,000 rows)"
+                   if getattr(kernel, "affinity_mode", None) == "sparse" else
+                   "keep the default max_samples (the set is then clustered on a subsample, densely)")
         warn_user(f"The number of clusters was estimated on the sparse affinity of {where}: the shipped generic "
-                  "kernel's sparse graph tends to over-estimate k (the guide's 'Large sets'). Keep the default "
-                  "max_samples (the set is then clustered on a subsample, densely) or pass n_clusters.", SkabcWarning)
+                  f"kernel's sparse graph tends to over-estimate k (the guide's 'Large sets'). Pass n_clusters, or "
+                  f"{instead}.", SkabcWarning)
 
 
 def _is_shipped_generic(kernel) -> bool:

@@ -69,8 +69,8 @@ def process_pools_restored():
 
     Around sets clustered in worker threads (joblib's threading backend): scikit-learn limits those pools around
     its k-means and neighbour searches in each thread, and two such limits overlapping in two threads each restore
-    the value the other had set, which could leave the whole process at one BLAS thread for good (probe 64c: about
-    1 call in 10-20 of ``predict_many(sets, n_jobs=2)``).  Elsewhere a no-op: the pools are another thread's to set.
+    the value the other had set, which could leave the whole process at one BLAS thread for good (now and then, in
+    ``predict_many(sets, n_jobs=2)`` under that backend).  Elsewhere a no-op: the pools are another thread's to set.
     """
     if threading.current_thread() is not threading.main_thread():
         yield

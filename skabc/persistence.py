@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 import numpy as np
 import sklearn
 import torch
-from safetensors.torch import load_file, safe_open, save_file
+from safetensors.torch import load_file, safe_open
+from safetensors.torch import save as serialize
 
 from . import _schema
 
@@ -258,7 +259,8 @@ def write(path, meta: dict, tensors: dict, extra: dict[str, str] | None = None) 
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.close(fd)
-        save_file(tensors, tmp, metadata={**(extra or {}), "skabc": text})
+        # Serialised here and written by Python, so that a failed write (a full disk) is an OSError with its errno.
+        _write(tmp, serialize(tensors, metadata={**(extra or {}), "skabc": text}))
         os.chmod(tmp, _file_mode(path))  # mkstemp creates 0600: the mode open() would give, or the replaced file's
         os.replace(tmp, path)
     except OSError as exc:  # name the file the caller gave, not the hidden temporary one beside it
@@ -268,13 +270,19 @@ def write(path, meta: dict, tensors: dict, extra: dict[str, str] | None = None) 
             os.unlink(tmp)
 
 
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as file:
+        file.write(data)
+
+
 def _naming(error: OSError, path: Path) -> OSError:
     """``error`` again, of its class and errno, its message naming ``path`` instead of the temporary file."""
     message = f"cannot save to {str(path)!r}: {error.strerror or error}"
     args = (message,) if error.errno is None else (error.errno, message)
-    if type(error).__init__ is not OSError.__init__:  # a subclass of its own making: its arguments are unknown
+    try:
+        return type(error)(*args)
+    except TypeError:  # a subclass of another library's making, whose arguments are its own
         return OSError(*args)
-    return type(error)(*args)
 
 
 def _file_mode(path: Path) -> int:

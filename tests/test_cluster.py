@@ -147,10 +147,18 @@ def test_the_generic_kernel_warns_where_it_estimates_k_on_its_sparse_affinity(ti
     X = np.random.default_rng(0).normal(size=(300, 2))
     sparse = pretrained.load("generic").set_params(affinity_mode="sparse")
     with pytest.warns(SkabcWarning, match=r"estimated on the sparse affinity of a set of 300 rows: the shipped "
-                                          r"generic kernel's sparse graph tends to over-estimate k"):
+                                          r"generic kernel's sparse graph tends to over-estimate k .* Pass "
+                                          r"n_clusters, or set the kernel's affinity_mode to 'auto'"):
         model = ABCClustering(kernel=sparse, random_state=0).fit(X)
     with pytest.warns(SkabcWarning, match=r"sparse affinity of 2 of 2 sets"):
         model.predict(X, groups=np.repeat([0, 1], 150))
+    # Sparse by size (past 10,000 rows, here lowered to 100) with max_samples=None: the remedy is max_samples.
+    import skabc.kernels.contextual as contextual
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(contextual, "SPARSE_AUTO_MIN_SAMPLES", 100)
+        with pytest.warns(SkabcWarning, match=r"Pass n_clusters, or keep the default max_samples"):
+            ABCClustering(max_samples=None, random_state=0).fit(X)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*sparse affinity")
         ABCClustering(random_state=0).fit(X)  # dense

@@ -567,19 +567,26 @@ def test_a_scikit_learn_affinity_parameter_the_learned_affinity_does_not_read_wa
 
 @pytest.mark.parametrize("assign_labels, dtype", [("kmeans", np.int32), ("discretize", np.int64),
                                                   ("cluster_qr", np.int64)])
-def test_one_cluster_needs_no_eigensolve(monkeypatch, assign_labels, dtype):
+def test_one_cluster_survives_a_failed_eigensolve(monkeypatch, assign_labels, dtype):
     """Probe 64c: k = 1 (given, or counted by 'generic-count') went to scikit-learn's spectral embedding, which on
-    scarcely linked points failed in 2 of 40 identical calls with a bare ValueError(). SpectralClustering's labels
-    for one cluster (and its dtype) come without it."""
+    scarcely linked points failed in 2 of 40 identical calls with a bare ValueError(). Where it fails for one
+    cluster, the labels are SpectralClustering's where it succeeds (and its dtype); review 64: otherwise it still
+    runs, so n_components, warnings, verbose output and a RandomState's draws stay SpectralClustering's."""
     import skabc.spectral.step as step_module
 
     X = np.random.default_rng(0).normal(size=(40, 2))
-    expected = SpectralClustering(n_clusters=1, assign_labels=assign_labels, random_state=0).fit(X).labels_
+    params = dict(affinity="rbf", n_clusters=1, assign_labels=assign_labels, random_state=0)
+    expected = SpectralClustering(**params).fit(X).labels_
+    for n_components in (None, 3):  # with 3, 'discretize' and 'cluster_qr' label as many clusters, as scikit-learn
+        np.testing.assert_array_equal(ABCClustering(**params, n_components=n_components).fit(X).labels_,
+                                      SpectralClustering(**params, n_components=n_components).fit(X).labels_)
 
-    def no_eigensolve(*args, **kwargs):
-        raise AssertionError("an eigensolve for one cluster")
+    def failing(*args, **kwargs):
+        raise ValueError()
 
-    monkeypatch.setattr(step_module, "sklearn_spectral_labels", no_eigensolve)
-    labels = ABCClustering(affinity="rbf", n_clusters=1, assign_labels=assign_labels, random_state=0).fit(X).labels_
+    monkeypatch.setattr(step_module, "sklearn_spectral_labels", failing)
+    labels = ABCClustering(**params).fit(X).labels_
     np.testing.assert_array_equal(labels, expected)
     assert labels.dtype == expected.dtype == dtype
+    with pytest.raises(ValueError):  # another k is not papered over
+        ABCClustering(**{**params, "n_clusters": 2}).fit(X)

@@ -105,3 +105,15 @@ def test_map_sets_drops_each_affinity_where_only_labels_are_wanted(tiny_kernel, 
         for with_affinity, without in zip(kept, dropped, strict=True):
             assert np.array_equal(with_affinity[0], without[0]) and with_affinity[2] == without[2]
             assert np.array_equal(with_affinity[3], without[3]) and with_affinity[4] == without[4]
+
+
+@pytest.mark.parametrize("params", [dict(), dict(affinity="precomputed", n_clusters=2)])
+def test_one_group_keeps_its_affinity_sparse_as_many_groups_do(params):
+    """Review 64: with groups of one value, fit kept the kernel's dense affinity (for a precomputed one, the user's
+    own X), where every fit with groups had kept a sparse matrix, as the attribute's docstring says."""
+    X = make_blob_sets(n_sets=1, set_size=60, random_state=1)[0]
+    data = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1)) if params else X
+    whole = ABCClustering(random_state=0, **params).fit(data).affinity_matrix_
+    grouped = ABCClustering(random_state=0, **params).fit(data, groups=np.zeros(60)).affinity_matrix_
+    assert isinstance(grouped, sp.csr_matrix) and grouped is not data
+    np.testing.assert_array_equal(grouped.toarray(), whole.toarray() if sp.issparse(whole) else whole)

@@ -1602,12 +1602,12 @@ def test_interrupted_save_keeps_the_previous_file(tiny_kernel, tmp_path, monkeyp
     tiny_kernel.save(path)
     before = path.read_bytes()
 
-    def broken_save(tensors, filename, metadata=None):
+    def broken_write(filename, data):
         with open(filename, "wb") as f:
             f.write(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr(persistence, "save_file", broken_save)
+    monkeypatch.setattr(persistence, "_write", broken_write)
     with pytest.raises(OSError, match=f"cannot save to '{path}': disk full"):  # an OSError with no errno too
         tiny_kernel.save(path)
     assert path.read_bytes() == before

@@ -216,7 +216,7 @@ def test_a_failed_save_leaves_no_temporary_file(tiny_kernel, tmp_path, monkeypat
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(persistence, "save_file", full_disk)
+    monkeypatch.setattr(persistence, "_write", full_disk)
     target = tmp_path / "k.safetensors"
     with pytest.raises(OSError, match="No space left") as caught:
         tiny_kernel.save(target)
@@ -224,6 +224,46 @@ def test_a_failed_save_leaves_no_temporary_file(tiny_kernel, tmp_path, monkeypat
     # Probe 64b: the error named the hidden temporary file ('.k.safetensors.<random>.tmp'), not the user's path.
     assert caught.value.errno == 28 and f"cannot save to {str(target)!r}" in str(caught.value)
     assert ".tmp" not in str(caught.value)
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGXFSZ"), reason="needs POSIX file-size limits")
+def test_a_write_that_really_fails_is_an_oserror_naming_the_path(tmp_path):
+    """Review 64: safetensors' own writer turned a failed write (a full disk; here the file-size limit, EFBIG) into
+    its SafetensorError, no OSError, naming its temporary file. The limit is set in a child process."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "model.safetensors"
+    script = (
+        "import resource, signal\n"
+        "from skabc import pretrained\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (10_000, resource.RLIM_INFINITY))\n"
+        "try:\n"
+        f"    pretrained.load('generic').save({str(target)!r})\n"
+        "except OSError as error:\n"
+        "    print(type(error).__name__, error.errno, error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"OSError 27 [Errno 27] cannot save to {str(target)!r}: File too large")
+    assert list(tmp_path.iterdir()) == []  # no temporary file left
+
+
+@pytest.mark.parametrize("error", [PermissionError("read-only volume"), FileNotFoundError(2, "No such file"),
+                                   OSError("disk full"), OSError(28, "No space left on device")])
+def test_a_failed_save_keeps_the_class_and_errno_of_its_error(tiny_kernel, tmp_path, monkeypatch, error):
+    """Review 64: a PermissionError raised without an errno came back as a plain OSError."""
+
+    def failing(filename, data):
+        raise error
+
+    monkeypatch.setattr(persistence, "_write", failing)
+    target = tmp_path / "k.safetensors"
+    with pytest.raises(type(error)) as caught:
+        tiny_kernel.save(target)
+    assert type(caught.value) is type(error) and caught.value.errno == error.errno
+    assert f"cannot save to {str(target)!r}: {error.strerror or error}" in str(caught.value)
 
 
 def test_a_model_fitted_with_gaussian_split_true_round_trips(tmp_path):

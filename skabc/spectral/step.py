@@ -152,13 +152,15 @@ class SpectralStep:
             # warns for a dense one).  Asking for more is said once per call, by the caller (skabc._sets).
             labels, eigenvalues = np.arange(n), None
         elif self.n_clusters is not None and self.follows_sklearn:
-            if self.n_clusters == 1:
-                # SpectralClustering's labels for one cluster, without its eigensolve: of no use here, and on a graph
-                # of scarcely linked points it failed now and then with a bare ValueError (probe 64c).
-                labels = np.zeros(n, dtype=np.int32 if self.assign_labels == "kmeans" else np.int64)
-            else:
+            try:
                 labels = sklearn_spectral_labels(affinity, self.n_clusters, random_state=seed,
                                                  **self.embedding_params())
+            except ValueError:
+                if self.n_clusters != 1:
+                    raise
+                # One cluster: on a graph of scarcely linked points scikit-learn's eigensolve (of no use for one
+                # cluster) failed now and then with a bare ValueError (probe 64c); its labels where it succeeds.
+                labels = np.zeros(n, dtype=np.int32 if self.assign_labels == "kmeans" else np.int64)
             if self.assign_labels not in SKLEARN_ASSIGN_LABELS:  # no SpectralClustering labels to match: ours
                 labels = compact(labels)
             return labels, affinity, len(np.unique(labels)), None
