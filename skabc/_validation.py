@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import column_or_1d
 
-from .preprocessing import CONSTANT_TOLERANCE
+from .preprocessing import CONSTANT_TOLERANCE, compress_tails
 
 UNLABELLED = -1
 
@@ -182,12 +182,19 @@ def to_network_float32(X: np.ndarray, scale_free: bool) -> np.ndarray:
     changes its canonical coordinates.  Sets of ordinary magnitude and
     offset are cast exactly as ``check_array(X, dtype=np.float32)`` would,
     but for constant columns, which become 0 (canonicalisation drops them).
+    A set that needs the rescaling has its tails pulled in first, in float64
+    (the canonicalisation's own step 0), and each column takes its own power
+    of two: one far value (a ``1e99`` sentinel) or one column of far larger
+    units would otherwise set the scale, and float32 would round every other
+    value to 0.
     """
     if scale_free and X.size and X.dtype == np.float64:
         low, high = X.min(axis=0), X.max(axis=0)
-        # Halves first: the midrange and the spread of values near the float64 limit must not overflow.
-        magnitude, spread = np.maximum(np.abs(low), np.abs(high)), (high / 2 - low / 2) * 2
-        far = magnitude > FAR_OFFSET_RATIO * spread
+        # Halves first: the midrange of values near the float64 limit must not overflow.  Their spread may: inf is
+        # a spread that is neither far nor constant, as it should be.
+        with np.errstate(over="ignore"):
+            magnitude, spread = np.maximum(np.abs(low), np.abs(high)), (high / 2 - low / 2) * 2
+            far = magnitude > FAR_OFFSET_RATIO * spread
         # A spread within round-off of the values (0.3 against 0.1 + 0.2) is a constant column: centred, its
         # round-off would be all there is to standardise.
         constant = spread <= CONSTANT_TOLERANCE * magnitude
@@ -197,8 +204,25 @@ def to_network_float32(X: np.ndarray, scale_free: bool) -> np.ndarray:
             X[:, constant] = 0.0
         largest = float(np.max(np.abs(X)))
         if 0.0 < largest < TINY_SET_SCALE or largest > MAX_ABS_VALUE:
-            X = np.ldexp(X, -np.frexp(largest)[1])  # largest |value| now in [0.5, 1)
+            X = _tails_pulled_in(X)
+            peak = np.max(np.abs(X), axis=0)
+            X = np.ldexp(X, -np.frexp(np.where(peak > 0, peak, 1.0))[1])  # each column's largest |value| in [0.5, 1)
     return X.astype(np.float32, copy=False)
+
+
+def _tails_pulled_in(X: np.ndarray) -> np.ndarray:
+    """:func:`~skabc.preprocessing.compress_tails` in float64 and in each column's own units: the values it moves
+    are replaced, every other value is kept exactly (a copy only where a value moves)."""
+    peak = np.max(np.abs(X), axis=0)
+    peak = np.where(peak > 0, peak, 1.0)
+    scaled = X / peak  # the fences' arithmetic cannot overflow
+    pulled = compress_tails(scaled)
+    if pulled is scaled:
+        return X
+    moved = pulled != scaled
+    X = X.copy()
+    X[moved] = (pulled * peak)[moved]
+    return X
 
 
 def format_bytes(n_bytes: float) -> str:

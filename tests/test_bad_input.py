@@ -700,6 +700,45 @@ def test_generic_kernel_finds_the_same_clusters_in_a_subnormal_copy():
     np.testing.assert_array_equal(ABCClustering(random_state=0).fit_predict(X * 1e-310), labels)
 
 
+@pytest.mark.parametrize("scales", [(1e-25, 1e25), (1.0, 1e45)])
+def test_scale_free_kernel_keeps_columns_of_far_apart_units(scales, X30, canonical_kernel):
+    """Probe 64d: one power of two for the whole set (from its largest value) sent the column of small units below
+    float32's range, where it became 0: per-column scaling invariance broke beyond about 1e45 between columns."""
+    np.testing.assert_allclose(canonical_kernel.transform(X30 * np.array(scales)), canonical_kernel.transform(X30),
+                               atol=1e-5)
+
+
+def test_one_huge_value_does_not_erase_the_other_rows():
+    """Probe 64d: a 1e99 sentinel in one cell set the scale of the float32 cast, every other value became 0, and
+    ABCClustering() found 2 clusters of 499 and 1 rows (ARI 0.000 on the others). Its tails are now pulled in
+    first, in float64: 1e99 and 1e300 cluster as 1e40 did."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(500, centers=3, random_state=1)
+    labels = []
+    for value in (1e40, 1e99, 1e300):
+        Z = X.copy()
+        Z[7, 0] = value
+        labels.append(ABCClustering(random_state=0).fit_predict(Z))
+    np.testing.assert_array_equal(labels[1], labels[0])
+    np.testing.assert_array_equal(labels[2], labels[0])
+    assert len(np.unique(labels[0])) >= 3
+
+
+def test_a_spread_far_from_zero_is_not_taken_for_a_constant():
+    """Probe 64d: blobs 8.6 wide shifted by 1e13 (every row distinct in float64) were constant to a tolerance of
+    1e-12 of the magnitude, and clustered as one; so were nanosecond timestamps of bursts 0.5 ms apart."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(400, centers=3, random_state=0)
+    labels = ABCClustering(random_state=0).fit_predict(X)
+    np.testing.assert_array_equal(ABCClustering(random_state=0).fit_predict(X + 1e13), labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # probe 64d: numpy's overflow warning at the float64 limit
+        big = np.array([[np.finfo(np.float64).max, 1.0], [-np.finfo(np.float64).max, 2.0], [0.0, 3.0]])
+        ABCClustering(n_clusters=2, random_state=0).fit(big)
+
+
 def test_scale_free_fit_on_subnormal_values_learns_from_them(X30):
     """Training sets are canonicalised too: a subnormal copy of X trains the same kernel (not one on zeros)."""
     params = {**TINY, "canonical_features": 2, "set_size": 30}
