@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from sklearn.base import clone
+from sklearn import config_context
+from sklearn.base import BaseEstimator, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
 
@@ -92,7 +94,17 @@ def remember_fitted_params(model) -> None:
 def _comparable_params(model) -> dict:
     # Objects (a RandomState, a callable, the kernel) compare by their repr, which names the object or its
     # parameters.  verbose and n_jobs do not change the labels: they may change.
-    return persistence.plain_params(model, skip=("verbose", "n_jobs"), other=repr)
+    return persistence.plain_params(model, skip=("verbose", "n_jobs"), other=_comparable)
+
+
+def _comparable(value) -> str:
+    """``repr(value)``; an estimator's whole, whatever scikit-learn's display settings: its repr is cut short past
+    700 characters (a kernel's weight_decay went unseen) and ``print_changed_only`` rewrites it (a save refused a
+    kernel unchanged since fit) (probe 64e)."""
+    if isinstance(value, BaseEstimator):
+        with config_context(print_changed_only=True):
+            return value.__repr__(N_CHAR_MAX=sys.maxsize)
+    return repr(value)
 
 
 def restore_clustering(cls, meta: dict, tensors: dict, device):

@@ -192,6 +192,22 @@ def test_a_model_changed_by_set_params_after_fit_is_not_saved_as_if_it_were_fitt
     seeded.set_params(random_state=0).fit(X).save(tmp_path / "seeded.safetensors")  # what it advises works
 
 
+def test_a_kernel_changed_after_fit_is_seen_whatever_the_display_settings(tmp_path):
+    """Probe 64e: save compared the kernel's repr at fit and now, which scikit-learn cuts short past 700 characters
+    (weight_decay changed after fit went unseen) and rewrites under print_changed_only=False (an unchanged kernel
+    was refused)."""
+    from sklearn import config_context
+
+    X, y, groups = make_blob_sets(n_sets=4, set_size=30, random_state=3)
+    model = ABCClustering(kernel=ContextualKernel(**{**TINY, "max_epochs": 1}), random_state=0).fit(X, y, groups)
+    with config_context(print_changed_only=False):
+        model.save(tmp_path / "same.safetensors")  # nothing changed
+        model.set_params(kernel__weight_decay=0.5)
+        with pytest.raises(ValueError, match=r"kernel .* changed with set_params after fit"):
+            model.save(tmp_path / "changed.safetensors")
+    assert not (tmp_path / "changed.safetensors").exists()
+
+
 def test_save_refusals_name_the_problem(tmp_path):
     """A probe: saving onto a folder raised IsADirectoryError naming a hidden temporary file, and a model of
     affinity='rbf' was told to save its internal PairwiseKernel 'with its own save()', which has none."""
