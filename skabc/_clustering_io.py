@@ -101,7 +101,7 @@ def _comparable(value) -> str:
     """``repr(value)``; an estimator's whole, whatever scikit-learn's display settings: its repr is cut short past
     700 characters (a kernel's weight_decay went unseen) and ``print_changed_only`` rewrites it (a save refused a
     kernel unchanged since fit) (probe 64e)."""
-    if isinstance(value, BaseEstimator):
+    if isinstance(value, BaseEstimator) and type(value).__repr__ is BaseEstimator.__repr__:  # not a repr of its own
         with config_context(print_changed_only=True):
             return value.__repr__(N_CHAR_MAX=sys.maxsize)
     return repr(value)

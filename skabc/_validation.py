@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import column_or_1d
 
-from .preprocessing import CONSTANT_TOLERANCE, compress_tails
+from .preprocessing import CONSTANT_TOLERANCE, FENCE_IQRS
 
 UNLABELLED = -1
 
@@ -30,6 +30,12 @@ FAR_OFFSET_RATIO = 2.0**4
 #: A column lying more than this many of its spreads from zero keeps fewer than 16 distinct float32 values
 #: across its range (float32 has a 24-bit significand): the network of a kernel that is not scale-free refuses it.
 FLOAT32_OFFSET_RATIO = 2.0**20
+#: A scale-free column whose largest |value| is more than this many times its quartiles' would, scaled into float32's
+#: range by that value, round its ordinary values to 0 (float32's smallest normal number is 2**-126).
+FLOAT32_RANGE_RATIO = 2.0**100
+#: Where such a column's far values are moved: this many interquartile ranges beyond the canonicalisation's far
+#: fence, where tanh is 1.0 in float64, so that its tail step maps them where it maps the original values.
+MOVED_IQRS = 40.0
 
 
 def add_note(error: BaseException, note: str) -> None:
@@ -182,11 +188,14 @@ def to_network_float32(X: np.ndarray, scale_free: bool) -> np.ndarray:
     changes its canonical coordinates.  Sets of ordinary magnitude and
     offset are cast exactly as ``check_array(X, dtype=np.float32)`` would,
     but for constant columns, which become 0 (canonicalisation drops them).
-    A set that needs the rescaling has its tails pulled in first, in float64
-    (the canonicalisation's own step 0), and each column takes its own power
-    of two: one far value (a ``1e99`` sentinel) or one column of far larger
-    units would otherwise set the scale, and float32 would round every other
-    value to 0.
+    Where rescaling is needed, each column takes its own power of two (one
+    column of far larger units would otherwise set the scale for all), and
+    in a column whose largest |value| is more than :data:`FLOAT32_RANGE_RATIO`
+    times its quartiles (a ``1e99`` sentinel among values near 1) the far
+    values are first moved in to :data:`MOVED_IQRS` interquartile ranges
+    beyond the far fence: float32 would otherwise round every other value
+    of the column to 0, and the canonicalisation's tail step maps a value
+    there where it maps the original one.
     """
     if scale_free and X.size and X.dtype == np.float64:
         low, high = X.min(axis=0), X.max(axis=0)
@@ -204,24 +213,29 @@ def to_network_float32(X: np.ndarray, scale_free: bool) -> np.ndarray:
             X[:, constant] = 0.0
         largest = float(np.max(np.abs(X)))
         if 0.0 < largest < TINY_SET_SCALE or largest > MAX_ABS_VALUE:
-            X = _tails_pulled_in(X)
+            X = _far_values_moved_in(X)
             peak = np.max(np.abs(X), axis=0)
             X = np.ldexp(X, -np.frexp(np.where(peak > 0, peak, 1.0))[1])  # each column's largest |value| in [0.5, 1)
     return X.astype(np.float32, copy=False)
 
 
-def _tails_pulled_in(X: np.ndarray) -> np.ndarray:
-    """:func:`~skabc.preprocessing.compress_tails` in float64 and in each column's own units: the values it moves
-    are replaced, every other value is kept exactly (a copy only where a value moves)."""
+def _far_values_moved_in(X: np.ndarray) -> np.ndarray:
+    """In each column of a dynamic range beyond float32's (:data:`FLOAT32_RANGE_RATIO`), the values beyond
+    ``fence + MOVED_IQRS * IQR`` (the canonicalisation's far fences, ``FENCE_IQRS`` interquartile ranges beyond
+    the quartiles) moved to it; every other value kept exactly, and a copy only where one moves."""
     peak = np.max(np.abs(X), axis=0)
-    peak = np.where(peak > 0, peak, 1.0)
-    scaled = X / peak  # the fences' arithmetic cannot overflow
-    pulled = compress_tails(scaled)
-    if pulled is scaled:
+    scaled = X / np.where(peak > 0, peak, 1.0)  # in [-1, 1]: the quartiles' arithmetic cannot overflow
+    low_quartile, high_quartile = np.percentile(scaled, [25, 75], axis=0)
+    width = high_quartile - low_quartile
+    typical = np.maximum(np.abs(low_quartile), np.abs(high_quartile))
+    wide = (width > 0) & (typical * FLOAT32_RANGE_RATIO < 1.0)
+    if not wide.any():
         return X
-    moved = pulled != scaled
     X = X.copy()
-    X[moved] = (pulled * peak)[moved]
+    for column in np.flatnonzero(wide):
+        reach = (FENCE_IQRS + MOVED_IQRS) * width[column]
+        bounds = np.array([low_quartile[column] - reach, high_quartile[column] + reach]) * peak[column]
+        X[:, column] = np.clip(X[:, column], bounds[0], bounds[1])
     return X
 
 

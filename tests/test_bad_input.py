@@ -725,6 +725,30 @@ def test_one_huge_value_does_not_erase_the_other_rows():
     assert len(np.unique(labels[0])) >= 3
 
 
+def test_far_values_are_moved_only_where_float32_would_lose_the_rest():
+    """Review 64b: pulling every rescaled set's tails in before the cast compressed them twice (X * 1e20 moved the
+    canonical coordinates by 7.5e-2 where they had moved by 1e-7), and a training group of large units beside
+    ordinary ones kept 2 distinct values of its 40. Only a column whose range float32 cannot hold is touched."""
+    from skabc._validation import to_network_float32
+    from skabc.preprocessing import canonicalize_set
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    X[:6] *= 40.0  # values beyond the far fences
+    reference = canonicalize_set(X.astype(np.float32))
+    for scale in (1e20, 1e-30):
+        np.testing.assert_allclose(canonicalize_set(to_network_float32(X * scale, scale_free=True)), reference,
+                                   atol=1e-5)
+    for value in (1e16, 1e30, 1e99):  # one far cell: the same coordinates as at 1e14, which needs no rescale
+        Z, far = X.copy(), X.copy()
+        Z[7, 0], far[7, 0] = 1e14, value
+        np.testing.assert_allclose(canonicalize_set(to_network_float32(far, scale_free=True)),
+                                   canonicalize_set(to_network_float32(Z, scale_free=True)), atol=1e-5)
+    group = rng.normal(size=(40, 2)) * 1e20  # a group in large units beside ordinary rows
+    cast = to_network_float32(np.vstack([rng.normal(size=(200, 2)), group]), scale_free=True)[200:]
+    np.testing.assert_allclose(canonicalize_set(cast), canonicalize_set(group.astype(np.float32)), atol=1e-5)
+
+
 def test_a_spread_far_from_zero_is_not_taken_for_a_constant():
     """Probe 64d: blobs 8.6 wide shifted by 1e13 (every row distinct in float64) were constant to a tolerance of
     1e-12 of the magnitude, and clustered as one; so were nanosecond timestamps of bursts 0.5 ms apart."""

@@ -208,6 +208,30 @@ def test_a_kernel_changed_after_fit_is_seen_whatever_the_display_settings(tmp_pa
     assert not (tmp_path / "changed.safetensors").exists()
 
 
+def test_a_kernel_with_a_repr_of_its_own_still_fits():
+    """Review 64b: the comparison of parameters called every estimator's __repr__ with scikit-learn's N_CHAR_MAX,
+    and fit raised a TypeError for a kernel transformer that defines its own __repr__."""
+    from sklearn.base import BaseEstimator, TransformerMixin
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    class OwnRepr(TransformerMixin, BaseEstimator):
+        def fit(self, X, y=None):
+            return self
+
+        def transform(self, X):
+            return rbf_kernel(X)
+
+        def __repr__(self):
+            return "OwnRepr()"
+
+        def __sklearn_is_fitted__(self):
+            return True  # stateless: used as it is
+
+    X = make_blob_sets(n_sets=1, set_size=60, max_clusters=2, random_state=1)[0]
+    model = ABCClustering(kernel=OwnRepr(), n_clusters=2, random_state=0).fit(X)
+    assert len(np.unique(model.labels_)) == 2
+
+
 def test_save_refusals_name_the_problem(tmp_path):
     """A probe: saving onto a folder raised IsADirectoryError naming a hidden temporary file, and a model of
     affinity='rbf' was told to save its internal PairwiseKernel 'with its own save()', which has none."""
