@@ -370,6 +370,20 @@ def test_pipeline_routes_groups_to_the_kernel(blob_data):
     assert not np.allclose(within, across)
 
 
+def test_a_kernel_that_declines_groups_trains_without_them(blob_data):
+    """Probe 64e: with metadata routing on, ABCClustering passed its fit's groups to a kernel whose request says
+    set_fit_request(groups=False). The groups still make each group one set to cluster; the kernel trains as
+    its request says, and one that requests them (or says nothing) gets them, as before."""
+    X, y, g = (a[:60] for a in blob_data)
+    for request, expected in ((False, [None]), (True, [g]), (None, [g])):
+        seen = []
+        with config_context(enable_metadata_routing=True):
+            kernel = _recording_kernel(seen)(**TINY).set_fit_request(groups=request)
+            model = ABCClustering(kernel=kernel, random_state=0).fit(X, y, groups=g)
+        assert len(seen) == 1 and (seen[0] is None if expected[0] is None else np.array_equal(seen[0], g))
+        assert model.n_clusters_ >= 2  # two groups, each at least one cluster
+
+
 def test_grid_search_with_group_kfold_and_routing(blob_data):
     X, y, g = blob_data
     X, y, g = X[g < 12], y[g < 12], g[g < 12]

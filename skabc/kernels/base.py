@@ -381,6 +381,10 @@ def fit_on_labels(kernel, X, y, groups=None):
     kernel : estimator
         What ``kernel.fit`` returns.
     """
+    if groups is not None and get_config().get("enable_metadata_routing", False):
+        # Routing on: a kernel whose fit request declines groups trains without them (each is still one set to cluster).
+        declined = getattr(kernel, "_get_metadata_request", None) and kernel._get_metadata_request().fit.requests
+        groups = None if declined and declined.get("groups") is False else groups
     if groups is None:
         return kernel.fit(X, y)
     check_takes_groups(kernel)
