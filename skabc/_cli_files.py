@@ -203,20 +203,25 @@ def _fields(count: str) -> str:
 
 def _check_widths(file: Path, skip: int, width: int) -> None:
     """Refuse a data row of more fields than the header names (numpy's usecols would cut it in silence)."""
-    with file.open(encoding="utf-8-sig") as f:
-        for number, line in enumerate(f, start=1):
-            content = line.rstrip("\r\n").split("#", 1)[0]
-            if number > skip and content != "" and (found := len(content.split(","))) > width:
-                raise ValueError(f"line {number} has {found} fields where the header has {width}; every row "
-                                 "needs one per column")
+    for number, content in _data_rows(file, skip):
+        if (found := len(content.split(","))) > width:
+            raise ValueError(f"line {number} has {found} fields where the header has {width}; every row needs "
+                             "one per column")
 
 
 def _data_lines(file: Path, skip: int) -> list[int]:
-    """The file's line numbers of numpy's data rows: every line but the skipped ones, empty ones and comments
-    (whitespace counts)."""
+    """The file's line numbers of numpy's data rows."""
+    return [number for number, _ in _data_rows(file, skip)]
+
+
+def _data_rows(file: Path, skip: int):
+    """Numpy's data rows as (line number, content before any comment): every line but the skipped ones, empty ones
+    and comments (whitespace counts)."""
     with file.open(encoding="utf-8-sig") as f:
-        return [number for number, line in enumerate(f, start=1)
-                if number > skip and line.rstrip("\r\n").split("#", 1)[0] != ""]
+        for number, line in enumerate(f, start=1):
+            content = line.rstrip("\r\n").split("#", 1)[0]
+            if number > skip and content != "":
+                yield number, content
 
 
 def _index_header(first_line: str) -> bool:

@@ -26,7 +26,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import densify, is_pairwise, validate_set
 from ._group_affinity import check_kept_memory, dense_copies, join_blocks
-from ._subsample import draw_rows, extend_labels, spread_affinity
+from ._subsample import clustered_size, draw_rows, extend_labels, spread_affinity
 from ._threads import process_pools_restored
 from ._user_warnings import each_warning_once, recording_warnings, warn_user
 from ._validation import N_JOBS_CONSTRAINT, add_note
@@ -64,7 +64,7 @@ def cluster_groups(model, X, n_samples: int, group_codes, keep_affinity: bool = 
         return set_labels, affinity, [found], [eigenvalues], [chosen]
     rows_of = [np.flatnonzero(group_codes == g) for g in groups]
     if keep_affinity:
-        sizes = [len(rows) if model.max_samples_ is None else min(len(rows), model.max_samples_) for rows in rows_of]
+        sizes = [clustered_size(len(rows), model.max_samples_) for rows in rows_of]
         check_kept_memory(as_kernel(model.kernel_), sizes, getattr(model, "arbiter_", None))
     if sp.issparse(X):
         X = X.tocsr()  # row-indexable
@@ -153,11 +153,11 @@ def warn_if_sparse_generic(model, sizes: list[int]) -> None:
     """Warn where the shipped generic kernel estimated ``k`` on its sparse affinity (sets of more than 10,000 rows
     clustered whole, as ``max_samples=None`` does, or ``affinity_mode='sparse'``): its top-k
     graph over-counts there (4 blobs of 6,000 points: k = 23 sparse, 4 dense; ``docs/scaling_results.md``)."""
-    step, max_samples = model.spectral_step_, model.max_samples_
+    step = model.spectral_step_
     if step.n_clusters is not None or step.max_clusters < 2 or getattr(model, "arbiter_", None) in COUNTING_ARBITERS:
         return
     kernel = as_kernel(model.kernel_)
-    clustered = [n if max_samples is None else min(n, max_samples) for n in sizes]
+    clustered = [clustered_size(n, model.max_samples_) for n in sizes]
     sparse = [n for n in clustered if n > 1 and kernel.returns_sparse(n)]
     if sparse and _is_shipped_generic(kernel):
         where = f"a set of {sizes[0]} rows" if len(sizes) == 1 else f"{len(sparse)} of {len(sizes)} sets"

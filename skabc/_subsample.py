@@ -33,9 +33,14 @@ def resolve_max_samples(max_samples, learned: bool) -> int | None:
     return max_samples
 
 
+def clustered_size(n_samples: int, max_samples: int | None) -> int:
+    """How many rows of a set of ``n_samples`` the kernel and the spectral step see."""
+    return n_samples if max_samples is None else min(n_samples, max_samples)
+
+
 def draw_rows(n_samples: int, max_samples: int | None, seed) -> np.ndarray | None:
     """Sorted indices of the subsample of a set of ``n_samples`` points; ``None`` when it is clustered whole."""
-    if max_samples is None or n_samples <= max_samples:
+    if clustered_size(n_samples, max_samples) == n_samples:
         return None
     # An int seed (ABCClustering's per-set seed) gives its own stream, leaving any shared RandomState alone.
     rng = np.random.default_rng([seed, 5]) if isinstance(seed, Integral) else check_random_state(seed)

@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import column_or_1d
 
-from .preprocessing import CONSTANT_TOLERANCE, FENCE_IQRS
+from .preprocessing import CONSTANT_TOLERANCE, FENCE_IQRS, _quartiles
 
 UNLABELLED = -1
 
@@ -225,7 +225,7 @@ def _far_values_moved_in(X: np.ndarray) -> np.ndarray:
     the quartiles) moved to it; every other value kept exactly, and a copy only where one moves."""
     peak = np.max(np.abs(X), axis=0)
     scaled = X / np.where(peak > 0, peak, 1.0)  # in [-1, 1]: the quartiles' arithmetic cannot overflow
-    low_quartile, high_quartile = np.percentile(scaled, [25, 75], axis=0)
+    low_quartile, high_quartile = _quartiles(scaled)  # the canonicalisation's own, for its own fences
     width = high_quartile - low_quartile
     typical = np.maximum(np.abs(low_quartile), np.abs(high_quartile))
     wide = (width > 0) & (typical * FLOAT32_RANGE_RATIO < 1.0)
