@@ -347,11 +347,10 @@ from skabc.spectral.arbiter import (
     ARBITERS,
     GIVEN_K_ARBITERS,
     Arbiter,
-    candidate_evidence,
-    evidence_features,
     write_arbiter,
 )
 from skabc.spectral.candidates import MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, candidate_partitions
+from skabc.spectral.evidence import candidate_evidence, evidence_features
 
 ROOT = v2.ROOT
 #: Rows of the six k-unknown candidates with their cuts (since 2026-12-05); the rows of the records before that,
@@ -734,7 +733,11 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
     result = {"command": " ".join(["python", *sys.argv]), **result}
     results_path.write_text(json.dumps(result, indent=1))
     if passes and not cuts:
-        write_arbiter(out_path, models if forest_seeds > 1 else models[0], candidates, provenance, spectrum_size)
+        # The widest training set bounds the arbiter's domain: wider sets keep the kNN graph
+        # (skabc.spectral.arbiter.WIDE_SET_CANDIDATES).
+        widest = max(POOLS[pool][2]["n_features"][1] for pool in pools)
+        write_arbiter(out_path, models if forest_seeds > 1 else models[0], candidates, provenance, spectrum_size,
+                      max_features=widest)
         check = Arbiter.from_file(out_path)
         probe = F[:: max(1, len(F) // 500)]
         assert np.allclose(check.forest.predict(probe), predict(probe), atol=1e-9)

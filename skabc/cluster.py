@@ -115,8 +115,9 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         keeps the partition its trained forest predicts to score best, from evidence that needs no
         labels (:mod:`skabc.spectral.arbiter`).  With ``n_clusters=None``: the kernel's affinity and
         the set's 10-NN graph, each with two ``k`` rules (about three more spectral steps); with
-        ``n_clusters`` given: both cut into ``n_clusters`` (one more).  ``'generic-knn'``: the same choice
-        of ``k``, the 10-NN graph cut into it; ``'generic-knn-only'``: the 10-NN graph's own candidates only.
+        ``n_clusters`` given: both cut into ``n_clusters`` (one more); a set wider than its forest's training sets
+        (more than 64 columns for the shipped ones) keeps the 10-NN graph's partition.  ``'generic-knn'``: the same
+        choice of ``k``, the 10-NN graph cut into it; ``'generic-knn-only'``: the 10-NN graph's own candidates only.
         ``'generic-count'``: ``k`` as the generic kernel and its arbiter count it (``ABCClustering()``'s count
         before its ``gaussian_split``; on at most 2,000 of the rows, sparse ones made dense), this model's
         affinity cut into it.  ``None``: the kernel's affinity only.  ``'auto'``: the kernel's recommendation

@@ -19,12 +19,11 @@ from skabc.spectral.arbiter import (
     KNN_PARTITION_VARIANTS,
     Arbiter,
     TreeEnsemble,
-    candidate_features,
     load_arbiter,
-    n_feature_columns,
     write_arbiter,
 )
 from skabc.spectral.candidates import CANDIDATES, candidate_partitions, default_candidates
+from skabc.spectral.evidence import candidate_features, n_feature_columns
 from skabc.spectral.knn import knn_graph
 
 #: The spectral candidates for k unknown (the shipped file's four and ``knn-at-kernel-consensus``); ``gmm-bic`` has
@@ -207,6 +206,10 @@ def test_unparsable_arbiter_files_are_value_errors_naming_the_file(tmp_path, tex
         # Review 54c: integers beyond float64 raised OverflowError (node arrays) and TypeError (baseline).
         ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), value=[0, 10**400, 1])]}, "must be finite"),
         ({"baseline": 10**400}, "baseline must be a finite number"),
+        ({"max_features": 0}, "max_features must be a positive integer"),
+        ({"max_features": True}, "max_features must be a positive integer"),
+        ({"max_features": 64.0}, "max_features must be a positive integer"),
+        ({"max_features": "64"}, "max_features must be a positive integer"),
     ],
 )
 def test_forged_arbiter_files_are_refused(tmp_path, change, message):
@@ -227,7 +230,7 @@ def _many_blobs(k=30, seed=0):
 def test_features_read_eigenvalues_below_the_solvers_accuracy_as_zero():
     """Which solver ran (ARPACK ~1e-16, float32 LAPACK refined ~1e-13) must not move a feature: the shipped forests
     split log10(lambda + 1e-12) down to lambda ~ 3e-16."""
-    from skabc.spectral.arbiter import EIGENVALUE_RESOLUTION, candidate_evidence, evidence_features
+    from skabc.spectral.evidence import EIGENVALUE_RESOLUTION, candidate_evidence, evidence_features
 
     X = _blobs()
     evidence = candidate_evidence(candidate_partitions(STEP, _toy_probabilities(X), X, 0, 0, UNKNOWN_K), 2)
@@ -861,3 +864,80 @@ def test_as_many_clusters_as_rows_are_singletons_with_no_candidate_reported():
             warnings.simplefilter("ignore", UserWarning)
             model = ABCClustering(n_clusters=k, random_state=0).fit(X)
         assert model.candidate_ is None and model.n_clusters_ == 30 and isinstance(model.affinity_matrix_, np.ndarray)
+
+
+def test_shipped_arbiters_know_the_widest_set_they_were_trained_on(fresh_arbiters):
+    """Each shipped file's ``max_features`` is the widest set of the pools its provenance names."""
+    for arbiter in (load_arbiter("generic"), load_arbiter("generic", given_k=True)):
+        widest = max(pool["n_features"][1] for pool in arbiter.provenance["training_sets"].values())
+        assert arbiter.max_features == widest == 64
+        assert arbiter.beyond_domain(65) and not arbiter.beyond_domain(64)
+
+
+@pytest.mark.parametrize("given_k", [False, True])
+def test_a_set_wider_than_the_arbiters_training_keeps_the_knn_graph(tmp_path, monkeypatch, fresh_arbiters, capsys,
+                                                                     given_k):
+    """The forest prefers the kernel's partition; past ``max_features`` columns the kNN graph's eigengap partition
+    (with k given: the kNN graph cut into it) is kept instead, whatever the forest predicts."""
+    from dataclasses import replace
+
+    names = GIVEN_K if given_k else UNKNOWN_K
+    onehot = n_feature_columns(len(names)) - len(names) + names.index(names[0])
+    path = _forest_file(tmp_path, [_stump(onehot, 0.5, 0.0, 1.0)], candidates=names, max_features=2)
+    monkeypatch.setitem(GIVEN_K_ARBITERS if given_k else ARBITERS, "generic", str(path))
+    arbiter = load_arbiter("generic", given_k=given_k)
+    assert arbiter.max_features == 2
+    X = np.vstack([_blobs(150), [[0.0, 0.0]]])
+    # k = 2: the kNN graph's 3 components are no exact answer that would win at any width.
+    step = replace(STEP, n_clusters=2, verbose=True) if given_k else replace(STEP, verbose=True)
+    P = _toy_probabilities(X)
+    assert arbiter.cluster(step, P, X, 0, 0)[4] == names[0]  # as wide as its training sets: the forest decides
+    capsys.readouterr()
+    wide = np.hstack([X, np.zeros((len(X), 1))])  # one more column, the same geometry
+    labels, affinity, k, _, chosen = arbiter.cluster(step, P, wide, 0, 0)
+    assert chosen == ("knn-given" if given_k else "knn-eigengap")
+    assert "as for every set wider than the 2 columns its forest was trained on" in capsys.readouterr().out
+    assert arbiter.choose(arbiter.candidates_of(step, P, wide, 0, 0), wide.shape[1])[0] == names.index(chosen)
+    kept = arbiter.candidates_of(step, P, wide, 0, 0)[names.index(chosen)]
+    np.testing.assert_array_equal(labels, kept.labels)
+    assert k == kept.n_clusters and sp.issparse(affinity)
+
+
+def test_write_arbiter_records_max_features(tmp_path):
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    rng = np.random.default_rng(0)
+    F = rng.normal(size=(60, n_feature_columns(len(UNKNOWN_K))))
+    model = GradientBoostingRegressor(n_estimators=3, max_depth=2, random_state=0).fit(F, rng.normal(size=60))
+    write_arbiter(tmp_path / "a.json", model, UNKNOWN_K, {"recipe": "test"}, max_features=64)
+    write_arbiter(tmp_path / "b.json", model, UNKNOWN_K, {"recipe": "test"})
+    assert Arbiter.from_file(tmp_path / "a.json").max_features == 64
+    assert Arbiter.from_file(tmp_path / "b.json").max_features is None
+
+
+def _topic_corpus(seed, n=600, vocabulary=12_000, k=4):
+    """TF-IDF rows of ``k`` topics: half of each document's 20-80 words from its topic's own block of the
+    vocabulary, half from a shared one."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % k
+    block = vocabulary // (2 * k)
+    rows, words = [], []
+    for i in range(n):
+        length = int(rng.integers(20, 80))
+        words.extend(np.r_[rng.integers(y[i] * block, (y[i] + 1) * block, length // 2),
+                           rng.integers(vocabulary // 2, vocabulary, length - length // 2)])
+        rows.extend([i] * length)
+    counts = sp.csr_matrix((np.ones(len(rows)), (rows, words)), shape=(n, vocabulary))
+    return TfidfTransformer().fit_transform(counts), y
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_abc_clustering_counts_the_topics_of_tf_idf_rows(seed):
+    """Before the arbiter's width limit it kept the kernel's cut of a few outlying documents of these corpora:
+    2 clusters (ARI 0.00) for 4 topics.  The kNN graph of the rows finds them."""
+    X, y = _topic_corpus(seed)
+    model = ABCClustering(random_state=0).fit(X)
+    assert model.candidate_ == "knn-eigengap"
+    assert model.n_clusters_ == 4 and adjusted_rand_score(y, model.labels_) > 0.95

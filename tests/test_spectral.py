@@ -785,7 +785,7 @@ def test_compact_keeps_every_partition(labels, expected):
 
 
 def test_evidence_features_have_one_width_for_every_spectrum_size():
-    from skabc.spectral.arbiter import evidence_features, n_feature_columns
+    from skabc.spectral.evidence import evidence_features, n_feature_columns
 
     evidence = {"n": 30, "n_features_in": 2, "names": ["kernel-consensus", "knn-rotation"], "k": [3, 2],
                 "sizes": [[10, 10, 10], [20, 10]], "spectra": [[0.0, 0.0, 0.0, 0.4, 0.5], [0.0, 0.0, 0.3]],

@@ -26,10 +26,10 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
-from sklearn.metrics import adjusted_rand_score
 
 from .._schema import _finite
 from .candidates import CANDIDATES, MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, Candidate, candidate_partitions, quiet_cuts
+from .evidence import candidate_features, n_feature_columns
 from .forest import TreeEnsemble
 from .knn import KNN_NEIGHBORS, knn_graph, links_every_row
 from .select import ZERO_EIGENVALUE
@@ -53,108 +53,15 @@ KNN_PARTITION_VARIANTS = {"generic": "generic-knn"}
 #: images) the kernel's ``k`` rules over-count where the kNN graph's do not; a labelled fit keeps the variant only
 #: where its held-out sets say so (:func:`~skabc.training.validation.choose_partition`).
 KNN_CANDIDATE_VARIANTS = {"generic": "generic-knn-only"}
+#: What an arbiter keeps for a set wider than any it was trained on (its file's ``max_features``), the first of
+#: these it has: its forest's predictions there are extrapolations.  On 42 such sets (12 synthetic TF-IDF corpora,
+#: 12 dense 100-1,000-column mixtures, the 18 g2mg/h2mg sets of 128 columns; ``benchmarks/wide_sets.py``) the kNN
+#: graph's eigengap partition was never worse than the forest's choice, which kept the kernel's 2-cluster cut of a
+#: corpus of 12 topics (ARI 0.00); at a given ``k``, the kNN graph cut into it (0.795 against 0.756).
+WIDE_SET_CANDIDATES = ("knn-eigengap", "knn-given")
 #: Most tree nodes a file may hold (a forged file cannot make evaluation allocate without bound).
 _MAX_NODES = 1_000_000
 FORMAT = "skabc-arbiter"
-#: Laplacian eigenvalues below this are zero to the accuracy of the solvers (ARPACK and LAPACK ~1e-16; float32 solves
-#: refined in float64 ~1e-13, near-zero dense ones within 1e-11 by a residual bound; LOBPCG's tolerance ~1e-10): the
-#: features read them as 0. The shipped forests split ``log10(lambda + 1e-12)`` down to lambda ~ 3e-16, where which
-#: solver ran, or the BLAS build, would otherwise choose the branch.
-EIGENVALUE_RESOLUTION = 1e-10
-
-
-def candidate_evidence(candidates: list[Candidate], n_features_in: int) -> dict:
-    """What an arbiter's features read of one set's candidates, as plain JSON values.
-
-    Research recipes store it, so that features of another width can be computed without clustering again.
-
-    Parameters
-    ----------
-    candidates : list of Candidate
-        The partitions of one set (:func:`~skabc.spectral.candidates.candidate_partitions`).
-    n_features_in : int
-        The set's number of columns.
-
-    Returns
-    -------
-    evidence : dict
-        ``n`` and ``n_features_in`` of the set; per candidate its ``names``, ``k``, cluster ``sizes``
-        (``bincount`` of its labels) and its affinity's ``spectra``; the candidates' pairwise ``agreement``
-        (ARI).
-    """
-    agree = np.ones((len(candidates), len(candidates)))
-    for i in range(len(candidates)):
-        for j in range(i + 1, len(candidates)):  # ARI is symmetric: each pair once
-            agree[i, j] = agree[j, i] = adjusted_rand_score(candidates[i].labels, candidates[j].labels)
-    return {"n": len(candidates[0].labels), "n_features_in": int(n_features_in),
-            "names": [c.name for c in candidates], "k": [int(c.n_clusters) for c in candidates],
-            "sizes": [np.bincount(c.labels).tolist() for c in candidates],
-            "spectra": [np.asarray(c.spectrum, dtype=np.float64).tolist() for c in candidates],
-            "agreement": agree.tolist()}
-
-
-def evidence_features(evidence: dict, spectrum_size: int = SPECTRUM_SIZE) -> np.ndarray:
-    """The feature rows of a :func:`candidate_evidence` record, one per candidate.
-
-    Parameters
-    ----------
-    evidence : dict
-        What :func:`candidate_evidence` returns.
-    spectrum_size : int, default=SPECTRUM_SIZE
-        Eigenvalues of each affinity read (its ``k``-th and ``k+1``-th, its number of zeros); the
-        number of columns does not depend on it.
-
-    Returns
-    -------
-    features : ndarray of shape (n_candidates, n_feature_columns(n_candidates))
-    """
-    if spectrum_size < 2:  # a candidate's own features read its k-th and k+1-th eigenvalues
-        raise ValueError(f"spectrum_size must be at least 2, got {spectrum_size}")
-    n, names = evidence["n"], evidence["names"]
-    by_source = {}
-    for name, spectrum in zip(names, evidence["spectra"], strict=True):
-        # The shared columns read 7 eigenvalues of each source whatever spectrum_size is (1 where not read).
-        by_source.setdefault(CANDIDATES[name][0], _padded(spectrum[:spectrum_size], max(spectrum_size, 8)))
-    shared = [np.log(n), np.log(max(evidence["n_features_in"], 1))]
-    for source in ("kernel", "knn"):
-        shared.extend(by_source.get(source, np.ones(8))[1:8])
-    agree = np.asarray(evidence["agreement"], dtype=np.float64)
-    rows = []
-    for i in range(len(names)):
-        k = evidence["k"][i]
-        spectrum = _padded(evidence["spectra"][i], spectrum_size)
-        at = min(max(k, 1), spectrum_size - 1)
-        low, high = spectrum[at - 1], spectrum[at]
-        own = [np.log(max(k, 1)), low, high, high - low, np.log10(max(low, 0.0) + 1e-12),
-               np.log10(max(high, 0.0) + 1e-12), float(np.sum(spectrum < ZERO_EIGENVALUE))]
-        agreement = [agree[i, j] for j in range(len(names)) if j != i]
-        sizes = np.asarray(evidence["sizes"][i], dtype=np.float64)
-        shares = sizes / n
-        onehot = [float(j == i) for j in range(len(names))]
-        rows.append(own + agreement + [shares.min(), shares.max()] + shared + onehot)
-    return np.asarray(rows, dtype=np.float64)
-
-
-def candidate_features(candidates: list[Candidate], n_features_in: int,
-                       spectrum_size: int = SPECTRUM_SIZE) -> np.ndarray:
-    """One row of unlabelled evidence per candidate (:func:`evidence_features` of :func:`candidate_evidence`)."""
-    return evidence_features(candidate_evidence(candidates, n_features_in), spectrum_size)
-
-
-def n_feature_columns(n_candidates: int) -> int:
-    """Width of :func:`candidate_features`' rows for ``n_candidates`` candidates."""
-    return 7 + (n_candidates - 1) + 2 + 2 + 2 * 7 + n_candidates
-
-
-def _padded(spectrum: np.ndarray, size: int) -> np.ndarray:
-    """The first ``size`` eigenvalues, padded with 1 (a tiny set has fewer), those below
-    :data:`EIGENVALUE_RESOLUTION` read as 0."""
-    out = np.ones(size)
-    values = np.asarray(spectrum, dtype=np.float64)[:size]
-    out[: len(values)] = np.where(values < EIGENVALUE_RESOLUTION, 0.0, values)
-    return out
-
-
 @dataclass(frozen=True)
 class Arbiter:
     """A trained arbiter: its candidates, in order, and the forest predicting each one's ARI.
@@ -176,6 +83,9 @@ class Arbiter:
     sources : tuple of str, default=None
         The sources (:data:`~skabc.spectral.candidates.CANDIDATES`' first entries, e.g. ``('knn',)``) whose candidates
         may be kept; ``None``: any.  All are still computed: each one's features read the others.
+    max_features : int, default=None
+        Widest set of its training data (the file's ``max_features``): a wider set keeps its candidate of
+        :data:`WIDE_SET_CANDIDATES`.  ``None``: no limit.
     """
 
     name: str
@@ -185,6 +95,7 @@ class Arbiter:
     partition: str = "kernel"
     spectrum_size: int = SPECTRUM_SIZE
     sources: tuple[str, ...] | None = None
+    max_features: int | None = None
 
     @classmethod
     def from_file(cls, path, name: str | None = None) -> Arbiter:
@@ -241,12 +152,37 @@ class Arbiter:
         provenance = data.get("provenance", {})
         if not isinstance(provenance, dict):
             raise ValueError(f"{path}: provenance must be an object")
-        return cls(name or path.stem, tuple(candidates), forest, provenance, spectrum_size=spectrum_size)
+        max_features = data.get("max_features")
+        if max_features is not None and (type(max_features) is not int or max_features < 1):
+            raise ValueError(f"{path}: max_features must be a positive integer (or absent: no limit)")
+        return cls(name or path.stem, tuple(candidates), forest, provenance, spectrum_size=spectrum_size,
+                   max_features=max_features)
 
     @property
     def given_k(self) -> bool:
         """Whether this arbiter chooses among partitions at a given ``k`` (else ``k`` unknown)."""
         return CANDIDATES[self.candidates[0]][1] == "given"
+
+    def beyond_domain(self, n_features_in: int) -> bool:
+        """Whether a set of ``n_features_in`` columns is wider than any this arbiter was trained on.
+
+        Parameters
+        ----------
+        n_features_in : int
+            The set's number of columns.
+
+        Returns
+        -------
+        beyond : bool
+            True where :attr:`max_features` is set and ``n_features_in`` exceeds it.
+        """
+        return self.max_features is not None and n_features_in > self.max_features
+
+    def _wide_candidate(self, n_features_in: int) -> str | None:
+        """The candidate of :data:`WIDE_SET_CANDIDATES` kept for a set this wide, if beyond the domain and held."""
+        if not self.beyond_domain(n_features_in):
+            return None
+        return next((name for name in WIDE_SET_CANDIDATES if name in self.candidates), None)
 
     def _check_mode(self, step: SpectralStep) -> None:
         if self.given_k != (step.n_clusters is not None):
@@ -272,7 +208,8 @@ class Arbiter:
         """Index of the candidate of :attr:`sources` with the highest predicted ARI, and every prediction.
 
         The first candidate wins ties; with ``k`` given, a kNN graph of exactly ``k`` connected components
-        wins whatever the forest predicts.
+        wins whatever the forest predicts, and a set wider than :attr:`max_features` keeps its candidate of
+        :data:`WIDE_SET_CANDIDATES` (if the arbiter has one).
 
         Parameters
         ----------
@@ -293,6 +230,9 @@ class Arbiter:
             exact = _components_at_k(candidates)
             if exact is not None:
                 return exact, scores
+        wide = self._wide_candidate(n_features_in)
+        if wide is not None:
+            return [c.name for c in candidates].index(wide), scores
         allowed = np.flatnonzero([self.sources is None or CANDIDATES[c.name][0] in self.sources for c in candidates])
         allowed = allowed if allowed.size else np.arange(len(candidates))
         return int(allowed[np.argmax(scores[allowed])]), scores
@@ -301,7 +241,8 @@ class Arbiter:
         """The chosen partition of one set, as :meth:`SpectralStep.cluster` returns one, plus its name.
 
         A kNN-partition arbiter (:data:`KNN_PARTITION_VARIANTS`) returns the set's kNN graph cut into the chosen
-        candidate's ``k`` instead of a kernel candidate's partition, named ``'knn-at-<candidate>'``.
+        candidate's ``k`` instead of a kernel candidate's partition, named ``'knn-at-<candidate>'``.  A set wider
+        than :attr:`max_features` gets its candidate of :data:`WIDE_SET_CANDIDATES`, the only one computed.
 
         Parameters
         ----------
@@ -334,6 +275,13 @@ class Arbiter:
         if links_every_row(X) or (self.given_k and step.n_clusters >= n):
             # Nothing to choose between (every pair linked: cuts are arbitrary), or singletons; else the checks hold.
             return (*step.cluster(probabilities, eigen_seed, seed), None)
+        wide = self._wide_candidate(np.shape(X)[1])
+        if wide is not None:  # past its training width the forest is not asked: only what is kept is computed
+            (c,) = candidate_partitions(step, probabilities, X, eigen_seed, seed, (wide,), self.spectrum_size)
+            if step.verbose:
+                print(f"arbiter {self.name!r}: kept {c.name} (k={c.n_clusters}), as for every set wider than the "
+                      f"{self.max_features} columns its forest was trained on")
+            return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
         candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
         best, scores = self.choose(candidates, np.shape(X)[1])
         c = candidates[best]
@@ -373,11 +321,13 @@ def _components_at_k(candidates: list[Candidate]) -> int | None:
     return None
 
 
-def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int = SPECTRUM_SIZE) -> None:
+def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int = SPECTRUM_SIZE,
+                  max_features: int | None = None) -> None:
     """Write a fitted scikit-learn ``GradientBoostingRegressor`` (squared error) over
     :func:`candidate_features` rows as an arbiter file that :meth:`Arbiter.from_file` reads: per tree, its
     node arrays, the learning rate folded into the leaf values.  A list of such models is written as one
     ensemble predicting their mean (every leaf value divided by their number, the baselines averaged).
+    ``max_features``: the widest set of the training data (see :attr:`Arbiter.max_features`).
     Research recipes call it; the package only reads.
     """
     models = list(model) if isinstance(model, list | tuple) else [model]
@@ -395,6 +345,8 @@ def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int 
     baseline = float(np.mean([member.init_.constant_.ravel()[0] for member in models]))
     data = {"format": FORMAT, "version": 1, "candidates": list(candidates), "n_columns": int(models[0].n_features_in_),
             "baseline": baseline, "spectrum_size": int(spectrum_size), "trees": trees, "provenance": provenance}
+    if max_features is not None:
+        data["max_features"] = int(max_features)
     Path(path).write_text(json.dumps(data, separators=(",", ":")))
 
 
