@@ -733,9 +733,9 @@ def fit(mode: str = "unknown-k", spectrum_size: int = MAX_SPECTRUM_SIZE, target:
     result = {"command": " ".join(["python", *sys.argv]), **result}
     results_path.write_text(json.dumps(result, indent=1))
     if passes and not cuts:
-        # The widest training set bounds the arbiter's domain: wider sets keep the kNN graph
-        # (skabc.spectral.arbiter.WIDE_SET_CANDIDATES).
-        widest = max(POOLS[pool][2]["n_features"][1] for pool in pools)
+        # The widest training set bounds the arbiter's domain (no set spanned more dimensions than its columns):
+        # a set spanning more keeps the kNN graph (skabc.spectral.arbiter.WIDE_SET_CANDIDATES).
+        widest = max(int(row["d"]) for row in train)
         write_arbiter(out_path, models if forest_seeds > 1 else models[0], candidates, provenance, spectrum_size,
                       max_features=widest)
         check = Arbiter.from_file(out_path)

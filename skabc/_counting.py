@@ -60,28 +60,32 @@ def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed, c
     """One set: ``k`` counted by :func:`counting_setup`'s kernel and arbiter on the rows ``X``, ``affinity`` cut.
 
     Returns what :meth:`~skabc.spectral.arbiter.Arbiter.cluster` returns: labels (compact ids), the affinity
-    clustered, ``k``, the eigenvalues the counting candidate read, and ``'affinity-at-<candidate>'``.  Sparse
-    rows are counted through a dense copy of the counted subsample (the same ``k`` as the same rows stored
-    dense); sparse rows wider than :data:`MAX_DENSIFIED_FEATURES` and sets too small for an arbiter (whose
-    kNN graph links every row to every other) keep ``step``'s own rule (candidate ``None``).
+    clustered, ``k``, the eigenvalues the counting candidate read, and ``'affinity-at-<candidate>'``.  Rows wider
+    than the arbiter's forest's training sets are counted by their kNN graph alone (the arbiter's rule), sparse
+    ones as given; other sparse rows through a dense copy of the counted subsample (the same ``k`` as the same
+    rows stored dense), unless wider than :data:`MAX_DENSIFIED_FEATURES`.  Those, and sets too small for an
+    arbiter (whose kNN graph links every row to every other), keep ``step``'s own rule (candidate ``None``).
     """
     n = _num_samples(X)
-    counted = None
-    if not (sp.issparse(X) and X.shape[1] > MAX_DENSIFIED_FEATURES):
-        rows = draw_rows(n, MAX_SAMPLES_AUTO, seed)
-        counted = X if rows is None else _safe_indexing(X, rows)
-        counted = check_array(counted.toarray() if sp.issparse(counted) else counted)
-    if counted is None:  # probe 57f: an RBF of 4,097 sparse text columns found one cluster without a word
-        warn_user(f"k is not counted by the generic kernel here: X is sparse with {X.shape[1]} columns, more than "
-                  f"the {MAX_DENSIFIED_FEATURES} it copies dense to count; this affinity's own spectrum counts k "
-                  f"instead ({step.selection}), which can be far off (e.g. one cluster for an RBF of text rows). Pass "
-                  "n_clusters, or reduce the columns first (e.g. sklearn.decomposition.TruncatedSVD).")
-    if counted is None or links_every_row(counted):
-        return (*step.cluster(affinity, eig_seed, seed), None)
     kernel, counting_step, arbiter = counting_setup(name, step)
-    _, _, k, eigenvalues, chosen = arbiter.cluster(counting_step, kernel.affinity(counted), counted, eig_seed, seed)
+    rows = draw_rows(n, MAX_SAMPLES_AUTO, seed)
+    counted = check_array(X if rows is None else _safe_indexing(X, rows), accept_sparse="csr")
+    reads_kernel = arbiter.needs_kernel_affinity(counting_step, counted)  # not for rows wider than its forest's
+    if sp.issparse(counted) and (reads_kernel or counted.shape[1] <= MAX_DENSIFIED_FEATURES):
+        if counted.shape[1] > MAX_DENSIFIED_FEATURES:  # probe 57f: an RBF of 4,097 sparse text columns found one
+            warn_user(f"k is not counted by the generic kernel here: X is sparse with {X.shape[1]} columns, more "
+                      f"than the {MAX_DENSIFIED_FEATURES} it copies dense to count; this affinity's own spectrum "
+                      f"counts k instead ({step.selection}), which can be far off (e.g. one cluster for an RBF of "
+                      "text rows). Pass n_clusters, or reduce the columns first (e.g. sklearn's TruncatedSVD).")
+            return (*step.cluster(affinity, eig_seed, seed), None)
+        counted = counted.toarray()  # the same k as the same rows stored dense
+    if links_every_row(counted):
+        return (*step.cluster(affinity, eig_seed, seed), None)
+    probabilities = kernel.affinity(counted) if reads_kernel else None
+    _, _, k, eigenvalues, chosen = arbiter.cluster(counting_step, probabilities, counted, eig_seed, seed)
     if step.verbose:  # the arbiter above only counted: the partition is this affinity's, cut at its k
-        print(f"arbiter {name!r}: counted k={k} on the generic kernel's affinity; this affinity is cut into {k}")
+        source = "the generic kernel's candidates" if reads_kernel else "the rows' kNN graph (wider than its forest's)"
+        print(f"arbiter {name!r}: counted k={k} ({chosen}, of {source}); this affinity is cut into {k}")
     # Exactly SpectralClustering(n_clusters=k) on the model's affinity, ids renumbered as every k-unknown fit's;
     # given cut_random_state, seeded as SpectralClustering(random_state=cut_random_state) is.
     cut_seeds = (eig_seed, seed) if cut_random_state is None else (None, cut_random_state)

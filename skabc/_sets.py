@@ -21,10 +21,10 @@ from sklearn import config_context
 from sklearn.utils import _safe_indexing, check_array, check_random_state
 from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.parallel import Parallel, delayed
-from sklearn.utils.validation import _num_samples, check_is_fitted
+from sklearn.utils.validation import _num_samples
 
 from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
-from ._fit_inputs import densify, is_pairwise, validate_set
+from ._fit_inputs import densify, is_pairwise
 from ._group_affinity import check_kept_memory, dense_copies, join_blocks
 from ._subsample import clustered_size, draw_rows, extend_labels, spread_affinity
 from ._threads import process_pools_restored
@@ -35,8 +35,7 @@ from .kernels import as_kernel
 from .kernels.base import kernel_affinity
 from .kernels.pairwise import PairwiseKernel, PrecomputedKernel
 from .spectral import compact
-from .spectral.arbiter import arbiter_for
-from .spectral.candidates import CANDIDATES
+from .spectral.arbiter import WIDE_SET_CANDIDATES, arbiter_for
 from .spectral.split import SPLIT_SUFFIX, split_gaussian_clusters
 
 
@@ -96,7 +95,7 @@ def warn_about_estimates(model, n_found: list, spectra: list, sizes: list, chose
     (``chosen``: each set's kept candidate, ``None`` where a counting arbiter kept the affinity's own rule)."""
     warn_at_max_clusters(model, n_found, spectra)
     warn_if_small_sets(model, sizes, chosen)
-    warn_if_sparse_generic(model, sizes)
+    warn_if_sparse_generic(model, sizes, chosen)
 
 
 def warn_at_max_clusters(model, n_found: list, spectra: list | None = None) -> None:
@@ -137,11 +136,13 @@ def warn_if_small_sets(model, sizes: list[int], chosen: list) -> None:
         return
     step = model.spectral_step_
     counted = getattr(model, "arbiter_", None) in COUNTING_ARBITERS  # k from the generic kernel, cut elsewhere
-    if counted:  # sets it did not count (too wide, or too few distinct rows) kept their rule
-        small = [n for n, kept in zip(sizes, chosen, strict=True) if 2 <= n < SMALL_SET_ROWS and kept is not None]
-        if not small:
-            return
-    if step.n_clusters is None and step.max_clusters >= 2 and (counted or _is_shipped_generic(model.kernel_)):
+    # Not the sets a counting arbiter did not count (too wide, or too few distinct rows: candidate None), nor those
+    # whose kNN graph counted without the kernel.
+    small = [n for n, kept in zip(sizes, chosen, strict=True)
+             if 2 <= n < SMALL_SET_ROWS and not (counted and kept is None) and _counted_by_kernel(model, kept)]
+    if not small:
+        return
+    if step.n_clusters is None and step.max_clusters >= 2 and (counted or is_shipped_generic(model.kernel_)):
         where = f"a set of {small[0]} rows" if len(sizes) == 1 else (
             f"{len(small)} of {len(sizes)} sets of fewer than {SMALL_SET_ROWS} rows (the smallest {min(small)})")
         warn_user(f"The number of clusters was estimated on {where}: the shipped generic kernel was trained on sets "
@@ -149,7 +150,7 @@ def warn_if_small_sets(model, sizes: list[int], chosen: list) -> None:
                   "guide's 'Small sets'). Pass n_clusters where you know it.", SkabcWarning)
 
 
-def warn_if_sparse_generic(model, sizes: list[int]) -> None:
+def warn_if_sparse_generic(model, sizes: list[int], chosen: list) -> None:
     """Warn where the shipped generic kernel estimated ``k`` on its sparse affinity (sets of more than 10,000 rows
     clustered whole, as ``max_samples=None`` does, or ``affinity_mode='sparse'``): its top-k
     graph over-counts there (4 blobs of 6,000 points: k = 23 sparse, 4 dense; ``docs/scaling_results.md``)."""
@@ -158,8 +159,9 @@ def warn_if_sparse_generic(model, sizes: list[int]) -> None:
         return
     kernel = as_kernel(model.kernel_)
     clustered = [clustered_size(n, model.max_samples_) for n in sizes]
-    sparse = [n for n in clustered if n > 1 and kernel.returns_sparse(n)]
-    if sparse and _is_shipped_generic(kernel):
+    sparse = [n for n, kept in zip(clustered, chosen, strict=True)
+              if n > 1 and kernel.returns_sparse(n) and _counted_by_kernel(model, kept)]
+    if sparse and is_shipped_generic(kernel):
         where = f"a set of {sizes[0]} rows" if len(sizes) == 1 else f"{len(sparse)} of {len(sizes)} sets"
         # The remedy by the cause: the kernel's mode, or a set clustered whole past the sparse mode's threshold.
         instead = ("set the kernel's affinity_mode to 'auto' (dense up to 10,000 rows)"
@@ -170,7 +172,21 @@ def warn_if_sparse_generic(model, sizes: list[int]) -> None:
                   f"{instead}.", SkabcWarning)
 
 
-def _is_shipped_generic(kernel) -> bool:
+def _counted_by_kernel(model, kept) -> bool:
+    """Whether the generic kernel's candidates counted the ``k`` of a set that kept candidate ``kept``: not where its
+    arbiter (the counting one for a scikit-learn affinity) kept the kNN graph of a set beyond its forest's training
+    sets, without them.  A set wider than ``max_features`` that kept that candidate is taken for one."""
+    name = getattr(model, "arbiter_", None)
+    if name is None or kept is None:
+        return True
+    step = model.spectral_step_
+    arbiter = counting_setup(name, step)[2] if name in COUNTING_ARBITERS else arbiter_for(name, step)
+    base = kept.removeprefix("affinity-at-").removesuffix(SPLIT_SUFFIX)
+    return not (base in WIDE_SET_CANDIDATES and arbiter.max_features is not None
+                and getattr(model, "n_features_in_", 0) > arbiter.max_features)
+
+
+def is_shipped_generic(kernel) -> bool:
     """The generic kernel as shipped, however given (``kernel=None``, ``pretrained.load``, ``from_pretrained``, a
     saved model): it recommends the generic arbiter and has trained on no sets here, which a fine-tune has."""
     inner = as_kernel(kernel)
@@ -370,10 +386,14 @@ def _partition_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_sample
 
 
 def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
+    step, arbiter, *cut_random_state = clustering
+    chosen = (arbiter_for(arbiter, step, own_kernel=is_shipped_generic(kernel))
+              if arbiter is not None and arbiter not in COUNTING_ARBITERS else None)
+    if chosen is not None and not chosen.needs_kernel_affinity(step, rows := _float_rows(X)):
+        return chosen.cluster(step, None, rows, eig_seed, seed)  # wider than its forest's sets: the kNN graph alone
     if sp.issparse(X) and not isinstance(kernel, (PairwiseKernel, PrecomputedKernel)):
         X = densify(X, kernel)  # this set (or subsample) only: a learned kernel reads dense rows
     kernel = as_kernel(kernel)
-    step, arbiter, *cut_random_state = clustering
     n = _num_samples(X)
     if not kernel.returns_sparse(n):
         # The affinity plus the spectral step's Laplacian and working copies (the arbiter's two affinities: more).
@@ -382,10 +402,14 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     if arbiter in COUNTING_ARBITERS:
         return count_then_cut(arbiter, step, affinity, X, eig_seed, seed, *cut_random_state)
     if arbiter is not None:
-        # Floats as the kernel reads them (numeric strings too, as SpectralClustering takes them).
-        rows = check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32))
-        return arbiter_for(arbiter, step).cluster(step, affinity, rows, eig_seed, seed)
+        return chosen.cluster(step, affinity, _float_rows(X), eig_seed, seed)
     return (*step.cluster(affinity, eig_seed, seed), None)
+
+
+def _float_rows(X):
+    """A set's rows as an arbiter reads them: floats as the kernel reads them (numeric strings too, as
+    SpectralClustering takes them)."""
+    return check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32))
 
 
 def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_samples: int | None,
@@ -411,58 +435,3 @@ def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_sampl
         warnings.simplefilter("always")  # the caller's filters decide when map_sets raises them again
         results = run()
     return results, [(w.category, str(w.message)) for w in caught]
-
-
-def arbiter_candidates(model, X) -> tuple[list, np.ndarray, int, str]:
-    """Every candidate partition a fitted ``model``'s arbiter weighs for the set ``X``, as ``fit(X)`` would.
-
-    ``X`` is one whole set, validated as ``predict`` validates it (width, feature names) and seeded as a fit on it
-    alone seeds it (no ``max_samples`` subsample).
-
-    Returns
-    -------
-    candidates : list of :class:`~skabc.spectral.candidates.Candidate`
-    scores : ndarray
-        The forest's predicted ARI of each.
-    kept : int
-        Index of the partition the arbiter keeps.
-    kept_as : {'partition', 'k', 'split'}
-        What the model's labels keep of that candidate: its partition; only its ``k`` (a kNN-partition arbiter
-        cuts the set's kNN graph into it, a counting arbiter the model's own affinity); or its partition with
-        some clusters split (``gaussian_split_``).
-
-    Raises
-    ------
-    NotFittedError
-        If ``model`` is not fitted.
-    ValueError
-        If ``model`` was fitted without an arbiter, or ``X`` is too small for one.
-    TypeError
-        If ``model`` is not an ``ABCClustering``.
-    """
-    from .cluster import ABCClustering
-
-    if not isinstance(model, ABCClustering):  # a SpectralClustering has no arbiter to ask, nor an arbiter_ to lack
-        raise TypeError(f"the candidates are an ABCClustering's arbiter's; got a {type(model).__name__}")
-    check_is_fitted(model)
-    if getattr(model, "arbiter_", None) is None:
-        raise ValueError("this model was fitted without an arbiter (arbiter_ is None): there are no candidates")
-    step = model.spectral_step_
-    # The rows predict would take: a set of another width or other feature names is refused, not drawn.
-    validate_set(model, X, reset=False, ensure_min_samples=1)
-    rows = check_array(X, accept_sparse="csr")
-    if sp.issparse(rows):
-        rows = rows.toarray()  # the network reads dense rows, as fit gives them to it
-    eig_seed, seed = draw_seeds(model, check_random_state(model.random_state), 1)[0]
-    if model.arbiter_ in COUNTING_ARBITERS:  # the counting kernel's candidates (they give k, not the partition)
-        kernel, step, arbiter = counting_setup(model.arbiter_, step)
-    else:
-        kernel, arbiter = as_kernel(model.kernel_), arbiter_for(model.arbiter_, step)
-    candidates = arbiter.candidates_of(step, kernel_affinity(kernel, rows), rows, eig_seed, seed)
-    kept, scores = arbiter.choose(candidates, rows.shape[1])
-    if model.arbiter_ in COUNTING_ARBITERS or (arbiter.partition == "knn"
-                                                and CANDIDATES[candidates[kept].name][0] != "knn"):
-        return candidates, scores, kept, "k"
-    labels = candidates[kept].labels
-    split = model.gaussian_split_ and split_gaussian_clusters(rows, labels, step.max_clusters) is not labels
-    return candidates, scores, kept, "split" if split else "partition"

@@ -115,11 +115,11 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         keeps the partition its trained forest predicts to score best, from evidence that needs no
         labels (:mod:`skabc.spectral.arbiter`).  With ``n_clusters=None``: the kernel's affinity and
         the set's 10-NN graph, each with two ``k`` rules (about three more spectral steps); with
-        ``n_clusters`` given: both cut into ``n_clusters`` (one more); a set wider than its forest's training sets
-        (more than 64 columns for the shipped ones) keeps the 10-NN graph's partition.  ``'generic-knn'``: the same
-        choice of ``k``, the 10-NN graph cut into it; ``'generic-knn-only'``: the 10-NN graph's own candidates only.
-        ``'generic-count'``: ``k`` as the generic kernel and its arbiter count it (``ABCClustering()``'s count
-        before its ``gaussian_split``; on at most 2,000 of the rows, sparse ones made dense), this model's
+        ``n_clusters`` given: both cut into ``n_clusters`` (one more); the shipped generic kernel's set spanning
+        more dimensions than its forest's training sets (64) keeps the 10-NN graph's partition, without the kernel.
+        ``'generic-knn'``: the same choice of ``k``, the 10-NN graph cut into it; ``'generic-knn-only'``: the 10-NN
+        graph's own candidates only.  ``'generic-count'``: ``k`` as the generic kernel and its arbiter count it
+        (``ABCClustering()``'s count before its ``gaussian_split``; on at most 2,000 of the rows), this model's
         affinity cut into it.  ``None``: the kernel's affinity only.  ``'auto'``: the kernel's recommendation
         (``'generic'`` for the generic kernel, or ``'generic-knn'`` / ``'generic-knn-only'`` for one
         fine-tuned on held-out classes, :func:`~skabc.training.validation.choose_partition`), with ``k``
@@ -185,7 +185,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         others; resolved in ``fit`` into ``max_samples_``.
     verbose : int, default=0
         Verbosity of the spectral step, as SpectralClustering's with ``n_clusters`` given.  With ``k`` estimated by
-        an arbiter, ``1`` prints each candidate's ``k`` and the partition kept; ``2`` adds the candidates' cut logs.
+        an arbiter, ``1`` prints each candidate's ``k`` and the partition kept (only that, beyond the arbiter's
+        domain); ``2`` adds the candidates' cut logs.
 
     Attributes
     ----------

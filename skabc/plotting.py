@@ -330,7 +330,7 @@ def plot_candidates(model: Any, X, axes: Sequence[Axes] | np.ndarray | None = No
     An arbiter that keeps only a candidate's ``k`` (``arbiter_`` ``'generic-knn'``, which cuts the set's kNN graph into
     it, or ``'generic-count'``, which cuts the model's own affinity) marks that panel "(k kept)": the model's partition
     is another one, which ``plot_clusters(X, model.fit_predict(X))`` draws; so does "(kept, split)", where
-    ``gaussian_split_`` split some of the kept partition's clusters.
+    ``gaussian_split_`` split some of its clusters. "(kept: wide)": the set spans more dimensions than the forest's.
 
     Parameters
     ----------
@@ -355,12 +355,12 @@ def plot_candidates(model: Any, X, axes: Sequence[Axes] | np.ndarray | None = No
     TypeError
         If ``model`` is not an ``ABCClustering``.
     """
-    from ._sets import arbiter_candidates
+    from ._arbiter_candidates import arbiter_candidates
     candidates, scores, kept, kept_as = arbiter_candidates(model, X)
     points = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=float)
     _check_marker_sizes(s, len(points))  # before a figure is made (a refusal left an empty one open)
     axes = np.ravel(_axes(axes, ncols=len(candidates), what="axes"))
-    mark = {"partition": " (kept)", "k": " (k kept)", "split": " (kept, split)"}[kept_as]
+    mark = {"partition": " (kept)", "k": " (k kept)", "split": " (kept, split)", "wide": " (kept: wide)"}[kept_as]
     for i, (ax, candidate) in enumerate(zip(axes, candidates, strict=True)):
         title = f"{candidate.name}: k = {candidate.n_clusters}\npredicted ARI {scores[i]:.2f}"
         plot_clusters(points, candidate.labels, ax=ax, title=title + (mark if i == kept else ""), s=s)

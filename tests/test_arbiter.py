@@ -2,6 +2,7 @@
 
 import json
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from skabc import ABCClustering
-from skabc._sets import arbiter_candidates
+from skabc._arbiter_candidates import arbiter_candidates
 from skabc.spectral import SpectralStep
 from skabc.spectral.arbiter import (
     ARBITERS,
@@ -19,6 +20,7 @@ from skabc.spectral.arbiter import (
     KNN_PARTITION_VARIANTS,
     Arbiter,
     TreeEnsemble,
+    arbiter_for,
     load_arbiter,
     write_arbiter,
 )
@@ -210,6 +212,8 @@ def test_unparsable_arbiter_files_are_value_errors_naming_the_file(tmp_path, tex
         ({"max_features": True}, "max_features must be a positive integer"),
         ({"max_features": 64.0}, "max_features must be a positive integer"),
         ({"max_features": "64"}, "max_features must be a positive integer"),
+        ({"max_features": -1}, "max_features must be a positive integer"),
+        ({"max_features": None}, "max_features must be a positive integer"),
     ],
 )
 def test_forged_arbiter_files_are_refused(tmp_path, change, message):
@@ -871,7 +875,23 @@ def test_shipped_arbiters_know_the_widest_set_they_were_trained_on(fresh_arbiter
     for arbiter in (load_arbiter("generic"), load_arbiter("generic", given_k=True)):
         widest = max(pool["n_features"][1] for pool in arbiter.provenance["training_sets"].values())
         assert arbiter.max_features == widest == 64
-        assert arbiter.beyond_domain(65) and not arbiter.beyond_domain(64)
+
+
+def test_a_sets_dimensions_are_the_rank_of_its_scaled_centred_rows(fresh_arbiters):
+    """Constant, dependent or empty columns add no dimension; a column's scale or offset does not hide one."""
+    arbiter = load_arbiter("generic")
+    X = np.random.default_rng(0).normal(size=(200, 65))
+    assert arbiter.beyond_domain(X) and not arbiter.beyond_domain(X[:, :64])
+    assert not arbiter.beyond_domain(np.hstack([X[:, :64], np.full((200, 1), 3.0)]))  # one constant column more
+    assert not arbiter.beyond_domain(np.hstack([X[:, :64], X[:, :1] + 2 * X[:, 1:2]]))  # one dependent column
+    assert not arbiter.beyond_domain(X[:60])  # 60 rows span 59 dimensions at most
+    tiny = X.copy()
+    tiny[:, 64] = 1e13 + 1e-3 * tiny[:, 64]  # far from zero, a small spread: still a dimension
+    assert arbiter.beyond_domain(tiny)
+    text = sp.random(300, 5000, density=0.01, random_state=0, format="csr")
+    assert arbiter.beyond_domain(text) and arbiter.beyond_domain(text.tocoo())
+    assert not arbiter.beyond_domain(sp.hstack([text[:, :64], sp.csr_matrix((300, 4000))]).tocsr())
+    assert not replace(arbiter, max_features=None).beyond_domain(X)
 
 
 @pytest.mark.parametrize("given_k", [False, True])
@@ -893,11 +913,14 @@ def test_a_set_wider_than_the_arbiters_training_keeps_the_knn_graph(tmp_path, mo
     P = _toy_probabilities(X)
     assert arbiter.cluster(step, P, X, 0, 0)[4] == names[0]  # as wide as its training sets: the forest decides
     capsys.readouterr()
-    wide = np.hstack([X, np.zeros((len(X), 1))])  # one more column, the same geometry
+    wide = np.hstack([X, 1e-3 * np.random.default_rng(0).normal(size=(len(X), 1))])  # one more dimension, a faint one
     labels, affinity, k, _, chosen = arbiter.cluster(step, P, wide, 0, 0)
     assert chosen == ("knn-given" if given_k else "knn-eigengap")
-    assert "as for every set wider than the 2 columns its forest was trained on" in capsys.readouterr().out
-    assert arbiter.choose(arbiter.candidates_of(step, P, wide, 0, 0), wide.shape[1])[0] == names.index(chosen)
+    said = capsys.readouterr().out
+    assert "as for every set spanning more than the 2 dimensions of its forest's training sets" in said
+    candidates = arbiter.candidates_of(step, P, wide, 0, 0)
+    assert arbiter.choose(candidates, wide.shape[1], wide)[0] == names.index(chosen)
+    assert arbiter.choose(candidates, wide.shape[1])[0] == 0  # without the rows, the forest's choice
     kept = arbiter.candidates_of(step, P, wide, 0, 0)[names.index(chosen)]
     np.testing.assert_array_equal(labels, kept.labels)
     assert k == kept.n_clusters and sp.issparse(affinity)
@@ -913,6 +936,9 @@ def test_write_arbiter_records_max_features(tmp_path):
     write_arbiter(tmp_path / "b.json", model, UNKNOWN_K, {"recipe": "test"})
     assert Arbiter.from_file(tmp_path / "a.json").max_features == 64
     assert Arbiter.from_file(tmp_path / "b.json").max_features is None
+    for bad in (True, 64.9, 0):
+        with pytest.raises(ValueError, match="max_features must be a positive integer or None"):
+            write_arbiter(tmp_path / "c.json", model, UNKNOWN_K, {"recipe": "test"}, max_features=bad)
 
 
 def _topic_corpus(seed, n=600, vocabulary=12_000, k=4):
@@ -941,3 +967,101 @@ def test_abc_clustering_counts_the_topics_of_tf_idf_rows(seed):
     model = ABCClustering(random_state=0).fit(X)
     assert model.candidate_ == "knn-eigengap"
     assert model.n_clusters_ == 4 and adjusted_rand_score(y, model.labels_) > 0.95
+
+
+def test_a_set_wider_than_the_arbiters_training_is_clustered_without_the_kernel(monkeypatch):
+    """The kNN graph alone decides a set wider than 64 columns: the kernel's affinity is not computed (nor a sparse
+    set made dense for it); at 64 columns it still is."""
+    from skabc import _sets
+
+    def no_kernel(*args, **kwargs):
+        raise AssertionError("the kernel's affinity was computed")
+
+    monkeypatch.setattr(_sets, "kernel_affinity", no_kernel)
+    X, y = make_blobs(n_samples=150, centers=3, n_features=65, random_state=0)
+    model = ABCClustering(random_state=0).fit(X)
+    assert model.candidate_ == "knn-eigengap" and adjusted_rand_score(y, model.labels_) == 1.0
+    assert ABCClustering(n_clusters=3, random_state=0).fit(sp.csr_matrix(X)).candidate_ == "knn-given"
+    with pytest.raises(AssertionError, match="the kernel's affinity was computed"):
+        ABCClustering(random_state=0).fit(X[:, :64])
+
+
+def test_candidates_reading_the_kernel_need_its_affinity():
+    X = _blobs(60)
+    only_knn = candidate_partitions(STEP, None, X, 0, 0, names=("knn-eigengap", "knn-rotation"))
+    assert [c.name for c in only_knn] == ["knn-eigengap", "knn-rotation"]
+    for names in (("kernel-consensus",), ("knn-at-kernel-consensus",)):
+        with pytest.raises(ValueError, match=r"read the kernel's affinity, and probabilities is None"):
+            candidate_partitions(STEP, None, X, 0, 0, names=names)
+
+
+@pytest.mark.parametrize("affinity", ["rbf", "nearest_neighbors"])
+def test_scikit_learn_affinities_of_very_wide_sparse_rows_are_counted_by_their_knn_graph(affinity):
+    """Before, sparse rows of more than 4,096 columns were not counted (a warning, the affinity's own eigengap);
+    wider than the arbiter's training sets, the kNN graph of the sparse rows counts them, never made dense."""
+    X, y = _topic_corpus(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = ABCClustering(affinity=affinity, random_state=0).fit(X)
+    assert model.candidate_ == "affinity-at-knn-eigengap" and model.n_clusters_ == 4
+    assert adjusted_rand_score(y, model.labels_) > 0.95
+
+
+def test_only_the_kept_candidate_is_computed_for_a_set_beyond_the_domain(monkeypatch):
+    from skabc.spectral import arbiter as arbiter_module
+
+    asked = []
+    real = arbiter_module.candidate_partitions
+    monkeypatch.setattr(arbiter_module, "candidate_partitions",
+                        lambda *args, **kwargs: asked.append(args[5]) or real(*args, **kwargs))
+    X, _ = make_blobs(n_samples=150, centers=3, n_features=65, random_state=0)
+    ABCClustering(random_state=0).fit(X)
+    assert asked == [("knn-eigengap",)]
+    ABCClustering(random_state=0).fit(X[:, :64])
+    assert len(asked) == 2 and len(asked[1]) > 1
+
+
+@pytest.mark.parametrize("arbiter", ["generic-knn", "generic-knn-only"])
+def test_every_variant_keeps_the_knn_graph_beyond_the_domain(arbiter):
+    X, _ = make_blobs(n_samples=150, centers=3, n_features=65, random_state=0)
+    assert ABCClustering(arbiter=arbiter, random_state=0).fit(X).candidate_ == "knn-eigengap"
+    assert ABCClustering(arbiter=arbiter, n_clusters=3, random_state=0).fit(X).candidate_ == "knn-given"
+
+
+def test_the_width_limit_holds_for_the_kernel_its_forest_learned_only():
+    """Review 65: an arbiter asked to weigh another kernel (your own, a fine-tuned one) lets its forest choose at
+    every width; the shipped generic kernel's set beyond the domain keeps the kNN graph, and says so."""
+    from skabc.training.validation import cluster_affinity
+
+    X, _ = make_blobs(n_samples=150, centers=3, n_features=65, random_state=0)
+    own = ABCClustering(affinity="rbf", gamma=0.01, arbiter="generic", random_state=0).fit(X)
+    candidates, scores, kept, kept_as = arbiter_candidates(own, X)
+    assert kept == int(np.argmax(scores)) and kept_as != "wide"
+    assert own.candidate_ == candidates[kept].name
+    generic = ABCClustering(random_state=0).fit(X)
+    candidates, scores, kept, kept_as = arbiter_candidates(generic, X)
+    assert candidates[kept].name == generic.candidate_ == "knn-eigengap" and kept_as == "wide"
+    assert kept != int(np.argmax(scores))  # the forest would have kept a kernel candidate here
+    # A network being fine-tuned is scored on its held-out sets with the forest's choice too.
+    P = _toy_probabilities(X)
+    settings = {"affinity_power": 4.0, "n_clusters_selection": "consensus", "assign_labels": "njw",
+                "arbiter": "generic"}
+    step = SpectralStep(n_clusters=None, max_clusters=50, affinity_power=4.0, selection="consensus",
+                        assign_labels="njw")  # as cluster_affinity builds it from these settings
+    lifted = arbiter_for("generic", step, own_kernel=False)
+    assert lifted.max_features is None and arbiter_for("generic", step).max_features == 64
+    labels, _, _, _, chosen = lifted.cluster(step, P, X, 0, 0)
+    assert chosen != "knn-eigengap"  # the forest's choice (the toy affinity's partition)
+    np.testing.assert_array_equal(cluster_affinity(P, settings, rows=X), labels)
+
+
+def test_a_small_set_beyond_the_domain_gets_no_small_set_warning():
+    """Its k is the kNN graph's, not the generic kernel's; a set of fewer rows spans fewer dimensions: warned."""
+    X, _ = make_blobs(n_samples=75, centers=3, n_features=100, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = ABCClustering(random_state=0).fit(X)
+    assert model.candidate_ == "knn-eigengap"
+    assert not any("trained on sets of 150 to 500 rows" in str(w.message) for w in caught)
+    with pytest.warns(UserWarning, match="trained on sets of 150 to 500 rows"):
+        ABCClustering(random_state=0).fit(X[:60])

@@ -476,7 +476,7 @@ def test_counted_sets_are_reproducible_and_counted_per_group(moons):
 
 
 def test_the_candidates_of_a_counting_model_are_the_generic_kernels(moons):
-    from skabc._sets import arbiter_candidates
+    from skabc._arbiter_candidates import arbiter_candidates
 
     X, _ = moons
     model = ABCClustering(affinity="nearest_neighbors", random_state=0).fit(X)

@@ -201,14 +201,22 @@ def test_a_warning_of_every_set_is_said_once_at_the_callers_line_with_any_backen
 
 def test_a_set_the_generic_kernel_did_not_count_gets_no_small_set_warning():
     """Probe 58k: sparse rows too wide to count said 'k is not counted by the generic kernel here', then, in the same
-    fit, that the generic kernel over-estimates k on sets this small."""
+    fit, that the generic kernel over-estimates k on sets this small.  Rows spanning more dimensions than the
+    arbiter's training sets are counted by their kNN graph, sparse as given: neither warning applies."""
     import scipy.sparse as sp
 
-    S = sp.random(60, 5000, density=0.01, random_state=0, format="csr")
+    S = sp.random(60, 5000, density=0.01, random_state=0, format="csr")  # 60 rows span 59 dimensions at most
     said = [str(w.message) for w in caught_warnings(
         lambda: ABCClustering(affinity="nearest_neighbors", arbiter="generic-count", random_state=0).fit(S))]
     assert any("not counted by the generic kernel" in text for text in said)
     assert not any("shipped generic kernel was trained on sets" in text for text in said)
+    spanning = sp.random(75, 5000, density=0.01, random_state=0, format="csr")  # 74 dimensions: beyond 64
+    for model, kept in ((ABCClustering(affinity="nearest_neighbors", arbiter="generic-count", random_state=0),
+                         "affinity-at-knn-eigengap"), (ABCClustering(random_state=0), "knn-eigengap")):
+        said = [str(w.message) for w in caught_warnings(lambda model=model: model.fit(spanning))]
+        assert model.candidate_ == kept
+        assert not any("not counted by the generic kernel" in text for text in said)
+        assert not any("shipped generic kernel was trained on sets" in text for text in said)
     dense = [str(w.message) for w in caught_warnings(
         lambda: ABCClustering(affinity="nearest_neighbors", arbiter="generic-count", random_state=0).fit(
             make_blobs(60, centers=3, random_state=0)[0]))]

@@ -13,7 +13,9 @@ forest of the same name (:data:`GIVEN_K_ARBITERS`) chooses between the two
 affinities cut into ``k`` pieces: the kernel's can link what a kNN graph splits,
 and the other way round.  The forests are trained by a research recipe
 (``benchmarks/train_arbiter.py``) on labelled synthetic sets and shipped as JSON
-files of plain arrays, validated before use.
+files of plain arrays, validated before use.  Each file states the most dimensions its training sets spanned
+(``max_features``): the shipped generic kernel's set spanning more keeps the kNN graph's partition instead of
+the forest's choice (:data:`WIDE_SET_CANDIDATES`), and its kernel's affinity is not computed.
 
 Adding a candidate is one entry in :data:`~skabc.spectral.candidates.CANDIDATES` (and a retrained arbiter).
 """
@@ -29,7 +31,7 @@ import numpy as np
 
 from .._schema import _finite
 from .candidates import CANDIDATES, MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, Candidate, candidate_partitions, quiet_cuts
-from .evidence import candidate_features, n_feature_columns
+from .evidence import candidate_features, n_feature_columns, spans_more_than
 from .forest import TreeEnsemble
 from .knn import KNN_NEIGHBORS, knn_graph, links_every_row
 from .select import ZERO_EIGENVALUE
@@ -53,15 +55,18 @@ KNN_PARTITION_VARIANTS = {"generic": "generic-knn"}
 #: images) the kernel's ``k`` rules over-count where the kNN graph's do not; a labelled fit keeps the variant only
 #: where its held-out sets say so (:func:`~skabc.training.validation.choose_partition`).
 KNN_CANDIDATE_VARIANTS = {"generic": "generic-knn-only"}
-#: What an arbiter keeps for a set wider than any it was trained on (its file's ``max_features``), the first of
-#: these it has: its forest's predictions there are extrapolations.  On 42 such sets (12 synthetic TF-IDF corpora,
-#: 12 dense 100-1,000-column mixtures, the 18 g2mg/h2mg sets of 128 columns; ``benchmarks/wide_sets.py``) the kNN
-#: graph's eigengap partition was never worse than the forest's choice, which kept the kernel's 2-cluster cut of a
-#: corpus of 12 topics (ARI 0.00); at a given ``k``, the kNN graph cut into it (0.795 against 0.756).
+#: What an arbiter keeps, with the kernel its forest learned, for a set spanning more dimensions than any it was
+#: trained on (its file's ``max_features``), the first of these it has.  On 42 such sets of the shipped generic
+#: kernel (12 synthetic TF-IDF corpora, 12 dense 100-1,000-column mixtures, the 18 g2mg/h2mg sets of 128 columns;
+#: ``benchmarks/wide_sets.py``) the kNN graph's eigengap partition was never worse than the forest's choice, which
+#: kept the kernel's 2-cluster cut of a corpus of 12 topics (ARI 0.00); at a given ``k``, the kNN graph cut into
+#: it (0.795 against 0.756).
 WIDE_SET_CANDIDATES = ("knn-eigengap", "knn-given")
 #: Most tree nodes a file may hold (a forged file cannot make evaluation allocate without bound).
 _MAX_NODES = 1_000_000
 FORMAT = "skabc-arbiter"
+
+
 @dataclass(frozen=True)
 class Arbiter:
     """A trained arbiter: its candidates, in order, and the forest predicting each one's ARI.
@@ -82,10 +87,12 @@ class Arbiter:
         Eigenvalues per affinity its features read (the file's ``spectrum_size``).
     sources : tuple of str, default=None
         The sources (:data:`~skabc.spectral.candidates.CANDIDATES`' first entries, e.g. ``('knn',)``) whose candidates
-        may be kept; ``None``: any.  All are still computed: each one's features read the others.
+        may be kept; ``None``: any.  All are still computed (each one's features read the others), except for a set
+        beyond :attr:`max_features`.
     max_features : int, default=None
-        Widest set of its training data (the file's ``max_features``): a wider set keeps its candidate of
-        :data:`WIDE_SET_CANDIDATES`.  ``None``: no limit.
+        Most dimensions a set of its training data spanned (the file's ``max_features``): a set spanning more
+        (:meth:`beyond_domain`) keeps its candidate of :data:`WIDE_SET_CANDIDATES`, the only one computed.
+        ``None``: no limit (what :func:`arbiter_for` gives for another kernel than the one its forest learned).
     """
 
     name: str
@@ -153,7 +160,7 @@ class Arbiter:
         if not isinstance(provenance, dict):
             raise ValueError(f"{path}: provenance must be an object")
         max_features = data.get("max_features")
-        if max_features is not None and (type(max_features) is not int or max_features < 1):
+        if "max_features" in data and (type(max_features) is not int or max_features < 1):
             raise ValueError(f"{path}: max_features must be a positive integer (or absent: no limit)")
         return cls(name or path.stem, tuple(candidates), forest, provenance, spectrum_size=spectrum_size,
                    max_features=max_features)
@@ -163,26 +170,59 @@ class Arbiter:
         """Whether this arbiter chooses among partitions at a given ``k`` (else ``k`` unknown)."""
         return CANDIDATES[self.candidates[0]][1] == "given"
 
-    def beyond_domain(self, n_features_in: int) -> bool:
-        """Whether a set of ``n_features_in`` columns is wider than any this arbiter was trained on.
+    def beyond_domain(self, X) -> bool:
+        """Whether the set ``X`` spans more dimensions than any this arbiter was trained on.
+
+        Its dimensions are the rank of its centred rows, each column scaled to its largest magnitude (as the
+        kernel standardises them): constant or dependent columns add none.
 
         Parameters
         ----------
-        n_features_in : int
-            The set's number of columns.
+        X : ndarray or sparse matrix of shape (n_samples, n_features)
+            The set's rows.
 
         Returns
         -------
         beyond : bool
-            True where :attr:`max_features` is set and ``n_features_in`` exceeds it.
+            True where :attr:`max_features` is set and the set spans more dimensions.
         """
-        return self.max_features is not None and n_features_in > self.max_features
+        return (self.max_features is not None and np.shape(X)[1] > self.max_features
+                and spans_more_than(X, self.max_features))
 
-    def _wide_candidate(self, n_features_in: int) -> str | None:
-        """The candidate of :data:`WIDE_SET_CANDIDATES` kept for a set this wide, if beyond the domain and held."""
-        if not self.beyond_domain(n_features_in):
-            return None
-        return next((name for name in WIDE_SET_CANDIDATES if name in self.candidates), None)
+    def needs_kernel_affinity(self, step: SpectralStep, X) -> bool:
+        """Whether :meth:`cluster` reads the kernel's affinity of the set ``X``; where not (a set beyond
+        :attr:`max_features`, which keeps its kNN candidate), it may be given ``probabilities=None``.
+
+        Parameters
+        ----------
+        step : SpectralStep
+            The spectral settings (its ``n_clusters`` must match this arbiter's mode).
+        X : ndarray or sparse matrix of shape (n_samples, n_features)
+            The set's rows.
+
+        Returns
+        -------
+        needed : bool
+        """
+        n = np.shape(X)[0]
+        trivial = links_every_row(X) or (self.given_k and step.n_clusters >= n)  # cluster() cuts the kernel's
+        return trivial or self.wide_candidate(X) is None
+
+    def wide_candidate(self, X) -> str | None:
+        """The candidate of :data:`WIDE_SET_CANDIDATES` this arbiter keeps for the set ``X``, whatever its forest
+        predicts, if the set is beyond its domain (:meth:`beyond_domain`) and the arbiter has one.
+
+        Parameters
+        ----------
+        X : ndarray or sparse matrix of shape (n_samples, n_features)
+            The set's rows.
+
+        Returns
+        -------
+        name : str or None
+        """
+        held = next((name for name in WIDE_SET_CANDIDATES if name in self.candidates), None)
+        return held if held is not None and self.beyond_domain(X) else None
 
     def _check_mode(self, step: SpectralStep) -> None:
         if self.given_k != (step.n_clusters is not None):
@@ -204,11 +244,11 @@ class Arbiter:
                              f"{KNN_NEIGHBORS}-NN graph links every row of a smaller one to every other)")
         return candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
 
-    def choose(self, candidates: list[Candidate], n_features_in: int) -> tuple[int, np.ndarray]:
+    def choose(self, candidates: list[Candidate], n_features_in: int, X=None) -> tuple[int, np.ndarray]:
         """Index of the candidate of :attr:`sources` with the highest predicted ARI, and every prediction.
 
         The first candidate wins ties; with ``k`` given, a kNN graph of exactly ``k`` connected components
-        wins whatever the forest predicts, and a set wider than :attr:`max_features` keeps its candidate of
+        wins whatever the forest predicts, and a set beyond :attr:`max_features` keeps its candidate of
         :data:`WIDE_SET_CANDIDATES` (if the arbiter has one).
 
         Parameters
@@ -217,6 +257,8 @@ class Arbiter:
             The partitions of one set, in this arbiter's order (:meth:`candidates_of`).
         n_features_in : int
             The set's number of columns.
+        X : ndarray or sparse matrix of shape (n_samples, n_features), default=None
+            The set's rows, which :meth:`beyond_domain` reads; ``None``: the forest chooses.
 
         Returns
         -------
@@ -230,7 +272,7 @@ class Arbiter:
             exact = _components_at_k(candidates)
             if exact is not None:
                 return exact, scores
-        wide = self._wide_candidate(n_features_in)
+        wide = None if X is None else self.wide_candidate(X)
         if wide is not None:
             return [c.name for c in candidates].index(wide), scores
         allowed = np.flatnonzero([self.sources is None or CANDIDATES[c.name][0] in self.sources for c in candidates])
@@ -242,15 +284,16 @@ class Arbiter:
 
         A kNN-partition arbiter (:data:`KNN_PARTITION_VARIANTS`) returns the set's kNN graph cut into the chosen
         candidate's ``k`` instead of a kernel candidate's partition, named ``'knn-at-<candidate>'``.  A set wider
-        than :attr:`max_features` gets its candidate of :data:`WIDE_SET_CANDIDATES`, the only one computed.
+        than :attr:`max_features` (:meth:`beyond_domain`) gets its candidate of :data:`WIDE_SET_CANDIDATES`, the
+        only one computed.
 
         Parameters
         ----------
         step : SpectralStep
             The spectral settings (its ``n_clusters`` must match this arbiter's mode).
-        probabilities : ndarray or sparse matrix of shape (n_samples, n_samples)
-            The kernel's affinity of the set.
-        X : ndarray of shape (n_samples, n_features)
+        probabilities : ndarray or sparse matrix of shape (n_samples, n_samples), or None
+            The kernel's affinity of the set; ``None`` only where :meth:`needs_kernel_affinity` says it is not read.
+        X : ndarray or sparse matrix of shape (n_samples, n_features)
             The set's rows (for its kNN graph).
         eigen_seed : int or None
             Seeds the eigensolves of the ``k`` rules.
@@ -275,15 +318,15 @@ class Arbiter:
         if links_every_row(X) or (self.given_k and step.n_clusters >= n):
             # Nothing to choose between (every pair linked: cuts are arbitrary), or singletons; else the checks hold.
             return (*step.cluster(probabilities, eigen_seed, seed), None)
-        wide = self._wide_candidate(np.shape(X)[1])
-        if wide is not None:  # past its training width the forest is not asked: only what is kept is computed
+        wide = self.wide_candidate(X)
+        if wide is not None:  # beyond its training sets the forest is not asked: only what is kept is computed
             (c,) = candidate_partitions(step, probabilities, X, eigen_seed, seed, (wide,), self.spectrum_size)
             if step.verbose:
-                print(f"arbiter {self.name!r}: kept {c.name} (k={c.n_clusters}), as for every set wider than the "
-                      f"{self.max_features} columns its forest was trained on")
+                print(f"arbiter {self.name!r}: kept {c.name} (k={c.n_clusters}), as for every set spanning more than "
+                      f"the {self.max_features} dimensions of its forest's training sets")
             return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
         candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
-        best, scores = self.choose(candidates, np.shape(X)[1])
+        best, scores = self.choose(candidates, np.shape(X)[1])  # within the domain (checked above)
         c = candidates[best]
         knn_partition = self.partition == "knn" and CANDIDATES[c.name][0] != "knn"
         if step.verbose:
@@ -346,6 +389,8 @@ def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int 
     data = {"format": FORMAT, "version": 1, "candidates": list(candidates), "n_columns": int(models[0].n_features_in_),
             "baseline": baseline, "spectrum_size": int(spectrum_size), "trees": trees, "provenance": provenance}
     if max_features is not None:
+        if isinstance(max_features, bool) or not isinstance(max_features, int | np.integer) or max_features < 1:
+            raise ValueError(f"max_features must be a positive integer or None, got {max_features!r}")
         data["max_features"] = int(max_features)
     Path(path).write_text(json.dumps(data, separators=(",", ":")))
 
@@ -386,6 +431,13 @@ def load_arbiter(name: str, given_k: bool = False) -> Arbiter:
     return arbiter
 
 
-def arbiter_for(name: str, step: SpectralStep) -> Arbiter:
-    """The shipped arbiter ``name`` in ``step``'s mode: its file for a given ``k`` when ``step`` has ``n_clusters``."""
-    return load_arbiter(name, given_k=step.n_clusters is not None)
+def arbiter_for(name: str, step: SpectralStep, own_kernel: bool = True) -> Arbiter:
+    """The shipped arbiter ``name`` in ``step``'s mode: its file for a given ``k`` when ``step`` has ``n_clusters``.
+
+    ``own_kernel``: whether it weighs the kernel its forest learned (the shipped generic one, as given or counting
+    for a scikit-learn affinity).  Its ``max_features`` was measured with that kernel only: for any other (a
+    fine-tuned one, which checks its settings on its own held-out sets, or your own) the forest chooses at every
+    width (``max_features=None``).
+    """
+    arbiter = load_arbiter(name, given_k=step.n_clusters is not None)
+    return arbiter if own_kernel else replace(arbiter, max_features=None)

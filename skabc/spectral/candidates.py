@@ -115,9 +115,9 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
     ----------
     step : SpectralStep
         The spectral settings: power of the kernel's affinity, solver, label assignment, ``n_clusters``.
-    probabilities : ndarray or sparse matrix of shape (n_samples, n_samples)
-        The kernel's affinity of the set.
-    X : ndarray of shape (n_samples, n_features)
+    probabilities : ndarray or sparse matrix of shape (n_samples, n_samples), or None
+        The kernel's affinity of the set; ``None`` where no candidate in ``names`` reads it.
+    X : ndarray or sparse matrix of shape (n_samples, n_features)
         The set's rows (for its kNN graph and mixture).
     eigen_seed : int or None
         Seeds the eigensolves of the ``k`` rules.
@@ -133,9 +133,15 @@ def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed:
     candidates : list of Candidate
         One per name, in order.
     """
-    if probabilities.shape[0] != X.shape[0]:
-        raise ValueError(f"X holds {X.shape[0]} rows and probabilities {probabilities.shape[0]}: both describe one set")
     names = default_candidates(step.n_clusters is not None) if names is None else names
+    if probabilities is None:
+        # A candidate reads the kernel's affinity through its source or the source lending it its k.
+        readers = [name for name in names if "kernel" in (CANDIDATES[name][0], CANDIDATES.get(CANDIDATES[name][1],
+                                                                                              ("",))[0])]
+        if readers:
+            raise ValueError(f"candidates {readers} read the kernel's affinity, and probabilities is None")
+    elif probabilities.shape[0] != X.shape[0]:
+        raise ValueError(f"X holds {X.shape[0]} rows and probabilities {probabilities.shape[0]}: both describe one set")
     if any(CANDIDATES[name][1] != "given" for name in names):
         step = replace(step, n_clusters=None)
     verbose, step = step.verbose, quiet_cuts(step)

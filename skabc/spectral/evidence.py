@@ -1,17 +1,21 @@
 """What an arbiter reads of a set's candidate partitions: unlabelled evidence, and the feature rows of its forest.
 
-Evidence is plain JSON values (research recipes store it and compute the features of another spectrum width
+Also how many dimensions a set spans (:func:`spans_more_than`), which bounds an arbiter's domain.  Evidence is
+plain JSON values (research recipes store it and compute the features of another spectrum width
 without clustering again); :func:`evidence_features` turns it into one row per candidate.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score
 
 from .candidates import CANDIDATES, SPECTRUM_SIZE, Candidate
 from .select import ZERO_EIGENVALUE
 
+#: Singular values of a set's centred, column-scaled rows below this share of the largest add no dimension.
+RANK_TOLERANCE = 1e-9
 #: Laplacian eigenvalues below this are zero to the accuracy of the solvers (ARPACK and LAPACK ~1e-16; float32 solves
 #: refined in float64 ~1e-13, near-zero dense ones within 1e-11 by a residual bound; LOBPCG's tolerance ~1e-10): the
 #: features read them as 0. The shipped forests split ``log10(lambda + 1e-12)`` down to lambda ~ 3e-16, where which
@@ -109,3 +113,41 @@ def _padded(spectrum: np.ndarray, size: int) -> np.ndarray:
     values = np.asarray(spectrum, dtype=np.float64)[:size]
     out[: len(values)] = np.where(values < EIGENVALUE_RESOLUTION, 0.0, values)
     return out
+
+
+def spans_more_than(X, bound: int) -> bool:
+    """Whether the set ``X`` spans more than ``bound`` dimensions: the rank of its centred rows, each column scaled to
+    its largest magnitude (as the kernel standardises them; constant or dependent columns add none).
+
+    Their projection on ``bound + 1`` random directions (a fixed seed) keeps rank ``min(rank, bound + 1)`` almost
+    surely, so one small SVD answers.  Dense rows are taken relative to the first one before scaling, so that a
+    column far from zero keeps its spread; a sparse column's magnitude is its largest entry.
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix of shape (n_samples, n_features)
+        The set's rows, finite.
+    bound : int
+        The number of dimensions to exceed.
+
+    Returns
+    -------
+    spans : bool
+    """
+    n = X.shape[0]
+    if n <= bound + 1:  # centred, n rows span at most n - 1 dimensions
+        return False
+    if sp.issparse(X):
+        X = sp.csc_matrix(X, dtype=np.float64, copy=True)
+        X.eliminate_zeros()  # stored zeros are no magnitude
+        X = X[:, np.flatnonzero(np.diff(X.indptr))]  # columns of zeros add nothing (and a hashed text has many)
+        X = X @ sp.diags(1.0 / abs(X).max(axis=0).toarray().ravel())
+    else:
+        X = np.asarray(X, dtype=np.float64) - np.asarray(X[0], dtype=np.float64)
+        peak = np.max(np.abs(X), axis=0)
+        X = X[:, peak > 0] / peak[peak > 0]
+    if X.shape[1] <= bound:
+        return False
+    projected = np.asarray(X @ np.random.default_rng(0).standard_normal((X.shape[1], bound + 1)))
+    singular = np.linalg.svd(projected - projected.mean(axis=0), compute_uv=False)
+    return bool(singular[-1] > RANK_TOLERANCE * singular[0])

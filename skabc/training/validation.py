@@ -162,8 +162,9 @@ def _cluster_affinity(affinity, settings, rows, max_clusters, random_state, n_cl
         step = SpectralStep(n_clusters=n_clusters, max_clusters=max_clusters, affinity_power=power,
                             selection=selection, assign_labels=settings.get("assign_labels", "kmeans"))
         if settings.get("arbiter") and rows is not None:
-            return arbiter_for(settings["arbiter"], step).cluster(step, affinity, rows, random_state,
-                                                                  random_state)[0]
+            # A network being trained is not the kernel the arbiter's forest learned: no width limit (arbiter_for).
+            return arbiter_for(settings["arbiter"], step, own_kernel=False).cluster(step, affinity, rows, random_state,
+                                                                                    random_state)[0]
         return step.cluster(affinity, random_state, random_state)[0]
     powered = affinity if power == 1.0 else affinity**power
     k = n_clusters
