@@ -69,7 +69,8 @@ def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed, c
     n = _num_samples(X)
     kernel, counting_step, arbiter = counting_setup(name, step)
     rows = draw_rows(n, MAX_SAMPLES_AUTO, seed)
-    counted = check_array(X if rows is None else _safe_indexing(X, rows), accept_sparse="csr")
+    # A copy of sparse rows: scipy sums a CSR's duplicates in place (the caller's X when every row is counted).
+    counted = check_array(X if rows is None else _safe_indexing(X, rows), accept_sparse="csr", copy=sp.issparse(X))
     reads_kernel = arbiter.needs_kernel_affinity(counting_step, counted)  # not for rows wider than its forest's
     if sp.issparse(counted) and (reads_kernel or counted.shape[1] <= MAX_DENSIFIED_FEATURES):
         if counted.shape[1] > MAX_DENSIFIED_FEATURES:  # probe 57f: an RBF of 4,097 sparse text columns found one

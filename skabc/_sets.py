@@ -139,7 +139,7 @@ def warn_if_small_sets(model, sizes: list[int], chosen: list) -> None:
     # Not the sets a counting arbiter did not count (too wide, or too few distinct rows: candidate None), nor those
     # whose kNN graph counted without the kernel.
     small = [n for n, kept in zip(sizes, chosen, strict=True)
-             if 2 <= n < SMALL_SET_ROWS and not (counted and kept is None) and _counted_by_kernel(model, kept)]
+             if 2 <= n < SMALL_SET_ROWS and not (counted and kept is None) and _counted_by_kernel(model, kept, n)]
     if not small:
         return
     if step.n_clusters is None and step.max_clusters >= 2 and (counted or is_shipped_generic(model.kernel_)):
@@ -160,7 +160,7 @@ def warn_if_sparse_generic(model, sizes: list[int], chosen: list) -> None:
     kernel = as_kernel(model.kernel_)
     clustered = [clustered_size(n, model.max_samples_) for n in sizes]
     sparse = [n for n, kept in zip(clustered, chosen, strict=True)
-              if n > 1 and kernel.returns_sparse(n) and _counted_by_kernel(model, kept)]
+              if n > 1 and kernel.returns_sparse(n) and _counted_by_kernel(model, kept, n)]
     if sparse and is_shipped_generic(kernel):
         where = f"a set of {sizes[0]} rows" if len(sizes) == 1 else f"{len(sparse)} of {len(sizes)} sets"
         # The remedy by the cause: the kernel's mode, or a set clustered whole past the sparse mode's threshold.
@@ -172,10 +172,11 @@ def warn_if_sparse_generic(model, sizes: list[int], chosen: list) -> None:
                   f"{instead}.", SkabcWarning)
 
 
-def _counted_by_kernel(model, kept) -> bool:
-    """Whether the generic kernel's candidates counted the ``k`` of a set that kept candidate ``kept``: not where its
-    arbiter (the counting one for a scikit-learn affinity) kept the kNN graph of a set beyond its forest's training
-    sets, without them.  A set wider than ``max_features`` that kept that candidate is taken for one."""
+def _counted_by_kernel(model, kept, n_rows: int) -> bool:
+    """Whether the generic kernel's candidates counted the ``k`` of a set of ``n_rows`` (clustered) rows that kept
+    candidate ``kept``: not where its arbiter (the counting one for a scikit-learn affinity) kept the kNN graph of a
+    set beyond its forest's training sets, without them.  A set that could span more dimensions (more columns and
+    rows than ``max_features``) and kept that candidate is taken for one."""
     name = getattr(model, "arbiter_", None)
     if name is None or kept is None:
         return True
@@ -183,7 +184,7 @@ def _counted_by_kernel(model, kept) -> bool:
     arbiter = counting_setup(name, step)[2] if name in COUNTING_ARBITERS else arbiter_for(name, step)
     base = kept.removeprefix("affinity-at-").removesuffix(SPLIT_SUFFIX)
     return not (base in WIDE_SET_CANDIDATES and arbiter.max_features is not None
-                and getattr(model, "n_features_in_", 0) > arbiter.max_features)
+                and min(getattr(model, "n_features_in_", 0), n_rows - 1) > arbiter.max_features)
 
 
 def is_shipped_generic(kernel) -> bool:
@@ -408,8 +409,8 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
 
 def _float_rows(X):
     """A set's rows as an arbiter reads them: floats as the kernel reads them (numeric strings too, as
-    SpectralClustering takes them)."""
-    return check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32))
+    SpectralClustering takes them); sparse ones a copy (scipy sums a CSR's duplicates in place)."""
+    return check_array(X, accept_sparse="csr", dtype=(np.float64, np.float32), copy=sp.issparse(X))
 
 
 def _cluster_chunk(kernel, clustering: tuple, sets: list, seeds: list, max_samples: int | None,

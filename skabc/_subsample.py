@@ -69,6 +69,12 @@ def extend_labels(X, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
     vote = KNeighborsClassifier(n_neighbors=min(EXTEND_NEIGHBORS, len(rows)), weights="distance")
     out = np.empty(X.shape[0], dtype=labels.dtype)
     out[rows] = labels
+    if sp.issparse(X) and len(rows) * X.shape[1] > DENSE_BLOCK_ENTRIES:
+        # Too wide for a dense block of the subsample (hashed text: 2,000 x 2**20 would take 16 GiB): the sparse rows
+        # as given, as the kNN graph that partitioned such a subsample read them.
+        vote.fit(X[rows], labels)
+        out[others] = vote.predict(X[others]) if len(others) else out[others]
+        return out
     # Centred, scaled and searched a block of rows at a time, sparse X made dense block by block, never whole; the
     # same blocks for dense and sparse X, so both get the same labels (a sparse X left uncentred had a large offset
     # column swamp the float64 distances, and the sparse neighbour search broke ties otherwise).

@@ -885,9 +885,11 @@ def test_a_sets_dimensions_are_the_rank_of_its_scaled_centred_rows(fresh_arbiter
     assert not arbiter.beyond_domain(np.hstack([X[:, :64], np.full((200, 1), 3.0)]))  # one constant column more
     assert not arbiter.beyond_domain(np.hstack([X[:, :64], X[:, :1] + 2 * X[:, 1:2]]))  # one dependent column
     assert not arbiter.beyond_domain(X[:60])  # 60 rows span 59 dimensions at most
-    tiny = X.copy()
-    tiny[:, 64] = 1e13 + 1e-3 * tiny[:, 64]  # far from zero, a small spread: still a dimension
-    assert arbiter.beyond_domain(tiny)
+    far = X.copy()
+    far[:, 64] = 1e9 + 1e-3 * X[:, 64]  # far from zero, a small spread: still a dimension
+    assert arbiter.beyond_domain(far)
+    far[:, 64] = 1e13 + 1e-3 * X[:, 64]  # a spread within 2**-44 of its magnitude: constant, as canonicalised
+    assert not arbiter.beyond_domain(far)
     text = sp.random(300, 5000, density=0.01, random_state=0, format="csr")
     assert arbiter.beyond_domain(text) and arbiter.beyond_domain(text.tocoo())
     assert not arbiter.beyond_domain(sp.hstack([text[:, :64], sp.csr_matrix((300, 4000))]).tocsr())
@@ -1065,3 +1067,86 @@ def test_a_small_set_beyond_the_domain_gets_no_small_set_warning():
     assert not any("trained on sets of 150 to 500 rows" in str(w.message) for w in caught)
     with pytest.warns(UserWarning, match="trained on sets of 150 to 500 rows"):
         ABCClustering(random_state=0).fit(X[:60])
+
+
+def test_a_sets_dimensions_ignore_the_rounding_of_its_precision_and_extreme_magnitudes(fresh_arbiters):
+    """Review 65b: float32 rounding spanned every direction; columns the canonicalisation calls constant (0.3
+    against 0.1 + 0.2) counted; a subnormal or near-overflow peak raised."""
+    from skabc.spectral.evidence import spans_more_than
+
+    rng = np.random.default_rng(0)
+    low_rank = rng.normal(size=(300, 5)) @ rng.normal(size=(5, 200))
+    assert not spans_more_than(low_rank, 64) and not spans_more_than(low_rank.astype(np.float32), 64)
+    last_bit = np.where(rng.random((300, 70)) < 0.5, 0.3, 0.1 + 0.2)
+    assert not spans_more_than(np.hstack([low_rank[:, :40], last_bit]), 64)
+    full = rng.normal(size=(300, 80))
+    for scaled in (full * 1e-310, full / np.abs(full).max() * 1.5e308):
+        assert spans_more_than(scaled, 64) and spans_more_than(sp.csr_matrix(scaled), 64)
+    constant_sparse = sp.csr_matrix(np.hstack([full[:, :60], np.ones((300, 10))]))
+    assert not spans_more_than(constant_sparse, 64)
+
+
+def test_the_knn_graph_of_rows_far_from_zero_is_theirs_at_zero():
+    """Review 65b: blobs shifted by 1e9 lost their spread to rounding in the neighbour search (k = 1, ARI 0)."""
+    X, y = make_blobs(n_samples=300, centers=4, n_features=100, random_state=0)
+    np.testing.assert_array_equal(knn_graph(X + 1e9).toarray(), knn_graph(X).toarray())
+    model = ABCClustering(random_state=0).fit(X + 1e9)
+    assert model.candidate_ == "knn-eigengap" and adjusted_rand_score(y, model.labels_) == 1.0
+
+
+@pytest.mark.parametrize("affinity", ["learned", "rbf"])
+def test_fit_leaves_a_non_canonical_csr_as_given(affinity):
+    """Review 65b: scipy sums a CSR's duplicate entries in place; the kNN graph of wide sparse rows did so to X."""
+    X, _ = _topic_corpus(0, n=300, vocabulary=6000)
+    indices, data = [], []
+    for start, stop in zip(X.indptr[:-1], X.indptr[1:], strict=True):  # each entry as two halves, out of order
+        indices.append(np.r_[X.indices[start:stop][::-1], X.indices[start:stop]])
+        data.append(np.r_[X.data[start:stop][::-1], X.data[start:stop]] / 2)
+    S = sp.csr_matrix((np.concatenate(data), np.concatenate(indices), 2 * X.indptr), shape=X.shape)
+    assert not S.has_canonical_format
+    before = (S.data.copy(), S.indices.copy(), S.indptr.copy())
+    model = ABCClustering(affinity=affinity, random_state=0).fit(S)
+    assert model.candidate_ in ("knn-eigengap", "affinity-at-knn-eigengap")
+    for saved, now in zip(before, (S.data, S.indices, S.indptr), strict=True):
+        np.testing.assert_array_equal(saved, now)
+
+
+def test_wide_sparse_rows_past_max_samples_are_labelled_without_a_dense_copy(monkeypatch):
+    """Review 65b: the vote that labels the rows left out of the subsample made it dense (2,000 x 2**20: 16 GiB)."""
+    from skabc import _subsample
+
+    monkeypatch.setattr(_subsample, "DENSE_BLOCK_ENTRIES", 1000)  # this corpus's subsample is then too wide
+
+    def no_dense_block(*args, **kwargs):
+        raise AssertionError("a dense block was made")
+
+    monkeypatch.setattr(_subsample, "_block", no_dense_block)
+    X, y = _topic_corpus(1, n=600)
+    model = ABCClustering(max_samples=400, random_state=0).fit(X)
+    assert model.candidate_ == "knn-eigengap" and adjusted_rand_score(y, model.labels_) > 0.95
+
+
+def test_a_set_of_few_rows_keeps_its_small_set_warning_whatever_the_forest_kept():
+    """Review 65b: 60 rows span 59 dimensions at most, so the forest chose; its kNN pick silenced the warning."""
+    Z, _ = make_blobs(60, 2, centers=3, random_state=3)
+    X = (Z @ np.array([[0.6, -0.6], [-0.4, 0.8]])) @ np.random.default_rng(3).standard_normal((2, 100))
+    for kwargs in ({}, {"affinity": "rbf", "gamma": 0.1}):
+        with pytest.warns(UserWarning, match="trained on sets of 150 to 500 rows"):
+            model = ABCClustering(random_state=0, **kwargs).fit(X)
+        assert model.candidate_ in ("knn-eigengap", "affinity-at-knn-eigengap")
+
+
+def test_the_wide_rule_holds_in_groups_worker_processes_and_after_a_round_trip(tmp_path):
+    """Every path that clusters a set decides alike: groups, predict_many, n_jobs=2 (processes), save and load."""
+    from skabc.persistence import load
+
+    X, _ = make_blobs(n_samples=300, centers=3, n_features=80, random_state=0)
+    groups = np.repeat([0, 1], 150)
+    model = ABCClustering(random_state=0, n_jobs=2).fit(X, groups=groups)
+    assert model.candidate_ == ["knn-eigengap", "knn-eigengap"]
+    alone = ABCClustering(random_state=0).fit(X, groups=groups)
+    np.testing.assert_array_equal(model.labels_, alone.labels_)
+    single = ABCClustering(random_state=0).fit(X[:150])
+    np.testing.assert_array_equal(single.predict_many([X[:150], X[150:]])[0], single.predict(X[:150]))
+    single.save(tmp_path / "wide")
+    np.testing.assert_array_equal(load(tmp_path / "wide").predict(X[150:]), single.predict(X[150:]))

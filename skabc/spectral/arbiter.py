@@ -90,8 +90,9 @@ class Arbiter:
         may be kept; ``None``: any.  All are still computed (each one's features read the others), except for a set
         beyond :attr:`max_features`.
     max_features : int, default=None
-        Most dimensions a set of its training data spanned (the file's ``max_features``): a set spanning more
-        (:meth:`beyond_domain`) keeps its candidate of :data:`WIDE_SET_CANDIDATES`, the only one computed.
+        Widest set of its training data, in columns (the file's ``max_features``), so the most dimensions any of
+        them spanned: a set spanning more (:meth:`beyond_domain`) keeps its candidate of
+        :data:`WIDE_SET_CANDIDATES`, the only one computed.
         ``None``: no limit (what :func:`arbiter_for` gives for another kernel than the one its forest learned).
     """
 
@@ -173,8 +174,8 @@ class Arbiter:
     def beyond_domain(self, X) -> bool:
         """Whether the set ``X`` spans more dimensions than any this arbiter was trained on.
 
-        Its dimensions are the rank of its centred rows, each column scaled to its largest magnitude (as the
-        kernel standardises them): constant or dependent columns add none.
+        Its dimensions are the numerical rank of its centred, column-scaled rows
+        (:func:`~skabc.spectral.evidence.spans_more_than`): constant, dependent or empty columns add none.
 
         Parameters
         ----------

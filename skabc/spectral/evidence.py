@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score
 
+from ..preprocessing import CONSTANT_TOLERANCE
 from .candidates import CANDIDATES, SPECTRUM_SIZE, Candidate
 from .select import ZERO_EIGENVALUE
 
@@ -116,12 +117,15 @@ def _padded(spectrum: np.ndarray, size: int) -> np.ndarray:
 
 
 def spans_more_than(X, bound: int) -> bool:
-    """Whether the set ``X`` spans more than ``bound`` dimensions: the rank of its centred rows, each column scaled to
-    its largest magnitude (as the kernel standardises them; constant or dependent columns add none).
+    """Whether the set ``X`` spans more than ``bound`` dimensions: the numerical rank of its centred rows, each column
+    scaled to its largest magnitude.
 
-    Their projection on ``bound + 1`` random directions (a fixed seed) keeps rank ``min(rank, bound + 1)`` almost
-    surely, so one small SVD answers.  Dense rows are taken relative to the first one before scaling, so that a
-    column far from zero keeps its spread; a sparse column's magnitude is its largest entry.
+    Columns the canonicalisation takes for constant (a spread within
+    :data:`~skabc.preprocessing.CONSTANT_TOLERANCE` of their magnitude) and empty ones add none; nor do dependent
+    ones, nor the rounding of the input's own precision (float32 rows of rank 5 span 5).  The centred rows'
+    projection on ``bound + 1`` random directions (a fixed seed) keeps rank ``min(rank, bound + 1)`` almost surely,
+    so one small SVD answers.  Each column is scaled before it is centred, so no magnitude float64 holds overflows
+    and a column far from zero keeps its spread.
 
     Parameters
     ----------
@@ -137,17 +141,26 @@ def spans_more_than(X, bound: int) -> bool:
     n = X.shape[0]
     if n <= bound + 1:  # centred, n rows span at most n - 1 dimensions
         return False
+    precision = np.finfo(X.dtype if np.issubdtype(X.dtype, np.floating) else np.float64).eps
     if sp.issparse(X):
         X = sp.csc_matrix(X, dtype=np.float64, copy=True)
+        X.sum_duplicates()
         X.eliminate_zeros()  # stored zeros are no magnitude
         X = X[:, np.flatnonzero(np.diff(X.indptr))]  # columns of zeros add nothing (and a hashed text has many)
-        X = X @ sp.diags(1.0 / abs(X).max(axis=0).toarray().ravel())
+        peak = abs(X).max(axis=0).toarray().ravel()
+        X.data /= np.repeat(peak, np.diff(X.indptr))  # a division: the reciprocal of a subnormal peak overflows
+        spread = (X.max(axis=0) - X.min(axis=0)).toarray().ravel()  # implicit zeros included
     else:
-        X = np.asarray(X, dtype=np.float64) - np.asarray(X[0], dtype=np.float64)
+        X = np.asarray(X, dtype=np.float64)
         peak = np.max(np.abs(X), axis=0)
         X = X[:, peak > 0] / peak[peak > 0]
-    if X.shape[1] <= bound:
+        X = X - X[0]
+        spread = np.max(np.abs(X), axis=0)
+    keep = spread > CONSTANT_TOLERANCE
+    if np.count_nonzero(keep) <= bound:
         return False
+    X = X[:, keep] / spread[keep] if not sp.issparse(X) else X[:, keep]
     projected = np.asarray(X @ np.random.default_rng(0).standard_normal((X.shape[1], bound + 1)))
     singular = np.linalg.svd(projected - projected.mean(axis=0), compute_uv=False)
-    return bool(singular[-1] > RANK_TOLERANCE * singular[0])
+    # The rounding of the input's own precision spans every direction, about its eps times the largest value.
+    return bool(singular[-1] > max(RANK_TOLERANCE, 64 * precision) * singular[0])

@@ -12,6 +12,9 @@ KNN_NEIGHBORS = 10
 #: rows repeated ``a`` and ``b`` times gives ``a * b`` entries, so a huge set dominated by a few rows keeps the
 #: plain kNN graph instead.  Sets of ``ABCClustering``'s default ``max_samples`` (2,000 rows) stay far below.
 MAX_SPREAD_ENTRIES = 25_000_000
+#: Dense rows whose mean lies farther from zero than this many times their spread, in some column, are centred
+#: before the neighbour search: ordinary data is searched as given.
+FAR_OFFSET = 1e3
 #: Distances within this relative gap of a row's k-th are ties (rounding separates equal distances by a few ulps).
 TIE_TOLERANCE = 1e-9
 #: Most neighbours fetched per row to find the end of its ties (rows of coded columns can have thousands).
@@ -43,10 +46,20 @@ def knn_graph(X, n_neighbors: int = KNN_NEIGHBORS, distinct_rows: bool = True) -
     """
     if X.shape[0] < 2:
         raise ValueError(f"a kNN graph needs at least 2 rows, got {X.shape[0]}")
-    # Neighbours do not change with the global scale, but squared distances of tiny (subnormal) values underflow.
+    # Neighbours do not change with the global scale, but squared distances of tiny (subnormal) values underflow
+    # (a division: the reciprocal of a subnormal scale overflows).
     scale = abs(X).max()
     if np.isfinite(scale) and scale > 0:
-        X = X.multiply(1.0 / scale).tocsr() if sp.issparse(X) else X / scale
+        if sp.issparse(X):  # on its values: scipy divides a sparse matrix by multiplying by the reciprocal
+            X = sp.csr_matrix(X, copy=True)
+            X.data = X.data / scale
+        else:
+            X = X / scale
+    if not sp.issparse(X):
+        # Nor with a shift; but distances of rows far from zero lose their spread to rounding (blobs at 1e9: k = 1).
+        centre, spread = X.mean(axis=0), np.ptp(X, axis=0)  # a constant column's differences are exact zeros
+        if np.any((np.abs(centre) > FAR_OFFSET * spread) & (spread > 0)):
+            X = X - centre
     if not distinct_rows:
         return _symmetric_knn(X, n_neighbors)
     first, inverse = _distinct_rows(X)
