@@ -205,9 +205,9 @@ class Arbiter:
         -------
         needed : bool
         """
-        n = np.shape(X)[0]
-        trivial = links_every_row(X) or (self.given_k and step.n_clusters >= n)  # cluster() cuts the kernel's
-        return trivial or self.wide_candidate(X) is None
+        if self.wide_candidate(X) is None:  # first: a set of at most max_features columns is told by its width
+            return True
+        return links_every_row(X) or (self.given_k and step.n_clusters >= np.shape(X)[0])  # cluster() cuts the kernel's
 
     def wide_candidate(self, X) -> str | None:
         """The candidate of :data:`WIDE_SET_CANDIDATES` this arbiter keeps for the set ``X``, whatever its forest
