@@ -63,6 +63,10 @@ def mixture_features(X, random_state: int) -> np.ndarray:
     if not np.any((top - bottom).toarray() if sp.issparse(top) else top > bottom):
         return np.zeros((n, 1))  # every row the same: a projection of no spread divides by zero (numpy warned)
     if sp.issparse(X):
+        X = X.tocsr()
+        stored = np.flatnonzero(np.bincount(X.indices, minlength=X.shape[1]))  # sparse arrays have no getnnz
+        if len(stored) < X.shape[1]:  # empty columns add nothing, and cost the projection (hashed text: 2**20)
+            X = X[:, stored]
         if X.shape[1] > n_components:
             X = TruncatedSVD(n_components, random_state=random_state).fit_transform(X)
         else:
