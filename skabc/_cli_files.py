@@ -74,6 +74,19 @@ def check_output(path: str, what: str) -> None:
 MISSING_MARKS = frozenset({"na", "n/a", "#n/a", "nan", "null", "none", "nil", "?", "-", "missing"})
 
 
+def _binary_lead(file: Path) -> str | None:
+    """Why a file read as text is numpy's binary format (an .npz archive, such as scipy.sparse.save_npz writes, or
+    an .npy array under another name), else ``None``: its bytes made a 'utf-8' codec error."""
+    with file.open("rb") as f:
+        magic = f.read(8)
+    if magic.startswith((b"PK\x03\x04", b"PK\x05\x06")):  # a zip archive's first record (a header 'PK,...' is text)
+        return ("it is an .npz archive (np.savez or scipy.sparse.save_npz), which the command line does not read: "
+                "save one dense array with np.save as .npy, or comma-separated text")
+    if magic.startswith(b"\x93NUMPY"):
+        return "it is a .npy array under another name: name it .npy"
+    return None
+
+
 def read_array(path: str, what: str, ndim: int, header: bool | None = None, rows: int | None = None):
     """Load a .npy (never pickled objects) or comma-separated text file; a first line of no numbers is a header.
 
@@ -110,6 +123,8 @@ def read_array(path: str, what: str, ndim: int, header: bool | None = None, rows
             if not isinstance(data, np.ndarray):  # an .npz archive under an .npy name
                 data.close()
                 raise ValueError("it is an .npz archive of several arrays, not one .npy array")
+        elif (lead := _binary_lead(file)) is not None:
+            raise ValueError(lead)
         elif ndim == 1:
             data = _read_names(file, rows)
         else:

@@ -612,6 +612,22 @@ def test_cli_names_an_npz_archive_given_as_npy(tmp_path, capsys):
     assert "is an .npz archive" in capsys.readouterr().err
 
 
+def test_cli_names_numpys_binary_formats_under_other_names(tmp_path, capsys):
+    """Probe 65a: scipy.sparse.save_npz's archive (TF-IDF rows) was read as text: a 'utf-8' codec error."""
+    import scipy.sparse as sp
+
+    sp.save_npz(tmp_path / "tfidf.npz", sp.random(20, 50, density=0.1, random_state=0, format="csr"))
+    np.save(tmp_path / "points.npy", np.zeros((5, 2)))
+    (tmp_path / "points.npy").rename(tmp_path / "points.dat")
+    for name, said in (("tfidf.npz", "is an .npz archive (np.savez or scipy.sparse.save_npz)"),
+                       ("points.dat", "is a .npy array under another name: name it .npy")):
+        assert main(["cluster", str(tmp_path / name), "-o", str(tmp_path / "labels.txt")]) != 0
+        err = capsys.readouterr().err
+        assert said in err and "codec" not in err
+    (tmp_path / "keys.csv").write_text("PK,x\n1,2\n3,4\n5,6\n")  # text that starts as a zip archive does
+    assert main(["cluster", str(tmp_path / "keys.csv"), "-o", str(tmp_path / "labels.txt")]) == 0
+
+
 @pytest.mark.parametrize("text, where", [("a,b\n1,2\n1,x\n", "'x' is not a number (line 3, column 2)"),
                                          (",a,b\nr1,1,2\nr2,3,y\n", "'y' is not a number (line 3, column 3)"),
                                          ("a,b\n# note\n\n1,2\n2,x\n", "'x' is not a number (line 5, column 2)")],
