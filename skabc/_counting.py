@@ -71,7 +71,8 @@ def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed, c
     rows = draw_rows(n, MAX_SAMPLES_AUTO, seed)
     # A copy of sparse rows: scipy sums a CSR's duplicates in place (the caller's X when every row is counted).
     counted = check_array(X if rows is None else _safe_indexing(X, rows), accept_sparse="csr", copy=sp.issparse(X))
-    reads_kernel = arbiter.needs_kernel_affinity(counting_step, counted)  # not for rows wider than its forest's
+    wide = arbiter.kernel_free_candidate(counting_step, counted)  # rows wider than its forest's: the kNN graph
+    reads_kernel = wide is None
     if sp.issparse(counted) and (reads_kernel or counted.shape[1] <= MAX_DENSIFIED_FEATURES):
         if counted.shape[1] > MAX_DENSIFIED_FEATURES:  # probe 57f: an RBF of 4,097 sparse text columns found one
             warn_user(f"k is not counted by the generic kernel here: X is sparse with {X.shape[1]} columns, more "
@@ -82,8 +83,9 @@ def count_then_cut(name: str, step: SpectralStep, affinity, X, eig_seed, seed, c
         counted = counted.toarray()  # the same k as the same rows stored dense
     if links_every_row(counted):
         return (*step.cluster(affinity, eig_seed, seed), None)
-    probabilities = kernel.affinity(counted) if reads_kernel else None
-    _, _, k, eigenvalues, chosen = arbiter.cluster(counting_step, probabilities, counted, eig_seed, seed)
+    _, _, k, eigenvalues, chosen = (arbiter.cluster(counting_step, kernel.affinity(counted), counted, eig_seed, seed)
+                                    if reads_kernel else arbiter.cluster_wide(counting_step, counted, wide, eig_seed,
+                                                                             seed))
     if step.verbose:  # the arbiter above only counted: the partition is this affinity's, cut at its k
         source = "the generic kernel's candidates" if reads_kernel else "the rows' kNN graph (wider than its forest's)"
         print(f"arbiter {name!r}: counted k={k} ({chosen}, of {source}); this affinity is cut into {k}")

@@ -390,8 +390,8 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     step, arbiter, *cut_random_state = clustering
     chosen = (arbiter_for(arbiter, step, own_kernel=is_shipped_generic(kernel))
               if arbiter is not None and arbiter not in COUNTING_ARBITERS else None)
-    if chosen is not None and not chosen.needs_kernel_affinity(step, rows := _float_rows(X)):
-        return chosen.cluster(step, None, rows, eig_seed, seed)  # wider than its forest's sets: the kNN graph alone
+    if chosen is not None and (wide := chosen.kernel_free_candidate(step, rows := _float_rows(X))) is not None:
+        return chosen.cluster_wide(step, rows, wide, eig_seed, seed)  # beyond its forest's sets: the kNN graph alone
     if sp.issparse(X) and not isinstance(kernel, (PairwiseKernel, PrecomputedKernel)):
         X = densify(X, kernel)  # this set (or subsample) only: a learned kernel reads dense rows
     kernel = as_kernel(kernel)

@@ -190,9 +190,9 @@ class Arbiter:
         return (self.max_features is not None and np.shape(X)[1] > self.max_features
                 and spans_more_than(X, self.max_features))
 
-    def needs_kernel_affinity(self, step: SpectralStep, X) -> bool:
-        """Whether :meth:`cluster` reads the kernel's affinity of the set ``X``; where not (a set beyond
-        :attr:`max_features`, which keeps its kNN candidate), it may be given ``probabilities=None``.
+    def kernel_free_candidate(self, step: SpectralStep, X) -> str | None:
+        """The candidate :meth:`cluster` keeps for the set ``X`` without reading the kernel's affinity (a set beyond
+        :attr:`max_features` keeps its kNN candidate: :meth:`cluster_wide` clusters it alone), else ``None``.
 
         Parameters
         ----------
@@ -203,11 +203,12 @@ class Arbiter:
 
         Returns
         -------
-        needed : bool
+        name : str or None
         """
-        if self.wide_candidate(X) is None:  # first: a set of at most max_features columns is told by its width
-            return True
-        return links_every_row(X) or (self.given_k and step.n_clusters >= np.shape(X)[0])  # cluster() cuts the kernel's
+        wide = self.wide_candidate(X)  # first: a set of at most max_features columns is told by its width
+        if wide is None or links_every_row(X) or (self.given_k and step.n_clusters >= np.shape(X)[0]):
+            return None  # cluster() cuts the kernel's affinity of these
+        return wide
 
     def wide_candidate(self, X) -> str | None:
         """The candidate of :data:`WIDE_SET_CANDIDATES` this arbiter keeps for the set ``X``, whatever its forest
@@ -293,7 +294,7 @@ class Arbiter:
         step : SpectralStep
             The spectral settings (its ``n_clusters`` must match this arbiter's mode).
         probabilities : ndarray or sparse matrix of shape (n_samples, n_samples), or None
-            The kernel's affinity of the set; ``None`` only where :meth:`needs_kernel_affinity` says it is not read.
+            The kernel's affinity of the set; ``None`` only where :meth:`kernel_free_candidate` names a candidate.
         X : ndarray or sparse matrix of shape (n_samples, n_features)
             The set's rows (for its kNN graph).
         eigen_seed : int or None
@@ -321,11 +322,7 @@ class Arbiter:
             return (*step.cluster(probabilities, eigen_seed, seed), None)
         wide = self.wide_candidate(X)
         if wide is not None:  # beyond its training sets the forest is not asked: only what is kept is computed
-            (c,) = candidate_partitions(step, probabilities, X, eigen_seed, seed, (wide,), self.spectrum_size)
-            if step.verbose:
-                print(f"arbiter {self.name!r}: kept {c.name} (k={c.n_clusters}), as for every set spanning more than "
-                      f"the {self.max_features} dimensions of its forest's training sets")
-            return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
+            return self.cluster_wide(step, X, wide, eigen_seed, seed)
         candidates = candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
         best, scores = self.choose(candidates, np.shape(X)[1])  # within the domain (checked above)
         c = candidates[best]
@@ -347,6 +344,35 @@ class Arbiter:
             else:
                 graph, labels = knn.affinity, knn.cut(c.n_clusters, seed)
             return labels, graph, c.n_clusters, c.eigenvalues, f"knn-at-{c.name}"
+        return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
+
+    def cluster_wide(self, step: SpectralStep, X, name: str, eigen_seed, seed: int):
+        """:meth:`cluster`'s partition of a set beyond :attr:`max_features`: its candidate ``name`` of
+        :data:`WIDE_SET_CANDIDATES` (what :meth:`kernel_free_candidate` names) computed alone, from the rows.
+
+        Parameters
+        ----------
+        step : SpectralStep
+            The spectral settings (its ``n_clusters`` must match this arbiter's mode).
+        X : ndarray or sparse matrix of shape (n_samples, n_features)
+            The set's rows.
+        name : str
+            The candidate kept.
+        eigen_seed : int or None
+            Seeds the eigensolves of the ``k`` rule.
+        seed : int
+            Seeds the embedding and the label assignment.
+
+        Returns
+        -------
+        labels, affinity, n_clusters, eigenvalues, name
+            As :meth:`cluster` returns them.
+        """
+        self._check_mode(step)
+        (c,) = candidate_partitions(step, None, X, eigen_seed, seed, (name,), self.spectrum_size)
+        if step.verbose:
+            print(f"arbiter {self.name!r}: kept {c.name} (k={c.n_clusters}), as for every set spanning more than "
+                  f"the {self.max_features} dimensions of its forest's training sets")
         return c.labels, c.affinity, c.n_clusters, c.eigenvalues, c.name
 
 
