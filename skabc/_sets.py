@@ -183,7 +183,7 @@ def _counted_by_kernel(model, kept, n_rows: int) -> bool:
     step = model.spectral_step_
     arbiter = counting_setup(name, step)[2] if name in COUNTING_ARBITERS else arbiter_for(name, step)
     base = kept.removeprefix("affinity-at-").removesuffix(SPLIT_SUFFIX)
-    return not (base in WIDE_SET_CANDIDATES and arbiter.max_features is not None
+    return not (base in WIDE_SET_CANDIDATES.values() and arbiter.max_features is not None
                 and min(getattr(model, "n_features_in_", 0), n_rows - 1) > arbiter.max_features)
 
 

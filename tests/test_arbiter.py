@@ -18,6 +18,7 @@ from skabc.spectral.arbiter import (
     GIVEN_K_ARBITERS,
     KNN_CANDIDATE_VARIANTS,
     KNN_PARTITION_VARIANTS,
+    WIDE_SET_CANDIDATES,
     Arbiter,
     TreeEnsemble,
     arbiter_for,
@@ -917,13 +918,14 @@ def test_a_set_wider_than_the_arbiters_training_keeps_the_knn_graph(tmp_path, mo
     capsys.readouterr()
     wide = np.hstack([X, 1e-3 * np.random.default_rng(0).normal(size=(len(X), 1))])  # one more dimension, a faint one
     labels, affinity, k, _, chosen = arbiter.cluster(step, P, wide, 0, 0)
-    assert chosen == ("knn-given" if given_k else "knn-eigengap")
+    assert chosen == ("knn-given" if given_k else "knn-wide-eigengap")
     said = capsys.readouterr().out
     assert "as for every set spanning more than the 2 dimensions of its forest's training sets" in said
-    candidates = arbiter.candidates_of(step, P, wide, 0, 0)
-    assert arbiter.choose(candidates, wide.shape[1], wide)[0] == names.index(chosen)
+    candidates = arbiter.candidates_of(step, P, wide, 0, 0)  # the held kNN eigengap candidate replaced by the kept
+    assert [c.name for c in candidates] == [WIDE_SET_CANDIDATES.get(name, name) for name in names]
+    assert arbiter.choose(candidates, wide.shape[1], wide)[0] == [c.name for c in candidates].index(chosen)
     assert arbiter.choose(candidates, wide.shape[1])[0] == 0  # without the rows, the forest's choice
-    kept = arbiter.candidates_of(step, P, wide, 0, 0)[names.index(chosen)]
+    kept = candidates[[c.name for c in candidates].index(chosen)]
     np.testing.assert_array_equal(labels, kept.labels)
     assert k == kept.n_clusters and sp.issparse(affinity)
 
@@ -967,8 +969,56 @@ def test_abc_clustering_counts_the_topics_of_tf_idf_rows(seed):
     2 clusters (ARI 0.00) for 4 topics.  The kNN graph of the rows finds them."""
     X, y = _topic_corpus(seed)
     model = ABCClustering(random_state=0).fit(X)
-    assert model.candidate_ == "knn-eigengap"
+    assert model.candidate_ == "knn-wide-eigengap"
     assert model.n_clusters_ == 4 and adjusted_rand_score(y, model.labels_) > 0.95
+
+
+def _short_documents(seed, k=4, n=600, vocabulary=8000, topic_words=60):
+    """TF-IDF rows of documents of 5-14 words, about 30 % of them from their topic's 60 words, the rest Zipf."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    rng = np.random.default_rng(seed)
+    zipf = 1.0 / np.arange(1, vocabulary + 1) ** 1.1
+    topics = [rng.choice(vocabulary, topic_words, replace=False) for _ in range(k)]
+    weights = [rng.dirichlet(np.ones(topic_words)) for _ in range(k)]
+    y = np.arange(n) % k
+    rows, words = [], []
+    for i in range(n):
+        length = int(rng.integers(5, 15))
+        own = rng.binomial(length, 0.3)
+        words.extend(np.r_[rng.choice(topics[y[i]], own, p=weights[y[i]]),
+                           rng.choice(vocabulary, length - own, p=zipf / zipf.sum())])
+        rows.extend([i] * length)
+    counts = sp.csr_matrix((np.ones(len(rows)), (rows, words)), shape=(n, vocabulary))
+    return TfidfTransformer().fit_transform(counts), y
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_short_documents_are_not_called_one_cluster(seed):
+    """Probe 65a: the kNN graph of short documents has a large first eigengap however many topics they hold, and
+    the plain eigengap called these corpora one cluster (ARI 0.00).  Beyond the domain one cluster must beat the
+    later gaps by more; a corpus of one topic stays one cluster."""
+    X, y = _short_documents(seed)
+    model = ABCClustering(random_state=0).fit(X)
+    gaps = np.diff(model.eigenvalues_)
+    assert np.argmax(gaps) == 0  # the plain eigengap's k = 1
+    assert model.candidate_ == "knn-wide-eigengap"
+    assert model.n_clusters_ == 4 and adjusted_rand_score(y, model.labels_) > 0.7
+    assert ABCClustering(random_state=0).fit(_short_documents(seed, k=1)[0]).n_clusters_ == 1
+
+
+def test_the_wide_eigengap_rule_only_overrules_one_cluster():
+    from skabc.spectral.select import WIDE_SINGLE_CLUSTER_GAP_SHARE, wide_eigengap_k
+
+    first = 0.4
+    later = [0.0, first, first + 0.01, first + 0.02]
+    just = WIDE_SINGLE_CLUSTER_GAP_SHARE * first
+    for factor, k in ((1.01, 4), (0.99, 1)):  # a fifth eigenvalue that leaves a gap of just above or below the share
+        top = later[-1] + factor * just
+        assert wide_eigengap_k([*later, top, top + 0.01], 50, 5) == k
+    assert wide_eigengap_k([0.0, 0.01, 0.02, 0.5, 0.51], 50, 4) == 3  # the plain eigengap's k > 1 stands
+    assert wide_eigengap_k([0.0, 0.7], 50, 1) == 1  # nothing later to weigh
+    assert wide_eigengap_k(np.zeros(4), 4, 5) == 4  # no links at all: every point its own cluster, as before
 
 
 def test_a_set_wider_than_the_arbiters_training_is_clustered_without_the_kernel(monkeypatch):
@@ -982,7 +1032,7 @@ def test_a_set_wider_than_the_arbiters_training_is_clustered_without_the_kernel(
     monkeypatch.setattr(_sets, "kernel_affinity", no_kernel)
     X, y = make_blobs(n_samples=150, centers=3, n_features=65, random_state=0)
     model = ABCClustering(random_state=0).fit(X)
-    assert model.candidate_ == "knn-eigengap" and adjusted_rand_score(y, model.labels_) == 1.0
+    assert model.candidate_ == "knn-wide-eigengap" and adjusted_rand_score(y, model.labels_) == 1.0
     assert ABCClustering(n_clusters=3, random_state=0).fit(sp.csr_matrix(X)).candidate_ == "knn-given"
     with pytest.raises(AssertionError, match="the kernel's affinity was computed"):
         ABCClustering(random_state=0).fit(X[:, :64])
@@ -1005,7 +1055,7 @@ def test_scikit_learn_affinities_of_very_wide_sparse_rows_are_counted_by_their_k
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model = ABCClustering(affinity=affinity, random_state=0).fit(X)
-    assert model.candidate_ == "affinity-at-knn-eigengap" and model.n_clusters_ == 4
+    assert model.candidate_ == "affinity-at-knn-wide-eigengap" and model.n_clusters_ == 4
     assert adjusted_rand_score(y, model.labels_) > 0.95
 
 
@@ -1018,7 +1068,7 @@ def test_only_the_kept_candidate_is_computed_for_a_set_beyond_the_domain(monkeyp
                         lambda *args, **kwargs: asked.append(args[5]) or real(*args, **kwargs))
     X, _ = make_blobs(n_samples=150, centers=3, n_features=65, random_state=0)
     ABCClustering(random_state=0).fit(X)
-    assert asked == [("knn-eigengap",)]
+    assert asked == [("knn-wide-eigengap",)]
     ABCClustering(random_state=0).fit(X[:, :64])
     assert len(asked) == 2 and len(asked[1]) > 1
 
@@ -1026,7 +1076,7 @@ def test_only_the_kept_candidate_is_computed_for_a_set_beyond_the_domain(monkeyp
 @pytest.mark.parametrize("arbiter", ["generic-knn", "generic-knn-only"])
 def test_every_variant_keeps_the_knn_graph_beyond_the_domain(arbiter):
     X, _ = make_blobs(n_samples=150, centers=3, n_features=65, random_state=0)
-    assert ABCClustering(arbiter=arbiter, random_state=0).fit(X).candidate_ == "knn-eigengap"
+    assert ABCClustering(arbiter=arbiter, random_state=0).fit(X).candidate_ == "knn-wide-eigengap"
     assert ABCClustering(arbiter=arbiter, n_clusters=3, random_state=0).fit(X).candidate_ == "knn-given"
 
 
@@ -1042,7 +1092,7 @@ def test_the_width_limit_holds_for_the_kernel_its_forest_learned_only():
     assert own.candidate_ == candidates[kept].name
     generic = ABCClustering(random_state=0).fit(X)
     candidates, scores, kept, kept_as = arbiter_candidates(generic, X)
-    assert candidates[kept].name == generic.candidate_ == "knn-eigengap" and kept_as == "wide"
+    assert candidates[kept].name == generic.candidate_ == "knn-wide-eigengap" and kept_as == "wide"
     assert kept != int(np.argmax(scores))  # the forest would have kept a kernel candidate here
     # A network being fine-tuned is scored on its held-out sets with the forest's choice too.
     P = _toy_probabilities(X)
@@ -1053,7 +1103,7 @@ def test_the_width_limit_holds_for_the_kernel_its_forest_learned_only():
     lifted = arbiter_for("generic", step, own_kernel=False)
     assert lifted.max_features is None and arbiter_for("generic", step).max_features == 64
     labels, _, _, _, chosen = lifted.cluster(step, P, X, 0, 0)
-    assert chosen != "knn-eigengap"  # the forest's choice (the toy affinity's partition)
+    assert chosen not in WIDE_SET_CANDIDATES.values()  # the forest's choice (the toy affinity's partition)
     np.testing.assert_array_equal(cluster_affinity(P, settings, rows=X), labels)
 
 
@@ -1063,7 +1113,7 @@ def test_a_small_set_beyond_the_domain_gets_no_small_set_warning():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = ABCClustering(random_state=0).fit(X)
-    assert model.candidate_ == "knn-eigengap"
+    assert model.candidate_ == "knn-wide-eigengap"
     assert not any("trained on sets of 150 to 500 rows" in str(w.message) for w in caught)
     with pytest.warns(UserWarning, match="trained on sets of 150 to 500 rows"):
         ABCClustering(random_state=0).fit(X[:60])
@@ -1091,7 +1141,7 @@ def test_the_knn_graph_of_rows_far_from_zero_is_theirs_at_zero():
     X, y = make_blobs(n_samples=300, centers=4, n_features=100, random_state=0)
     np.testing.assert_array_equal(knn_graph(X + 1e9).toarray(), knn_graph(X).toarray())
     model = ABCClustering(random_state=0).fit(X + 1e9)
-    assert model.candidate_ == "knn-eigengap" and adjusted_rand_score(y, model.labels_) == 1.0
+    assert model.candidate_ == "knn-wide-eigengap" and adjusted_rand_score(y, model.labels_) == 1.0
 
 
 @pytest.mark.parametrize("affinity", ["learned", "rbf"])
@@ -1106,7 +1156,7 @@ def test_fit_leaves_a_non_canonical_csr_as_given(affinity):
     assert not S.has_canonical_format
     before = (S.data.copy(), S.indices.copy(), S.indptr.copy())
     model = ABCClustering(affinity=affinity, random_state=0).fit(S)
-    assert model.candidate_ in ("knn-eigengap", "affinity-at-knn-eigengap")
+    assert model.candidate_ in ("knn-wide-eigengap", "affinity-at-knn-wide-eigengap")
     for saved, now in zip(before, (S.data, S.indices, S.indptr), strict=True):
         np.testing.assert_array_equal(saved, now)
 
@@ -1123,7 +1173,7 @@ def test_wide_sparse_rows_past_max_samples_are_labelled_without_a_dense_copy(mon
     monkeypatch.setattr(_subsample, "_block", no_dense_block)
     X, y = _topic_corpus(1, n=600)
     model = ABCClustering(max_samples=400, random_state=0).fit(X)
-    assert model.candidate_ == "knn-eigengap" and adjusted_rand_score(y, model.labels_) > 0.95
+    assert model.candidate_ == "knn-wide-eigengap" and adjusted_rand_score(y, model.labels_) > 0.95
 
 
 def test_a_set_of_few_rows_keeps_its_small_set_warning_whatever_the_forest_kept():
@@ -1143,7 +1193,7 @@ def test_the_wide_rule_holds_in_groups_worker_processes_and_after_a_round_trip(t
     X, _ = make_blobs(n_samples=300, centers=3, n_features=80, random_state=0)
     groups = np.repeat([0, 1], 150)
     model = ABCClustering(random_state=0, n_jobs=2).fit(X, groups=groups)
-    assert model.candidate_ == ["knn-eigengap", "knn-eigengap"]
+    assert model.candidate_ == ["knn-wide-eigengap", "knn-wide-eigengap"]
     alone = ABCClustering(random_state=0).fit(X, groups=groups)
     np.testing.assert_array_equal(model.labels_, alone.labels_)
     single = ABCClustering(random_state=0).fit(X[:150])

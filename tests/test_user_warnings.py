@@ -212,7 +212,7 @@ def test_a_set_the_generic_kernel_did_not_count_gets_no_small_set_warning():
     assert not any("shipped generic kernel was trained on sets" in text for text in said)
     spanning = sp.random(75, 5000, density=0.01, random_state=0, format="csr")  # 74 dimensions: beyond 64
     for model, kept in ((ABCClustering(affinity="nearest_neighbors", arbiter="generic-count", random_state=0),
-                         "affinity-at-knn-eigengap"), (ABCClustering(random_state=0), "knn-eigengap")):
+                         "affinity-at-knn-wide-eigengap"), (ABCClustering(random_state=0), "knn-wide-eigengap")):
         said = [str(w.message) for w in caught_warnings(lambda model=model: model.fit(spanning))]
         assert model.candidate_ == kept
         assert not any("not counted by the generic kernel" in text for text in said)

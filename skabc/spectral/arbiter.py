@@ -1,23 +1,19 @@
 """Choosing one partition of a set among candidates: the learned arbiter of ``ABCClustering(arbiter=...)``.
 
-With ``k`` unknown, the learned kernel and a plain k-nearest-neighbour graph
-fail on different sets: the kernel merges or cuts far-apart curves whose local
-links a kNN graph keeps, the kNN graph chains blobs that touch.  Neither k rule
-wins everywhere either.  An arbiter clusters the set every way it knows
-(:data:`~skabc.spectral.candidates.CANDIDATES`: the kernel's affinity and the set's kNN graph, each with
-two k rules), describes each partition by what needs no labels (its k, the
-Laplacian spectrum of its affinity around k, how much it agrees with the other
-partitions, its cluster sizes, the set's size and width) and keeps the one its
-regression forest predicts to score the highest ARI.  With ``k`` given, a second
-forest of the same name (:data:`GIVEN_K_ARBITERS`) chooses between the two
-affinities cut into ``k`` pieces: the kernel's can link what a kNN graph splits,
-and the other way round.  The forests are trained by a research recipe
-(``benchmarks/train_arbiter.py``) on labelled synthetic sets and shipped as JSON
-files of plain arrays, validated before use.  Each file states the most dimensions its training sets spanned
-(``max_features``): the shipped generic kernel's set spanning more keeps the kNN graph's partition instead of
-the forest's choice (:data:`WIDE_SET_CANDIDATES`), and its kernel's affinity is not computed.
-
-Adding a candidate is one entry in :data:`~skabc.spectral.candidates.CANDIDATES` (and a retrained arbiter).
+With ``k`` unknown, the learned kernel and a plain k-nearest-neighbour graph fail on different sets: the kernel
+merges or cuts far-apart curves whose local links a kNN graph keeps, the kNN graph chains blobs that touch.
+Neither k rule wins everywhere either.  An arbiter clusters the set every way it knows
+(:data:`~skabc.spectral.candidates.CANDIDATES`: the kernel's affinity and the set's kNN graph, each with two k
+rules), describes each partition by what needs no labels (its k, the Laplacian spectrum of its affinity around k,
+how much it agrees with the other partitions, its cluster sizes, the set's size and width) and keeps the one its
+regression forest predicts to score the highest ARI.  With ``k`` given, a second forest of the same name
+(:data:`GIVEN_K_ARBITERS`) chooses between the two affinities cut into ``k`` pieces: the kernel's can link what a
+kNN graph splits, and the other way round.  The forests are trained by a research recipe
+(``benchmarks/train_arbiter.py``) on labelled synthetic sets and shipped as JSON files of plain arrays, validated
+before use.  Each file states the most dimensions its training sets spanned (``max_features``): the shipped
+generic kernel's set spanning more keeps the kNN graph's partition instead of the forest's choice
+(:data:`WIDE_SET_CANDIDATES`), and its kernel's affinity is not computed.  Adding a candidate is one entry in
+:data:`~skabc.spectral.candidates.CANDIDATES` (and a retrained arbiter).
 """
 
 from __future__ import annotations
@@ -55,13 +51,13 @@ KNN_PARTITION_VARIANTS = {"generic": "generic-knn"}
 #: images) the kernel's ``k`` rules over-count where the kNN graph's do not; a labelled fit keeps the variant only
 #: where its held-out sets say so (:func:`~skabc.training.validation.choose_partition`).
 KNN_CANDIDATE_VARIANTS = {"generic": "generic-knn-only"}
-#: What an arbiter keeps, with the kernel its forest learned, for a set spanning more dimensions than any it was
-#: trained on (its file's ``max_features``), the first of these it has.  On 42 such sets of the shipped generic
-#: kernel (12 synthetic TF-IDF corpora, 12 dense 100-1,000-column mixtures, the 18 g2mg/h2mg sets of 128 columns;
-#: ``benchmarks/wide_sets.py``) the kNN graph's eigengap partition was never worse than the forest's choice, which
-#: kept the kernel's 2-cluster cut of a corpus of 12 topics (ARI 0.00); at a given ``k``, the kNN graph cut into
-#: it (0.795 against 0.756).  On 58 fresh such sets: 0.776 against 0.642, and 0.827 against 0.772 at a given ``k``.
-WIDE_SET_CANDIDATES = ("knn-eigengap", "knn-given")
+#: Candidate an arbiter holds -> what it keeps instead of its forest's choice (with the kernel it learned) for a set
+#: spanning more dimensions than any it was trained on (its file's ``max_features``).  On 42 such sets of the
+#: generic kernel (TF-IDF corpora, dense mixtures, g2mg/h2mg sets of 128 columns; ``benchmarks/wide_sets.py``) the
+#: kNN graph's eigengap partition was never worse than the forest's choice, which once kept the kernel's 2-cluster
+#: cut of 12 topics (ARI 0.00); at a given k, the kNN graph cut into it (0.795 against 0.756).  Its k = 1 must beat
+#: later eigengaps by more (:func:`~skabc.spectral.select.wide_eigengap_k`): wide kNN graphs' hubs inflate lambda_2.
+WIDE_SET_CANDIDATES = {"knn-eigengap": "knn-wide-eigengap", "knn-given": "knn-given"}
 #: Most tree nodes a file may hold (a forged file cannot make evaluation allocate without bound).
 _MAX_NODES = 1_000_000
 FORMAT = "skabc-arbiter"
@@ -223,7 +219,7 @@ class Arbiter:
         -------
         name : str or None
         """
-        held = next((name for name in WIDE_SET_CANDIDATES if name in self.candidates), None)
+        held = next((kept for name, kept in WIDE_SET_CANDIDATES.items() if name in self.candidates), None)
         return held if held is not None and self.beyond_domain(X) else None
 
     def _check_mode(self, step: SpectralStep) -> None:
@@ -232,7 +228,8 @@ class Arbiter:
                              f"this step has n_clusters={step.n_clusters!r}")
 
     def candidates_of(self, step: SpectralStep, probabilities, X, eigen_seed, seed: int) -> list[Candidate]:
-        """This arbiter's candidate partitions of one set (:func:`~skabc.spectral.candidates.candidate_partitions`).
+        """This arbiter's candidate partitions of one set (:func:`~skabc.spectral.candidates.candidate_partitions`);
+        beyond its domain, the candidate it holds of :data:`WIDE_SET_CANDIDATES` replaced by the one it keeps.
 
         Raises
         ------
@@ -244,7 +241,10 @@ class Arbiter:
         if links_every_row(X):
             raise ValueError(f"an arbiter needs sets of more than {KNN_NEIGHBORS + 1} distinct rows (its "
                              f"{KNN_NEIGHBORS}-NN graph links every row of a smaller one to every other)")
-        return candidate_partitions(step, probabilities, X, eigen_seed, seed, self.candidates, self.spectrum_size)
+        wide = self.wide_candidate(X)  # beyond the domain its candidate is the kept one, as cluster() computes it
+        names = tuple(wide if wide is not None and WIDE_SET_CANDIDATES.get(name) == wide else name
+                      for name in self.candidates)
+        return candidate_partitions(step, probabilities, X, eigen_seed, seed, names, self.spectrum_size)
 
     def choose(self, candidates: list[Candidate], n_features_in: int, X=None) -> tuple[int, np.ndarray]:
         """Index of the candidate of :attr:`sources` with the highest predicted ARI, and every prediction.

@@ -26,6 +26,7 @@ from .select import (
     estimate_n_clusters,
     rotation_cap,
     rotation_selection,
+    wide_eigengap_k,
 )
 from .step import SpectralStep, compact, raise_to_power
 
@@ -43,7 +44,11 @@ CANDIDATES = {
     "gmm-bic": ("gmm", "bic"),
     "kernel-given": ("kernel", "given"),
     "knn-given": ("knn", "given"),
+    "knn-wide-eigengap": ("knn", "wide-eigengap"),
 }
+#: Candidates no forest weighs: an arbiter keeps them, as they are, for sets beyond its domain
+#: (:data:`~skabc.spectral.arbiter.WIDE_SET_CANDIDATES`).
+KEPT_ONLY = ("knn-wide-eigengap",)
 #: Laplacian eigenvalues per affinity that an arbiter's features read, unless its file names another
 #: ``spectrum_size``: a set of more clusters than that reads as if it had ``SPECTRUM_SIZE - 1``.
 SPECTRUM_SIZE = 21
@@ -83,7 +88,8 @@ class Candidate:
 
 
 def default_candidates(given_k: bool) -> tuple[str, ...]:
-    """Every candidate of :data:`CANDIDATES` for a given ``k`` (rule ``'given'``), or every other one.
+    """Every candidate of :data:`CANDIDATES` for a given ``k`` (rule ``'given'``), or every other one
+    (:data:`KEPT_ONLY` excepted).
 
     Parameters
     ----------
@@ -95,7 +101,8 @@ def default_candidates(given_k: bool) -> tuple[str, ...]:
     names : tuple of str
         Candidate names, in :data:`CANDIDATES`' order.
     """
-    return tuple(name for name, (_, rule) in CANDIDATES.items() if (rule == "given") == given_k)
+    return tuple(name for name, (_, rule) in CANDIDATES.items()
+                 if (rule == "given") == given_k and name not in KEPT_ONLY)
 
 
 def candidate_partitions(step: SpectralStep, probabilities, X, eigen_seed, seed: int,
@@ -242,6 +249,9 @@ class _Source:
                     selection = rotation_selection(step, self.affinity, values,
                                                    unit_eigenvectors(self.affinity, embedding), eigen_seed)
                     self.found["rotation"] = (selection.n_clusters, selection.eigenvalues)
+            elif rule == "wide-eigengap":
+                _, values = self.k_by("eigengap", eigen_seed, seed)
+                self.found[rule] = (wide_eigengap_k(values, self.affinity.shape[0], step.max_clusters), values)
             elif rule == "eigengap":
                 # Eigenvalues only: the partition comes from labels_at, as for every rule.
                 self.found["eigengap"] = estimate_n_clusters(self.affinity, step.max_clusters, random_state=eigen_seed,
