@@ -189,6 +189,8 @@ def test_unparsable_arbiter_files_are_value_errors_naming_the_file(tmp_path, tex
         ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), right=[3, 0, 0])]}, "later node"),
         ({"trees": [_stump(n_feature_columns(len(UNKNOWN_K)), 0.0, 1.0, 2.0)]}, "features must index"),
         ({"candidates": [UNKNOWN_K[0], UNKNOWN_K[0], UNKNOWN_K[1]]}, "candidates must be"),
+        # Review 66: kept beyond the domain, never weighed; a forest naming it escaped the width rule.
+        ({"candidates": ["kernel-consensus", "knn-wide-eigengap"]}, "candidates must be"),
         ({"baseline": True}, "baseline"),
         ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), value=[0.0, 1.0])]}, "one length"),
         ({"trees": [dict(_stump(0, 0.0, 1.0, 2.0), value=["a", 1, 2])]}, "numbers"),
@@ -1007,8 +1009,21 @@ def test_short_documents_are_not_called_one_cluster(seed):
     assert ABCClustering(random_state=0).fit(_short_documents(seed, k=1)[0]).n_clusters_ == 1
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_one_anisotropic_gaussian_beyond_the_domain_stays_one_cluster(seed):
+    """Review 66: a single Gaussian whose variances fall from 1 to 1e-3 over 100 columns spreads its kNN graph's
+    spectrum in gaps of one size, the largest later one over 0.3 of the first: the share alone split it (k 3-6)."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(100, 100)) * np.geomspace(1, 1e-3, 100)
+    X = rng.normal(size=(300, 100)) @ A.T
+    model = ABCClustering(random_state=0).fit(X)
+    gaps = np.diff(model.eigenvalues_)
+    assert model.candidate_ == "knn-wide-eigengap" and gaps[1:].max() >= 0.3 * gaps[0]
+    assert model.n_clusters_ == 1
+
+
 def test_the_wide_eigengap_rule_only_overrules_one_cluster():
-    from skabc.spectral.select import WIDE_SINGLE_CLUSTER_GAP_SHARE, wide_eigengap_k
+    from skabc.spectral.wide import WIDE_DISTINCT_GAP_FACTOR, WIDE_SINGLE_CLUSTER_GAP_SHARE, wide_eigengap_k
 
     first = 0.4
     later = [0.0, first, first + 0.01, first + 0.02]
@@ -1016,6 +1031,15 @@ def test_the_wide_eigengap_rule_only_overrules_one_cluster():
     for factor, k in ((1.01, 4), (0.99, 1)):  # a fifth eigenvalue that leaves a gap of just above or below the share
         top = later[-1] + factor * just
         assert wide_eigengap_k([*later, top, top + 0.01], 50, 5) == k
+    # Review 66: a gap at the share that does not stand out of gaps of one size (an anisotropic Gaussian's spectrum).
+    assert wide_eigengap_k(np.r_[0.0, first + np.arange(8) * just], 50, 8) == 1
+    typical = 0.015
+    for factor, k in ((1.01, 3), (0.99, 1)):  # over the share, standing out of the typical gap or just not
+        gap = WIDE_DISTINCT_GAP_FACTOR * typical * factor
+        top = first + typical + gap
+        spectrum = np.r_[0.0, first, first + typical, top + np.arange(6) * typical]
+        assert gap >= just and wide_eigengap_k(spectrum, 50, 8) == k
+    assert wide_eigengap_k([1e-7, 1e-7, 1e-7], 50, 5) == 1  # tied nonzero eigenvalues: no first gap to overrule
     assert wide_eigengap_k([0.0, 0.01, 0.02, 0.5, 0.51], 50, 4) == 3  # the plain eigengap's k > 1 stands
     assert wide_eigengap_k([0.0, 0.7], 50, 1) == 1  # nothing later to weigh
     assert wide_eigengap_k(np.zeros(4), 4, 5) == 4  # no links at all: every point its own cluster, as before

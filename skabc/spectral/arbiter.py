@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .._schema import _finite
+from . import candidates as _candidates
 from .candidates import CANDIDATES, MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, Candidate, candidate_partitions, quiet_cuts
 from .evidence import candidate_features, n_feature_columns, spans_more_than
 from .forest import TreeEnsemble
@@ -56,7 +57,7 @@ KNN_CANDIDATE_VARIANTS = {"generic": "generic-knn-only"}
 #: generic kernel (TF-IDF corpora, dense mixtures, g2mg/h2mg sets of 128 columns; ``benchmarks/wide_sets.py``) the
 #: kNN graph's eigengap partition was never worse than the forest's choice, which once kept the kernel's 2-cluster
 #: cut of 12 topics (ARI 0.00); at a given k, the kNN graph cut into it (0.795 against 0.756).  Its k = 1 must beat
-#: later eigengaps by more (:func:`~skabc.spectral.select.wide_eigengap_k`): wide kNN graphs' hubs inflate lambda_2.
+#: later eigengaps by more (:func:`~skabc.spectral.wide.wide_eigengap_k`): wide kNN graphs' hubs inflate lambda_2.
 WIDE_SET_CANDIDATES = {"knn-eigengap": "knn-wide-eigengap", "knn-given": "knn-given"}
 #: Most tree nodes a file may hold (a forged file cannot make evaluation allocate without bound).
 _MAX_NODES = 1_000_000
@@ -132,10 +133,11 @@ class Arbiter:
                 or data["version"] != 1:
             raise ValueError(f"{path} is not an arbiter file (format {FORMAT!r}, version 1)")
         candidates = data.get("candidates")
+        weighed = set(CANDIDATES) - set(_candidates.KEPT_ONLY)  # those are kept beyond the domain, never weighed
         if (not isinstance(candidates, list) or len(candidates) < 2
-                or not all(isinstance(c, str) and c in CANDIDATES for c in candidates)
+                or not all(isinstance(c, str) and c in weighed for c in candidates)
                 or len(set(candidates)) != len(candidates)):
-            raise ValueError(f"{path}: candidates must be two or more distinct names of {sorted(CANDIDATES)}")
+            raise ValueError(f"{path}: candidates must be two or more distinct names of {sorted(weighed)}")
         if len({CANDIDATES[c][1] == "given" for c in candidates}) != 1:
             raise ValueError(f"{path}: candidates must all take a given k (rule 'given') or none of them")
         n_columns = n_feature_columns(len(candidates))
@@ -202,9 +204,8 @@ class Arbiter:
         name : str or None
         """
         wide = self.wide_candidate(X)  # first: a set of at most max_features columns is told by its width
-        if wide is None or links_every_row(X) or (self.given_k and step.n_clusters >= np.shape(X)[0]):
-            return None  # cluster() cuts the kernel's affinity of these
-        return wide
+        declined = wide is None or links_every_row(X) or (self.given_k and step.n_clusters >= np.shape(X)[0])
+        return None if declined else wide  # cluster() cuts the kernel's affinity of the others
 
     def wide_candidate(self, X) -> str | None:
         """The candidate of :data:`WIDE_SET_CANDIDATES` this arbiter keeps for the set ``X``, whatever its forest
@@ -241,9 +242,8 @@ class Arbiter:
         if links_every_row(X):
             raise ValueError(f"an arbiter needs sets of more than {KNN_NEIGHBORS + 1} distinct rows (its "
                              f"{KNN_NEIGHBORS}-NN graph links every row of a smaller one to every other)")
-        wide = self.wide_candidate(X)  # beyond the domain its candidate is the kept one, as cluster() computes it
-        names = tuple(wide if wide is not None and WIDE_SET_CANDIDATES.get(name) == wide else name
-                      for name in self.candidates)
+        names = (tuple(WIDE_SET_CANDIDATES.get(n, n) for n in self.candidates) if self.wide_candidate(X) is not None
+                 else self.candidates)  # beyond the domain, the candidate kept as cluster() computes it
         return candidate_partitions(step, probabilities, X, eigen_seed, seed, names, self.spectrum_size)
 
     def choose(self, candidates: list[Candidate], n_features_in: int, X=None) -> tuple[int, np.ndarray]:

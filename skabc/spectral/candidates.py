@@ -26,9 +26,9 @@ from .select import (
     estimate_n_clusters,
     rotation_cap,
     rotation_selection,
-    wide_eigengap_k,
 )
 from .step import SpectralStep, compact, raise_to_power
+from .wide import wide_eigengap_k
 
 #: Candidate name -> (affinity source, k rule).  ``'kernel'``: the kernel's affinity at the model's
 #: ``affinity_power``; ``'knn'``: the set's symmetric kNN connectivity graph (:func:`~skabc.spectral.knn.knn_graph`).

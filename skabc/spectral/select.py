@@ -67,50 +67,6 @@ def _eigengap_k(eigenvalues: np.ndarray, n_points: int, max_clusters: Int) -> in
     return _largest_eigengap(values)
 
 
-#: ``k = 1`` on a set beyond the generic arbiter's domain needs its eigengap (``lambda_2``) to exceed every later
-#: one by more than this share's inverse (:func:`wide_eigengap_k`).  High-dimensional rows make kNN graphs with
-#: hubs, whose ``lambda_2`` is large however clustered the rows.  On 54 wide sets of one cluster (Gaussian, t and
-#: Poisson noise, one-topic corpora, one-group expression tables; the families of ``benchmarks/wide_sets.py``,
-#: other seeds) the largest later gap reached at most 0.25 of the first.  Of 19 clustered sets that the plain
-#: eigengap called one cluster, it reached 0.33 to 0.82 on 12, cut there at ARI 0.69 to 0.91, and 0.03 to 0.23
-#: on 7.
-WIDE_SINGLE_CLUSTER_GAP_SHARE = 0.3
-
-
-def wide_eigengap_k(eigenvalues: np.ndarray, n_points: int, max_clusters: Int) -> int:
-    """:func:`_eigengap_k`, except that ``k = 1`` yields to the largest later gap where that gap reaches
-    :data:`WIDE_SINGLE_CLUSTER_GAP_SHARE` of the first: the ``k`` rule of a kNN graph of wide rows.
-
-    Parameters
-    ----------
-    eigenvalues : ndarray
-        Smallest Laplacian eigenvalues, ascending (the first ``max_clusters + 1`` at most).
-    n_points : int
-        Rows of the set.
-    max_clusters : int
-        Largest ``k`` considered.
-
-    Returns
-    -------
-    n_clusters : int
-
-    Examples
-    --------
-    >>> from skabc.spectral.select import wide_eigengap_k
-    >>> wide_eigengap_k([0.0, 0.25, 0.26, 0.27, 0.4, 0.41], 100, 5)  # gaps 0.25, ..., then 0.13 at k = 4
-    4
-    >>> wide_eigengap_k([0.0, 0.5, 0.52, 0.55, 0.58, 0.6], 100, 5)  # no later gap reaches 30 % of the first
-    1
-    """
-    values = np.asarray(eigenvalues, dtype=np.float64)
-    k = _eigengap_k(values, n_points, max_clusters)
-    if k != 1 or len(values) < 3:
-        return k
-    gaps = np.diff(values)
-    later = int(np.argmax(gaps[1:])) + 1
-    return later + 1 if gaps[later] >= WIDE_SINGLE_CLUSTER_GAP_SHARE * gaps[0] else 1
-
-
 def estimate_n_clusters(
     affinity,
     max_clusters: Int,
