@@ -22,11 +22,21 @@ families):
 - ``dense``: 300 to 1,200 rows of 100, 300 or 1,000 columns, 2 to 12 clusters, by turns isotropic blobs, blobs in a
   random 5-dimensional subspace plus noise in every column (both StandardScaler-ed), and Poisson counts of
   cluster-specific Gamma rates (raw).
+- ``short docs``: TF-IDF rows of 300 to 1,300 short documents (lo to 3 lo words, lo from 5 to 40), 2 to 8 topics of
+  40-300 words each (sizes unequal in 40 % of the corpora), 20-40 % of each document's words from its topic, the
+  rest from a Zipf vocabulary of 3,000 or 8,000 words.
+- ``expression``: 200 to 900 rows of 300, 1,000 or 3,000 log-Poisson counts, 2 to 8 groups that each shift
+  20-120 genes up or down (StandardScaler).
+- ``one cluster``: sets with no clusters, where the answer is ``k = 1`` (ARI 1 for one cluster, else 0): Gaussian,
+  Student-t and Poisson noise of 100-1,000 columns, one anisotropic Gaussian (variances falling to 1e-1 to 1e-3
+  over 80-500 columns, half of them StandardScaler-ed), and the two families above with one topic or group.
 - ``clustbench``: the g2mg and h2mg sets of 128 columns of ``--data-home`` (the suite's protocol: StandardScaler,
   k = max(labels0), ARI on labels0 != 0); skipped when the data is absent.
 
 Methods: ``ABCClustering(random_state=0)`` and ``ABCClustering(n_clusters=k, random_state=0)``, each also with the
-arbiter's width limit lifted (what they did before 2026-12-07), ``SpectralClustering(n_clusters=k,
+arbiter's width limit lifted (what they did before 2026-12-07); ``ABCClustering(random_state=0)`` with the plain
+eigengap instead of :func:`skabc.spectral.wide.wide_eigengap_k` (what it did from 2026-12-07 to that rule),
+``SpectralClustering(n_clusters=k,
 affinity='nearest_neighbors', random_state=0)`` and ``HDBSCAN()`` (defaults, no k; noise is one more label, not a
 cluster).  Prints a markdown table (mean ARI per family, with the mean absolute error of k where it is estimated)
 and writes the JSON.
@@ -49,8 +59,10 @@ ROOT = Path(__file__).resolve().parent
 FIRST_SEED = 500
 #: Sets per synthetic family of the committed run.
 DEFAULT_SEEDS = 20
-METHODS = ("ABC (k unknown)", "ABC, no width limit (k unknown)", "ABC (k given)", "ABC, no width limit (k given)",
-           "Spectral kNN (k given)", "HDBSCAN (no k)")
+METHODS = ("ABC (k unknown)", "ABC, plain eigengap (k unknown)", "ABC, no width limit (k unknown)", "ABC (k given)",
+           "ABC, no width limit (k given)", "Spectral kNN (k given)", "HDBSCAN (no k)")
+#: Seeds of the families added with the one-cluster rule (its threshold was chosen on seeds 100-119 of them).
+FIRST_NEW_FAMILY_SEED = 600
 
 
 def make_corpus(seed: int):
@@ -96,6 +108,81 @@ def make_dense(seed: int):
     return StandardScaler().fit_transform(X), y
 
 
+def make_short_docs(seed: int, k: int | None = None):
+    """One corpus of short documents (see the module notes): sparse TF-IDF rows and the topic of each."""
+    import scipy.sparse as sp
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    rng = np.random.default_rng(seed)
+    k = int(rng.choice([2, 3, 4, 6, 8])) if k is None else k
+    n, vocabulary, lo = int(rng.integers(300, 1300)), int(rng.choice([3000, 8000])), int(rng.integers(5, 40))
+    y = rng.choice(k, n, p=rng.dirichlet(np.ones(k)) if rng.random() < 0.4 else None)
+    topic_words, share = int(rng.integers(40, 300)), rng.uniform(0.2, 0.4)
+    zipf = 1.0 / np.arange(1, vocabulary + 1) ** 1.1
+    zipf /= zipf.sum()
+    topics = [rng.choice(vocabulary, topic_words, replace=False) for _ in range(k)]
+    weights = [rng.dirichlet(np.ones(topic_words)) for _ in range(k)]
+    rows, words = [], []
+    for i in range(n):
+        length = int(rng.integers(lo, 3 * lo))
+        own = rng.binomial(length, share)
+        words.extend(np.r_[rng.choice(topics[y[i]], own, p=weights[y[i]]),
+                           rng.choice(vocabulary, length - own, p=zipf)])
+        rows.extend([i] * length)
+    counts = sp.csr_matrix((np.ones(len(rows)), (rows, words)), shape=(n, vocabulary))
+    return TfidfTransformer().fit_transform(counts), np.unique(y, return_inverse=True)[1]
+
+
+def make_expression(seed: int, k: int | None = None):
+    """One expression-like table (see the module notes), StandardScaler-ed, and the group of each row."""
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(seed)
+    k = int(rng.choice([2, 3, 4, 6, 8])) if k is None else k
+    n, d = int(rng.integers(200, 900)), int(rng.choice([300, 1000, 3000]))
+    shifted, effect = int(rng.integers(20, 120)), rng.uniform(0.4, 1.0)
+    y = rng.integers(0, k, n)
+    means = np.tile(rng.normal(2, 1, d), (k, 1))
+    for c in range(k):
+        means[c, rng.choice(d, shifted, replace=False)] += rng.choice([-effect, effect], shifted)
+    X = np.log1p(rng.poisson(np.exp(means[y] + rng.normal(0, 0.3, (n, d)))))
+    return StandardScaler().fit_transform(X), np.unique(y, return_inverse=True)[1]
+
+
+def make_one_cluster(seed: int):
+    """One set of no clusters (see the module notes) and its labels (all zero)."""
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(seed)
+    kind = seed % 6
+    if kind == 3:
+        return make_short_docs(seed, k=1)
+    if kind == 4:
+        return make_expression(seed, k=1)
+    if kind == 5:
+        n, d = int(rng.integers(150, 800)), int(rng.choice([80, 100, 200, 500]))
+        X = rng.normal(size=(n, d)) @ (rng.normal(size=(d, d)) * np.geomspace(1, rng.choice([0.1, 0.01, 0.001]), d)).T
+        return StandardScaler().fit_transform(X) if rng.random() < 0.5 else X, np.zeros(n, dtype=int)
+    n, d = int(rng.integers(200, 1000)), int(rng.choice([100, 300, 1000]))
+    if kind == 2:
+        return rng.poisson(rng.gamma(0.5, 1.0, size=d), size=(n, d)).astype(float), np.zeros(n, dtype=int)
+    X = rng.normal(size=(n, d)) if kind == 0 else rng.standard_t(3, size=(n, d))
+    return StandardScaler().fit_transform(X), np.zeros(n, dtype=int)
+
+
+@contextlib.contextmanager
+def plain_eigengap():
+    """The kNN candidate kept beyond the arbiter's domain with the plain eigengap rule (``k = 1`` as any other)."""
+    from skabc.spectral import candidates
+
+    kept = candidates.CANDIDATES["knn-wide-eigengap"]
+    candidates.CANDIDATES["knn-wide-eigengap"] = ("knn", "eigengap")
+    try:
+        yield
+    finally:
+        candidates.CANDIDATES["knn-wide-eigengap"] = kept
+
+
 @contextlib.contextmanager
 def arbiter_width_limit_lifted():
     """The shipped arbiters without their ``max_features``: the forest chooses at every width, as before."""
@@ -119,7 +206,9 @@ def cluster(method: str, X, k: int) -> np.ndarray:
     if method == "HDBSCAN (no k)":
         return HDBSCAN().fit_predict(X.toarray() if hasattr(X, "toarray") else X)
     model = ABCClustering(n_clusters=k if "given" in method else None, random_state=0)
-    with arbiter_width_limit_lifted() if "no width limit" in method else contextlib.nullcontext():
+    variant = (arbiter_width_limit_lifted() if "no width limit" in method else plain_eigengap() if "plain" in method
+               else contextlib.nullcontext())
+    with variant:
         return model.fit_predict(X)
 
 
@@ -130,6 +219,11 @@ def sets(n_seeds: int, data_home):
     for seed in range(FIRST_SEED, FIRST_SEED + n_seeds):
         X, y = make_dense(seed)
         yield "dense", f"dense {seed}", X, y, None
+    for family, make in (("short docs", make_short_docs), ("expression", make_expression),
+                         ("one cluster", make_one_cluster)):
+        for seed in range(FIRST_NEW_FAMILY_SEED, FIRST_NEW_FAMILY_SEED + n_seeds):
+            X, y = make(seed)
+            yield family, f"{family} {seed}", X, y, None
     if data_home is None:
         print("clustbench data not found: skipping its wide sets (pass --data-home)", flush=True)
         return
