@@ -1011,8 +1011,9 @@ def test_short_documents_are_not_called_one_cluster(seed):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_one_anisotropic_gaussian_beyond_the_domain_stays_one_cluster(seed):
-    """Review 66: a single Gaussian whose variances fall from 1 to 1e-3 over 100 columns spreads its kNN graph's
-    spectrum in gaps of one size, the largest later one over 0.3 of the first: the share alone split it (k 3-6)."""
+    """Review 66: a single Gaussian whose standard deviations fall from 1 to 1e-3 over 100 columns spreads its kNN
+    graph's spectrum in gaps of one size, the largest later one over 0.3 of the first: the share alone split it
+    (k 3-6)."""
     rng = np.random.default_rng(seed)
     A = rng.normal(size=(100, 100)) * np.geomspace(1, 1e-3, 100)
     X = rng.normal(size=(300, 100)) @ A.T
@@ -1026,11 +1027,11 @@ def test_the_wide_eigengap_rule_only_overrules_one_cluster():
     from skabc.spectral.wide import WIDE_DISTINCT_GAP_FACTOR, WIDE_SINGLE_CLUSTER_GAP_SHARE, wide_eigengap_k
 
     first = 0.4
-    later = [0.0, first, first + 0.01, first + 0.02]
+    later = [0.0, first, first + 0.002, first + 0.004]
     just = WIDE_SINGLE_CLUSTER_GAP_SHARE * first
     for factor, k in ((1.01, 4), (0.99, 1)):  # a fifth eigenvalue that leaves a gap of just above or below the share
         top = later[-1] + factor * just
-        assert wide_eigengap_k([*later, top, top + 0.01], 50, 5) == k
+        assert wide_eigengap_k([*later, top, top + 0.002], 50, 5) == k
     # Review 66: a gap at the share that does not stand out of gaps of one size (an anisotropic Gaussian's spectrum).
     assert wide_eigengap_k(np.r_[0.0, first + np.arange(8) * just], 50, 8) == 1
     typical = 0.015
@@ -1040,9 +1041,22 @@ def test_the_wide_eigengap_rule_only_overrules_one_cluster():
         spectrum = np.r_[0.0, first, first + typical, top + np.arange(6) * typical]
         assert gap >= just and wide_eigengap_k(spectrum, 50, 8) == k
     assert wide_eigengap_k([1e-7, 1e-7, 1e-7], 50, 5) == 1  # tied nonzero eigenvalues: no first gap to overrule
+    # Review 66b: with max_clusters 2, one later gap is nothing to compare with; a longer spectrum gives the typical.
+    short = [0.0, first, first + just * 1.5]
+    assert wide_eigengap_k(short, 50, 2) == 1
+    assert wide_eigengap_k(short, 50, 2, spectrum=np.r_[short, short[-1] + 0.01 * np.arange(1, 19)]) == 2
     assert wide_eigengap_k([0.0, 0.01, 0.02, 0.5, 0.51], 50, 4) == 3  # the plain eigengap's k > 1 stands
     assert wide_eigengap_k([0.0, 0.7], 50, 1) == 1  # nothing later to weigh
     assert wide_eigengap_k(np.zeros(4), 4, 5) == 4  # no links at all: every point its own cluster, as before
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_small_max_clusters_keeps_the_wide_one_cluster_rule(k):
+    """Review 66b: the typical gap came from the max_clusters + 1 eigenvalues the rule compares, so at max_clusters=3
+    no later gap could stand out of it, and these corpora were one cluster again."""
+    X, y = _short_documents(0, k=k)
+    model = ABCClustering(max_clusters=3, random_state=0).fit(X)
+    assert model.n_clusters_ == k and adjusted_rand_score(y, model.labels_) > 0.7
 
 
 def test_a_set_wider_than_the_arbiters_training_is_clustered_without_the_kernel(monkeypatch):

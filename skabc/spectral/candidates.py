@@ -251,7 +251,9 @@ class _Source:
                     self.found["rotation"] = (selection.n_clusters, selection.eigenvalues)
             elif rule == "wide-eigengap":
                 _, values = self.k_by("eigengap", eigen_seed, seed)
-                self.found[rule] = (wide_eigengap_k(values, self.affinity.shape[0], step.max_clusters), values)
+                pairs = self._shared_pairs(eigen_seed)  # at least SPECTRUM_SIZE values: gaps to compare with
+                longer = None if pairs is None else pairs[0]
+                self.found[rule] = (wide_eigengap_k(values, self.affinity.shape[0], step.max_clusters, longer), values)
             elif rule == "eigengap":
                 # Eigenvalues only: the partition comes from labels_at, as for every rule.
                 self.found["eigengap"] = estimate_n_clusters(self.affinity, step.max_clusters, random_state=eigen_seed,
