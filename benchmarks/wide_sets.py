@@ -15,8 +15,8 @@ against the forest's choice (the rule lifted) and the classical methods.
 
 Sets: the first two families at seeds 500-519 (the width rule was chosen on seeds 0 to 11 of them), the next three
 at seeds 600-619 (the one-cluster rule of ``skabc.spectral.wide`` was chosen on other seeds of similar generators;
-its stand-out test was added after a run of an earlier version of these, without the anisotropic Gaussians, split
-3 of 20 one-cluster sets without it):
+its stand-out test was added after a run of an earlier version of these (without the anisotropic Gaussians),
+which split 3 of 20 one-cluster sets without it):
 
 - ``tf-idf``: synthetic bag-of-words corpora, TF-IDF rows (sparse): 2 to 12 topics of random sizes, 400 to 1,500
   documents of 20 to 200 words, a Zipf vocabulary of 3,000 to 30,000 words; each topic draws 15-50 % of a

@@ -251,7 +251,7 @@ class _Source:
                     self.found["rotation"] = (selection.n_clusters, selection.eigenvalues)
             elif rule == "wide-eigengap":
                 _, values = self.k_by("eigengap", eigen_seed, seed)
-                pairs = self._shared_pairs(eigen_seed)  # at least SPECTRUM_SIZE values: gaps to compare with
+                pairs = self._shared_pairs(eigen_seed)  # spectrum_size values at least (51 shipped): gaps to compare
                 longer = None if pairs is None else pairs[0]
                 self.found[rule] = (wide_eigengap_k(values, self.affinity.shape[0], step.max_clusters, longer), values)
             elif rule == "eigengap":

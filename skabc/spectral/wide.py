@@ -47,8 +47,8 @@ def wide_eigengap_k(
     max_clusters : int
         Largest ``k`` considered.
     spectrum : ndarray, default=None
-        A longer run of the same smallest eigenvalues, whose gaps give the typical gap (``None``:
-        ``eigenvalues``'), so that a small ``max_clusters`` leaves enough gaps to compare with.
+        A longer run of the same smallest eigenvalues, whose gaps give the typical gap (``None``, or a shorter
+        one: ``eigenvalues``'), so that a small ``max_clusters`` leaves enough gaps to compare with.
 
     Returns
     -------
@@ -63,7 +63,7 @@ def wide_eigengap_k(
     1
     >>> wide_eigengap_k([0.0, 0.2, 0.26, 0.32, 0.38, 0.44], 100, 5)  # 0.06 each: no gap stands out
     1
-    >>> wide_eigengap_k([0.0, 0.25, 0.26, 0.4], 100, 3)  # three values leave one later gap: nothing to compare with
+    >>> wide_eigengap_k([0.0, 0.25, 0.26, 0.4], 100, 3)  # two later gaps: too few to tell a typical one
     1
     >>> wide_eigengap_k([0.0, 0.25, 0.26, 0.4], 100, 3, spectrum=[0.0, 0.25, 0.26, 0.4, 0.41, 0.42, 0.43])
     3
@@ -74,7 +74,8 @@ def wide_eigengap_k(
         return k
     gaps = np.diff(values)
     later = int(np.argmax(gaps[1:])) + 1
-    typical_gaps = np.diff(np.asarray(values if spectrum is None else spectrum, dtype=np.float64))
+    longer = values if spectrum is None or len(spectrum) < len(values) else spectrum
+    typical_gaps = np.diff(np.asarray(longer, dtype=np.float64))
     typical = np.median(typical_gaps[1 : WIDE_TYPICAL_GAPS + 1])
     stands_out = gaps[later] >= WIDE_DISTINCT_GAP_FACTOR * typical
     return later + 1 if gaps[0] > 0 and gaps[later] >= WIDE_SINGLE_CLUSTER_GAP_SHARE * gaps[0] and stands_out else 1
