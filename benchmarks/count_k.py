@@ -53,6 +53,7 @@ from pathlib import Path
 
 import clustbench_data
 import numpy as np
+from result_files import add_output_argument, output_path
 from sklearn.cluster import SpectralClustering
 from sklearn.metrics import adjusted_rand_score
 from zero_shot import dataset_points
@@ -194,21 +195,22 @@ def main(argv=None) -> int:
                              "them the run is partial and writes count_k_partial.json")
     parser.add_argument("--select-rotation", action="store_true",
                         help="the selection run of a kNN graph's own k rule (eigengap or rotation)")
+    add_output_argument(parser, "count_k.json", "count_k_select.json", "count_k_rotation_select.json")
     args = parser.parse_args(argv)
     if args.select_rotation:
         result = {"benchmark": "count_k --select-rotation",
                   "command": "OMP_NUM_THREADS=1 python benchmarks/count_k.py --select-rotation",
                   **select_rotation(clustbench_data.resolve_data_home(args.data_home, ROOT))}
-        path = ROOT / "benchmarks" / "results" / "count_k_rotation_select.json"
+        path = output_path("count_k_rotation_select.json", False, args.output)
         path.write_text(json.dumps(result, indent=1))
-        print(f"wrote {path.relative_to(ROOT)}")
+        print(f"wrote {path}")
         return 0
     if args.select:
         result = {"benchmark": "count_k --select", "command": "OMP_NUM_THREADS=1 python benchmarks/count_k.py --select",
                   **select()}
-        path = ROOT / "benchmarks" / "results" / "count_k_select.json"
+        path = output_path("count_k_select.json", False, args.output)
         path.write_text(json.dumps(result, indent=1))
-        print(f"wrote {path.relative_to(ROOT)}")
+        print(f"wrote {path}")
         return 0
     seeds, sizes = (range(2), (500,)) if args.quick else (range(10), (500, 1000))
     groups = {}
@@ -241,15 +243,13 @@ def main(argv=None) -> int:
         for method, s in result["summary"].items():
             print(f"  {method:48s} {s['ari']:.3f} +- {s['ari_se']:.3f}   k err {s['k_abs_error']:.2f}")
     if not args.quick:
-        from result_files import output_path
-
         command = " ".join(["OMP_NUM_THREADS=1 python benchmarks/count_k.py", *(argv if argv is not None
                                                                                 else sys.argv[1:])])
         out = {"benchmark": "count_k", "command": command, "machine": {"platform": platform.platform()},
                "groups": groups}
-        path = output_path("count_k.json", partial=home is None)
+        path = output_path("count_k.json", home is None, args.output)
         path.write_text(json.dumps(out, indent=1))
-        print(f"wrote {path.relative_to(ROOT)}")
+        print(f"wrote {path}")
     return 0
 
 

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from result_files import output_path
+from result_files import add_output_argument, output_path
 from sklearn.cluster import SpectralClustering
 from sklearn.datasets import load_digits, load_iris, make_blobs, make_moons
 from sklearn.metrics import adjusted_rand_score
@@ -258,7 +258,7 @@ def main(argv=None) -> int:
     parser.add_argument("--worker", metavar="DIR", help="run the checks on this side only, into DIR")
     parser.add_argument("--folder", metavar="DIR", help="keep each side's results here (default: a new temp folder)")
     parser.add_argument("--compare", metavar="DIR", help="compare the two sides already in DIR; run nothing")
-    parser.add_argument("--output", default=None, help="JSON file (default benchmarks/results/cuda_check.json)")
+    add_output_argument(parser, "cuda_check.json")
     args = parser.parse_args(argv)
     if args.worker:
         worker(Path(args.worker))

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from distributed import Client, LocalCluster
 from joblib import parallel_config
+from result_files import add_output_argument, output_path
 
 import skabc
 from skabc import ABCClustering
@@ -55,6 +56,7 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    add_output_argument(parser, RESULTS.name)
     args = parser.parse_args(argv)
 
     import torch
@@ -86,12 +88,9 @@ def main(argv=None) -> int:
         "python": platform.python_version(), "torch": torch.__version__, "skabc": skabc.__version__,
         "command": " ".join(["OMP_NUM_THREADS=1 python benchmarks/dask_scaling.py", *(argv or sys.argv[1:])]),
     }
-    from result_files import output_path
-
     # Other sets, sizes or fewer repeats than the committed run measure something else: not its file.
     partial = (args.sets, args.size, args.seed) != (64, 300, 0) or args.repeats < 3
-    path = output_path(RESULTS.name, partial)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_path(RESULTS.name, partial, args.output)
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {path}")
     return 0

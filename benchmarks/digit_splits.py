@@ -77,6 +77,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from result_files import add_output_argument, output_path
 from sklearn.datasets import load_digits
 from sklearn.metrics import adjusted_rand_score
 
@@ -121,27 +122,25 @@ def run_split(X: np.ndarray, y: np.ndarray, train: tuple, test: tuple) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--splits", type=int, nargs="+", choices=range(len(SPLITS)), default=range(len(SPLITS)))
-    parser.add_argument("--output", default=None, help="file name under benchmarks/results/ (default: "
-                        "digit_splits.json for all eight splits, else digit_splits_partial.json)")
+    add_output_argument(parser, "digit_splits.json")
     args = parser.parse_args()
+    splits = list(dict.fromkeys(args.splits))  # a split named twice is run once; all eight are the whole run
     torch.set_num_threads(1)
     X, y = load_digits(return_X_y=True)
     X = (X / 16).astype(np.float32)
     rows = []
-    for index in args.splits:
+    for index in splits:
         rows.append({"split": index, **run_split(X, y, *SPLITS[index])})
         r = rows[-1]
         print(f"train {r['train']} -> test {r['test']}: fine-tuned {r['fine_tuned']:.3f}, generic {r['generic']:.3f}, "
               f"difference {r['difference']:+.3f} +- {r['difference_se']:.3f} ({r['fit_cpu_s']:.0f} CPU-s)", flush=True)
     mean = float(np.mean([r["difference"] for r in rows]))
     print(f"mean difference {mean:+.3f} over {len(rows)} splits")
-    from result_files import output_path
-
     import skabc
 
     out = output_path("digit_splits.json", len(rows) < len(SPLITS), args.output)
     command = ("OMP_NUM_THREADS=1 python benchmarks/digit_splits.py"
-               + ("" if len(rows) == len(SPLITS) else " --splits " + " ".join(map(str, args.splits)))
+               + ("" if len(rows) == len(SPLITS) else " --splits " + " ".join(map(str, splits)))
                + (f" --output {args.output}" if args.output else ""))
     versions = {"skabc": skabc.__version__, "torch": torch.__version__, "platform": platform.platform()}
     out.write_text(json.dumps({"benchmark": "digit_splits", "command": command, "versions": versions,

@@ -475,12 +475,13 @@ def selection_main(benchmark: str, doc: str, sources: dict, measure, entries: st
     """A selection run's command line: ``--only`` parts of ``sources``, each measured (warnings off, CPU timed) and
     printed entry by entry (``line(part, name, summary)`` for each of ``measured[entries]``); ``finish(result)``
     after a run of every part; the result written to ``benchmarks/results/<benchmark>.json``."""
+    from result_files import add_output_argument, write_result
+
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--only", action="append", choices=tuple(sources))
-    parser.add_argument("--output", help="the JSON file to write (default: the committed one, or *_partial.json "
-                                         "for a run of some parts)")
+    add_output_argument(parser, f"{benchmark}.json")
     args = parser.parse_args(argv)
-    parts = args.only or list(sources)
+    parts = list(dict.fromkeys(args.only or sources))  # a part named twice is measured once; a run of all is whole
     warnings.simplefilter("ignore")
     threads = [f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"] if "OMP_NUM_THREADS" in os.environ else []
     result = {"benchmark": benchmark, "parts": {},
@@ -493,8 +494,6 @@ def selection_main(benchmark: str, doc: str, sources: dict, measure, entries: st
             print(line(part, name, summary), flush=True)
     if finish is not None and len(parts) == len(sources):
         finish(result)
-    from result_files import write_result
-
     write_result(f"{benchmark}.json", result, partial=len(parts) < len(sources), output=args.output)
     return 0
 

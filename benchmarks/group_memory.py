@@ -4,7 +4,7 @@ Usage
 -----
 python benchmarks/group_memory.py            # 12 groups of 2,000 rows; about a minute on 2 cores
 python benchmarks/group_memory.py --quick    # 6 groups of 1,000 rows
-PYTHONPATH=<another checkout> python benchmarks/group_memory.py --output old.json   # that checkout's package
+PYTHONPATH=<another checkout> python benchmarks/group_memory.py --output /tmp/old.json  # that checkout's package
 
 Each case runs in a fresh process (a peak resident size is per process): it imports skabc, clusters one set of
 300 rows (so torch, the kernel and scikit-learn's code are loaded), reads its resident size (the start), then runs
@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from result_files import output_path
+from result_files import add_output_argument, output_path
 
 CASES = {"rbf": {"affinity": "rbf", "n_clusters": 4}, "generic": {}}
 CHILD = """
@@ -62,7 +62,7 @@ def measure(n_groups: int, size: int, method: str, params: dict) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="6 groups of 1,000 rows")
-    parser.add_argument("--output", default=None, help="the JSON file to write (default: the committed result's)")
+    add_output_argument(parser, "group_memory.json")
     args = parser.parse_args(argv)
     if platform.system() != "Linux":
         print("ru_maxrss is in KiB on Linux only: this script measures there")

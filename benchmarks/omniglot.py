@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from result_files import add_output_argument
 from safetensors.torch import load_file, save_file
 from threadpoolctl import threadpool_limits
 from torch import nn
@@ -458,8 +459,13 @@ def check_reproduction(data_home=None) -> int:
     return 0
 
 
-def evaluate(n_sets: int = EVAL_SETS_PER_ALPHABET, n_jobs: int = 2) -> None:
-    """Table 4 of the paper on the 20 evaluation alphabets, from the shipped weights."""
+def evaluate(n_sets: int = EVAL_SETS_PER_ALPHABET, n_jobs: int = 2, command: str = "python benchmarks/omniglot.py "
+             "--eval", output: str | None = None) -> None:
+    """Table 4 of the paper on the 20 evaluation alphabets, from the shipped weights.
+
+    Fewer sets per alphabet than :data:`EVAL_SETS_PER_ALPHABET` is a partial run: its JSON goes to
+    ``omniglot_partial.json`` (or ``output``) and the docs page is left as it is.
+    """
     from joblib import Parallel, delayed
 
     from skabc.pretrained import load
@@ -473,7 +479,7 @@ def evaluate(n_sets: int = EVAL_SETS_PER_ALPHABET, n_jobs: int = 2) -> None:
         delayed(_evaluate_alphabet)(data.data, feats, data.target, data.alphabet, a, n_sets) for a in alphabets
     )
     seconds = time.perf_counter() - start
-    write_results(data.alphabet_names, per_alphabet, n_sets, seconds, reproduce(DATA_HOME))
+    write_results(data.alphabet_names, per_alphabet, n_sets, seconds, reproduce(DATA_HOME), command, output)
 
 
 def _mean(values) -> float:
@@ -486,7 +492,10 @@ def _paired_sem(per_alphabet: list[dict], a: str, b: str) -> float:
     return float(np.std(diff) / np.sqrt(len(diff)))
 
 
-def write_results(names, per_alphabet: list[dict], n_sets: int, seconds: float, check: dict) -> None:
+def write_results(names, per_alphabet: list[dict], n_sets: int, seconds: float, check: dict,
+                  command: str = "python benchmarks/omniglot.py --eval", output: str | None = None) -> None:
+    from result_files import output_path
+
     from skabc.pretrained import RECOMMENDED_CLUSTERING
 
     keys = sorted(per_alphabet[0])
@@ -498,16 +507,17 @@ def write_results(names, per_alphabet: list[dict], n_sets: int, seconds: float, 
         row["k_true_mean"] = _mean(scores["k_true"])
         rows[str(name)] = row
     mean = {key: _mean([r[key] for r in rows.values()]) for key in next(iter(rows.values()))}
-    stage1 = load_file_metadata(CHECKPOINTS / "stage1_cnn.safetensors")
+    partial = n_sets < EVAL_SETS_PER_ALPHABET
+    provenance = training_provenance()
     result = {
         "benchmark": "omniglot",
-        "command": "python benchmarks/omniglot.py --eval",
+        "command": command,
+        "partial": partial,
         "protocol": f"20 evaluation alphabets x {n_sets} sets of 100 images per task; variable k uniform in "
                     "[5, characters of the alphabet], and k = 20",
         "eval_seed": EVAL_SEED,
         "seconds": seconds,
-        "training_minutes": training_minutes(),
-        "stage1": stage1,
+        **provenance,
         "stage2": {k: (list(v) if isinstance(v, tuple) else v) for k, v in STAGE2.items()},
         "stage2_seeds": list(STAGE2_SEEDS),
         "split": {k: v.tolist() for k, v in background_split().items()},
@@ -520,10 +530,27 @@ def write_results(names, per_alphabet: list[dict], n_sets: int, seconds: float, 
         "keys": keys,
         "reproduce": check,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "omniglot.json").write_text(json.dumps(result, indent=1))
-    (DOCS / "omniglot_results.md").write_text(markdown(result))
+    path = output_path("omniglot.json", partial, output)
+    path.write_text(json.dumps(result, indent=1))
+    print(f"wrote {path}")
+    if not partial:
+        (DOCS / "omniglot_results.md").write_text(markdown(result))
     print(markdown(result))
+
+
+def training_provenance() -> dict:
+    """The shipped weights' training record: ``training_minutes`` and ``stage1`` (the CNN file's metadata).
+
+    From the training checkpoints where this checkout has them (they are git-ignored), else carried over from the
+    committed ``omniglot.json``, which recorded them for the same weights; ``None`` where neither has them.
+    """
+    stage1 = load_file_metadata(CHECKPOINTS / "stage1_cnn.safetensors")
+    histories = [CHECKPOINTS / _stage2_name(seed) / "history.json" for seed in STAGE2_SEEDS]
+    if "cpu_seconds" in stage1 and all(history.exists() for history in histories):
+        return {"training_minutes": training_minutes(), "stage1": stage1}
+    committed = RESULTS / "omniglot.json"
+    recorded = json.loads(committed.read_text()) if committed.exists() else {}
+    return {"training_minutes": recorded.get("training_minutes"), "stage1": recorded.get("stage1")}
 
 
 def training_minutes() -> dict:
@@ -570,6 +597,11 @@ def markdown(result: dict) -> str:
     k_err = ("k_hat / k (mean abs. error)", lambda r: f"{r['k_hat_mean']:.1f} / {r['k_true_mean']:.1f} "
                                                      f"({r['k_abs_error']:.2f})")
     t = result["training_minutes"]
+    training = ("Training: not recorded (no training checkpoints in this checkout and no committed record)."
+                if t is None else
+                f"Training: stage 1 (conv4 CNN classifier) {t['stage1_cnn_cpu']:.1f} CPU-min, stage 2 (set encoder on "
+                f"frozen embeddings, {len(result['stage2_seeds'])} members from different seeds, averaged) "
+                f"{t['stage2_set_encoder_wall']:.1f} min wall in all, one thread each.")
     out = [
         "# Omniglot results",
         "",
@@ -577,9 +609,7 @@ def markdown(result: dict) -> str:
         f"({result['protocol']}; evaluation seed {result['eval_seed']}; {result['seconds'] / 60:.1f} min). "
         "The 20 evaluation alphabets were never used for training or model selection.",
         "",
-        f"Training: stage 1 (conv4 CNN classifier) {t['stage1_cnn_cpu']:.1f} CPU-min, stage 2 (set encoder on "
-        f"frozen embeddings, {len(result['stage2_seeds'])} members from different seeds, averaged) "
-        f"{t['stage2_set_encoder_wall']:.1f} min wall in all, one thread each.",
+        training,
         "",
         "Paper (Table 2, ABC multiplicative): NMI 0.874 (k unknown), 0.893 (k known), 0.884 (k = 20).",
         "",
@@ -632,6 +662,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--data-home", help="folder holding images_background.zip and images_evaluation.zip")
     parser.add_argument("--checkpoint-minutes", type=float, default=2.0)
+    add_output_argument(parser, "omniglot.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     tune_allocator()
@@ -647,7 +678,8 @@ def main(argv=None) -> int:
     if args.select:
         select()
     if args.eval:
-        evaluate(args.sets, args.jobs)
+        command = " ".join(["python benchmarks/omniglot.py", *(sys.argv[1:] if argv is None else argv)])
+        evaluate(args.sets, args.jobs, command, args.output)
     if args.reproduce:
         return check_reproduction(DATA_HOME)
     return 0

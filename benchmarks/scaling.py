@@ -4,7 +4,7 @@ Usage
 -----
 python benchmarks/scaling.py                 # n = 1e3, 1e4, 1e5; about 10-15 minutes on 2 cores
 python benchmarks/scaling.py --threads 1     # one torch / BLAS thread per configuration
-python benchmarks/scaling.py --quick         # smoke run: n = 300 and 1,000, tiny kernels, nothing written
+python benchmarks/scaling.py --quick         # smoke run: n = 300 and 1,000, tiny kernels, no results written
 python benchmarks/scaling.py --render        # rewrite the docs table and plot from the JSON
 
 Every configuration runs in a fresh subprocess, which reports the wall time of
@@ -45,6 +45,7 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+from result_files import add_output_argument, output_path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "scaling.json"
@@ -515,10 +516,14 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run on n = 300 and 1,000, nothing written")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run on n = 300 and 1,000 with tiny kernels (cached under "
+                             "benchmarks/.checkpoints/scaling/quick); no results written")
     parser.add_argument("--threads", type=int, default=2, help="torch / BLAS threads per configuration")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per configuration")
-    parser.add_argument("--sizes", type=int, nargs="+", default=None)
+    parser.add_argument("--sizes", type=int, nargs="+", default=None,
+                        help="sizes to run (other than the default's is a partial run: the docs are left as they are)")
+    add_output_argument(parser, RESULTS.name)
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/scaling_results.*")
     parser.add_argument("--render", action="store_true",
                         help="only rewrite the docs table and plot from benchmarks/results/scaling.json")
@@ -587,10 +592,11 @@ def main(argv=None) -> int:
     if args.quick:
         print(markdown_table(rows))
         return 0
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {RESULTS}")
-    if not args.no_docs:
+    partial = sizes != tuple(SIZES)  # the docs quote the committed sizes
+    path = output_path(RESULTS.name, partial, args.output)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {path}")
+    if not (args.no_docs or partial):
         write_docs(result)
         plot(rows, DOCS_PNG)
         print(f"wrote {DOCS_MD} and {DOCS_PNG}")

@@ -38,6 +38,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from result_files import add_output_argument, output_path
 from sklearn.cluster import SpectralClustering
 from sklearn.metrics import adjusted_rand_score
 
@@ -164,13 +165,16 @@ def select(sets_per_bin: int = SETS_PER_BIN) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sets-per-bin", type=int, default=SETS_PER_BIN)
+    parser.add_argument("--sets-per-bin", type=int, default=SETS_PER_BIN,
+                        help="sets per size bin (fewer than the default is a partial run)")
     parser.add_argument("--select", action="store_true", help="the selection run of the small-set power")
+    add_output_argument(parser, "small_sets.json", "small_sets_select.json")
     args = parser.parse_args(argv)
+    partial = args.sets_per_bin < SETS_PER_BIN
     if args.select:
         result = select(args.sets_per_bin)
         print(json.dumps({k: v for k, v in result.items()}, indent=1))
-        path = ROOT / "benchmarks" / "results" / "small_sets_select.json"
+        path = output_path("small_sets_select.json", partial, args.output)
         path.write_text(json.dumps({"benchmark": "small_sets", "command": "OMP_NUM_THREADS=1 python "
                                     "benchmarks/small_sets.py --select", **result}, indent=1))
         return 0
@@ -178,11 +182,11 @@ def main(argv=None) -> int:
     result = run(sets_per_bin=args.sets_per_bin)
     result["cpu_seconds"] = time.process_time() - start
     print(table(result))
-    path = ROOT / "benchmarks" / "results" / "small_sets.json"
+    path = output_path("small_sets.json", partial, args.output)
     command = "OMP_NUM_THREADS=1 python benchmarks/small_sets.py" + (
         f" --sets-per-bin {args.sets_per_bin}" if args.sets_per_bin != SETS_PER_BIN else "")
     path.write_text(json.dumps({"benchmark": "small_sets", "command": command, **result}, indent=1))
-    print(f"wrote {path.relative_to(ROOT)}")
+    print(f"wrote {path}")
     return 0
 
 

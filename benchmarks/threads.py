@@ -32,7 +32,7 @@ import platform
 import time
 
 import numpy as np
-from result_files import output_path
+from result_files import add_output_argument, output_path
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_info
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="n = 1,000 only, one repeat (--repeats is ignored)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--output", default=None)
+    add_output_argument(parser, "threads.json")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from result_files import output_path
+from result_files import add_output_argument, output_path
 
 from skabc import ContextualKernel
 from skabc._runtime import tune_allocator
@@ -115,6 +115,8 @@ DATASET_TITLES = {"noisy_circles": "noisy circles", "noisy_moons": "noisy moons"
                   "iris": "iris", "wine": "wine", "breast_cancer": "breast cancer", "digits": "digits"}
 TRUE_K = {"noisy_circles": 2, "noisy_moons": 2, "varied": 3, "aniso": 3, "blobs": 3, "no_structure": 1}
 SIZES = (500, 1000, 1500)
+#: Seeds per toy dataset and size of the committed run; fewer make a partial run.
+DEFAULT_SEEDS = 20
 ANISO = [[0.6, -0.6], [-0.4, 0.8]]
 ALL_METHODS = ("ABC", "ABC_k", "SC_rbf", "SC_nn", "KMeans", "GMM", "Genie", "HDBSCAN", "SelfTuning")
 # The methods that estimate k themselves: each is scored on its own k, and its k error is reported beside its ARI.
@@ -1047,7 +1049,7 @@ def _produced_by(result: dict, command: str) -> str:
     return "Produced by " + "; ".join(f"`{cmd}` ({', '.join(titles)})" for cmd, titles in by_command.items())
 
 
-def write_outputs(result: dict, figures: list[Path], command: str) -> str:
+def write_outputs(result: dict, figures: list[Path], command: str, output: str | None = None) -> str:
     summary, timing, reqs = result["summary"], result["timing"], result["requirements"]
     tables = ("### Adjusted Rand index (mean ± standard error over sets)\n\n" + K_ERROR_LEGEND
               + score_table(summary, "ari") + "\n### Normalised mutual information\n\n" + score_table(summary, "nmi"))
@@ -1087,11 +1089,15 @@ def write_outputs(result: dict, figures: list[Path], command: str) -> str:
             alt = "real datasets, first two PCA components" if fig == GALLERY_REAL_PNG else "toy datasets"
             md.append(f"![zero-shot gallery: {alt}]({fig.relative_to(DOCS).as_posix()})\n\n")
     md.append("## Notes\n\n" + "".join(f"- {n}\n" for n in result["notes"]))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    # A smoke test (--quick) leaves the committed results and report to the full run they quote.
-    output_path("zero_shot.json", result["quick"]).write_text(json.dumps(result, indent=1))
-    if not result["quick"]:
+    # A partial run (a smoke test, fewer seeds, a development kernel) leaves the committed results, report and
+    # figures to the full run they quote.
+    partial = result.get("partial", result["quick"])
+    path = output_path("zero_shot.json", partial, output)
+    path.write_text(json.dumps(result, indent=1))
+    print(f"wrote {path}", flush=True)
+    if not partial:
         (DOCS / "zero_shot_results.md").write_text("".join(md))
+        print(f"wrote {DOCS / 'zero_shot_results.md'}", flush=True)
     printed = tables
     if result.get("clustbench") and result["clustbench"].get("listed"):
         printed += "\n" + clustbench_markdown(result["clustbench"])
@@ -1112,19 +1118,24 @@ def _previous_parts(kernel: dict) -> dict:
     previous = json.loads(path.read_text())
     recorded = previous.get("kernel", {})
     if (any(recorded.get(key) != kernel[key] for key in ("sha256", "arbiter_sha256")) or "parts" not in previous
-            or previous["quick"]):
+            or previous.get("partial", previous["quick"])):
         return {}  # a run of other weights or arbiters (or one that recorded no arbiters) is not carried over
     return previous
 
 
-def evaluate(n_seeds: int = 20, sizes=SIZES, jobs: int = 2, quick: bool = False, kernel_path: str | None = None,
-             command: str = "python benchmarks/zero_shot.py --eval", data_home: str | None = None,
-             battery: str = "listed", timing_threads: int | None = None, gallery: bool = True) -> dict:
+def evaluate(n_seeds: int = DEFAULT_SEEDS, sizes=SIZES, jobs: int = 2, quick: bool = False,
+             kernel_path: str | None = None, command: str = "python benchmarks/zero_shot.py --eval",
+             data_home: str | None = None,
+             battery: str = "listed", timing_threads: int | None = None, gallery: bool = True,
+             output: str | None = None) -> dict:
     """The zero-shot benchmark: gallery + real datasets, clustbench batteries, side-by-side timing.
 
     A part not run this time (``gallery=False``, ``battery='none'``, no
     ``timing_threads``) is carried over from the last ``zero_shot.json`` when
     that measured the same kernel and arbiter files (and says so in its notes).
+    A partial run (``quick``, fewer than :data:`DEFAULT_SEEDS` seeds, a
+    development ``kernel_path``) writes ``zero_shot_partial.json`` (or
+    ``output``) and leaves the report and its figures as they are.
     """
     import clustbench_data
 
@@ -1134,13 +1145,14 @@ def evaluate(n_seeds: int = 20, sizes=SIZES, jobs: int = 2, quick: bool = False,
         raise SystemExit(f"no generic weights at {PRETRAINED_DIR / 'generic.safetensors'}: run --train first "
                          "(or pass --kernel PATH for a development run)")
     kernel = _kernel_info(kernel_path)
-    previous = {} if quick else _previous_parts(kernel)
+    partial = quick or n_seeds < DEFAULT_SEEDS or kernel_path is not None
+    previous = {} if partial else _previous_parts(kernel)
     parts: dict[str, dict] = {}
     figures: list[Path] = []
-    result = {"benchmark": "zero_shot", "command": command, "kernel": kernel, "methods": METHOD_LONG,
-              "skipped_methods": SKIPPED, "versions": _versions()}
+    result = {"benchmark": "zero_shot", "command": command, "partial": partial, "kernel": kernel,
+              "methods": METHOD_LONG, "skipped_methods": SKIPPED, "versions": _versions()}
     if gallery:
-        result.update(_run_gallery(n_seeds, sizes, jobs, quick, kernel_path))
+        result.update(_run_gallery(n_seeds, sizes, jobs, quick, kernel_path, figures_wanted=not partial))
         figures = [ROOT / f for f in result["gallery"]["files"]]
         parts["gallery"] = {"command": command, "carried_over": False}
     elif "summary" in previous:
@@ -1175,13 +1187,12 @@ def evaluate(n_seeds: int = 20, sizes=SIZES, jobs: int = 2, quick: bool = False,
         parts["timing_side_by_side"] = {**previous["parts"]["timing_side_by_side"], "carried_over": True}
     result["parts"] = parts
     _judge(result, kernel_path)
-    print(write_outputs(result, figures, command))
+    print(write_outputs(result, figures, command, output))
     medians = result["timing"]["median_seconds"]
     print(f"ABC fit_predict at n = {result['timing']['n']}: " + ", ".join(f"{d} {s:.2f} s" for d, s in medians.items()))
     print(f"gallery {result['benchmark_seconds'] / 60:.1f} min"
           + (f", clustbench {result['clustbench']['wall_seconds'] / 60:.1f} min" if parts.get("clustbench") else "")
-          + ("" if quick else f"; wrote {RESULTS / 'zero_shot.json'}, {DOCS / 'zero_shot_results.md'}")
-          + "".join(f", {f}" for f in figures))
+          + ("" if partial else "; figures " + ", ".join(map(str, figures))))
     return result
 
 
@@ -1212,14 +1223,18 @@ def render() -> None:
     print(write_outputs(result, [ROOT / f for f in result["gallery"]["files"]], result["command"]))
 
 
-def _run_gallery(n_seeds: int, sizes, jobs: int, quick: bool, kernel_path: str | None) -> dict:
-    """The gallery toys and the real datasets: every method on every (dataset, seed, size), then ABC's timing."""
+def _run_gallery(n_seeds: int, sizes, jobs: int, quick: bool, kernel_path: str | None,
+                 figures_wanted: bool = True) -> dict:
+    """The gallery toys and the real datasets: every method on every (dataset, seed, size), then ABC's timing.
+
+    The committed figures are drawn only where ``figures_wanted`` (a full run) and ``n = GALLERY_N`` is run.
+    """
     from joblib import Parallel, delayed
 
     if quick:
         n_seeds, sizes = 2, (500,)
     seeds = list(range(n_seeds))
-    figures_wanted = not quick and GALLERY_N in sizes
+    figures_wanted = figures_wanted and not quick and GALLERY_N in sizes
     tasks = [(d, s, n, figures_wanted and s == seeds[0] and n == GALLERY_N) for d in TOY for s in seeds for n in sizes]
     tasks += [(d, s, None, figures_wanted and s == seeds[0]) for d in REAL for s in seeds]
     tasks.sort(key=lambda t: -(t[2] or 1800))  # biggest first: better load balance
@@ -1373,7 +1388,8 @@ def main(argv=None) -> int:
     parser.add_argument("--select", action="store_true",
                         help="choose affinity_power, assign_labels and n_clusters_selection on synthetic "
                              "validation sets")
-    parser.add_argument("--seeds", type=int, default=20, help="seeds per toy dataset and size (--eval)")
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+                        help="seeds per toy dataset and size (--eval; fewer than the default is a partial run)")
     parser.add_argument("--jobs", type=int, default=2, help="joblib workers over (dataset, seed, size) (--eval)")
     parser.add_argument("--quick", action="store_true",
                         help="--eval smoke test: 2 seeds, n = 500, no picture, clustbench sets subsampled")
@@ -1394,6 +1410,7 @@ def main(argv=None) -> int:
                         help="rewrite docs/zero_shot_results.md from benchmarks/results/zero_shot.json (no rerun)")
     # development only: a saved kernel file instead of the shipped generic weights
     parser.add_argument("--kernel", default=None, help=argparse.SUPPRESS)
+    add_output_argument(parser, "zero_shot.json")
     args = parser.parse_args(argv)
     if args.train:
         train(args.threads)
@@ -1407,7 +1424,7 @@ def main(argv=None) -> int:
         command = "python benchmarks/zero_shot.py " + " ".join(argv if argv is not None else sys.argv[1:])
         evaluate(n_seeds=args.seeds, jobs=args.jobs, quick=args.quick, kernel_path=args.kernel, command=command.strip(),
                  data_home=args.data_home, battery=args.battery, timing_threads=args.threads if args.timing else None,
-                 gallery=not args.no_gallery)
+                 gallery=not args.no_gallery, output=args.output)
     return 0
 
 

@@ -94,3 +94,26 @@ def test_a_moved_name_is_caught(tmp_path):
     assert all(name in str(failure.value) for name in ("sparse_affinity._gone", "knn.no_such_helper",
                                                        "sparse_affinity._also_gone"))
     assert "_ivf_topk" not in str(failure.value)
+
+
+def _calls(tree: ast.AST, name: str) -> bool:
+    return any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == name for node in ast.walk(tree))
+
+
+# The scripts that write their JSON through benchmarks/result_files.py (a partial run goes to <name>_partial.json).
+WRITERS = [path for path in SCRIPTS if path.name != "result_files.py"
+           and any(_calls(ast.parse(path.read_text()), name) for name in ("output_path", "write_result"))]
+
+
+def test_the_scripts_writing_through_result_files_are_found():
+    assert len(WRITERS) >= 15 and BENCHMARKS / "zero_shot.py" in WRITERS
+
+
+@pytest.mark.parametrize("path", WRITERS, ids=lambda p: p.name)
+def test_a_script_that_may_write_a_partial_result_takes_output(path):
+    """Probe 67b: a partial run prints "(pass --output to choose)", and count_k.py and dask_scaling.py refused
+    --output as an unrecognized argument."""
+    tree = ast.parse(path.read_text())
+    takes_output = _calls(tree, "add_output_argument") or any(
+        isinstance(node, ast.Constant) and node.value == "--output" for node in ast.walk(tree))
+    assert takes_output, f"{path.name} writes through result_files but has no --output option"
