@@ -274,15 +274,20 @@ def _holds_pandas_na(values: np.ndarray) -> bool:
 def _object_numbers(values: np.ndarray) -> np.ndarray:
     """Numbers in an object column (pandas) as numbers, which scikit-learn calls of unknown type: integers exactly
     (a float64 cast would merge classes beyond 2**53), also booleans and whole floats; float64 where one value is
-    fractional (then refused as continuous).  Other columns, or integers beyond int64, as they are."""
+    fractional (then refused as continuous).  Other columns as they are; integers beyond int64 refused."""
     if not all(isinstance(v, (Real, np.bool_)) for v in values):
         return values
-    try:  # a number beyond float64 (a huge Fraction) or int64: left to the checks that follow, which name it
+    try:
         if all(isinstance(v, (Integral, np.bool_)) or float(v).is_integer() for v in values):
             return np.array([int(v) for v in values], dtype=np.int64)
         return values.astype(np.float64)
-    except OverflowError:
-        return values
+    except OverflowError:  # scikit-learn's own message dumped the array without saying why
+        raise _beyond_int64_error() from None
+
+
+def _beyond_int64_error() -> ValueError:
+    return ValueError("y holds whole-number labels beyond the int64 range (|label| >= 2**63), which cannot be told "
+                      "apart as numbers; encode the classes as smaller integers or as strings.")
 
 
 def encode_labels(y, n_samples: int) -> np.ndarray:
@@ -296,6 +301,8 @@ def encode_labels(y, n_samples: int) -> np.ndarray:
         y = _object_numbers(y)
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError("y contains NaN or infinity; use -1 to mark unlabelled rows.")
+    if y.dtype.kind == "f" and len(y) and np.abs(y).max() >= 2.0**63 and np.all(y == np.round(y)):
+        raise _beyond_int64_error()  # else scikit-learn's cast warned and called the labels continuous
     kind = type_of_target(y, input_name="y", raise_unknown=True)
     if kind not in ("binary", "multiclass"):
         raise ValueError(

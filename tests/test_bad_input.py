@@ -169,9 +169,17 @@ def test_large_but_moderate_value_works_or_raises_clearly(route, X30, ctx):
     works_or_raises_clearly(route, with_value(X30, 1e15), ctx, match=r"(?i)too large|overflow|magnitude")
 
 
-@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("route", ["kernel.transform", "abc.fit_unlabelled", "abc.predict"])
 def test_tiny_values_work(route, X30, ctx):
     works(route, X30 * 1e-30, ctx)
+
+
+@pytest.mark.parametrize("route", ["kernel.fit", "abc.fit"])
+def test_training_on_values_too_small_to_tell_apart_is_refused(route, X30, ctx):
+    """Probe 67a's collapse check: a network reading raw coordinates trained on values of 1e-30 gave every pair the
+    same affinity, and clustering with it returned one cluster (only a warning about the columns' scale said so)."""
+    with pytest.raises(ValueError, match=r"training collapsed: .* rescale X"):
+        run_route(route, X30 * 1e-30, ctx, y=some_labels(30))
 
 
 @pytest.mark.parametrize("route", ["kernel.transform", "kernel.fit", "abc.fit", "abc.fit_unlabelled", "abc.predict"])
@@ -642,7 +650,7 @@ def test_object_labels_beyond_float64_and_numpy_nan_groups_are_value_errors(X30,
 
     from skabc._validation import encode_labels
 
-    with pytest.raises(ValueError, match="Unknown label type"):
+    with pytest.raises(ValueError, match="labels beyond the int64 range"):  # probe 67a: was sklearn's array dump
         encode_labels(np.array([Fraction(10**400), 1], dtype=object), 2)
     groups = np.array([np.float32("nan"), np.float32(1.0)] * 15, dtype=object)
     with pytest.raises(ValueError, match="groups contains missing values"):

@@ -1187,6 +1187,17 @@ def test_integer_labels_in_an_object_column_are_labels():
     np.testing.assert_array_equal(as_object, ContextualKernel(**TINY).fit(X, y).transform(X))
 
 
+@pytest.mark.parametrize("labels", [np.array([0.0, 1e19, 2e19]), np.array([0, 2**70, 3], dtype=object)])
+def test_whole_number_labels_beyond_int64_are_refused_by_name(labels):
+    """Probe 67a: floats 0/1e19/2e19 were refused as a 'continuous' target after numpy's cast warning, and integers
+    of 2**70 in an object column got scikit-learn's 'Unknown label type' with the array and no reason."""
+    y = labels[np.arange(20) % 3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="beyond the int64 range"):
+            ContextualKernel(**TINY).fit(_X(), y)
+
+
 def test_one_labelled_row_gets_one_error_and_no_contradicting_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -1592,6 +1603,47 @@ def test_a_diverged_fit_names_weight_decay_too(blob_data):
     X, y, g = blob_data
     with pytest.raises(ValueError, match=r"training diverged .* lower lr or weight_decay"):
         ContextualKernel(**{**TINY, "weight_decay": 1e30, "init": "scratch", "max_epochs": 1}).fit(X, y, groups=g)
+
+
+@pytest.mark.parametrize("lr", [10.0, 100.0])
+def test_a_fit_whose_affinities_collapsed_to_one_value_is_refused(lr):
+    """Probe 67a: lr=10 blew the loss up to 1e8 and left it finite; every affinity came out exactly 1 (lr=100:
+    exactly 0, diagonal included), the fit passed and clustering returned one cluster without a word."""
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(3 * i, 1, (30, 4)) for i in range(3)])
+    y = np.repeat(np.arange(3), 30)
+    with pytest.raises(ValueError, match=r"training collapsed: .* same affinity .* lower lr or weight_decay"):
+        ContextualKernel(lr=lr, max_epochs=2, random_state=0, device="cpu").fit(X, y)
+
+
+def test_the_collapse_check_leaves_a_kernel_that_tells_pairs_apart(tiny_kernel, blob_data):
+    """The check refuses only one value for every pair: a fitted kernel's affinities of two classes vary."""
+    from skabc.training.divergence import check_trained_weights
+
+    X, y, _ = blob_data
+    X = np.asarray(X, dtype=np.float32)
+    check_trained_weights(tiny_kernel.module_, X, None, np.asarray(y))
+
+    class Saturated(torch.nn.Module):  # every pair's logit 30: sigmoid gives exactly 1 in float32
+        def __init__(self):
+            super().__init__()
+            self.bias = torch.nn.Parameter(torch.tensor(30.0))
+
+        def forward(self, x):
+            return self.bias * torch.ones(x.shape[0], x.shape[1], x.shape[1])
+
+    constant = Saturated()
+    with pytest.raises(ValueError, match="training collapsed"):
+        check_trained_weights(constant, X, None, np.asarray(y))
+    check_trained_weights(constant, X, None, np.zeros(len(X), dtype=int))  # one class: nothing to tell apart
+
+
+def test_a_learning_rate_that_overflows_the_optimiser_is_refused_by_name(blob_data):
+    """Probe 67a: lr from about 1e38 up to the old ceiling (float32's largest value) raised torch's 'value cannot
+    be converted to type float without overflow' from inside AdamW."""
+    X, y, g = blob_data
+    with pytest.raises(ValueError, match=r"'lr' parameter of ContextualKernel must be .* 1e\+30"):
+        ContextualKernel(**{**TINY, "lr": 1e38, "init": "scratch", "max_epochs": 1}).fit(X, y, groups=g)
 
 
 def test_interrupted_save_keeps_the_previous_file(tiny_kernel, tmp_path, monkeypatch):

@@ -13,6 +13,8 @@ from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: Largest learning rate accepted: far above any that trains, far enough below float32's largest value.
+MAX_LR = 1e30
 #: Most window samples a sampled-attention kernel averages at inference: each is a forward pass of every block, and
 #: beyond a few dozen the average no longer changes (a saved file, too, must not ask for a billion passes).
 MAX_ATTENTION_SAMPLES = 1024
@@ -46,7 +48,8 @@ CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "max_epochs": [IntRange(1, None, closed="left"), StrOptions({"auto"})],
     "batch_size": [IntRange(1, None, closed="left"), StrOptions({"auto"})],
     # float32 (the optimizer's own state) holds neither beyond its largest value: torch overflows deep inside.
-    "lr": [RealRange(0, _FLOAT32_MAX, closed="neither")],
+    # AdamW's first step divides lr by its bias correction (0.1): from about 1e38 that overflowed in torch.
+    "lr": [RealRange(0, MAX_LR, closed="right")],
     "weight_decay": [RealRange(0, _FLOAT32_MAX, closed="left")],
     # Beyond a million the loss's gradient norm overflows float32 under clipping: training silently stood still.
     "pos_weight": [RealRange(0, 1e6, closed="right"), StrOptions({"balanced"}), None],

@@ -136,7 +136,7 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
         Sets per optimisation step.  ``'auto'``: 16 where the CPU budget ends the run, else 32
         (:func:`skabc.training.auto_batch_size`, resolved into ``batch_size_``).
     lr : float, default=1e-3
-        Peak learning rate of AdamW (linear warm-up, then cosine decay).
+        Peak learning rate of AdamW (linear warm-up, then cosine decay), at most 1e30.
     weight_decay : float, default=0.0
         AdamW weight decay.
     pos_weight : float, 'balanced' or None, default=None

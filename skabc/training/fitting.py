@@ -60,7 +60,7 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
                         plan.start_state, plan.callbacks, start=plan.start_record(),
                         validation_labels=plan.validation_labels)
     net.module_.eval()
-    check_trained_weights(net.module_, X, set_transform(plan.spec))  # before the kernel takes them
+    check_trained_weights(net.module_, X, set_transform(plan.spec), labels)  # before the kernel takes them
     kernel.net_, kernel.module_ = net, net.module_
     record_architecture(kernel)
     kernel.n_training_sets_ = n_sets * sum("train_loss" in row for row in kernel.net_.history)
