@@ -340,6 +340,19 @@ def test_members_of_other_feature_names_are_refused(blob_sets):
         KernelEnsemble.from_fitted([first, other])
 
 
+@pytest.mark.parametrize("named_first", [True, False])
+def test_members_fitted_with_and_without_feature_names_are_refused(blob_sets, named_first):
+    """A probe: from_fitted accepted a member fitted on a DataFrame beside one fitted on an array; whether the
+    ensemble had feature names then depended on the members' order, and every set it clustered warned."""
+    pd = pytest.importorskip("pandas")
+    X, y, groups = blob_sets
+    named = ContextualKernel(**TINY).fit(pd.DataFrame(X, columns=["a", "b"]), y, groups=groups)
+    unnamed = ContextualKernel(**TINY).fit(X, y, groups=groups)
+    members = [named, unnamed] if named_first else [unnamed, named]
+    with pytest.raises(ValueError, match="some kernels were fitted on named columns"):
+        KernelEnsemble.from_fitted(members)
+
+
 def test_checkpoints_need_a_seeded_ensemble(tmp_path, blob_sets):
     """A probe: with random_state=None each fit drew new member seeds, and the second fit refused member_0's
     checkpoint as 'a different configuration'."""
