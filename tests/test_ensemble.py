@@ -353,6 +353,17 @@ def test_members_fitted_with_and_without_feature_names_are_refused(blob_sets, na
         KernelEnsemble.from_fitted(members)
 
 
+def test_the_column_names_of_a_canonicalising_member_are_not_compared(blob_sets):
+    """Review 67: a generic member fitted on a DataFrame beside a width-bound one fitted on an array was refused,
+    the mirror pair accepted; the generic kernel takes any columns, so neither decides the ensemble's names."""
+    X, y, groups = blob_sets
+    named_generic = copy.deepcopy(load("generic"))
+    named_generic.feature_names_in_ = np.array(["a", "b"], dtype=object)  # as a fit on a DataFrame leaves it
+    unnamed = ContextualKernel(**TINY).fit(X, y, groups=groups)
+    ensemble = KernelEnsemble.from_fitted([named_generic, unnamed])
+    assert not hasattr(ensemble, "feature_names_in_") and ensemble.n_features_in_ == X.shape[1]
+
+
 def test_checkpoints_need_a_seeded_ensemble(tmp_path, blob_sets):
     """A probe: with random_state=None each fit drew new member seeds, and the second fit refused member_0's
     checkpoint as 'a different configuration'."""

@@ -1605,15 +1605,28 @@ def test_a_diverged_fit_names_weight_decay_too(blob_data):
         ContextualKernel(**{**TINY, "weight_decay": 1e30, "init": "scratch", "max_epochs": 1}).fit(X, y, groups=g)
 
 
-@pytest.mark.parametrize("lr", [10.0, 100.0])
-def test_a_fit_whose_affinities_collapsed_to_one_value_is_refused(lr):
+@pytest.mark.parametrize(("lr", "imputed_first"), [(10.0, False), (100.0, False), (1.3, False), (10.0, True)])
+def test_a_fit_whose_affinities_collapsed_to_one_value_is_refused(lr, imputed_first):
     """Probe 67a: lr=10 blew the loss up to 1e8 and left it finite; every affinity came out exactly 1 (lr=100:
-    exactly 0, diagonal included), the fit passed and clustering returned one cluster without a word."""
+    exactly 0, diagonal included), the fit passed and clustering returned one cluster without a word.  Review 67:
+    lr=1.3 left every affinity below 1e-235 (not exactly one value), and 16 equal (imputed) rows heading two classes
+    made the check look at one row only."""
     rng = np.random.default_rng(0)
     X = np.concatenate([rng.normal(3 * i, 1, (30, 4)) for i in range(3)])
     y = np.repeat(np.arange(3), 30)
+    if imputed_first:
+        X[:16] = X[30:46] = X.mean(axis=0)
     with pytest.raises(ValueError, match=r"training collapsed: .* same affinity .* lower lr or weight_decay"):
         ContextualKernel(lr=lr, max_epochs=2, random_state=0, device="cpu").fit(X, y)
+
+
+def test_unlabelled_rows_are_no_second_class_to_the_collapse_check():
+    """Review 67: -1 rows among the rows checked counted as a class, so one class collapsed by lr=1 was refused as
+    'two different classes' where the same labels without -1 rows were not."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    y = np.where(np.arange(60) % 3 == 0, -1, 0)
+    ContextualKernel(lr=1.0, max_epochs=2, random_state=0, device="cpu").fit(X, y)
 
 
 def test_the_collapse_check_leaves_a_kernel_that_tells_pairs_apart(tiny_kernel, blob_data):

@@ -179,8 +179,8 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         TypeError
             If a member has no ``transform`` method (e.g. a PairwiseKernel).
         ValueError
-            If there is no member, the width-bound members take different widths, or some were fitted on named
-            columns and others without names.
+            If there is no member, or the width-bound members take different widths, different column names,
+            or some named columns and others none.
         """
         kernels = list(kernels)
         if not kernels:
@@ -197,9 +197,10 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         if len(widths) > 1:
             raise ValueError(f"the kernels were fitted on different numbers of features: {sorted(widths)} (only "
                              "canonicalising kernels, such as the generic one, take sets of any width)")
-        named = [getattr(unfrozen(k), "feature_names_in_", None) for k in kernels]
+        # Only width-bound members read column names (canonicalising ones take any columns, named or not).
+        named = [getattr(unfrozen(k), "feature_names_in_", None) for k in kernels if _bound_width(k) is not None]
         names = {tuple(n) for n in named if n is not None}
-        if names and any(n is None and _bound_width(k) is not None for n, k in zip(named, kernels, strict=True)):
+        if names and any(n is None for n in named):
             # Else whether the ensemble has feature names would depend on the members' order, and every set would
             # warn: a DataFrame that the unnamed members were not fitted with, or an array that the named ones were.
             raise ValueError("some kernels were fitted on named columns (a DataFrame) and others on an array; fit "

@@ -23,13 +23,19 @@ def check_finite_affinity(affinity: np.ndarray) -> np.ndarray:
 def collapsed_error(value: float) -> ValueError:
     """The error a fit raises when its trained kernel gives rows of different classes one and the same affinity."""
     return ValueError(f"training collapsed: the trained kernel gives every pair of rows of two different classes the "
-                      f"same affinity ({value:.3g}), so it tells nothing apart (a loss that blew up, weights decayed "
-                      "to nothing, or values of X too small for a network reading raw coordinates to tell rows "
-                      "apart); lower lr or weight_decay, or rescale X (e.g. with sklearn's StandardScaler).")
+                      f"same affinity ({value:.3g}, to within {COLLAPSED_SPREAD:g}), so it tells nothing apart (a "
+                      "loss that blew up, weights decayed to nothing, or values of X too small for a network reading "
+                      "raw coordinates to tell rows apart); lower lr or weight_decay, or rescale X (e.g. with "
+                      "sklearn's StandardScaler).")
 
 
-#: Rows of each of two classes whose affinities :func:`check_trained_weights` computes.
+#: Distinct rows of each of two classes whose affinities :func:`check_trained_weights` computes.
 CHECKED_ROWS_PER_CLASS = 16
+#: Rows of a class searched for distinct ones (a mean-imputed block of equal rows must not hide the others).
+SEARCHED_ROWS_PER_CLASS = 1000
+#: Largest spread of the checked affinities that counts as one value: a kernel that learned anything, or nothing
+#: yet, spreads its affinities far wider; a collapsed one gave all 1, all 0, or all below 1e-235.
+COLLAPSED_SPREAD = 1e-6
 
 
 def check_trained_weights(module, X: np.ndarray, transform, labels: np.ndarray | None = None) -> None:
@@ -39,22 +45,30 @@ def check_trained_weights(module, X: np.ndarray, transform, labels: np.ndarray |
     passed and the first ``transform`` failed, blaming a corrupted model file (:func:`diverged_error`).  A run
     whose loss blew up to 1e8 and stayed finite (``lr=10``) ended with every affinity exactly 1, or exactly 0,
     diagonal included, and clustering returned one cluster without a word (:func:`collapsed_error`): with
-    ``labels``, the rows checked are :data:`CHECKED_ROWS_PER_CLASS` of each of two classes, and one value for
-    every pair of distinct rows among them is refused (any network that learned something, or none yet, gives
-    different pairs different values; a saturated or decayed one does not).  ``transform``: the network's set
-    transform (canonicalisation), as inference applies it.
+    ``labels`` (``-1``: unlabelled), the rows checked are up to :data:`CHECKED_ROWS_PER_CLASS` distinct rows of
+    each of the first two classes that have two, and affinities within :data:`COLLAPSED_SPREAD` of one value
+    are refused.  ``transform``: the network's set transform (canonicalisation), as inference applies it.
     """
     from .._runtime import float32_default
     from .validation import set_affinity
 
-    chosen = np.arange(min(len(X), 2 * CHECKED_ROWS_PER_CLASS))
-    if labels is not None:
-        classes = np.unique(labels[labels >= 0])
-        if len(classes) >= 2:
-            chosen = np.concatenate([np.flatnonzero(labels == c)[:CHECKED_ROWS_PER_CLASS] for c in classes[:2]])
-    rows = np.asarray(X[chosen], dtype=np.float32)
+    chosen = _rows_of_two_classes(X, labels) if labels is not None else None
+    rows = np.asarray(X[: min(len(X), 2 * CHECKED_ROWS_PER_CLASS)] if chosen is None else X[chosen], np.float32)
     with float32_default():  # as training and inference run the network, whatever the caller's default dtype
         affinity = set_affinity(module, rows if transform is None else transform(rows))
-    if labels is not None and len(np.unique(labels[chosen])) >= 2 and len(np.unique(rows, axis=0)) >= 2:
-        if np.ptp(affinity) == 0:
-            raise collapsed_error(float(affinity.flat[0]))
+    if chosen is not None and np.ptp(affinity) <= COLLAPSED_SPREAD:
+        raise collapsed_error(float(np.median(affinity)))
+
+
+def _rows_of_two_classes(X: np.ndarray, labels: np.ndarray) -> np.ndarray | None:
+    """Up to :data:`CHECKED_ROWS_PER_CLASS` distinct rows of each of the first two classes holding two distinct
+    rows; ``None`` where fewer than two classes do (nothing to tell apart)."""
+    chosen = []
+    for c in np.unique(labels[labels >= 0]):
+        rows = np.flatnonzero(labels == c)[:SEARCHED_ROWS_PER_CLASS]
+        first = np.sort(np.unique(np.asarray(X[rows]), axis=0, return_index=True)[1])
+        if len(first) >= 2:
+            chosen.append(rows[first[:CHECKED_ROWS_PER_CLASS]])
+        if len(chosen) == 2:
+            return np.concatenate(chosen)
+    return None

@@ -273,7 +273,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
     held_out = validation_split(labels, group_codes, kernel.validation_fraction, rng) if early_stopping else None
     if held_out is None and early_stopping and not isinstance(kernel.early_stopping, str):  # True or np.True_
         warn_user(f"early_stopping=True, but validation_fraction={kernel.validation_fraction} of these labels "
-                  "leaves no useful held-out split (too few rows either side): training runs without validation",
+                  "leaves no useful held-out split (too few rows either side, or, without groups, held-out rows of one "
+                  "class only): training runs without validation",
                   SkabcWarning)
     train_labels = labels if held_out is None else np.where(held_out, -1, labels)
     validation_labels = None if held_out is None else np.where(held_out, labels, -1)
@@ -336,7 +337,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         # this line a log without scores says nothing why.
         print(f"No validation: these labels leave no useful held-out split (validation_fraction="
               f"{kernel.validation_fraction}; a split needs at least {MIN_VALIDATION_ROWS} held-out rows and 2 left "
-              "to train on, and with groups 2 groups of 2 or more labelled rows), so no held-out set scores the "
+              "to train on, without groups held-out rows of two or more classes, and with groups 2 groups of 2 or more "
+              "labelled rows), so no held-out set scores the "
               "training against its start and no early stopping ends it"
               + (f"; fine_tune_alpha={alpha:g} of the trained weights are kept." if alpha < 1.0 else "."),
               flush=True)
