@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import sklearn
+from result_files import add_output_argument, output_path
 from sklearn.cluster import SpectralClustering
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
@@ -147,10 +148,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="n = 300 and 1,000 only; nothing written")
     parser.add_argument("--repeats", type=int, default=None,
-                        help="rounds per configuration (default: 25 up to 1,000 points, 4 at 10,000, 3 beyond)")
+                        help="rounds per configuration (default: 25 up to 1,000 points, 4 at 10,000, 3 beyond; "
+                             "another number is a partial run, which leaves the docs table as it is)")
     parser.add_argument("--sizes", type=int, nargs="+", default=None,
-                        help="run only these sizes of the plan (e.g. --sizes 1000); the JSON is then not written")
+                        help="run only these sizes of the plan (e.g. --sizes 1000): a partial run, which leaves "
+                             "the docs table as it is")
     parser.add_argument("--render", action="store_true", help="rewrite the docs table from the JSON; run nothing")
+    add_output_argument(parser, RESULTS.name)
     args = parser.parse_args(argv)
     if args.render:
         render_table(json.loads(RESULTS.read_text())["rows"])
@@ -176,9 +180,10 @@ def main(argv=None) -> int:
     misses = [r for r in rows if not (r["ari"] == 1.0 and r["ratio"] <= MAX_RATIO)]
     print(f"\n{len(rows) - len(misses)} of {len(rows)} configurations give the same partition (ARI 1) "
           f"within {MAX_RATIO}x SpectralClustering's time.")
-    if not (args.quick or args.sizes):
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps({
+    if not args.quick:
+        partial = bool(args.sizes) or args.repeats is not None
+        path = output_path(RESULTS.name, partial, args.output)
+        path.write_text(json.dumps({
             "command": " ".join(["OMP_NUM_THREADS=1 python benchmarks/drop_in.py",
                                  *(argv if argv is not None else sys.argv[1:])]),
             "target": {"ari": 1.0, "max_ratio": MAX_RATIO},
@@ -187,8 +192,10 @@ def main(argv=None) -> int:
             "versions": {"skabc": skabc.__version__, "sklearn": sklearn.__version__, "numpy": np.__version__},
             "rows": rows,
         }, indent=2) + "\n")
-        render_table(rows)
-        print(f"wrote {RESULTS.relative_to(ROOT)} and the table of {DOCS_MD.relative_to(ROOT)}")
+        print(f"wrote {path}")
+        if not partial:
+            render_table(rows)
+            print(f"wrote the table of {DOCS_MD.relative_to(ROOT)}")
     return 1 if misses else 0
 
 

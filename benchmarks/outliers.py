@@ -40,6 +40,7 @@ from unittest import mock
 
 import clustbench_data
 import numpy as np
+from result_files import add_output_argument, output_path
 from sklearn.cluster import SpectralClustering
 from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
@@ -260,6 +261,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 seeds, n = 500, no clustbench; nothing written")
     parser.add_argument("--select", action="store_true",
                         help="the selection run (benchmarks/results/outliers_select.json)")
+    add_output_argument(parser, "outliers.json", "outliers_select.json")
     args = parser.parse_args()
     start = time.perf_counter()
     result = select() if args.select else benchmark(args.quick)
@@ -268,7 +270,8 @@ def main() -> None:
               "seconds": time.perf_counter() - start, "python": platform.python_version()}
     if not args.quick:
         name = "outliers_select.json" if args.select else "outliers.json"
-        path = ROOT / "benchmarks" / "results" / name
+        # Without the clustbench sets the run measures less than the committed one.
+        path = output_path(name, clustbench_data.find_data_home(ROOT) is None, args.output)
         path.write_text(json.dumps(result, indent=1) + "\n")
         print("wrote", path)
 
