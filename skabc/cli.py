@@ -139,7 +139,9 @@ def _cluster(args: argparse.Namespace) -> int:
         model = ABCClustering.from_pretrained(args.pretrained or "generic", n_clusters=args.n_clusters,
                                              random_state=args.seed, **bound)
     if groups is None:
-        labels = model.fit_predict(X)
+        with warnings.catch_warnings():
+            _ignore_precomputed_advice()
+            labels = model.fit_predict(X)
         n_clusters = model.n_clusters_
     else:
         labels, n_clusters = _cluster_groups_with_progress(model, X, groups, quiet=args.quiet)
@@ -164,6 +166,12 @@ def _cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ignore_precomputed_advice() -> None:
+    """Drop SpectralClustering's advice for square X (set affinity='precomputed'): the command has no such option,
+    and a group as wide as it is long was called an affinity matrix (probe 67c)."""
+    warnings.filterwarnings("ignore", message="The spectral clustering API has changed")
+
+
 def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
     """Cluster each group as its own set with a progress bar; ids unique across groups, as fit does."""
     import numpy as np
@@ -182,6 +190,7 @@ def _cluster_groups_with_progress(model, X, groups, quiet: bool = False):
         # A one-row group is one cluster, as ABCClustering.fit(X, groups=...) makes it.
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            _ignore_precomputed_advice()  # a group is a set of points, as fit(X, groups=...) reads it
             found = model.fit_predict(X[rows]) if len(rows) > 1 else np.zeros(1, dtype=np.int64)
         own = set()
         if len(rows) > 1:
@@ -244,6 +253,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+# Largest count an option takes: a C int (torch's thread count), below the 2**31 a saved kernel holds, so no
+# value fails after training, at the save (probe 67c).
+_LARGEST_COUNT = 2**31 - 1
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -251,7 +265,7 @@ def _non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
+    return _at_most_largest(value, text)
 
 
 def _add_header_option(parser: argparse.ArgumentParser) -> None:
@@ -267,6 +281,12 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return _at_most_largest(value, text)
+
+
+def _at_most_largest(value: int, text: str) -> int:
+    if value > _LARGEST_COUNT:
+        raise argparse.ArgumentTypeError(f"expected at most {_LARGEST_COUNT}, got {text!r}")
     return value
 
 

@@ -264,8 +264,8 @@ NOISE_COLOUR = "#c8c8c8"
 
 def _check_marker_sizes(s, n: int) -> None:
     """``s`` as matplotlib's scatter takes it: one size, or one per point; finite and non-negative."""
-    try:
-        sizes = None if isinstance(s, bool) else np.asarray(s, dtype=float)
+    try:  # numbers only: '10' converted to float, and matplotlib then failed on a figure already made
+        sizes = np.asarray(s).astype(float) if np.asarray(s).dtype.kind in "iuf" else None
     except (TypeError, ValueError):
         sizes = None
     if sizes is None or sizes.shape not in ((), (n,)) or not (np.isfinite(sizes).all() and (sizes >= 0).all()):

@@ -26,6 +26,10 @@ def _as_plain(value):
     return value
 
 
+#: Largest set size (and number of clusters per set): the largest count a saved kernel holds.
+MAX_SET_SIZE = 1 << 31
+
+
 def check_set_size(set_size) -> tuple[int, int]:
     """Validate ``set_size`` (an int or a ``(min, max)`` pair) into ``(min, max)``."""
     set_size = _as_plain(set_size)
@@ -39,8 +43,8 @@ def check_set_size(set_size) -> tuple[int, int]:
         low, high = int(set_size[0]), int(set_size[1])
     else:
         raise ValueError(f"set_size must be an int or a (min, max) pair of ints, got {set_size!r}")
-    if low < 2 or high < low:
-        raise ValueError(f"set_size must satisfy 2 <= min <= max, got {set_size!r}")
+    if low < 2 or high < low or high > MAX_SET_SIZE:  # larger trained, then failed to save (probe 67c)
+        raise ValueError(f"set_size must satisfy 2 <= min <= max <= {MAX_SET_SIZE}, got {set_size!r}")
     return low, high
 
 
@@ -59,8 +63,8 @@ def check_clusters_per_set(clusters_per_set) -> tuple[int, int] | None:
         low, high = (int(v) for v in clusters_per_set)
     else:
         raise ValueError(f"clusters_per_set must be None, an int or a (min, max) pair, got {clusters_per_set!r}")
-    if low < 1 or high < low:
-        raise ValueError(f"clusters_per_set must satisfy 1 <= min <= max, got {clusters_per_set!r}")
+    if low < 1 or high < low or high > MAX_SET_SIZE:
+        raise ValueError(f"clusters_per_set must satisfy 1 <= min <= max <= {MAX_SET_SIZE}, got {clusters_per_set!r}")
     return low, high
 
 

@@ -13,6 +13,7 @@ from sklearn.metrics import adjusted_rand_score
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from skabc import ContextualKernel
 from skabc.cli import main
 from skabc.plotting import plot_affinity, plot_clusters, plot_eigengap
 
@@ -92,12 +93,26 @@ def test_cli_without_command_prints_help(capsys):
 
 @pytest.mark.parametrize("argv", [["demo", "--no-such-option"], ["demo", "--sets", "0"], ["demo", "--epochs", "x"],
                                   # Probe 53j: a negative block count got past argparse and exited 1, not 2.
-                                  ["train", "X.npy", "y.npy", "-o", "k.safetensors", "--n-blocks", "-1"]])
+                                  ["train", "X.npy", "y.npy", "-o", "k.safetensors", "--n-blocks", "-1"],
+                                  # Probe 67c: these trained to the end and failed at the save, or overflowed in torch.
+                                  ["train", "X.npy", "y.npy", "-o", "k.safetensors", "--epochs", "2147483649"],
+                                  ["train", "X.npy", "y.npy", "-o", "k.safetensors", "--set-size", "2", "3000000000"],
+                                  ["demo", "--threads", "3000000000"]])
 def test_cli_rejects_bad_options(argv, capsys):
     with pytest.raises(SystemExit) as info:
         main(argv)
     assert info.value.code == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_counts_a_saved_kernel_cannot_hold_are_refused_before_training():
+    """Probe 67c: max_epochs or set_size above 2**31 trained to the end, then the save refused them."""
+    X, y = np.random.default_rng(0).normal(size=(40, 2)), np.arange(40) % 2
+    for params in ({"max_epochs": 2**31 + 1}, {"sets_per_epoch": 2**33}, {"set_size": 2**40}):
+        with pytest.raises(ValueError, match="range"):
+            ContextualKernel(**params).fit(X, y)
+    with pytest.raises(ValueError, match=r"max <= 2147483648"):
+        ContextualKernel(set_size=(2, 3_000_000_000)).fit(X, y)
 
 
 @pytest.mark.parametrize("command", ["demo", "train X.npy y.npy -o k.safetensors", "cluster X.npy -o l.npy"])
@@ -480,6 +495,23 @@ def test_cli_cluster_plot_title_counts_clusters_over_all_groups(tmp_path, monkey
     # Not the last group's count: every group adds its own clusters to the labels written.
     n_written = len(np.unique(np.load(tmp_path / "l.npy")))
     assert n_written >= 3 and titles == [f"ABC: {n_written} clusters"]
+
+
+def test_cli_cluster_calls_no_group_an_affinity_matrix(tmp_path):
+    """Probe 67c: a group of 2 rows of 2-D points got SpectralClustering's 'set affinity=precomputed' advice (the
+    command has no such option, and fit(X, groups=...) does not say it)."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(n_samples=154, centers=3, random_state=0)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "g.npy", np.r_[np.zeros(2, int), np.ones(152, int)])
+    argv = ["cluster", str(tmp_path / "X.npy"), "--groups", str(tmp_path / "g.npy"), "-o", str(tmp_path / "l.npy"),
+            "-q"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(argv) == 0
+    said = " ".join(str(w.message) for w in caught)
+    assert "fewer than 80 rows" in said and "precomputed" not in said
 
 
 def test_cli_cluster_refuses_a_picture_format_before_writing_the_labels(tmp_path, capsys):
@@ -1606,7 +1638,7 @@ def test_plot_candidates_checks_the_marker_size_before_making_a_figure():
     X, _ = make_blobs(n_samples=100, centers=2, random_state=0)
     model = ABCClustering(random_state=0).fit(X)
     plt.close("all")
-    for bad in (-1, [1.0, 2.0]):
+    for bad in (-1, [1.0, 2.0], "10", True):  # probe 67c: '10' reached matplotlib after the figure was made
         with pytest.raises(ValueError, match="marker size"):
             plot_candidates(model, X, s=bad)
     assert plt.get_fignums() == []

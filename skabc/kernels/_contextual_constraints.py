@@ -8,6 +8,7 @@ from sklearn.utils._param_validation import StrOptions
 from torch import nn
 
 from .._constraints import IntRange, RealRange
+from .._schema import MAX_COUNT
 from ..nn.backends import ATTENTION_BACKENDS
 from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
@@ -22,10 +23,19 @@ MAX_ATTENTION_SAMPLES = 1024
 #: check can size it (a RuntimeError from deep in torch); 2**24 already asks for petabytes, which that check refuses.
 MAX_D_MODEL = 2**24
 
+
+
+def _count(low: int) -> IntRange:
+    """A count of at least ``low`` and at most what a saved kernel holds (a larger one trained, then failed to save).
+
+    Widths (``n_heads``, ``n_inducing``, ``canonical_features``, ...) are not counts: the memory check names them."""
+    return IntRange(low, MAX_COUNT, closed="both")
+
+
 CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "attention": [StrOptions(set(ATTENTION_BACKENDS)), callable],
     "n_inducing": [IntRange(1, None, closed="left")],
-    "window_size": [IntRange(2, None, closed="left")],
+    "window_size": [_count(2)],
     "n_attention_samples": [IntRange(1, MAX_ATTENTION_SAMPLES, closed="both")],
     "window_attention": [StrOptions({"hamiltonian", "dense"})],
     "attention_options": [dict, None],
@@ -40,13 +50,13 @@ CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "local_geometry": ["boolean"],
     "embed_features": [IntRange(1, None, closed="left"), None],
     "context_gate": ["boolean"],
-    "set_size": ["array-like", IntRange(2, None, closed="left")],
-    "clusters_per_set": ["array-like", IntRange(1, None, closed="left"), None],
-    "sets_per_epoch": [IntRange(1, None, closed="left"), None],
+    "set_size": ["array-like", _count(2)],
+    "clusters_per_set": ["array-like", _count(1), None],
+    "sets_per_epoch": [_count(1), None],
     "init": [StrOptions({"auto", "generic", "scratch"})],
     "fine_tune_alpha": [RealRange(0, 1, closed="right"), StrOptions({"auto"})],
-    "max_epochs": [IntRange(1, None, closed="left"), StrOptions({"auto"})],
-    "batch_size": [IntRange(1, None, closed="left"), StrOptions({"auto"})],
+    "max_epochs": [_count(1), StrOptions({"auto"})],
+    "batch_size": [_count(1), StrOptions({"auto"})],
     # float32 (the optimizer's own state) holds neither beyond its largest value: torch overflows deep inside.
     # AdamW's first step divides lr by its bias correction (0.1): from about 1e38 that overflowed in torch.
     "lr": [RealRange(0, MAX_LR, closed="right")],
@@ -55,14 +65,14 @@ CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "pos_weight": [RealRange(0, 1e6, closed="right"), StrOptions({"balanced"}), None],
     "early_stopping": ["boolean", StrOptions({"auto"})],
     "validation_fraction": [RealRange(0, 1, closed="neither")],
-    "n_iter_no_change": [IntRange(1, None, closed="left")],
+    "n_iter_no_change": [_count(1)],
     "max_time": [RealRange(0, None, closed="neither"), StrOptions({"auto"}), None],
     "warm_start": ["boolean"],
     "checkpoint_dir": [str, os.PathLike, None],
-    "checkpoint_every": [IntRange(1, None, closed="left")],
+    "checkpoint_every": [_count(1)],
     "affinity_mode": [StrOptions({"auto", "dense", "sparse"})],
-    "n_neighbors": [IntRange(1, None, closed="left")],
-    "n_random_neighbors": [IntRange(0, None, closed="left")],
+    "n_neighbors": [_count(1)],
+    "n_random_neighbors": [_count(0)],
     "memory_limit": [RealRange(0, None, closed="neither"), StrOptions({"auto"}), None],
     "device": [str, torch.device, None],
     "random_state": ["random_state"],
