@@ -1019,7 +1019,9 @@ def test_counts_scikit_learn_takes_as_flags_still_run():
     # Probe 56a: past ~2**30 torch's size arithmetic overflowed ('Storage size calculation overflowed') first.
     ({"d_model": 2**31}, ValueError, r"'d_model' parameter .* range \[1, 16777216\]"),
     # A probe (/work/probe42c): the message blamed d_model or canonical_features only.
-    ({"attention": "isab", "n_inducing": 10**12}, AffinityTooLargeError, "or n_inducing"),
+    ({"attention": "isab", "n_inducing": 2**30}, AffinityTooLargeError, "or n_inducing"),
+    # Review 67b: under 'sab' no memory check reads n_inducing: 2**40 trained, then the save refused it.
+    ({"n_inducing": 2**40}, ValueError, r"'n_inducing' parameter .* range \[1, 2147483648\]"),
 ])
 def test_an_impossible_network_is_refused_before_torch_meets_it(params, error, match):
     """float32 overflow in the optimizer, or weights allocated by torch until it fails: named first."""

@@ -235,11 +235,17 @@ def test_split_never_holds_out_every_group():
     assert len(np.unique(groups[held])) == 1 and held.sum() == 30
 
 
-def test_split_gives_up_where_training_would_keep_fewer_than_two_labelled_rows():
-    """Probe 59c: 3 classes of 10 rows and fraction 0.95 would hold out every row: None, not a split that leaves
-    training nothing."""
-    labels = np.repeat(np.arange(3), 10)
-    assert validation_split(labels, None, 0.95, np.random.default_rng(0)) is None
+def test_a_large_fraction_leaves_every_class_two_rows_to_train_on():
+    """Probe 59c: 3 classes of 10 rows and fraction 0.95 held out every row (then None, not a split that left
+    training nothing); review 67b: fraction 0.3 of classes of two rows left one row of each, no pair to train on.
+    Every class now keeps two."""
+    for labels, fraction in ((np.repeat(np.arange(3), 10), 0.95), (np.repeat(np.arange(100), 2), 0.3),
+                             (np.repeat(np.arange(30), 3), 0.5)):
+        held = validation_split(labels, None, fraction, np.random.default_rng(0))
+        kept = np.bincount(labels[~held], minlength=labels.max() + 1) if held is not None else None
+        assert held is None or np.all((kept == 0) | (kept >= 2)), kept
+    held = validation_split(np.repeat(np.arange(3), 10), None, 0.95, np.random.default_rng(0))
+    assert np.array_equal(np.bincount(np.repeat(np.arange(3), 10)[~held]), [2, 2, 2])
 
 
 @pytest.mark.parametrize("seed", range(3))

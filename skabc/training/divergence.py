@@ -60,12 +60,21 @@ def check_trained_weights(module, X: np.ndarray, transform, labels: np.ndarray |
         raise collapsed_error(float(np.median(affinity)))
 
 
+#: Classes of two or more rows searched for two holding distinct rows (the search costs time per class).
+SEARCHED_CLASSES = 100
+
+
 def _rows_of_two_classes(X: np.ndarray, labels: np.ndarray) -> np.ndarray | None:
     """Up to :data:`CHECKED_ROWS_PER_CLASS` distinct rows of each of the first two classes holding two distinct
-    rows; ``None`` where fewer than two classes do (nothing to tell apart)."""
+    rows; ``None`` where none of the first :data:`SEARCHED_CLASSES` classes of two or more rows pair up so.
+
+    The rows are grouped by class once: a scan per class cost seconds behind 100,000 one-row classes."""
+    labelled = np.flatnonzero(labels >= 0)
+    by_class = labelled[np.argsort(labels[labelled], kind="stable")]
+    _, starts, counts = np.unique(labels[by_class], return_index=True, return_counts=True)
     chosen = []
-    for c in np.unique(labels[labels >= 0]):
-        rows = np.flatnonzero(labels == c)[:SEARCHED_ROWS_PER_CLASS]
+    for start, count in list(zip(starts[counts >= 2], counts[counts >= 2], strict=True))[:SEARCHED_CLASSES]:
+        rows = by_class[start:start + min(count, SEARCHED_ROWS_PER_CLASS)]
         first = np.sort(np.unique(np.asarray(X[rows]), axis=0, return_index=True)[1])
         if len(first) >= 2:
             chosen.append(rows[first[:CHECKED_ROWS_PER_CLASS]])

@@ -59,10 +59,10 @@ def validation_split(labels: np.ndarray, group_codes: np.ndarray | None, fractio
         than two such groups).  Otherwise, with more than :data:`MIN_TRAINING_CLASSES` classes: every row of
         ``round(fraction * n_classes)`` classes (at least one, leaving at
         least :data:`MIN_TRAINING_CLASSES`) and ``fraction`` of the rows of every other class;
-        with fewer classes, ``fraction`` of the rows of each (at least one row of every class of three or
-        more).  ``None`` when fewer than :data:`MIN_VALIDATION_ROWS` rows would be held out, training
-        would keep fewer than two labelled rows, or (without groups) the held-out rows would hold fewer
-        than two classes.
+        with fewer classes, ``fraction`` of the rows of each; such a class gives at least one row, and
+        never so many that it keeps fewer than two to train on.  ``None`` when fewer than
+        :data:`MIN_VALIDATION_ROWS` rows would be held out, training would keep fewer than two labelled
+        rows, or (without groups) the held-out rows would hold fewer than two classes.
     """
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
@@ -86,10 +86,11 @@ def validation_split(labels: np.ndarray, group_codes: np.ndarray | None, fractio
         held_out |= np.isin(labels, unseen) & labelled
         for c in np.setdiff1d(classes, unseen):
             rows = np.flatnonzero(labels == c)
-            # At least one row of a class that can spare it and keep two to train on: sets of the held-out rows
-            # must mix classes, and a small fraction rounded every share to none, leaving sets of one class that
-            # scored a kernel putting everything in one cluster perfect.
-            share = max(round(fraction * len(rows)), 1 if len(rows) >= 3 else 0)
+            # At least one row of a class that can spare it, and never so many that it keeps fewer than two to
+            # train on: sets of the held-out rows must mix classes (a small fraction rounded every share to none,
+            # and sets of one class scored a kernel putting everything in one cluster perfect), and a class of
+            # one training row teaches no pair.
+            share = min(max(round(fraction * len(rows)), 1), max(len(rows) - 2, 0))
             held_out[rng.choice(rows, share, replace=False)] = True
         if len(np.unique(labels[held_out])) < 2:
             return None
