@@ -193,7 +193,7 @@ def main(argv=None) -> int:
             "rows": rows,
         }, indent=2) + "\n")
         print(f"wrote {path}")
-        if not partial:
+        if not partial and args.output is None:  # the docs quote the committed JSON
             render_table(rows)
             print(f"wrote the table of {DOCS_MD.relative_to(ROOT)}")
     return 1 if misses else 0

@@ -3,7 +3,8 @@
 A run of a subset (``--only``, ``--splits``, fewer seeds, a quick smoke test, absent optional data) measures
 less than the file under ``benchmarks/results/`` that the docs quote: by default it writes beside it, to
 ``<name>_partial.json`` (git-ignored), and says so, and leaves the pages and figures under ``docs/`` as they are;
-``--output`` (:func:`add_output_argument`) names any other file.
+``--output`` (:func:`add_output_argument`) names any other file, and leaves ``docs/`` as it is too (the pages quote
+the committed files).
 """
 
 from __future__ import annotations

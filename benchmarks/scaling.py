@@ -596,7 +596,7 @@ def main(argv=None) -> int:
     path = output_path(RESULTS.name, partial, args.output)
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {path}")
-    if not (args.no_docs or partial):
+    if not (args.no_docs or partial or args.output):  # the docs quote the committed JSON
         write_docs(result)
         plot(rows, DOCS_PNG)
         print(f"wrote {DOCS_MD} and {DOCS_PNG}")

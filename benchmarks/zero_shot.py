@@ -1095,7 +1095,7 @@ def write_outputs(result: dict, figures: list[Path], command: str, output: str |
     path = output_path("zero_shot.json", partial, output)
     path.write_text(json.dumps(result, indent=1))
     print(f"wrote {path}", flush=True)
-    if not partial:
+    if not partial and output is None:  # the report quotes the committed JSON
         (DOCS / "zero_shot_results.md").write_text("".join(md))
         print(f"wrote {DOCS / 'zero_shot_results.md'}", flush=True)
     printed = tables
@@ -1152,7 +1152,8 @@ def evaluate(n_seeds: int = DEFAULT_SEEDS, sizes=SIZES, jobs: int = 2, quick: bo
     result = {"benchmark": "zero_shot", "command": command, "partial": partial, "kernel": kernel,
               "methods": METHOD_LONG, "skipped_methods": SKIPPED, "versions": _versions()}
     if gallery:
-        result.update(_run_gallery(n_seeds, sizes, jobs, quick, kernel_path, figures_wanted=not partial))
+        result.update(_run_gallery(n_seeds, sizes, jobs, quick, kernel_path,
+                                   figures_wanted=not partial and output is None))
         figures = [ROOT / f for f in result["gallery"]["files"]]
         parts["gallery"] = {"command": command, "carried_over": False}
     elif "summary" in previous:
@@ -1192,7 +1193,7 @@ def evaluate(n_seeds: int = DEFAULT_SEEDS, sizes=SIZES, jobs: int = 2, quick: bo
     print(f"ABC fit_predict at n = {result['timing']['n']}: " + ", ".join(f"{d} {s:.2f} s" for d, s in medians.items()))
     print(f"gallery {result['benchmark_seconds'] / 60:.1f} min"
           + (f", clustbench {result['clustbench']['wall_seconds'] / 60:.1f} min" if parts.get("clustbench") else "")
-          + ("" if partial else "; figures " + ", ".join(map(str, figures))))
+          + ("" if partial or output is not None else "; figures " + ", ".join(map(str, figures))))
     return result
 
 
