@@ -7,6 +7,7 @@ group after group so they are unique across groups.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import warnings
@@ -27,7 +28,7 @@ from ._counting import COUNTING_ARBITERS, count_then_cut, counting_setup
 from ._fit_inputs import densify, is_pairwise
 from ._group_affinity import check_kept_memory, dense_copies, join_blocks
 from ._subsample import clustered_size, draw_rows, extend_labels, spread_affinity
-from ._threads import process_pools_restored
+from ._threads import process_pools_restored, single_native_thread
 from ._user_warnings import each_warning_once, recording_warnings, warn_user
 from ._validation import N_JOBS_CONSTRAINT, add_note
 from .exceptions import AffinityTooLargeError, SkabcWarning
@@ -340,6 +341,12 @@ def _kept(result: tuple, keep_affinity: bool) -> tuple:
     return result if keep_affinity else (result[0], None, *result[2:])
 
 
+#: Most rows of a set whose spectral step, arbiter and Gaussian split run with one native thread: their
+#: eigensolves, kNN graphs, forests and mixtures are too small to split, and idle pool threads spin (on two cores
+#: 1.4-1.8x slower at 200-1,000 rows), while the dense eigensolves of 2,000 rows gain from a second thread.
+SINGLE_THREAD_ROWS = 1000
+
+
 def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples: int | None = None):
     """Cluster one set: the kernel's affinity, then the spectral step (on a subsample past ``max_samples``),
     then, where the step says so, the split of its clusters that are two touching Gaussian blobs (whole set).
@@ -356,7 +363,8 @@ def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples:
     if not step.gaussian_split:
         return result
     labels, affinity, _, eigenvalues, chosen = result
-    split = split_gaussian_clusters(X, labels, step.max_clusters)  # it validates X as any array-like
+    with single_native_thread() if _num_samples(X) <= SINGLE_THREAD_ROWS else contextlib.nullcontext():
+        split = split_gaussian_clusters(X, labels, step.max_clusters)  # it validates X as any array-like
     if split is labels:
         return result
     if step.verbose:
@@ -399,12 +407,13 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     if not kernel.returns_sparse(n):
         # The affinity plus the spectral step's Laplacian and working copies (the arbiter's two affinities: more).
         kernel.check_memory(n, n_copies=dense_copies(arbiter))
-    affinity = kernel_affinity(kernel, X)
-    if arbiter in COUNTING_ARBITERS:
-        return count_then_cut(arbiter, step, affinity, X, eig_seed, seed, *cut_random_state)
-    if arbiter is not None:
-        return chosen.cluster(step, affinity, _float_rows(X), eig_seed, seed)
-    return (*step.cluster(affinity, eig_seed, seed), None)
+    affinity = kernel_affinity(kernel, X)  # the network keeps torch's threads: a forward pass splits well
+    with single_native_thread() if n <= SINGLE_THREAD_ROWS else contextlib.nullcontext():
+        if arbiter in COUNTING_ARBITERS:
+            return count_then_cut(arbiter, step, affinity, X, eig_seed, seed, *cut_random_state)
+        if arbiter is not None:
+            return chosen.cluster(step, affinity, _float_rows(X), eig_seed, seed)
+        return (*step.cluster(affinity, eig_seed, seed), None)
 
 
 def _float_rows(X):

@@ -57,6 +57,33 @@ def test_rotation_and_kmeans_run_on_one_thread(monkeypatch):
     assert set(seen["k_means"]) == {1} and set(seen["rotation"]) == {1}
 
 
+@pytest.mark.parametrize(("n", "limited"), [(300, True), (1000, True), (1001, False)])
+def test_the_whole_spectral_step_of_a_small_set_runs_on_one_thread(monkeypatch, n, limited):
+    """Session 67: on sets of up to 1,000 rows the eigensolves, kNN graphs, forest and Gaussian split ran with two
+    threads per pool and were 1.4-1.8x slower; past that a second thread pays (2,000-row eigensolves)."""
+    import skabc._sets as sets_module
+
+    seen = {"arbiter": [], "split": []}
+    float_rows, split_clusters = sets_module._float_rows, sets_module.split_gaussian_clusters
+
+    def recording_rows(X):  # read first by the width check, before the affinity; last by the arbiter, in the step
+        seen["arbiter"].append(_most_threads())
+        return float_rows(X)
+
+    def recording_split(*args, **kwargs):
+        seen["split"].append(_most_threads())
+        return split_clusters(*args, **kwargs)
+
+    monkeypatch.setattr(sets_module, "_float_rows", recording_rows)
+    monkeypatch.setattr(sets_module, "split_gaussian_clusters", recording_split)
+    X, _ = make_blobs(n, centers=3, random_state=0)
+    with threadpool_limits(2):
+        ABCClustering(random_state=0, max_samples=None).fit_predict(X)
+        assert _most_threads() == 2
+    expected = 1 if limited else 2
+    assert seen["arbiter"][-1] == expected and set(seen["split"]) == {expected}
+
+
 def test_training_sets_are_transformed_on_one_thread():
     from skabc.sampling import ClusterSetSampler, SampledSetsDataset
 
