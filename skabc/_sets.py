@@ -347,6 +347,11 @@ def _kept(result: tuple, keep_affinity: bool) -> tuple:
 SINGLE_THREAD_ROWS = 1000
 
 
+def _native_threads_for(n_rows: int):
+    """One native thread for a set of at most :data:`SINGLE_THREAD_ROWS` rows, else the pools as they are."""
+    return single_native_thread() if n_rows <= SINGLE_THREAD_ROWS else contextlib.nullcontext()
+
+
 def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples: int | None = None):
     """Cluster one set: the kernel's affinity, then the spectral step (on a subsample past ``max_samples``),
     then, where the step says so, the split of its clusters that are two touching Gaussian blobs (whole set).
@@ -363,7 +368,7 @@ def _cluster_one(kernel, clustering: tuple, X, eig_seed, seed: int, max_samples:
     if not step.gaussian_split:
         return result
     labels, affinity, _, eigenvalues, chosen = result
-    with single_native_thread() if _num_samples(X) <= SINGLE_THREAD_ROWS else contextlib.nullcontext():
+    with _native_threads_for(_num_samples(X)):
         split = split_gaussian_clusters(X, labels, step.max_clusters)  # it validates X as any array-like
     if split is labels:
         return result
@@ -399,7 +404,8 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
     chosen = (arbiter_for(arbiter, step, own_kernel=is_shipped_generic(kernel))
               if arbiter is not None and arbiter not in COUNTING_ARBITERS else None)
     if chosen is not None and (wide := chosen.kernel_free_candidate(step, rows := _float_rows(X))) is not None:
-        return chosen.cluster_wide(step, rows, wide, eig_seed, seed)  # beyond its forest's sets: the kNN graph alone
+        with _native_threads_for(rows.shape[0]):  # beyond its forest's sets: the kNN graph alone
+            return chosen.cluster_wide(step, rows, wide, eig_seed, seed)
     if sp.issparse(X) and not isinstance(kernel, (PairwiseKernel, PrecomputedKernel)):
         X = densify(X, kernel)  # this set (or subsample) only: a learned kernel reads dense rows
     kernel = as_kernel(kernel)
@@ -408,7 +414,7 @@ def _cluster_one_set(kernel, clustering: tuple, X, eig_seed, seed: int):
         # The affinity plus the spectral step's Laplacian and working copies (the arbiter's two affinities: more).
         kernel.check_memory(n, n_copies=dense_copies(arbiter))
     affinity = kernel_affinity(kernel, X)  # the network keeps torch's threads: a forward pass splits well
-    with single_native_thread() if n <= SINGLE_THREAD_ROWS else contextlib.nullcontext():
+    with _native_threads_for(n):
         if arbiter in COUNTING_ARBITERS:
             return count_then_cut(arbiter, step, affinity, X, eig_seed, seed, *cut_random_state)
         if arbiter is not None:

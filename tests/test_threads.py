@@ -84,6 +84,27 @@ def test_the_whole_spectral_step_of_a_small_set_runs_on_one_thread(monkeypatch, 
     assert seen["arbiter"][-1] == expected and set(seen["split"]) == {expected}
 
 
+@pytest.mark.parametrize(("n", "limited"), [(300, True), (1001, False)])
+def test_a_small_wide_set_is_clustered_on_one_thread(monkeypatch, n, limited):
+    """Review 67c: the kNN graph that clusters a set wider than the arbiters' domain ran with two threads per pool;
+    one thread took a 1,000 x 100 set from 3.2 s to 0.52 s (/work/exp67/wide_time.py)."""
+    from skabc.spectral.arbiter import Arbiter
+
+    seen = []
+    cluster_wide = Arbiter.cluster_wide
+
+    def recording(self, *args, **kwargs):
+        seen.append(_most_threads())
+        return cluster_wide(self, *args, **kwargs)
+
+    monkeypatch.setattr(Arbiter, "cluster_wide", recording)
+    X, _ = make_blobs(n, n_features=70, centers=3, random_state=0)
+    with threadpool_limits(2):
+        ABCClustering(random_state=0, max_samples=None, n_clusters=3).fit_predict(X)
+        assert _most_threads() == 2
+    assert seen == [1 if limited else 2]
+
+
 def test_training_sets_are_transformed_on_one_thread():
     from skabc.sampling import ClusterSetSampler, SampledSetsDataset
 
