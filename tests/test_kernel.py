@@ -1562,6 +1562,16 @@ def test_training_memory_is_checked_before_training(blob_data):
         ContextualKernel(**{**TINY, "memory_limit": 10_000}).fit(X, y, groups=g)
 
 
+def test_training_memory_message_names_the_blocks_when_they_are_the_cause(blob_data):
+    """Probe 67c: a billion blocks were refused with advice to lower set_size or batch_size alone."""
+    from skabc.exceptions import AffinityTooLargeError
+
+    X, y, g = blob_data
+    with pytest.raises(AffinityTooLargeError, match=r"5000000004 tensors of .* \(4 heads \+ 1 in each of "
+                                                    r"1000000000 blocks, 4 for the loss\).*or n_blocks or n_heads"):
+        ContextualKernel(**{**TINY, "init": "scratch", "n_heads": 4, "n_blocks": 10**9}).fit(X, y, groups=g)
+
+
 def test_training_memory_is_sized_by_the_sets_that_can_be_drawn(blob_data):
     """Probe 56a: sets are drawn within one group (30 rows here) and a batch holds at most an epoch's sets, yet the
     check sized a step by the nominal set_size and batch_size: (10, 20000) was refused for 22 GB while 5000 ran."""
