@@ -163,10 +163,22 @@ def select(sets_per_bin: int = SETS_PER_BIN) -> dict:
     return result
 
 
+def _at_least_two(text: str) -> int:
+    """A count of sets per bin: one set has no spread, so its standard error would be numpy's NaN and warnings."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of sets per bin, got {text!r}") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected at least 2 sets per bin, got {text}")
+    return value
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sets-per-bin", type=int, default=SETS_PER_BIN,
-                        help="sets per size bin (fewer than the default is a partial run)")
+    parser.add_argument("--sets-per-bin", type=_at_least_two, default=SETS_PER_BIN,
+                        help="sets per size bin, at least 2 for a standard error (fewer than the default is a "
+                             "partial run)")
     parser.add_argument("--select", action="store_true", help="the selection run of the small-set power")
     add_output_argument(parser, "small_sets.json", "small_sets_select.json")
     args = parser.parse_args(argv)
