@@ -91,16 +91,20 @@ def asymmetry(A) -> float:
 _SAFE_SCALE = (1e-100, 1e100)
 
 
-def scale_free(affinity):
-    """``affinity`` (or any matrix: signs allowed) over its largest |entry| outside ``_SAFE_SCALE``, else untouched."""
+def scale_free(affinity, powers: tuple[float, ...] = (1.0,)):
+    """``affinity`` (or any matrix: signs allowed) over its largest |entry| where that entry raised to one of
+    ``powers`` (the elementwise powers a caller takes next) leaves ``_SAFE_SCALE``, else untouched."""
     if sp.issparse(affinity) and affinity.format not in ("csr", "csc", "coo", "bsr"):
         affinity = affinity.tocsr()  # LIL and DOK hold no array of values
     values = affinity.data if sp.issparse(affinity) else affinity
     if values.dtype.kind == "b":  # largest |entry| 0 or 1: nothing to scale (and numpy negates no booleans)
         return affinity
     top = float(max(values.max(), -values.min())) if values.size else 0.0  # no |values| copy of an n x n matrix
-    if not 0.0 < top < np.inf or _SAFE_SCALE[0] <= top <= _SAFE_SCALE[1]:  # NaN or inf: for the checks to refuse
+    if not 0.0 < top < np.inf:  # NaN or inf: for the checks to refuse
         return affinity
+    with np.errstate(over="ignore", under="ignore"):
+        if all(_SAFE_SCALE[0] <= top**power <= _SAFE_SCALE[1] for power in powers):
+            return affinity
     if not sp.issparse(affinity):
         return affinity / top
     csr = affinity.tocsr()  # scipy's own division multiplies by 1 / top: inf for top = 1e-310

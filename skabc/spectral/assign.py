@@ -57,6 +57,7 @@ def spectral_labels(affinity, n_clusters: Int, **spectral_params) -> np.ndarray:
     if sp.issparse(affinity) or spectral_params.get("assign_labels") == "njw":
         return _embedding_labels(affinity, n_clusters, **spectral_params)
     if _has_isolated_rows(affinity):
+        _check_unsigned_for_isolated_rows(affinity)
         # scikit-learn's Laplacian drops the diagonal: a point linked to itself alone has degree 0 there, sits at
         # the embedding's origin and k-means splits a component for it, while the count (self-loops kept, as in
         # skabc.spectral.eigen) saw it as a component of its own.  The component-wise sparse path agrees.
@@ -71,6 +72,21 @@ def spectral_labels(affinity, n_clusters: Int, **spectral_params) -> np.ndarray:
 def _has_isolated_rows(affinity: np.ndarray) -> bool:
     """Whether some point of a dense affinity has no affinity to any other point."""
     return bool(np.any(affinity.sum(axis=1) - np.diagonal(affinity) <= 0))
+
+
+def _check_unsigned_for_isolated_rows(affinity: np.ndarray) -> None:
+    """Refuse a signed dense affinity with a point whose affinities to the others sum to at most zero: the cut's
+    Laplacian (scikit-learn's, without the diagonal) has no degree there, and the component-wise path that cuts
+    isolated points takes non-negative affinities only."""
+    if affinity.min() >= 0:
+        return
+    off_diagonal = affinity.sum(axis=1) - np.diagonal(affinity)
+    row = int(np.argmin(off_diagonal))
+    raise ValueError(
+        f"the affinity is signed and point {row}'s affinities to the other points sum to {off_diagonal[row]:.3g}: "
+        "the normalised Laplacian that cuts the set is undefined there (as in scikit-learn's SpectralClustering); "
+        "use a non-negative affinity."
+    )
 
 
 def _embedding_labels(
@@ -158,6 +174,8 @@ def sklearn_spectral_labels(
     from sklearn.manifold import spectral_embedding
 
     _check_assign_labels(assign_labels)
+    if not sp.issparse(affinity) and _has_isolated_rows(np.asarray(affinity)):
+        _check_unsigned_for_isolated_rows(np.asarray(affinity))  # scikit-learn's words there: 'Input contains NaN.'
     random_state = check_random_state(random_state)
     maps = spectral_embedding(
         affinity,

@@ -67,7 +67,8 @@ EIGEN_SOLVERS = ("arpack", "lobpcg", "amg")
 _ARPACK_MIN_NCV = 40
 _LOBPCG_TOL = 1e-5  # residual tolerance of LOBPCG for eigen_tol='auto'; eigenvalue errors are about its square
 _LOBPCG_MAXITER = {"lobpcg": 2000, "amg": 200}
-_LOBPCG_ACCEPT = 100.0  # LOBPCG residuals above this multiple of the tolerance are refused (ARPACK takes over)
+_LOBPCG_ACCEPT = 100.0  # LOBPCG residuals above this multiple of the tolerance are refused (ARPACK takes over),
+_LOBPCG_MAX_RESIDUAL = 1e-2  # and above this at any tolerance (eigen_tol=0.5 accepted LOBPCG's random start)
 _AMG_SHIFT = 1e-5  # diagonal shift of L for the AMG preconditioner only: a singular matrix makes a poor one
 def normalized_adjacency(affinity):
     """``D^-1/2 A D^-1/2``, with rows of zero degree left at zero instead of dividing by 0.
@@ -310,8 +311,8 @@ def _smallest_eigenpairs(
     matrix = _as_csr(affinity)
     n = matrix.shape[0]
     adjacency, sqrt_degree = _sparse_normalized_adjacency(matrix)
-    matrix.eliminate_zeros()  # structural zeros would connect components the Laplacian sees as separate
-    n_comp, comp = connected_components(matrix, directed=False)
+    adjacency.eliminate_zeros()  # components as the Laplacian sees them: not through a zero-degree row's links
+    n_comp, comp = connected_components(adjacency, directed=False)
     order = np.argsort(comp, kind="stable")
     bounds = np.searchsorted(comp[order], np.arange(n_comp + 1))
     sizes = np.diff(bounds)
@@ -439,7 +440,7 @@ def _component_eigenpairs(
     ascending = np.argsort(values, kind="stable")[:m]
     values, vecs = values[ascending], vecs[:, ascending]
     residual = np.linalg.norm(laplacian @ vecs - vecs * values, axis=0) / np.linalg.norm(vecs, axis=0)
-    if fallback and not np.all(residual <= _LOBPCG_ACCEPT * max(tol, _LOBPCG_TOL)):
+    if fallback and not np.all(residual <= min(_LOBPCG_ACCEPT * max(tol, _LOBPCG_TOL), _LOBPCG_MAX_RESIDUAL)):
         warn_user(
             f"eigen_solver={solver!r} did not converge on a component of {size} points "
             f"(largest residual {np.nanmax(residual):.2g}); solving it again with ARPACK.",

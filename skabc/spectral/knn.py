@@ -123,14 +123,30 @@ def _symmetric_knn(X, n_neighbors: int, content_ties: bool = False) -> sp.csr_ma
 
 def _content_rank(X) -> np.ndarray:
     """Each (distinct) row's place in an order of the rows fixed by their values alone."""
-    if sp.issparse(X):  # the order of the rows' stored entries as bytes: any order will do that content fixes
-        keys = _sparse_row_keys(X)
+    if sp.issparse(X):  # the dense rows' order (a sparse matrix holds the same rows: the same graph)
+        keys = _sparse_lexicographic_keys(X)
         order = np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
     else:
         order = np.lexsort(np.asarray(X).T[::-1])
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     return rank
+
+
+def _sparse_lexicographic_keys(X) -> list[tuple]:
+    """Keys that order the rows of a sparse matrix as ``np.lexsort`` orders them dense (column 0 first), without
+    densifying.  Two rows first differ at the first column where either stores an entry the other lacks or
+    holds at another value; there a negative entry is the smaller row and a positive one the larger.  So an
+    entry ``(column c, value v)`` is ``(0, c, v)`` if ``v < 0`` (at an earlier column: smaller) and ``(2, -c, v)``
+    if ``v > 0`` (at an earlier column: larger), and a row ends with ``(1,)``: the zeros after its last entry.
+    """
+    X = sp.csr_matrix(X, copy=True)
+    X.sum_duplicates()
+    X.eliminate_zeros()
+    columns, values = X.indices.tolist(), X.data.tolist()
+    end = ((1,),)
+    return [tuple((0, c, v) if v < 0 else (2, -c, v) for c, v in zip(columns[a:b], values[a:b], strict=True)) + end
+            for a, b in zip(X.indptr[:-1].tolist(), X.indptr[1:].tolist(), strict=True)]
 
 
 def _distinct_rows(X) -> tuple[np.ndarray, np.ndarray]:

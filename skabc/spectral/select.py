@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from .._typing import Float, Int
+from ._affinity_checks import scale_free
 from .assign import _check_assign_labels, embedding_labels, spectral_labels
 from .eigen import (
     _check_eigen_solver,
@@ -39,6 +40,8 @@ LIKELIHOOD_CANDIDATES = 5
 
 #: Laplacian eigenvalues below this count as zero: one per connected component of the affinity.
 ZERO_EIGENVALUE = 1e-8
+#: A float32 spectrum whose eigenvalues all lie below this may be zeros only: it is solved again in float64.
+SINGLE_PRECISION_ZERO = 1e-4
 #: Laplacian eigenvalues closer than this are one repeated eigenvalue (exact blocks, copies of rows): a float32
 #: affinity, as every learned one is, moves them apart by about 1e-7.
 TIED_EIGENVALUES = 1e-6
@@ -110,6 +113,10 @@ def estimate_n_clusters(
         affinity, cap + 1, random_state=random_state, eigen_solver=eigen_solver, eigen_tol=eigen_tol,
         single_precision=single_precision,
     )
+    if single_precision and eigenvalues[-1] < SINGLE_PRECISION_ZERO:
+        # All near zero: more components than were counted, and float32's errors (~1e-7) hide which are exactly 0.
+        eigenvalues = laplacian_eigenvalues(affinity, cap + 1, random_state=random_state, eigen_solver=eigen_solver,
+                                            eigen_tol=eigen_tol)
     return _eigengap_k(eigenvalues, n, max_clusters), eigenvalues
 
 
@@ -175,6 +182,8 @@ def consensus_n_clusters(
             f"The consensus estimate raises the affinity to fractional powers, so it must be non-negative; this one "
             f"has entries down to {lowest:.3g}. Use n_clusters_selection='eigengap' for a signed kernel."
         )
+    # Powers of entries near 1e-200 underflow (a vote of k = 1), near 1e200 overflow; the Laplacian has no scale.
+    affinity = scale_free(affinity, powers)
     reported = min(powers, key=lambda r: abs(np.log(r)))
     estimates, eigenvalues = [], None
     # A dense affinity's reported power first, so that its spectrum is there when the others agree early (below).
@@ -212,7 +221,8 @@ def median_estimate(estimates) -> int:
     return int(np.floor(np.median(estimates)))
 
 
-def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: Int) -> list[int]:
+def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: Int, n_points: Int | None = None,
+                        max_clusters: Int | None = None) -> list[int]:
     """The ``n_candidates`` values of ``k`` with the largest eigengaps, largest gap first.
 
     Parameters
@@ -221,6 +231,12 @@ def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: Int) -> list[int]
         Smallest Laplacian eigenvalues, ascending (as :func:`estimate_n_clusters` returns them).
     n_candidates : int
         How many candidates at most.
+    n_points : int, default=None
+        The set's size, given with ``max_clusters``: where ``eigenvalues`` are the whole spectrum and all
+        zero, no two points are linked and the one candidate is ``n_points`` (as :func:`estimate_n_clusters`
+        answers, within ``max_clusters``), not ``n_points - 1``.
+    max_clusters : int, default=None
+        The largest ``k`` allowed, given with ``n_points``.
 
     Returns
     -------
@@ -232,8 +248,8 @@ def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: Int) -> list[int]
     gaps = np.diff(values)
     if gaps.size == 0:
         return [1]
-    if values[-1] < ZERO_EIGENVALUE:
-        return [_largest_eigengap(values)]  # zeros only: every gap is equal, the estimate is the one candidate
+    if values[-1] < ZERO_EIGENVALUE:  # zeros only: every gap is equal, the estimate is the one candidate
+        return [_largest_eigengap(values) if n_points is None else _eigengap_k(values, n_points, max_clusters)]
     order = np.argsort(-gaps, kind="stable")[: max(1, int(n_candidates))]
     return [int(i) + 1 for i in order]
 
@@ -360,7 +376,7 @@ def select_likelihood(step: SpectralStep, affinity, probabilities, eigen_seed, s
     _, eigenvalues = estimate_n_clusters(affinity, step.max_clusters, random_state=eigen_seed,
                                          eigen_solver=step.eigen_solver, eigen_tol=step.eigen_tol)
     best_labels, best_score = None, -np.inf
-    for k in eigengap_candidates(eigenvalues, LIKELIHOOD_CANDIDATES):
+    for k in eigengap_candidates(eigenvalues, LIKELIHOOD_CANDIDATES, affinity.shape[0], step.max_clusters):
         labels = step.labels_for(affinity, k, seed)
         score = pair_log_likelihood(probabilities, labels)
         if score > best_score:
@@ -381,8 +397,8 @@ def select_rotation(step: SpectralStep, affinity, probabilities, eigen_seed, see
     there the plain eigengap over ``max_clusters`` decides.
     """
     cap = rotation_cap(step, affinity.shape[0])
-    if cap < 2:
-        return Selection(1, None)
+    if cap < 2:  # no k >= 2 to align (two points, or max_clusters=1): the eigengap, which also reads k = n
+        return select_eigengap(step, affinity, probabilities, eigen_seed, seed)
     values, vectors = top_eigenvectors(affinity, cap + 1, random_state=eigen_seed, eigen_solver=step.eigen_solver,
                                        eigen_tol=step.eigen_tol)
     return rotation_selection(step, affinity, values, vectors, eigen_seed)
