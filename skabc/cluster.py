@@ -147,15 +147,19 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None
         Passed to :class:`~sklearn.cluster.SpectralClustering`.
     n_components : int, default=None
-        Spectral embedding width (default: the number of clusters).
+        Spectral embedding width (default: the number of clusters).  With ``k`` counted and
+        ``assign_labels`` ``'discretize'`` or ``'cluster_qr'``, which make one cluster per embedding
+        column, the embedding has ``k`` columns and this is not used.
     random_state : int, RandomState instance or None, default=None
         Seeds the eigensolvers and the label assignment.
     n_init : int, default=10
         k-means restarts of the label assignment.
     eigen_tol : float or 'auto', default='auto'
         Eigensolver tolerance, as in SpectralClustering; with ``n_clusters``
-        unknown also that of the solves that count ``k`` (a loose one, e.g.
-        ``1e-2``, can change the count).
+        unknown also that of the sparse solves that count ``k`` (a loose one,
+        e.g. ``1e-2``, can change the count; dense affinities are counted to
+        machine precision).  LOBPCG solves left with residuals above 0.01 are
+        solved again by ARPACK, with a warning.
     assign_labels : {'kmeans', 'discretize', 'cluster_qr', 'njw'} or 'auto', default='auto'
         Label assignment in the embedding space: scikit-learn's three, or
         ``'njw'`` (Ng, Jordan & Weiss 2001), k-means on the rows of the

@@ -187,7 +187,8 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
         pieces; random partners tie each cluster together (see
         :mod:`skabc.sparse_affinity`).  They are drawn from the points'
         values (:func:`~skabc.sparse_affinity.row_keys`): permuting distinct
-        rows permutes the result (exact search).  ``0``: the plain kNN graph.
+        rows permutes the result (exact search; up to neighbours whose affinities
+        tie to rounding).  ``0``: the plain kNN graph.
     memory_limit : float, 'auto' or None, default='auto'
         Largest dense ``n x n`` result (bytes) that :meth:`transform` and
         :class:`ABCClustering` may build (sparse mode: the sparse one while it is built,
