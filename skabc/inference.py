@@ -40,6 +40,8 @@ def encode(module: nn.Module, X: np.ndarray, set_transform=None, with_geometry: 
     if use_geometry is None:
         use_geometry = X.shape[0] <= GEOMETRY_MAX_SAMPLES
     use_geometry = bool(use_geometry and getattr(module, "local_geometry", False))
+    if isinstance(X, np.ndarray) and not X.flags.writeable:
+        X = X.copy()  # torch warns that it cannot share a read-only array (a memmap, pandas' copy-on-write)
     with torch.inference_mode():
         points = torch.as_tensor(X, device=device)[None]
         geometry = module.geometry(points) if use_geometry else None

@@ -1830,3 +1830,31 @@ def test_clusters_per_set_beyond_the_classes_of_every_group_is_warned_of(blob_da
     with warnings.catch_warnings():
         warnings.simplefilter("error", SkabcWarning)
         ContextualKernel(**{**TINY, "clusters_per_set": most}).fit(X, y, groups=groups)
+
+
+def test_a_read_only_float32_set_reaches_torch_as_a_writable_array(monkeypatch):
+    """Torch warned 'The given NumPy array is not writable' from inside skabc (once per process: so the array handed
+    over is checked, not the warning) for a memmap or a float32 frame under pandas' copy-on-write."""
+    import torch
+
+    from skabc import ContextualKernel, inference
+
+    handed = []
+    as_tensor = torch.as_tensor
+
+    def recording(data, *args, **kwargs):
+        if isinstance(data, np.ndarray):
+            handed.append(data.flags.writeable)
+        return as_tensor(data, *args, **kwargs)
+
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(60, centers=3, random_state=0)
+    X = X.astype(np.float32)
+    kernel = ContextualKernel(init="scratch", d_model=16, n_heads=2, n_blocks=1, set_size=(10, 40), sets_per_epoch=8,
+                              batch_size=8, max_epochs=1, random_state=0, device="cpu").fit(X, y)  # raw coordinates
+    X.setflags(write=False)
+    monkeypatch.setattr(inference.torch, "as_tensor", recording)
+    kernel.transform(X)
+    assert handed and all(handed)
+    assert not X.flags.writeable  # the caller's array is left as it was
