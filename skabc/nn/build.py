@@ -140,12 +140,16 @@ def _probe_embedder(embedder: nn.Module, embed_width: int, origin: str) -> torch
     failure is reported as the parameter's, not as torch's shape error deep inside the first fit."""
     weight = next(embedder.parameters(), None)
     zeros = torch.zeros(2, embed_width, device=None if weight is None else weight.device)
+    training = embedder.training
     try:
         with torch.no_grad():
+            embedder.eval()  # a BatchNorm in train mode would take the zeros into its running statistics
             out = embedder(zeros)
     except (RuntimeError, TypeError, ValueError, IndexError) as error:
         raise ValueError(f"embedder must take (m, {embed_width}) inputs{origin}; it failed on zeros of shape "
                          f"(2, {embed_width}): {error}") from error
+    finally:
+        embedder.train(training)
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"embedder must return a torch.Tensor, got {type(out).__name__}.")
     return out

@@ -160,12 +160,13 @@ def _shared_neighbours(near_idx: torch.Tensor, rank_ok: torch.Tensor, size: int,
     (``O(n size^3)``), never by an ``n x n x n`` product.
     """
     batch = near_idx.shape[0]
-    size = min(size, near_idx.shape[2])
-    lists = near_idx[:, :, :size].masked_fill(~rank_ok[:, :, :size], -1)  # (B, n, s); -1: no neighbour
-    flat = lists.clamp(min=0).reshape(batch, n * size)
-    theirs = torch.gather(lists, 1, flat[:, :, None].expand(-1, -1, size)).reshape(batch, n, size, size)
+    listed = min(size, near_idx.shape[2])  # a padded batch lists more neighbours than a small set has alone
+    lists = near_idx[:, :, :listed].masked_fill(~rank_ok[:, :, :listed], -1)  # (B, n, s); -1: no neighbour
+    flat = lists.clamp(min=0).reshape(batch, n * listed)
+    theirs = torch.gather(lists, 1, flat[:, :, None].expand(-1, -1, listed)).reshape(batch, n, listed, listed)
     mine = lists[:, :, None, :, None]  # (B, n, 1, s, 1)
     common = ((theirs[:, :, :, None, :] == mine) & (mine >= 0)).any(dim=-1).sum(dim=-1)  # (B, n, s)
+    # Over ``size``, not the neighbours listed: the same fraction alone or padded, as _shared_by_product divides.
     common = common.float().masked_fill(lists < 0, 0.0) / size
     shared = torch.zeros(batch, n, n, device=near_idx.device, dtype=common.dtype)  # not the default dtype
     # Add, not assign: the missing neighbours all point at column 0 with a 0 (distinct real ones never collide).

@@ -139,8 +139,10 @@ class ABCNet(nn.Module):
         gate, also every set's share of variance outside the embedder's columns ``(B,)``."""
         if not self.local_geometry:
             return None
-        pairs, points = pair_features(X, mask)
-        return (pairs, points, self.outside_share(X, mask)) if self.context_gate else (pairs, points)
+        pairs, points = pair_features(X, mask)  # float32, as the neighbour search is done
+        dtype = self.pair_bias.weight.dtype  # the module's (float64 after .double())
+        pairs, points = pairs.to(dtype), points.to(dtype)
+        return (pairs, points, self.outside_share(X, mask).to(dtype)) if self.context_gate else (pairs, points)
 
     def outside_share(self, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Share of each set's variance in the columns the embedder does not see ``(B,)``; 0 if it sees all."""
@@ -167,7 +169,15 @@ class ABCNet(nn.Module):
         """
         batch, n = X.shape[:2]
         inputs = X[..., : self.embed_features] if X.dim() == 3 else X
-        z = self.embedder(inputs.reshape(batch * n, *inputs.shape[2:])).reshape(batch, n, -1)
+        rows = inputs.reshape(batch * n, *inputs.shape[2:])
+        if mask is not None and self.training and _batch_statistics(self.embedder):
+            # Padded rows (zero images) would enter a BatchNorm's batch statistics, and so every real output.
+            real = mask.reshape(batch * n)
+            embedded = self.embedder(rows[real])
+            z = embedded.new_zeros(batch * n, *embedded.shape[1:]).masked_scatter(
+                real.reshape(-1, *[1] * (embedded.dim() - 1)), embedded).reshape(batch, n, -1)
+        else:
+            z = self.embedder(rows).reshape(batch, n, -1)
         if not use_geometry:
             geometry = None
         elif self.local_geometry and geometry is None:
@@ -263,3 +273,7 @@ def _pair_maps(pairs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) ->
         weight = weight.expand(batch, *weight.shape)
     return (torch.bmm(weight, pairs.flatten(2)) + bias[..., None]).view(batch, -1, n, n)
 
+
+def _batch_statistics(module: nn.Module) -> bool:
+    """Whether a module normalises by its batch's statistics when training (a BatchNorm anywhere inside)."""
+    return any(isinstance(layer, nn.modules.batchnorm._BatchNorm) for layer in module.modules())

@@ -50,10 +50,11 @@ def outer_product_attention(
         Memory is ``O(n_q * n_k * d)`` for the scaled keys plus the output;
         callers chunk over queries to bound it.
     """
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    if key_mask is not None:
+    if key_mask is not None:  # before the scores: a masked NaN key would give them 0 * NaN gradients
         k = torch.where(key_mask[..., None], k, 0.0)
         v = torch.where(key_mask[..., None], v, 0.0)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if key_mask is not None:
         # A finite floor instead of -inf: exp underflows to exactly 0 next to any real key,
         # and a set without real keys gives uniform (finite) weights rather than NaN.
         scores = scores.masked_fill(~key_mask[..., None, :], torch.finfo(scores.dtype).min)
