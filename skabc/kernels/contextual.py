@@ -140,7 +140,8 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
     weight_decay : float, default=0.0
         AdamW weight decay.
     pos_weight : float, 'balanced' or None, default=None
-        Weight of same-cluster cells in the loss (at most 1e6).
+        Weight of same-cluster cells in the loss (at most 1e6).  ``'balanced'``:
+        each batch's ratio of different-cluster to same-cluster cells, at least 1.
     early_stopping : bool or 'auto', default='auto'
         Score sets of held-out groups (else classes, plus some rows of the
         others), ``k`` unknown, after every epoch; keep the best weights,

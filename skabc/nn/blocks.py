@@ -78,7 +78,11 @@ class MultiheadAttentionBlock(nn.Module):
         """Multihead scaled dot-product attention of ``queries`` over ``keys``.
 
         ``bias``, of shape ``(B, n_heads, n_q, n_k)``, is added to the scores
-        (e.g. pair features, :mod:`skabc.nn.geometry`); padded keys stay excluded.
+        (e.g. pair features, :mod:`skabc.nn.geometry`) in place of ``key_mask``
+        there: it must hold ``-inf`` at padded keys, as
+        :meth:`~skabc.nn.ABCNet.attention_bias` builds it (one bias shared by
+        every block, not a masked copy per block kept for backpropagation);
+        ``key_mask`` still zeroes the padded keys' values.
         """
         batch, n_q, width = queries.shape
         n_k = keys.shape[1]
@@ -172,7 +176,8 @@ class SetAttentionBlock(nn.Module):
         super().__init__()
         self.mab = MultiheadAttentionBlock(d_model, n_heads, d_ff, layer_norm, dropout)
 
-    #: Accepts an additive attention bias of shape (B, n_heads, n, n) (see :mod:`skabc.nn.geometry`).
+    #: Accepts an additive attention bias of shape (B, n_heads, n, n) (see :mod:`skabc.nn.geometry`), with ``-inf``
+    #: at padded keys (see :meth:`MultiheadAttentionBlock.attend`).
     accepts_attention_bias = True
 
     def forward(

@@ -35,7 +35,9 @@ class SameClusterBCELoss(nn.Module):
     ----------
     pos_weight : float, 'balanced' or None, default=None
         Weight of the same-cluster (positive) cells.  ``'balanced'`` uses the
-        ratio of negative to positive real cells of each batch; ``None``: unweighted.
+        ratio of negative to positive real cells of each batch, at least 1 (a
+        batch of mostly same-cluster cells, few clusters per set, is not
+        weighed towards "different"); ``None``: unweighted.
     """
 
     def __init__(self, pos_weight: float | str | None = None) -> None:
