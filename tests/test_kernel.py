@@ -276,7 +276,15 @@ def test_device_is_checked_where_it_is_used(tiny_kernel):
      r"optimizer\.1\.pt.*optimizer state does not work.*KeyError: 'exp_avg'"),
     (lambda d: (d / "history.json").write_text(json.dumps([dict(json.loads((d / "history.json").read_text())[0],
                                                                 train_loss="0.5")])),
-     r"history\.json.*epoch 1 of the history has a train_loss of '0.5', not a number"),
+     r"history\.json.*epoch 1 of the history has a train_loss of '0.5', not a finite number"),
+    # Review 68b: a NaN loss resumed and trained to the end, then failed as 'training diverged', naming no file.
+    (lambda d: (d / "history.json").write_text(json.dumps([dict(json.loads((d / "history.json").read_text())[0],
+                                                                train_loss=float("nan"))])),
+     r"history\.json.*epoch 1 of the history has a train_loss of nan, not a finite number"),
+    # Review 68b: a start record that is no dict failed in the comparison (TypeError, AttributeError).
+    (lambda d: (d / "config.json").write_text(json.dumps({**json.loads((d / "config.json").read_text()),
+                                                          "_start": 5})),
+     r"config\.json.*not the configuration file skabc wrote"),
 ])
 def test_forged_checkpoint_files_are_refused_by_name(blob_data, tmp_path, forge, match):
     """A probe: checkpoint files that unpickle but do not fit the network failed in torch or skorch unnamed."""
@@ -1858,3 +1866,29 @@ def test_a_read_only_float32_set_reaches_torch_as_a_writable_array(monkeypatch):
     kernel.transform(X)
     assert handed and all(handed)
     assert not X.flags.writeable  # the caller's array is left as it was
+
+
+def test_a_kept_kernel_with_no_checkpoint_beside_it_is_refused_not_deleted(blob_data, tmp_path):
+    """Review 68b: another folder's kept kernel, alone in a folder, was deleted and replaced by the fit without a
+    word (the guide: a kept file of another run is refused)."""
+    import shutil
+
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 2}
+    ContextualKernel(**params, checkpoint_dir=tmp_path / "a").fit(X, y, groups=g)
+    (tmp_path / "b").mkdir()
+    kept = shutil.copy(tmp_path / "a" / "fitted_kernel.safetensors", tmp_path / "b")
+    before = Path(kept).read_bytes()
+    with pytest.raises(ValueError, match=r"holds a kept kernel \(fitted_kernel.safetensors\) but no checkpoint"):
+        ContextualKernel(**params, checkpoint_dir=tmp_path / "b").fit(X, y, groups=g)
+    assert Path(kept).read_bytes() == before
+
+
+def test_a_finished_run_with_no_saved_epoch_is_restored(blob_data, tmp_path):
+    """A run that ends before its first checkpoint (checkpoint_every beyond max_epochs) keeps its kernel, and the
+    same fit again restores it: not refused as a kept kernel without a checkpoint."""
+    X, y, g = blob_data
+    params = {**TINY, "max_epochs": 1, "checkpoint_every": 5, "checkpoint_dir": tmp_path}
+    first = ContextualKernel(**params).fit(X, y, groups=g)
+    again = ContextualKernel(**params).fit(X, y, groups=g)
+    np.testing.assert_array_equal(first.transform(X[:30]), again.transform(X[:30]))

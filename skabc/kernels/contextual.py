@@ -131,7 +131,8 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
         enough to cover the labelled rows once (8 to 64 batches).
     max_epochs : int or 'auto', default='auto'
         Epochs (fresh sets each).  ``'auto'``: the sets of 200 to 3,200 steps of 32 from the
-        labelled rows and classes (:func:`skabc.training.training_schedule`).
+        labelled rows and classes at the reference set size (smaller sets get more, larger ones fewer,
+        never under 200), in at most 16 epochs (:func:`skabc.training.training_schedule`).
     batch_size : int or 'auto', default='auto'
         Sets per optimisation step.  ``'auto'``: 16 where the CPU budget ends the run, else 32
         (:func:`skabc.training.auto_batch_size`, resolved into ``batch_size_``).
@@ -140,12 +141,12 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
     weight_decay : float, default=0.0
         AdamW weight decay.
     pos_weight : float, 'balanced' or None, default=None
-        Weight of same-cluster cells in the loss (at most 1e6).  ``'balanced'``:
-        each batch's ratio of different-cluster to same-cluster cells, at least 1.
+        Same-cluster cells' loss weight (at most 1e6); ``'balanced'``: a batch's other/same cell ratio, at least 1.
     early_stopping : bool or 'auto', default='auto'
         Score sets of held-out groups (else classes, plus some rows of the
         others), ``k`` unknown, after every epoch; keep the best weights,
-        the starting ones included; stop after ``n_iter_no_change`` epochs
+        a fine-tune's starting ones included (a scratch start is scored,
+        never kept); stop after ``n_iter_no_change`` epochs
         without progress.  ``'auto'``: on with ``max_epochs='auto'``.  Labels
         with no useful split (under 20 rows held out, or fewer than two
         groups of two labelled rows) train without validation (said with

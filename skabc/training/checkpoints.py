@@ -148,6 +148,9 @@ def checkpointed_epochs(kernel, X: np.ndarray, labels: np.ndarray, group_codes, 
         validated = saved.get("_validation") is not None if "_validation" in saved else None
         same_data = _pop_data_records(saved, X, labels, group_codes, validation_labels)
         saved_start, saved_patience = saved.pop("_start", None), saved.pop("_patience", None)
+        if saved_start is not None and not isinstance(saved_start, dict):  # skabc writes a dict or null there
+            raise ValueError(f"cannot resume from {str(config_file)!r}: it is not the configuration file skabc "
+                             "wrote; use another checkpoint_dir or remove this one to start afresh.")
         if isinstance(saved_start, dict):  # what a warm start began from (saved_warm_start), not how it began
             saved_start = {key: value for key, value in saved_start.items() if key != "recommended_clustering"}
         if not _same(saved, params):

@@ -247,10 +247,12 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
         expected = default_network_params(kernel) if from_generic else network
         moved = {k: v for k, v in own_network.items() if v != expected[k]}
         if moved:
+            kept = (" (a kernel fine-tuned from the generic one keeps its network parameters at their defaults: "
+                    "its network is network_params_)") if from_generic else ""
             raise ValueError(
                 "warm_start=True continues the fitted network and cannot change its parameters "
-                f"({', '.join(f'{k}: {expected[k]!r} -> {v!r}' for k, v in moved.items())}); reset them, or set "
-                "warm_start=False to train a new network."
+                f"({', '.join(f'{k}: {expected[k]!r} -> {v!r}' for k, v in moved.items())}){kept}; reset them, or "
+                "set warm_start=False to train a new network."
             )
     if init == GENERIC:
         changed = {k: v for k, v in own_network.items() if v != default_network_params(kernel)[k]}

@@ -73,7 +73,11 @@ def restore_result(kernel, plan, X, group_codes) -> bool:
     done = 0 if unsaved else checkpointed_epochs(spec, X, plan.train_labels, group_codes, announce=False,
                                                  validation_labels=plan.validation_labels)
     if not done and not unsaved:
-        return False
+        # Nothing here it could have come from: another folder's file (or a run's, its checkpoint removed), which
+        # this fit would delete on its way.
+        raise ValueError(
+            f"checkpoint_dir={str(kernel.checkpoint_dir)!r} holds a kept kernel ({RESULT_FILE}) but no checkpoint of "
+            "the run that fitted it; remove that file (or use another directory) to train here.")
     try:
         restored = type(kernel).load(Path(kernel.checkpoint_dir) / RESULT_FILE, device=kernel.device)
     except ValueError as error:  # damaged or foreign: say where it lies and what to do

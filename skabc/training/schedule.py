@@ -144,8 +144,9 @@ def training_schedule(n_labelled: int, n_classes: int, batch_size: int, max_step
     ``max_steps`` divided by the step's :func:`relative_step_cost`, is a
     CPU budget: costlier steps get fewer, cheaper ones more (never fewer
     than the minimum).  The steps are cut into :data:`EVALUATIONS` epochs
-    so that early stopping can act on a validation score every sixteenth
-    of the run.
+    (fewer where large batches leave too few steps for that, and the last
+    rounding may pass the cap by a few steps) so that early stopping can act
+    on a validation score every sixteenth of the run.
 
     Parameters
     ----------
