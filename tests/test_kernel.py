@@ -1575,7 +1575,7 @@ def test_training_memory_message_names_the_blocks_when_they_are_the_cause(blob_d
     from skabc.exceptions import AffinityTooLargeError
 
     X, y, g = blob_data
-    with pytest.raises(AffinityTooLargeError, match=r"5000000004 tensors of .* \(4 heads \+ 1 in each of "
+    with pytest.raises(AffinityTooLargeError, match=r"counting 5000000004 tensors of .*: 4 heads \+ 1 in each of "
                                                     r"1000000000 blocks, 4 for the loss\).*or n_blocks or n_heads"):
         ContextualKernel(**{**TINY, "init": "scratch", "n_heads": 4, "n_blocks": 10**9}).fit(X, y, groups=g)
 

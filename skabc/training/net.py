@@ -277,8 +277,8 @@ def check_training_memory(kernel, largest_set: int, n_features: int | None = Non
     if limit is not None and needed > limit:
         raise AffinityTooLargeError(
             f"training on sets of up to {largest_set} points in batches of {batch_size} needs about "
-            f"{format_bytes(needed)} per step, over memory_limit={format_bytes(limit)}{where}: "
-            f"{pair_tensors} tensors of {largest_set} x {largest_set} per set ({kernel.n_heads} heads + 1 in each "
+            f"{format_bytes(needed)} per step, over memory_limit={format_bytes(limit)}{where} (an estimate counting "
+            f"{pair_tensors} tensors of {largest_set} x {largest_set} per set: {kernel.n_heads} heads + 1 in each "
             f"of {kernel.n_blocks} blocks, 4 for the loss); lower set_size or batch_size (the kernel applies to "
             "larger sets than it was trained on), or n_blocks or n_heads."
         )
