@@ -43,6 +43,7 @@ from sklearn.cluster import SpectralClustering
 from sklearn.metrics import adjusted_rand_score
 
 from skabc import ABCClustering
+from skabc.cli import _positive_int
 from skabc.datasets import make_clustering_sets
 from skabc.spectral.mixture import bic_mixture_partition
 
@@ -165,13 +166,9 @@ def select(sets_per_bin: int = SETS_PER_BIN) -> dict:
 
 def _at_least_two(text: str) -> int:
     """A count of sets per bin: one set has no spread, so its standard error would be numpy's NaN and warnings."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of sets per bin, got {text!r}") from None
-    if value < 2:
+    if _positive_int(text) < 2:  # the command line's own integer check first (words, zero, negatives)
         raise argparse.ArgumentTypeError(f"expected at least 2 sets per bin, got {text}")
-    return value
+    return int(text)
 
 
 def main(argv=None) -> int:
