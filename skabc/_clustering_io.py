@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -52,8 +53,8 @@ def describe_clustering(model) -> tuple[dict, dict]:
                if value != at_fit.get(name)]
     if changed:
         raise ValueError(
-            f"{', '.join(changed)} changed with set_params after fit; predict still clusters with the fitted "
-            "settings, so the saved file would not predict as this model does. Refit, or set them back, first."
+            f"{', '.join(changed)} changed with set_params after fit; the file would pair those parameters with a "
+            "fit made under others. Refit, or set them back, first."
         )
     if model.n_init > MAX_SAVED_N_INIT:  # load refuses it: say so now, not when the file is read
         raise ValueError(f"n_init={model.n_init}: a model file may ask for at most {MAX_SAVED_N_INIT} k-means "
@@ -84,6 +85,34 @@ def _kernel_param(model, frozen: bool) -> str:
     if frozen:
         return "frozen"
     return "kernel" if kernel_is_fitted(model.kernel) else "trained"  # a Kernel with no fit of its own: "kernel"
+
+
+def check_affinity_unchanged(model) -> None:
+    """Refuse to predict after ``affinity`` changed with ``set_params``: what ``X`` is (features, or a square matrix
+    over the samples) follows it, while the fitted kernel does not ('rbf' -> 'precomputed' took feature columns by
+    row number and still applied the RBF kernel)."""
+    at_fit = getattr(model, "_fitted_params", {}).get("affinity")
+    now = _comparable_params(model).get("affinity")
+    if at_fit is not None and now != at_fit:
+        raise ValueError(f"affinity changed with set_params after fit ({at_fit!r} -> {now!r}); predict clusters with "
+                         "the fitted kernel, which reads X as fit did. Set it back, or refit.")
+
+
+def keeps_last_fit(fit):
+    """Wrap ``ABCClustering.fit`` so that one that raises leaves the fitted attributes as they were: validation sets
+    the new width, and the kernel and settings are resolved, before the clustering can fail (a refit refused for
+    memory kept the old labels_ with the new n_features_in_, and saved so)."""
+    @functools.wraps(fit)
+    def guarded(model, *args, **kwargs):
+        before = {name: value for name, value in vars(model).items() if name.endswith("_") or name == "_fitted_params"}
+        try:
+            return fit(model, *args, **kwargs)
+        except BaseException:
+            for name in [name for name in vars(model) if name.endswith("_") or name == "_fitted_params"]:
+                delattr(model, name)
+            vars(model).update(before)
+            raise
+    return guarded
 
 
 def remember_fitted_params(model) -> None:
@@ -170,6 +199,19 @@ def _warn_unrecorded_settings(params: dict) -> None:
 MAX_SAVED_N_INIT = 1000
 
 
+def _check_combinations(cls, params: dict, where: str) -> None:
+    """Parameters that contradict each other (``max_samples`` below ``n_clusters``, an arbiter with no file for a
+    given ``k``): refused as the file's, before its kernel is built, not when the loaded model resolves them."""
+    from ._resolve import _check_contradictions, resolve_arbiter  # _resolve reads _fit_inputs, which reads this
+
+    model = cls(**params)
+    try:
+        _check_contradictions(model)
+        resolve_arbiter(model, None)
+    except ValueError as error:
+        raise _schema.fail(where, str(error)) from None
+
+
 def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     """Validate a saved model's description and its file's tensors before anything is built (:mod:`skabc._schema`)."""
     prefix = f"{where}." if where else ""
@@ -177,6 +219,7 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
                        optional=("kernel_param", "fitted", "feature_names_in", "candidate", "gaussian_split"))
     allowed = [name for name in cls().get_params(deep=False) if name != "kernel"]
     _schema.check_params(cls, meta["params"], prefix + "params", allowed)
+    _check_combinations(cls, meta["params"], prefix + "params")
     # More k-means restarts than any setting needs: a forged n_init of 1e9 made predict run for hours.
     _schema.check_int(meta["params"].get("n_init", cls().n_init), prefix + "params.n_init", 1, MAX_SAVED_N_INIT)
     if meta["params"].get("affinity", "learned") != "learned":  # save() refuses the others: their model is not it

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils.validation import _num_samples, check_array, column_or_1d, validate_data
 
+from ._clustering_io import check_affinity_unchanged
 from ._runtime import memory_limit_bytes
 from ._user_warnings import warn_user
 from ._validation import encode_labels, format_bytes
@@ -48,6 +49,8 @@ def validate_set(model, X, *, reset: bool, ensure_min_samples: int):
     """``X`` validated as ``model.affinity`` needs it: float32 or float64 for the network (other types as float64:
     a canonicalising kernel centres and rescales a set before its own float32 cast, and an integer column of
     timestamps cast to float32 first lost its spread), float64 as SpectralClustering."""
+    if not reset:
+        check_affinity_unchanged(model)  # predict: X is read as fit read it
     dtype = [np.float64, np.float32] if is_learned(model.affinity) else np.float64
     if is_pairwise(model.affinity) and not reset:
         # A new set's affinity is m x m: its width is its size, not the fitted n_features_in_.
@@ -89,8 +92,11 @@ def symmetrised_for_fit(model, checked, group_codes=None):
 def kernel_input(model, X, checked):
     """What the kernel is given: ``X`` as the caller passed it to a learned kernel (its feature names are
     checked there), validated and in CSR when sparse (made dense set by set: :func:`densify`, only the
-    subsample of a set past ``max_samples``); the validated ``checked`` for scikit-learn's affinities."""
+    subsample of a set past ``max_samples``); the validated ``checked`` for scikit-learn's affinities, features in
+    CSR or CSC when sparse (a subsample or a counting arbiter indexes rows: a COO matrix has none to index)."""
     if not is_learned(model.affinity):
+        if sp.issparse(checked) and checked.format not in ("csr", "csc") and not is_pairwise(model.affinity):
+            return checked.tocsr()
         return checked
     return checked.tocsr() if sp.issparse(checked) else X
 

@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _fit_inputs, persistence
-from ._clustering_io import ClusteringPersistenceMixin, remember_fitted_params
+from ._clustering_io import ClusteringPersistenceMixin, keeps_last_fit, remember_fitted_params
 from ._constraints import SPECTRAL_N_JOBS, IntRange, RealRange
 from ._fit_inputs import (
     is_learned,
@@ -335,6 +335,7 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         self.max_samples = max_samples
         self.verbose = verbose
 
+    @keeps_last_fit
     def fit(self, X, y=None, groups=None):
         """Cluster ``X``, first training the kernel on ``y`` when ``kernel`` asks for it.
 
@@ -346,15 +347,14 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
             (only the subsample of a set past ``max_samples_``; refused when that dense copy would not fit in memory).
         y : array-like of shape (n_samples,), default=None
             Ignored, as by every scikit-learn clusterer, unless ``kernel`` is an unfitted kernel (trained on these
-            labels) or a fitted one with ``warm_start=True`` (fine-tuned on them); ``-1`` marks unlabelled rows (still
-            clustered).
+            labels) or a fitted one with ``warm_start=True`` (fine-tuned on them); ``-1``: unlabelled (clustered).
         groups : array-like of shape (n_samples,), default=None
-            Each group is clustered as its own set (and drawn from when the
-            kernel is trained).
+            Each group is clustered as its own set (and drawn from when the kernel is trained).
 
         Returns
         -------
         self : ABCClustering
+            A fit that raises leaves the last fit's attributes as they were (a kernel trained on the way stays so).
         """
         self._validate_params()
         check_setting_combinations(self)  # before any fitted attribute changes: a refused refit keeps the last fit

@@ -1015,3 +1015,51 @@ def test_predict_of_the_fitted_set_gives_labels_only_with_an_int_seed():
     assert all(np.array_equal(seeded.predict(X), seeded.labels_) for _ in range(3))
     drawn = ABCClustering(5, affinity="rbf", gamma=5.0, random_state=np.random.RandomState(0)).fit(X)
     assert not all(np.array_equal(drawn.predict(X), drawn.labels_) for _ in range(3))
+
+
+@pytest.mark.parametrize("max_samples", ["auto", 500])
+def test_coo_features_are_clustered_past_max_samples(max_samples):
+    """Review 68d: a COO matrix of 2,300 rows failed in the counting arbiter's subsample (or with max_samples) with
+    scipy's "'coo_matrix' object is not subscriptable"; CSR worked."""
+    import scipy.sparse as sp
+    from sklearn.datasets import make_blobs
+
+    X = make_blobs(2300 if max_samples == "auto" else 600, centers=3, random_state=0)[0]
+    model = ABCClustering(affinity="nearest_neighbors", max_samples=max_samples, random_state=0)
+    labels = model.fit(sp.coo_matrix(X)).labels_
+    np.testing.assert_array_equal(labels, model.fit(sp.csr_matrix(X)).labels_)
+    np.testing.assert_array_equal(model.predict(sp.coo_matrix(X)), labels)
+
+
+def test_a_refit_that_fails_keeps_the_last_fit_whole():
+    """Review 68d: a refit refused for memory left n_features_in_ of the refused X beside the last fit's labels_:
+    the model no longer predicted its own data, and saved that mix."""
+    from sklearn.datasets import make_blobs
+
+    from skabc.exceptions import AffinityTooLargeError
+    from skabc.pretrained import load
+
+    X = make_blobs(300, centers=3, random_state=0)[0]
+    model = ABCClustering(kernel=load("generic").set_params(memory_limit=60e6), random_state=0).fit(X)
+    before = {name: value for name, value in vars(model).items() if name.endswith("_")}
+    with pytest.raises(AffinityTooLargeError):
+        model.fit(make_blobs(1800, n_features=3, centers=3, random_state=1)[0])
+    assert {name for name in vars(model) if name.endswith("_")} == set(before)
+    assert all(getattr(model, name) is value for name, value in before.items())
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
+
+
+def test_predict_refuses_an_affinity_changed_since_fit():
+    """Review 68d: after set_params(affinity='precomputed') on an 'rbf' fit, predict with groups took X[rows][:, rows]
+    (feature columns by row number) and still applied the RBF kernel: other labels, silently."""
+    from sklearn.datasets import make_blobs
+
+    X = make_blobs(60, centers=3, random_state=0)[0]
+    model = ABCClustering(affinity="rbf", random_state=0).fit(X)
+    labels = model.predict(X)
+    model.set_params(affinity="precomputed")
+    with pytest.raises(ValueError, match=r"affinity changed with set_params after fit \('rbf' -> 'precomputed'\)"):
+        model.predict(X)
+    with pytest.raises(ValueError, match="affinity changed with set_params after fit"):
+        model.predict_many([X])
+    np.testing.assert_array_equal(model.set_params(affinity="rbf").predict(X), labels)
