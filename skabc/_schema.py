@@ -167,8 +167,10 @@ def check_params(cls, params, where: str, allowed) -> dict:
                 and name not in _NOT_COUNTS):
             raise fail(f"{where}.{name}", f"{value} is out of range (at most {MAX_COUNT} in absolute value)")
     constraints = {k: v for k, v in cls._parameter_constraints.items() if k in values}
-    for name, value in values.items():  # scikit-learn's Interval takes True for 1: a file must not
-        if isinstance(value, bool) and "boolean" not in constraints.get(name, ()):
+    for name, value in values.items():  # scikit-learn's Interval takes True for 1: a file must not (where the
+        # constructor takes a flag for it: verbose=True, as SpectralClustering's; random_state=True, as numpy's seed)
+        takes_flag = any(isinstance(c, str) and c in _FLAG_CONSTRAINTS for c in constraints.get(name, ()))
+        if isinstance(value, bool) and not takes_flag:
             raise fail(f"{where}.{name}", "expected a number or a string, got a boolean")
     try:
         validate_parameter_constraints(constraints, values, caller_name=f"{where} ({cls.__name__})")
@@ -177,6 +179,8 @@ def check_params(cls, params, where: str, allowed) -> dict:
     return values
 
 
+# scikit-learn constraints that take a boolean as a flag, not as the integer 0 or 1.
+_FLAG_CONSTRAINTS = ("boolean", "verbose", "random_state")
 # Parameters whose saved value may be a container: sizes as [min, max], backend options and a pairwise
 # affinity's keywords as objects.
 _CONTAINER_PARAMS = ("set_size", "clusters_per_set", "attention_options", "kernel_params")

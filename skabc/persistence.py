@@ -235,7 +235,11 @@ def write(path, meta: dict, tensors: dict, extra: dict[str, str] | None = None) 
     }
     if len(tensors) > _schema.MAX_TENSORS:  # load refuses more: say so now, not when the file is read
         raise ValueError(f"cannot save {len(tensors)} tensors in one skabc model file (at most {_schema.MAX_TENSORS})")
-    text = json.dumps(meta)
+    try:
+        text = json.dumps(meta, allow_nan=False)  # load refuses NaN and Infinity: never written
+    except ValueError:
+        raise ValueError(f"cannot save {_a(str(meta.get('class')))}: a setting holds NaN or an infinite number, which "
+                         "a model file cannot hold; change it with set_params") from None
     try:  # what load will check, on the description as JSON gives it back: never write a file load refuses
         check_description(json.loads(text), _schema.tensors_header(tensors), top_level=True)
     except _schema.DescriptionError as exc:

@@ -1014,14 +1014,17 @@ def test_counts_scikit_learn_takes_as_flags_still_run():
 @pytest.mark.parametrize(("params", "error", "match"), [
     ({"lr": 1e300}, ValueError, "'lr' parameter"),
     ({"weight_decay": 1e300}, ValueError, "'weight_decay' parameter"),
-    ({"canonical_features": 10**12}, AffinityTooLargeError, "canonical_features"),
-    ({"d_model": 10**6}, AffinityTooLargeError, "d_model"),
+    ({"canonical_features": 10**12}, ValueError, r"'canonical_features' parameter .* range \[1, 65536\]"),
+    ({"d_model": 2**16}, AffinityTooLargeError, "d_model"),  # the widest a file holds: its weights are refused
     # Probe 56a: past ~2**30 torch's size arithmetic overflowed ('Storage size calculation overflowed') first.
-    ({"d_model": 2**31}, ValueError, r"'d_model' parameter .* range \[1, 16777216\]"),
+    ({"d_model": 2**31}, ValueError, r"'d_model' parameter .* range \[1, 65536\]"),
+    # Review 68d: wider networks than a saved kernel holds trained, then failed at the save.
+    ({"canonical_features": 65537}, ValueError, r"'canonical_features' parameter .* range \[1, 65536\]"),
+    ({"n_heads": 2**17}, ValueError, r"'n_heads' parameter .* range \[1, 65536\]"),
     # A probe (/work/probe42c): the message blamed d_model or canonical_features only.
-    ({"attention": "isab", "n_inducing": 2**30}, AffinityTooLargeError, "or n_inducing"),
+    ({"attention": "isab", "d_model": 2**16}, AffinityTooLargeError, "or n_inducing"),
     # Review 67b: under 'sab' no memory check reads n_inducing: 2**40 trained, then the save refused it.
-    ({"n_inducing": 2**40}, ValueError, r"'n_inducing' parameter .* range \[1, 2147483648\]"),
+    ({"n_inducing": 2**40}, ValueError, r"'n_inducing' parameter .* range \[1, 65536\]"),
 ])
 def test_an_impossible_network_is_refused_before_torch_meets_it(params, error, match):
     """float32 overflow in the optimizer, or weights allocated by torch until it fails: named first."""

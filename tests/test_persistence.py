@@ -521,3 +521,46 @@ def test_save_refuses_a_file_that_load_would_refuse(tiny_kernel, tmp_path):
     kernel.set_params(n_neighbors=2**31)  # the largest a file holds: saved, and loads with it
     kernel.save(tmp_path / "k.safetensors")
     assert ContextualKernel.load(tmp_path / "k.safetensors").n_neighbors == 2**31
+
+
+@pytest.fixture(scope="module")
+def saved_given_k(tmp_path_factory):
+    from sklearn.datasets import make_blobs
+
+    path = tmp_path_factory.mktemp("given_k") / "model.safetensors"
+    ABCClustering(n_clusters=3, random_state=0).fit(make_blobs(100, centers=3, random_state=0)[0]).save(path)
+    return path
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"max_samples": 2}, r"params: max_samples=2 is below n_clusters=3"),
+    ({"arbiter": "generic-count"}, r"params: arbiter='generic-count' has no file for a given n_clusters"),
+])
+def test_contradicting_parameters_in_a_file_are_refused_before_its_kernel_is_built(saved_given_k, tmp_path,
+                                                                                   monkeypatch, change, match):
+    """Review 68d: these passed the description check; a network was built and loaded, then a bare ValueError
+    named neither the file nor the entry."""
+    import skabc.kernels._contextual_io as contextual_io
+
+    meta = read_meta(saved_given_k)
+    meta["params"].update(change)
+    path = forge(tmp_path / "forged.safetensors", meta, read_tensors(saved_given_k))
+    monkeypatch.setattr(contextual_io, "load_weights", lambda *args, **kwargs: pytest.fail("a network was built"))
+    with pytest.raises(ValueError, match=rf"forged.safetensors.*{match}"):
+        ABCClustering.load(path)
+
+
+@pytest.mark.parametrize("power", [float("inf"), float("nan"), 10**400])
+def test_a_recommended_power_a_file_cannot_hold_is_refused_when_given(tiny_kernel, tmp_path, power):
+    """Review 68d: an infinite affinity_power was saved, and load refused the file ('JSON literal Infinity'); a
+    400-digit integer read from a forged file raised OverflowError."""
+    with pytest.raises(ValueError, match="invalid recommended value"):
+        tiny_kernel.save(tmp_path / "k.safetensors", recommended_clustering={"affinity_power": power})
+
+
+def test_verbose_true_is_saved_as_a_flag(tiny_kernel, tmp_path):
+    """Review 68d: ABCClustering(verbose=True), SpectralClustering's flag, fitted but could not be saved."""
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    path = tmp_path / "model.safetensors"
+    ABCClustering(kernel=tiny_kernel, verbose=True, random_state=0).fit(X).save(path)
+    assert ABCClustering.load(path).verbose is True

@@ -83,7 +83,7 @@ def test_a_model_file_cannot_choose_where_training_writes(saved, tmp_path, blob_
         ("attention", "os.system", r"The 'attention' parameter"),
         ("n_heads", 3, r"d_model=16 is not divisible by n_heads=3"),
         ("d_model", 2**40, r"out of range"),
-        ("d_model", 2**20, r"larger than any skabc network"),
+        ("d_model", 2**20, r"The 'd_model' parameter .* range \[1, 65536\]"),  # as wide as a saved network gets
         ("n_blocks", 10**6, r"lacks the weights 'kernel\.blocks\.1\.\*' .* \(kernel\.params\.n_blocks=1000000\)"),
         ("set_size", [50, 10], r"kernel\.params\.set_size"),
         ("attention_options", {"evil": 1}, r"unknown option 'evil'"),

@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import StrOptions
 from torch import nn
 
 from .._constraints import IntRange, RealRange
-from .._schema import MAX_COUNT
+from .._schema import MAX_COUNT, MAX_WIDTH
 from ..nn.backends import ATTENTION_BACKENDS
 from ..nn.embedders import EMBEDDERS
 from ..nn.heads import COMPAT_FUNCTIONS
@@ -19,9 +19,9 @@ MAX_LR = 1e30
 #: Most window samples a sampled-attention kernel averages at inference: each is a forward pass of every block, and
 #: beyond a few dozen the average no longer changes (a saved file, too, must not ask for a billion passes).
 MAX_ATTENTION_SAMPLES = 1024
-#: Widest network: past ~2**30 torch's size arithmetic for a (d_model, 4 d_model) layer overflows before the memory
-#: check can size it (a RuntimeError from deep in torch); 2**24 already asks for petabytes, which that check refuses.
-MAX_D_MODEL = 2**24
+#: Widest network (d_model, n_heads, n_inducing, canonical_features): what a saved kernel holds (a wider one trained,
+#: then failed to save), far below the ~2**30 where torch's size arithmetic overflows before the memory check.
+MAX_D_MODEL = MAX_WIDTH
 
 
 
@@ -34,18 +34,18 @@ def _count(low: int) -> IntRange:
 
 CONTEXTUAL_KERNEL_CONSTRAINTS: dict = {
     "attention": [StrOptions(set(ATTENTION_BACKENDS)), callable],
-    "n_inducing": [_count(1)],  # read by isab only: the memory check never sees it under another backend
+    "n_inducing": [IntRange(1, MAX_WIDTH, closed="both")],  # isab only: no memory check sees it under another
     "window_size": [_count(2)],
     "n_attention_samples": [IntRange(1, MAX_ATTENTION_SAMPLES, closed="both")],
     "window_attention": [StrOptions({"hamiltonian", "dense"})],
     "attention_options": [dict, None],
     "compat": [StrOptions(set(COMPAT_FUNCTIONS))],
     "n_blocks": [IntRange(0, None, closed="left")],
-    "n_heads": [IntRange(1, None, closed="left")],
+    "n_heads": [IntRange(1, MAX_WIDTH, closed="both")],
     "d_model": [IntRange(1, MAX_D_MODEL, closed="both")],
     "layer_norm": [StrOptions({"pre", "post"})],
     "dropout": [RealRange(0, 1, closed="left")],
-    "canonical_features": [IntRange(1, None, closed="left"), None],
+    "canonical_features": [IntRange(1, MAX_WIDTH, closed="both"), None],
     "embedder": [StrOptions(set(EMBEDDERS)), nn.Module, callable, None],
     "local_geometry": ["boolean"],
     "embed_features": [IntRange(1, None, closed="left"), None],

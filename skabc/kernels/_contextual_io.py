@@ -369,11 +369,8 @@ def _check_record_range(name: str, value, at: str) -> None:
 
 
 def _check_saved_sizes(kernel, where: str) -> None:
-    """Bounds and cross-parameter rules of a saved configuration that ``_parameter_constraints`` cannot say."""
-    for name in ("d_model", "n_heads", "n_inducing", "canonical_features"):
-        value = getattr(kernel, name)
-        if value is not None and value > _schema.MAX_WIDTH:
-            raise _schema.fail(f"{where}.{name}", f"{value} is larger than any skabc network ({_schema.MAX_WIDTH})")
+    """Cross-parameter rules of a saved configuration that ``_parameter_constraints`` cannot say (they bound every
+    width by :data:`skabc._schema.MAX_WIDTH`)."""
     if kernel.d_model % kernel.n_heads:
         raise _schema.fail(where, f"d_model={kernel.d_model} is not divisible by n_heads={kernel.n_heads}")
     for name, check in (("set_size", check_set_size), ("clusters_per_set", check_clusters_per_set)):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,8 @@ CLUSTERING_SETTINGS = ("affinity_power", "assign_labels", "n_clusters_selection"
 
 #: Values each recommended setting may take.
 _SETTING_CHECKS = {
-    "affinity_power": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+    # Finite: compared exactly, an integer past float's range too (a forged file); NaN fails too.
+    "affinity_power": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= sys.float_info.max,
     "assign_labels": lambda v: v in ASSIGN_LABELS,
     "n_clusters_selection": lambda v: isinstance(v, str) and v in N_CLUSTERS_SELECTORS,
     "arbiter": lambda v: v is None or (isinstance(v, str) and v in ARBITERS),

@@ -75,7 +75,8 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
     n_heads : int, default=4
         Attention heads per block.
     d_model : int, default=64
-        Width of the embeddings, at most 2**24; must be divisible by ``n_heads``.
+        Width of the embeddings, at most 2**16 (as are ``n_heads``, ``n_inducing``, ``canonical_features``);
+        must be divisible by ``n_heads``.
     layer_norm : {'pre', 'post'}, default='pre'
         Layer-norm placement in the blocks (``'post'`` is the Set Transformer's).
     dropout : float, default=0.0
@@ -188,9 +189,8 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
         cluster becomes a thin local mesh that the eigengap splits into many
         pieces; random partners tie each cluster together (see
         :mod:`skabc.sparse_affinity`).  They are drawn from the points'
-        values (:func:`~skabc.sparse_affinity.row_keys`): permuting distinct
-        rows permutes the result (exact search; up to neighbours whose affinities
-        tie to rounding).  ``0``: the plain kNN graph.
+        values (:func:`~skabc.sparse_affinity.row_keys`): permuting distinct rows permutes the result
+        (exact search; up to neighbours whose affinities tie to rounding).  ``0``: the plain kNN graph.
     memory_limit : float, 'auto' or None, default='auto'
         Largest dense ``n x n`` result (bytes) that :meth:`transform` and
         :class:`ABCClustering` may build (sparse mode: the sparse one while it is built,
