@@ -88,14 +88,23 @@ def _kernel_param(model, frozen: bool) -> str:
 
 
 def check_affinity_unchanged(model) -> None:
-    """Refuse to predict after ``affinity`` changed with ``set_params``: what ``X`` is (features, or a square matrix
-    over the samples) follows it, while the fitted kernel does not ('rbf' -> 'precomputed' took feature columns by
-    row number and still applied the RBF kernel)."""
+    """Refuse to predict after ``affinity`` changed with ``set_params`` to one that reads ``X`` otherwise (points for
+    the learned kernel, points for scikit-learn's, or a square matrix over the samples): ``X`` is read as the
+    parameter says, the fitted kernel clusters ('rbf' -> 'precomputed' took feature columns by row number and still
+    applied the RBF kernel).  Compared by kind, not by value: a callable's copy (pickled, sent to a worker) is
+    another object with another repr."""
     at_fit = getattr(model, "_fitted_params", {}).get("affinity")
     now = _comparable_params(model).get("affinity")
-    if at_fit is not None and now != at_fit:
+    if at_fit is not None and _reads_x_as(now) != _reads_x_as(at_fit):
         raise ValueError(f"affinity changed with set_params after fit ({at_fit!r} -> {now!r}); predict clusters with "
                          "the fitted kernel, which reads X as fit did. Set it back, or refit.")
+
+
+def _reads_x_as(affinity: str) -> str:
+    """How an ``affinity`` (as :func:`_comparable_params` gives it: a callable's repr) reads ``X``."""
+    from ._fit_inputs import is_learned, is_pairwise  # _fit_inputs reads this module
+
+    return "learned" if is_learned(affinity) else "square" if is_pairwise(affinity) else "points"
 
 
 def keeps_last_fit(fit):

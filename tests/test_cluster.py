@@ -606,7 +606,8 @@ def test_an_affinity_power_that_cuts_the_graph_is_refused(tiny_kernel, n_cluster
     affinity[0, 1] = affinity[1, 0] = 1.0
     with pytest.raises(ValueError, match=r"affinity_power=1e\+308 underflows affinities between points as strong as"):
         ABCClustering(**params, affinity_power=1e308).fit(affinity)
-    with pytest.raises(ValueError, match=r"affinity_power=1e\+308 overflows affinities above 1 to infinity"):
+    # Weights above 1: divided by the largest first (review 68e: the Laplacian has no scale), then refused alike.
+    with pytest.raises(ValueError, match=r"affinity_power=1e\+308 underflows affinities between points as strong as"):
         ABCClustering(**params, affinity_power=1e308).fit(affinity * 3.0)
 
 
@@ -1063,3 +1064,24 @@ def test_predict_refuses_an_affinity_changed_since_fit():
     with pytest.raises(ValueError, match="affinity changed with set_params after fit"):
         model.predict_many([X])
     np.testing.assert_array_equal(model.set_params(affinity="rbf").predict(X), labels)
+
+
+class _Similarity:
+    """A callable affinity object (its repr holds its address: a pickled copy's differs)."""
+
+    def __call__(self, x, y):  # two rows, as scikit-learn's pairwise_kernels calls a metric
+        return float(np.exp(-np.sum((x - y) ** 2)))
+
+
+def test_a_pickled_model_with_a_callable_affinity_still_predicts():
+    """Review 68e: the affinity check compared reprs, so a pickled or deep-copied model with a callable affinity
+    refused to predict ('affinity changed with set_params after fit')."""
+    import copy
+    import pickle
+
+    from sklearn.datasets import make_blobs
+
+    X = make_blobs(40, centers=2, random_state=0)[0]
+    model = ABCClustering(affinity=_Similarity(), n_clusters=2, random_state=0).fit(X)
+    for moved in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        np.testing.assert_array_equal(moved.predict(X), model.predict(X))
