@@ -114,3 +114,34 @@ def test_a_loose_lobpcg_tolerance_does_not_accept_its_random_start():
         loose = ABCClustering(affinity="precomputed", eigen_solver="lobpcg", eigen_tol=0.5, random_state=0).fit(A)
     assert loose.n_clusters_ == expected > 1
 
+
+
+def test_a_signed_affinity_with_a_point_linked_by_a_zero_sum_follows_scikit_learn_given_k():
+    """Review 68e: cosine with one zero vector (its similarities sum to exactly 0) and k given: SpectralClustering
+    takes it as an isolated point; the fix above had refused it."""
+    from sklearn.cluster import SpectralClustering
+
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal([5, 0, 0], 0.3, (10, 3)), rng.normal([0, 5, 0], 0.3, (10, 3)), np.zeros((1, 3))]
+    params = {"affinity": "cosine", "n_clusters": 2, "random_state": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn's 'Graph is not fully connected', both sides
+        expected = SpectralClustering(**params).fit_predict(X)
+        np.testing.assert_array_equal(ABCClustering(**params).fit_predict(X), expected)
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+@pytest.mark.parametrize("selection", ["eigengap", "consensus", "rotation"])
+def test_an_affinity_power_does_not_make_the_count_depend_on_scale(four_blob_affinity, scale, selection):
+    """Review 68e: with affinity_power=2, entries near 1e-200 underflowed (k = 1), near 1e200 overflowed (refused)."""
+    model = ABCClustering(affinity="precomputed", affinity_power=2, n_clusters_selection=selection, random_state=0)
+    reference = model.fit(four_blob_affinity).n_clusters_
+    assert model.fit(four_blob_affinity * scale).n_clusters_ == reference
+
+
+def test_likelihood_counts_points_linked_to_nothing_as_the_eigengap_does():
+    """Review 68e: an all-zero affinity (every eigenvalue 1, every gap tied) gave 'likelihood' min(n - 1, 5)."""
+    for n in (3, 6):
+        counts = {selection: ABCClustering(affinity="precomputed", n_clusters_selection=selection, random_state=0)
+                  .fit(np.zeros((n, n))).n_clusters_ for selection in ("eigengap", "likelihood")}
+        assert counts["likelihood"] == counts["eigengap"] == 1

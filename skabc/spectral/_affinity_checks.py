@@ -102,9 +102,9 @@ def scale_free(affinity, powers: tuple[float, ...] = (1.0,)):
     top = float(max(values.max(), -values.min())) if values.size else 0.0  # no |values| copy of an n x n matrix
     if not 0.0 < top < np.inf:  # NaN or inf: for the checks to refuse
         return affinity
-    with np.errstate(over="ignore", under="ignore"):
-        if all(_SAFE_SCALE[0] <= top**power <= _SAFE_SCALE[1] for power in powers):
-            return affinity
+    low, high = np.log10(_SAFE_SCALE)  # in logs: a Python float raised past its range raises OverflowError
+    if all(low <= power * np.log10(top) <= high for power in powers):
+        return affinity
     if not sp.issparse(affinity):
         return affinity / top
     csr = affinity.tocsr()  # scipy's own division multiplies by 1 / top: inf for top = 1e-310

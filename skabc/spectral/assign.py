@@ -74,18 +74,20 @@ def _has_isolated_rows(affinity: np.ndarray) -> bool:
     return bool(np.any(affinity.sum(axis=1) - np.diagonal(affinity) <= 0))
 
 
-def _check_unsigned_for_isolated_rows(affinity: np.ndarray) -> None:
-    """Refuse a signed dense affinity with a point whose affinities to the others sum to at most zero: the cut's
-    Laplacian (scikit-learn's, without the diagonal) has no degree there, and the component-wise path that cuts
-    isolated points takes non-negative affinities only."""
+def _check_unsigned_for_isolated_rows(affinity: np.ndarray, zero_allowed: bool = False) -> None:
+    """Refuse a signed dense affinity with a point whose affinities to the others sum below zero (or to zero, unless
+    ``zero_allowed``): the cut's Laplacian (scikit-learn's, without the diagonal) has no degree there, and the
+    component-wise path that cuts isolated points takes non-negative affinities only.  scikit-learn's own cut
+    (``zero_allowed``) takes a sum of exactly zero as an isolated point."""
     if affinity.min() >= 0:
         return
     off_diagonal = affinity.sum(axis=1) - np.diagonal(affinity)
     row = int(np.argmin(off_diagonal))
+    if off_diagonal[row] > 0 or (zero_allowed and off_diagonal[row] == 0):
+        return
     raise ValueError(
         f"the affinity is signed and point {row}'s affinities to the other points sum to {off_diagonal[row]:.3g}: "
-        "the normalised Laplacian that cuts the set is undefined there (as in scikit-learn's SpectralClustering); "
-        "use a non-negative affinity."
+        "the normalised Laplacian that cuts the set is undefined there; use a non-negative affinity."
     )
 
 
@@ -174,8 +176,8 @@ def sklearn_spectral_labels(
     from sklearn.manifold import spectral_embedding
 
     _check_assign_labels(assign_labels)
-    if not sp.issparse(affinity) and _has_isolated_rows(np.asarray(affinity)):
-        _check_unsigned_for_isolated_rows(np.asarray(affinity))  # scikit-learn's words there: 'Input contains NaN.'
+    if not sp.issparse(affinity) and _has_isolated_rows(np.asarray(affinity)):  # scikit-learn: 'Input contains NaN.'
+        _check_unsigned_for_isolated_rows(np.asarray(affinity), zero_allowed=True)
     random_state = check_random_state(random_state)
     maps = spectral_embedding(
         affinity,
