@@ -85,7 +85,7 @@ def check_history(history, max_epochs=None) -> None:
             raise ValueError(f"epoch {number} of the history has no list of batches")
         loss = row.get("train_loss", 0.0)  # a resume starts its comparison at the last one (KeepBestWeights)
         if isinstance(loss, bool) or not isinstance(loss, Real) or not math.isfinite(loss):
-            # Training stops at a non-finite loss (diverged): a history holding one was not written by a run.
+            # A run whose loss went non-finite diverged (the fit refuses it at its end): resuming trains to that end.
             raise ValueError(f"epoch {number} of the history has a train_loss of {loss!r}, not a finite number")
     if not any(row["event_cp"] for row in history):
         raise ValueError("the history records no saved epoch")
