@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -88,23 +89,19 @@ def _kernel_param(model, frozen: bool) -> str:
 
 
 def check_affinity_unchanged(model) -> None:
-    """Refuse to predict after ``affinity`` changed with ``set_params`` to one that reads ``X`` otherwise (points for
-    the learned kernel, points for scikit-learn's, or a square matrix over the samples): ``X`` is read as the
-    parameter says, the fitted kernel clusters ('rbf' -> 'precomputed' took feature columns by row number and still
-    applied the RBF kernel).  Compared by kind, not by value: a callable's copy (pickled, sent to a worker) is
-    another object with another repr."""
+    """Refuse to predict after ``affinity`` changed with ``set_params``: ``X`` is read as the parameter says, the
+    fitted kernel clusters ('rbf' -> 'precomputed' took feature columns by row number and still applied the RBF
+    kernel; 'rbf' -> 'nearest_neighbors' predicted with the RBF kernel).  A callable is compared by its repr
+    without memory addresses: a pickled or deep-copied one (sent to a worker) is another object."""
     at_fit = getattr(model, "_fitted_params", {}).get("affinity")
     now = _comparable_params(model).get("affinity")
-    if at_fit is not None and _reads_x_as(now) != _reads_x_as(at_fit):
+    if at_fit is not None and _without_addresses(now) != _without_addresses(at_fit):
         raise ValueError(f"affinity changed with set_params after fit ({at_fit!r} -> {now!r}); predict clusters with "
                          "the fitted kernel, which reads X as fit did. Set it back, or refit.")
 
 
-def _reads_x_as(affinity: str) -> str:
-    """How an ``affinity`` (as :func:`_comparable_params` gives it: a callable's repr) reads ``X``."""
-    from ._fit_inputs import is_learned, is_pairwise  # _fit_inputs reads this module
-
-    return "learned" if is_learned(affinity) else "square" if is_pairwise(affinity) else "points"
+def _without_addresses(text):
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", text) if isinstance(text, str) else text
 
 
 def keeps_last_fit(fit):

@@ -606,8 +606,7 @@ def test_an_affinity_power_that_cuts_the_graph_is_refused(tiny_kernel, n_cluster
     affinity[0, 1] = affinity[1, 0] = 1.0
     with pytest.raises(ValueError, match=r"affinity_power=1e\+308 underflows affinities between points as strong as"):
         ABCClustering(**params, affinity_power=1e308).fit(affinity)
-    # Weights above 1: divided by the largest first (review 68e: the Laplacian has no scale), then refused alike.
-    with pytest.raises(ValueError, match=r"affinity_power=1e\+308 underflows affinities between points as strong as"):
+    with pytest.raises(ValueError, match=r"affinity_power=1e\+308 overflows affinities above 1 to infinity"):
         ABCClustering(**params, affinity_power=1e308).fit(affinity * 3.0)
 
 
@@ -1063,6 +1062,9 @@ def test_predict_refuses_an_affinity_changed_since_fit():
         model.predict(X)
     with pytest.raises(ValueError, match="affinity changed with set_params after fit"):
         model.predict_many([X])
+    # Review 68f: the first fix compared only how X is read, and let these through with the fitted kernel.
+    with pytest.raises(ValueError, match=r"\('rbf' -> 'nearest_neighbors'\)"):
+        model.set_params(affinity="nearest_neighbors").predict(X)
     np.testing.assert_array_equal(model.set_params(affinity="rbf").predict(X), labels)
 
 
