@@ -3,6 +3,8 @@ scaling of any affinity to a magnitude float64 degrees hold."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -99,11 +101,12 @@ def scale_free(affinity, powers: tuple[float, ...] = (1.0,)):
     values = affinity.data if sp.issparse(affinity) else affinity
     if values.dtype.kind == "b":  # largest |entry| 0 or 1: nothing to scale (and numpy negates no booleans)
         return affinity
-    top = float(max(values.max(), -values.min())) if values.size else 0.0  # no |values| copy of an n x n matrix
+    # No |values| copy of an n x n matrix; as Python floats (an unsigned minimum negated in its own type wraps).
+    top = max(float(values.max()), -float(values.min())) if values.size else 0.0
     if not 0.0 < top < np.inf:  # NaN or inf: for the checks to refuse
         return affinity
-    low, high = np.log10(_SAFE_SCALE)  # in logs: a Python float raised past its range raises OverflowError
-    if all(low <= power * np.log10(top) <= high for power in powers):
+    low, high = math.log10(_SAFE_SCALE[0]), math.log10(_SAFE_SCALE[1])  # in logs: a float raised past its range
+    if all(low <= power * math.log10(top) <= high for power in powers):  # raises OverflowError in Python
         return affinity
     if not sp.issparse(affinity):
         return affinity / top

@@ -248,8 +248,8 @@ def eigengap_candidates(eigenvalues: np.ndarray, n_candidates: Int, n_points: In
     gaps = np.diff(values)
     if gaps.size == 0:
         return [1]
-    if values[-1] < ZERO_EIGENVALUE or gaps.max() <= TIED_EIGENVALUES:  # zeros only, or ones only (no point
-        # linked, even to itself): every gap is equal, and the estimate is the one candidate
+    if values[-1] < ZERO_EIGENVALUE or values[0] >= 1.0 - TIED_EIGENVALUES:  # zeros only, or ones only (no
+        # point linked, even to itself): every gap is equal, and the estimate is the one candidate
         return [_largest_eigengap(values) if n_points is None else _eigengap_k(values, n_points, max_clusters)]
     order = np.argsort(-gaps, kind="stable")[: max(1, int(n_candidates))]
     return [int(i) + 1 for i in order]

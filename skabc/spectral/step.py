@@ -11,7 +11,6 @@ import scipy.sparse as sp
 from .._typing import Float, Int
 from .._user_warnings import warn_user
 from ..exceptions import SkabcWarning
-from ._affinity_checks import scale_free
 from .assign import SKLEARN_ASSIGN_LABELS, sklearn_spectral_labels, spectral_labels
 from .select import N_CLUSTERS_SELECTORS
 
@@ -22,20 +21,20 @@ STRONG_AFFINITY = 1e-3
 def raise_to_power(affinity, power: Float, check: bool = True):
     """``affinity ** power`` entrywise (a sparse one's stored entries), refused where it destroys the graph.
 
-    Affinities below 1 raised to a huge power underflow to 0: ``affinity_power=1e308`` made one cluster, or a given
-    ``k`` of arbitrary groups, or singletons, without a word.  Refused: a power that underflows an affinity of at
-    least :data:`STRONG_AFFINITY` of the largest between two points.  (One whose power would leave float's range is
-    first divided by its largest entry, so none overflows.)  ``check=False`` where nothing is cut
-    (``n_clusters >= n``: singletons).
+    Affinities below 1 raised to a huge power underflow to 0, and above 1 overflow: ``affinity_power=1e308`` made
+    one cluster, or a given ``k`` of arbitrary groups, or singletons, without a word.  Refused: a power that
+    underflows an affinity of at least :data:`STRONG_AFFINITY` between two points, or overflows one.
+    ``check=False`` where nothing is cut (``n_clusters >= n``: singletons).
     """
     if power == 1.0:
         return affinity
-    # The Laplacian has no scale, the power's float range has: entries near 1e-200 underflowed at power 2 (k = 1).
-    affinity = scale_free(affinity, (power,))
     raised = affinity.power(power) if sp.issparse(affinity) else affinity**power
     if not check:
         return raised
     values = raised.data if sp.issparse(raised) else raised
+    if values.size and not np.isfinite(values.max()):  # non-negative: an inf (or NaN) is the maximum
+        raise ValueError(f"affinity_power={power:g} overflows affinities above 1 to infinity; use a smaller "
+                         "affinity_power.")
     # In the affinity's own precision, the power too (numpy 1.x computed a float32 scalar to a float power in float64).
     strong = values.dtype.type(STRONG_AFFINITY)
     if np.power(strong, strong.dtype.type(power)) == 0:  # else none that strong underflowed (this dtype)
