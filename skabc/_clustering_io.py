@@ -101,6 +101,7 @@ def check_affinity_unchanged(model) -> None:
 
 
 def _without_addresses(text):
+    """A repr with its ``at 0x...`` memory addresses dropped (other values as they are)."""
     return re.sub(r" at 0x[0-9a-fA-F]+", "", text) if isinstance(text, str) else text
 
 

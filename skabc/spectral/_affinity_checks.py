@@ -105,8 +105,9 @@ def scale_free(affinity, powers: tuple[float, ...] = (1.0,)):
     top = max(float(values.max()), -float(values.min())) if values.size else 0.0
     if not 0.0 < top < np.inf:  # NaN or inf: for the checks to refuse
         return affinity
-    low, high = math.log10(_SAFE_SCALE[0]), math.log10(_SAFE_SCALE[1])  # in logs: a float raised past its range
-    if all(low <= power * math.log10(top) <= high for power in powers):  # raises OverflowError in Python
+    # Compared in logs: top ** power past float's range raises OverflowError on Python floats.
+    low, high = math.log10(_SAFE_SCALE[0]), math.log10(_SAFE_SCALE[1])
+    if all(low <= power * math.log10(top) <= high for power in powers):
         return affinity
     if not sp.issparse(affinity):
         return affinity / top
