@@ -95,7 +95,13 @@ def check_affinity_unchanged(model) -> None:
     without memory addresses: a pickled or deep-copied one (sent to a worker) is another object."""
     at_fit = getattr(model, "_fitted_params", {}).get("affinity")
     now = _comparable_params(model).get("affinity")
-    if at_fit is not None and _without_addresses(now) != _without_addresses(at_fit):
+    if not isinstance(model.affinity, str) and hasattr(model, "_fitted_affinity"):
+        # The object fit used (pickle, deepcopy and joblib keep it the same object as the parameter): two lambdas,
+        # or two instances of one class, share a repr without addresses.
+        changed = model.affinity is not model._fitted_affinity
+    else:
+        changed = _without_addresses(now) != _without_addresses(at_fit)
+    if at_fit is not None and changed:
         raise ValueError(f"affinity changed with set_params after fit ({at_fit!r} -> {now!r}); predict clusters with "
                          "the fitted kernel, which reads X as fit did. Set it back, or refit.")
 
@@ -111,11 +117,12 @@ def keeps_last_fit(fit):
     memory kept the old labels_ with the new n_features_in_, and saved so)."""
     @functools.wraps(fit)
     def guarded(model, *args, **kwargs):
-        before = {name: value for name, value in vars(model).items() if name.endswith("_") or name == "_fitted_params"}
+        before = {name: value for name, value in vars(model).items()
+                  if name.endswith("_") or name.startswith("_fitted")}
         try:
             return fit(model, *args, **kwargs)
         except BaseException:
-            for name in [name for name in vars(model) if name.endswith("_") or name == "_fitted_params"]:
+            for name in [name for name in vars(model) if name.endswith("_") or name.startswith("_fitted")]:
                 delattr(model, name)
             vars(model).update(before)
             raise
@@ -123,8 +130,10 @@ def keeps_last_fit(fit):
 
 
 def remember_fitted_params(model) -> None:
-    """Keep the parameters ``fit`` clustered with: a model changed by ``set_params`` since is not saved as it is."""
+    """Keep the parameters ``fit`` clustered with: a model changed by ``set_params`` since is not saved as it is
+    (and the affinity object itself: predict refuses another)."""
     model._fitted_params = _comparable_params(model)
+    model._fitted_affinity = model.affinity
 
 
 def _comparable_params(model) -> dict:

@@ -1087,3 +1087,6 @@ def test_a_pickled_model_with_a_callable_affinity_still_predicts():
     model = ABCClustering(affinity=_Similarity(), n_clusters=2, random_state=0).fit(X)
     for moved in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
         np.testing.assert_array_equal(moved.predict(X), model.predict(X))
+    # Review 68h: another instance of the class has the same repr without addresses; it is another affinity.
+    with pytest.raises(ValueError, match="affinity changed with set_params after fit"):
+        model.set_params(affinity=_Similarity()).predict(X)
