@@ -1901,8 +1901,15 @@ def test_early_stopping_on_few_held_out_groups_says_so():
 
     X, y, g = make_blob_sets(n_sets=40, set_size=30)
     few = np.isin(g, np.unique(g)[:4])
-    with pytest.warns(SkabcWarning, match=r"early stopping holds out 1 of 4 groups"):
+    with pytest.warns(SkabcWarning, match=r"early stopping holds out 1 of 4 groups.*fitting without groups"):
         ContextualKernel(**{**TINY, "early_stopping": True}).fit(X[few], y[few], groups=g[few])
+    lone = [np.flatnonzero(g == group)[0] for group in np.unique(g)[4:7]]  # three groups of one row each: never
+    # held out, so not counted
+    y_lone = np.where(np.isin(np.arange(len(y)), lone), y, -1)
+    keep = few | np.isin(np.arange(len(y)), lone)
+    with pytest.warns(SkabcWarning, match=r"holds out 1 of 4 groups"):
+        ContextualKernel(**{**TINY, "early_stopping": True}).fit(X[keep], np.where(few, y, y_lone)[keep],
+                                                                 groups=g[keep])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ContextualKernel(**{**TINY, "early_stopping": True}).fit(X, y, groups=g)  # 8 of 40 held out

@@ -279,7 +279,8 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
                   "class only): training runs without validation",
                   SkabcWarning)
     if held_out is not None and holds_out_groups(labels, group_codes):
-        _warn_few_held_out_groups(len(np.unique(group_codes[held_out])), len(np.unique(group_codes[labels >= 0])))
+        _, rows = np.unique(group_codes[labels >= 0], return_counts=True)  # a split holds out those of 2+ rows
+        _warn_few_held_out_groups(len(np.unique(group_codes[held_out])), int((rows >= 2).sum()))
     train_labels = labels if held_out is None else np.where(held_out, -1, labels)
     validation_labels = None if held_out is None else np.where(held_out, labels, -1)
 
@@ -455,4 +456,5 @@ def _warn_few_held_out_groups(n_held_out: int, n_groups: int) -> None:
     if n_held_out < STEADY_HELD_OUT_GROUPS:
         warn_user(f"early stopping holds out {n_held_out} of {n_groups} groups: the epoch kept, the clustering "
                   "settings and validation_score_ rest on that few problems and can flatter the kernel on new ones; "
-                  "more groups (or a larger validation_fraction) give a steadier choice", SkabcWarning)
+                  "more groups give a steadier choice, and with few groups of few classes each, fitting without "
+                  "groups (classes held out, the fine-tune mixed with its start) is the safer one", SkabcWarning)
