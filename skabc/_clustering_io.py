@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -22,6 +21,7 @@ from .kernels._contextual_io import described_width
 from .kernels.base import CLUSTERING_SETTINGS, Kernel, kernel_is_fitted
 from .spectral.arbiter import CANDIDATES
 from .spectral.split import SPLIT_SUFFIX
+from .training.fitting import unchanged_on_failure
 
 if TYPE_CHECKING:
     from .spectral import SpectralStep
@@ -91,24 +91,15 @@ def _kernel_param(model, frozen: bool) -> str:
 def check_affinity_unchanged(model) -> None:
     """Refuse to predict after ``affinity`` changed with ``set_params``: ``X`` is read as the parameter says, the
     fitted kernel clusters ('rbf' -> 'precomputed' took feature columns by row number and still applied the RBF
-    kernel; 'rbf' -> 'nearest_neighbors' predicted with the RBF kernel).  A callable is compared by its repr
-    without memory addresses: a pickled or deep-copied one (sent to a worker) is another object."""
-    at_fit = getattr(model, "_fitted_params", {}).get("affinity")
-    now = _comparable_params(model).get("affinity")
-    if not isinstance(model.affinity, str) and hasattr(model, "_fitted_affinity"):
-        # The object fit used (pickle, deepcopy and joblib keep it the same object as the parameter): two lambdas,
-        # or two instances of one class, share a repr without addresses.
-        changed = model.affinity is not model._fitted_affinity
-    else:
-        changed = _without_addresses(now) != _without_addresses(at_fit)
-    if at_fit is not None and changed:
-        raise ValueError(f"affinity changed with set_params after fit ({at_fit!r} -> {now!r}); predict clusters with "
+    kernel; 'rbf' -> 'nearest_neighbors' predicted with the RBF kernel).  A callable must be the object fit used
+    (pickle, deepcopy and joblib keep it the same object as the parameter): two lambdas, or two instances of one
+    class, share a repr."""
+    if "_fitted_affinity" not in vars(model):
+        return
+    fitted, now = model._fitted_affinity, model.affinity
+    if (now != fitted) if isinstance(now, str) and isinstance(fitted, str) else (now is not fitted):
+        raise ValueError(f"affinity changed with set_params after fit ({fitted!r} -> {now!r}); predict clusters with "
                          "the fitted kernel, which reads X as fit did. Set it back, or refit.")
-
-
-def _without_addresses(text):
-    """A repr with its ``at 0x...`` memory addresses dropped (other values as they are)."""
-    return re.sub(r" at 0x[0-9a-fA-F]+", "", text) if isinstance(text, str) else text
 
 
 def keeps_last_fit(fit):
@@ -117,15 +108,8 @@ def keeps_last_fit(fit):
     memory kept the old labels_ with the new n_features_in_, and saved so)."""
     @functools.wraps(fit)
     def guarded(model, *args, **kwargs):
-        before = {name: value for name, value in vars(model).items()
-                  if name.endswith("_") or name.startswith("_fitted")}
-        try:
+        with unchanged_on_failure(model, names=None):
             return fit(model, *args, **kwargs)
-        except BaseException:
-            for name in [name for name in vars(model) if name.endswith("_") or name.startswith("_fitted")]:
-                delattr(model, name)
-            vars(model).update(before)
-            raise
     return guarded
 
 

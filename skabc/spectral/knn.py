@@ -140,9 +140,7 @@ def _sparse_lexicographic_keys(X) -> list[tuple]:
     entry ``(column c, value v)`` is ``(0, c, v)`` if ``v < 0`` (at an earlier column: smaller) and ``(2, -c, v)``
     if ``v > 0`` (at an earlier column: larger), and a row ends with ``(1,)``: the zeros after its last entry.
     """
-    X = sp.csr_matrix(X, copy=True)
-    X.sum_duplicates()
-    X.eliminate_zeros()
+    X = _canonical_csr(X)
     columns, values = X.indices.tolist(), X.data.tolist()
     end = ((1,),)
     return [tuple((0, c, v) if v < 0 else (2, -c, v) for c, v in zip(columns[a:b], values[a:b], strict=True)) + end
@@ -167,8 +165,14 @@ def _distinct_rows(X) -> tuple[np.ndarray, np.ndarray]:
 
 def _sparse_row_keys(X) -> list[bytes]:
     """One bytes key per row of a sparse matrix, equal exactly for equal rows (its stored entries, canonical)."""
-    X = sp.csr_matrix(X, copy=True)
-    X.sum_duplicates()  # canonical: sorted column indices, no explicit duplicates
-    X.eliminate_zeros()
+    X = _canonical_csr(X)
     bounds = zip(X.indptr[:-1], X.indptr[1:], strict=True)
     return [X.indices[a:b].tobytes() + X.data[a:b].tobytes() for a, b in bounds]
+
+
+def _canonical_csr(X) -> sp.csr_matrix:
+    """A CSR copy whose rows store each non-zero entry once, in column order: equal rows store equal entries."""
+    X = sp.csr_matrix(X, copy=True)
+    X.sum_duplicates()  # sorted column indices, no explicit duplicates
+    X.eliminate_zeros()
+    return X

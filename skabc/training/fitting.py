@@ -18,19 +18,23 @@ from .result import keep_result, restore_result, run_is_complete
 
 
 @contextlib.contextmanager
-def unchanged_on_failure(kernel, names: tuple = ("n_features_in_", "feature_names_in_")):
-    """Give ``kernel`` back the fitted ``names`` it had where the block raises (a refused or failed fit).
+def unchanged_on_failure(estimator, names: tuple | None = ("n_features_in_", "feature_names_in_")):
+    """Give ``estimator`` back the fitted ``names`` it had where the block raises (a refused or failed fit);
+    ``names=None``: every fitted attribute (``name_``, and the ``_fitted...`` records beside them).
 
     Input validation sets the width and names of the new ``X`` before training can refuse it (a warm start on
     another width): the kernel then kept its weights but took the refused width, and failed on its own data.
     """
-    before = {name: kernel.__dict__[name] for name in names if name in kernel.__dict__}
+    def restored(name: str) -> bool:
+        return name.endswith("_") or name.startswith("_fitted") if names is None else name in names
+
+    before = {name: value for name, value in vars(estimator).items() if restored(name)}
     try:
         yield
     except BaseException:
-        for name in names:
-            kernel.__dict__.pop(name, None)
-        kernel.__dict__.update(before)
+        for name in [name for name in vars(estimator) if restored(name)]:
+            delattr(estimator, name)
+        vars(estimator).update(before)
         raise
 
 

@@ -33,7 +33,7 @@ from .schedule import (
     auto_batch_size,
     training_schedule,
 )
-from .validation import MIN_VALIDATION_ROWS, draw_validation_sets, holds_out_groups, validation_split
+from .validation import MIN_VALIDATION_ROWS, draw_validation_sets, holdable_groups, holds_out_groups, validation_split
 
 #: Parameters that define the network (its architecture and input map); the others say how to train or infer.
 NETWORK_PARAMS = ("attention", "n_inducing", "window_size", "window_attention", "attention_options", "compat",
@@ -279,8 +279,7 @@ def plan_training(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> Tra
                   "class only): training runs without validation",
                   SkabcWarning)
     if held_out is not None and holds_out_groups(labels, group_codes):
-        _, rows = np.unique(group_codes[labels >= 0], return_counts=True)  # a split holds out those of 2+ rows
-        _warn_few_held_out_groups(len(np.unique(group_codes[held_out])), int((rows >= 2).sum()))
+        _warn_few_held_out_groups(len(np.unique(group_codes[held_out])), len(holdable_groups(labels, group_codes)))
     train_labels = labels if held_out is None else np.where(held_out, -1, labels)
     validation_labels = None if held_out is None else np.where(held_out, labels, -1)
 

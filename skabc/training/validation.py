@@ -35,6 +35,12 @@ def holds_out_groups(labels: np.ndarray, group_codes) -> bool:
     return group_codes is not None and len(np.unique(group_codes[labels >= 0])) >= 2
 
 
+def holdable_groups(labels: np.ndarray, group_codes: np.ndarray) -> np.ndarray:
+    """The groups :func:`validation_split` may hold out: those of two or more labelled rows."""
+    groups, counts = np.unique(group_codes[labels >= 0], return_counts=True)
+    return groups[counts >= 2]
+
+
 def validation_split(labels: np.ndarray, group_codes: np.ndarray | None, fraction: float,
                      rng: np.random.Generator) -> np.ndarray | None:
     """Rows held out for validation, or ``None`` when the data cannot spare a useful split.
@@ -71,8 +77,7 @@ def validation_split(labels: np.ndarray, group_codes: np.ndarray | None, fractio
     if holds_out_groups(labels, group_codes):
         # Only groups of two or more labelled rows: one row is no set to score, and holding out the one group
         # that could train left training with none ("no group holds at least 2 labelled rows").
-        groups, counts = np.unique(group_codes[labelled], return_counts=True)
-        groups = groups[counts >= 2]
+        groups = holdable_groups(labels, group_codes)
         if len(groups) < 2:
             return None
         n_out = int(np.clip(round(fraction * len(groups)), 1, len(groups) - 1))
