@@ -510,6 +510,14 @@ def test_negative_row_sums_are_refused_naming_the_affinity(affinity):
         SpectralClustering(affinity=affinity, n_clusters=2, random_state=0).fit(X)
 
 
+def test_a_negative_self_affinity_alone_is_clustered_as_spectral_clustering_does():
+    """Probe 69a: the refusal summed rows with their diagonal; scikit-learn's degrees leave it out, so a sigmoid
+    affinity whose only negative row sum came from a point's own value (tanh(0.01 - 1)) was refused."""
+    X = np.array([[0.1, 0.0], [10.5, 0.0], [11.0, 0.0], [11.5, 0.0], [11.0, 1.0], [11.0, -1.0]])
+    kw = dict(n_clusters=2, affinity="sigmoid", gamma=1.0, coef0=-1.0, random_state=0)
+    np.testing.assert_array_equal(ABCClustering(**kw).fit(X).labels_, SpectralClustering(**kw).fit(X).labels_)
+
+
 def test_predict_many_of_a_counting_model_equals_predict_set_by_set():
     """The counted cut was seeded with random_state for one set only: predict_many([S0, S1])[0] != predict(S0)."""
     from sklearn.datasets import make_blobs

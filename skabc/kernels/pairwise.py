@@ -232,9 +232,10 @@ class PairwiseKernel(_GraphSettings, Kernel):
         if not callable(self.metric):
             params.update(gamma=self.gamma, degree=self.degree, coef0=self.coef0)
         affinity = pairwise_kernels(X, metric=self.metric, filter_params=True, **params)
-        # Where a row sums below zero the normalised Laplacian takes a square root of a negative degree: scikit-learn
-        # fails there with "Input contains NaN", naming neither the metric nor the cause.
-        if (affinity.sum(axis=1) < 0).any():
+        # Where a row's links sum below zero the normalised Laplacian takes a square root of a negative degree:
+        # scikit-learn fails there with "Input contains NaN", naming neither the metric nor the cause.  Its degrees
+        # leave the diagonal out, so a negative self-affinity alone ('sigmoid', odd 'poly') is no obstacle.
+        if (affinity.sum(axis=1) - affinity.diagonal() < 0).any():
             name = self.metric if isinstance(self.metric, str) else getattr(self.metric, "__name__", "callable")
             raise ValueError(f"affinity={name!r} gives negative affinities on this X (down to {affinity.min():.3g}), "
                              "so some rows sum below zero and the normalised Laplacian is undefined; spectral "
