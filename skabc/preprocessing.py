@@ -25,7 +25,8 @@ parameter-free procedure computed *on that set alone*:
     variance become exactly 0;
 (c) fix the sign of every axis: positive third moment (skewness) along it;
     a (near-)symmetric axis is oriented so that its farthest point is on the
-    positive side; an axis symmetric on both counts is left as the SVD gives it;
+    positive side; an axis symmetric on both counts so that its largest
+    component (the first of equally large ones, in column order) is positive;
 (d) keep the first ``n_components`` axes, zero-padding when there are fewer;
 (e) divide by the root-mean-square radius of the kept coordinates,
     ``sqrt(mean_i ||z_i||^2)``, and multiply by :data:`TARGET_RMS_RADIUS`
@@ -37,7 +38,8 @@ convention of the SVD; it is *equivariant* to permuting rows (the rows of the
 output are permuted the same way).  These invariances are exact up to rounding
 except where the set's principal variances are (nearly) tied: there the
 principal axes themselves are undetermined, and so is the rotation within the
-tied subspace.  Constant sets and sets of one point map to zeros.
+tied subspace; and permuting columns can flip an axis symmetric both ways in
+step (c) whose largest components tie.  Constant sets and sets of one point map to zeros.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ _GRAM_RANK_TOL = 1e-6
 _TIE_TOL = 1e-10
 # (c) |skewness| at most this counts as symmetric, and so does |max + min| <= this * (max - min).
 _SYMMETRY_TOL = 1e-6
+# (c) An axis's components within this fraction of its largest one tie for "largest" (the first of them wins).
+_LARGEST_TOL = 1e-9
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -182,7 +186,12 @@ def _canonicalize(X: np.ndarray, n_components: Int, scaling: str = "features", t
     Z = np.asarray(X, dtype=np.float64)
     peak = np.max(np.abs(Z), axis=0)
     if scaling == "global":  # one factor for every column keeps their relative scales
-        peak = np.full_like(peak, peak.max(initial=0.0))
+        # ... of the columns that vary: a constant one (dropped below anyway, its spread within round-off of its
+        # magnitude) must not scale the others into underflow at 1e200, nor overflow itself: it becomes 0.
+        spread = np.max(Z, axis=0) - np.min(Z, axis=0)
+        moving = (spread > CONSTANT_TOLERANCE * peak) | ~np.isfinite(spread)
+        Z = np.where(moving, Z, 0.0)
+        peak = np.full_like(peak, peak[moving].max(initial=0.0))
     Z = Z / np.where(peak > 0, peak, 1.0)
     if tails == "compress":
         Z = compress_tails(Z)
@@ -212,7 +221,11 @@ def _canonicalize(X: np.ndarray, n_components: Int, scaling: str = "features", t
     skewed = np.abs(m3) * np.sqrt(n) > _SYMMETRY_TOL * m2**1.5
     high, low = P.max(axis=0), P.min(axis=0)
     lopsided = np.abs(high + low) > _SYMMETRY_TOL * (high - low)
-    largest = axes[np.argmax(np.abs(axes), axis=0), np.arange(k)]
+    # The first component within _TIE_TOL of the largest: standardised columns often tie (two columns give
+    # +-(1, +-1)/sqrt(2)), and a plain argmax let rounding, so the row order, choose between them.
+    magnitudes = np.abs(axes)
+    first_largest = np.argmax(magnitudes >= (1.0 - _LARGEST_TOL) * magnitudes.max(axis=0), axis=0)
+    largest = axes[first_largest, np.arange(k)]
     sign = np.where(skewed, np.sign(m3), np.where(lopsided, np.sign(high + low), np.sign(largest)))
     P = P * sign
 
@@ -256,10 +269,10 @@ def _tied_blocks(singular_values: np.ndarray) -> list[tuple[int, int]]:
 def _column_basis(axes: np.ndarray) -> np.ndarray:
     """An orthonormal basis of the span of ``axes`` (orthonormal columns) fixed by the span alone: the
     projections of the coordinate axes onto it, in column order, made orthonormal (Gram-Schmidt)."""
-    projector = axes @ axes.T
     basis = []
-    for column in projector.T:
-        v = column - sum((b @ column) * b for b in basis) if basis else column.copy()
+    for row in axes:  # the projector's columns one at a time: axes @ axes.T is d x d (2 GB at d = 15,000)
+        column = axes @ row
+        v = column - sum((b @ column) * b for b in basis) if basis else column
         norm = np.linalg.norm(v)
         if norm > 1e-6:
             basis.append(v / norm)

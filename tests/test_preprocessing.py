@@ -333,3 +333,49 @@ def test_wide_sets_take_the_gram_route_to_the_same_coordinates(monkeypatch):
             assert_allclose(gram, canonicalize_set(X, n_components=16, scaling=scaling), atol=1e-7)
             assert calls == [X.shape]
             calls.clear()
+
+
+def test_an_axis_symmetric_both_ways_takes_its_sign_from_the_set_not_from_rounding():
+    """Probe 69c: in a point-symmetric set of two standardised columns every axis is +-(1, +-1)/sqrt(2), and the
+    sign followed whichever component rounding made larger: row order, translation or units flipped a whole column
+    (8 of 20 permutations).  Variances are not tied here."""
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(20, 2)) @ [[1, 0.6], [0, 1]]
+    X = np.vstack([A, -A])
+    Z = canonicalize_set(X, n_components=2)
+    for _ in range(20):
+        order = rng.permutation(len(X))
+        assert_allclose(canonicalize_set(X[order], n_components=2), Z[order], atol=1e-9)
+        assert_allclose(canonicalize_set(X * rng.uniform(0.1, 10, 2) + rng.normal(size=2) * 10, n_components=2), Z,
+                        atol=1e-9)
+
+
+@pytest.mark.parametrize("magnitude", [1e100, 1e160, 1e200])
+def test_a_huge_constant_column_leaves_a_global_scaling_unchanged(magnitude):
+    """Probe 69c: with scaling='global' the constant column, dropped anyway, set the one factor: at 1e200 every
+    other column underflowed to constant and the set came out all zeros (9e-6 off at 1e160)."""
+    X = np.random.default_rng(1).exponential(size=(30, 3))
+    wider = np.hstack([X, np.full((30, 1), magnitude)])
+    Z = canonicalize_set(X, n_components=4, scaling="global")
+    assert_allclose(canonicalize_set(wider, n_components=4, scaling="global"), Z, atol=1e-12)
+    assert np.sqrt(np.mean(np.sum(Z**2, axis=1))) == pytest.approx(TARGET_RMS_RADIUS)
+
+
+def test_tied_variances_of_a_wide_set_need_no_square_matrix_of_its_columns():
+    """Probe 69c: the tied block's basis was read from the d x d projector (2 GB at d = 15,000 for ten rows); its
+    columns are now formed one at a time (numpy reports its buffers to tracemalloc), to an orthonormal basis of the
+    same span."""
+    import tracemalloc
+
+    from skabc.preprocessing import _column_basis
+
+    axes = np.linalg.qr(np.random.default_rng(0).normal(size=(5000, 3)))[0]
+    tracemalloc.start()
+    try:
+        basis = _column_basis(axes)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000  # the projector alone is 200 MB
+    assert_allclose(basis @ (basis.T @ axes), axes, atol=1e-10)  # the same span
+    assert_allclose(basis.T @ basis, np.eye(3), atol=1e-10)
