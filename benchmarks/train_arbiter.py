@@ -319,6 +319,26 @@ design's stays at 0.650; clustbench_large 0.429-0.459 against 0.514-0.542; many_
 every forest seed) with sets of many clusters (-0.03), and the union does not move: the forest's features do not
 separate a large planar shape cut into many kNN pieces from many small clusters, as the wider arbiter's record
 found for thin zigzags.
+
+Cut features at a given k (design and rule fixed 2026-12-07, session 69, before its rows were collected).  With
+``n_clusters`` given, the shipped file keeps the kernel's cut of tables where the kNN graph's is better: on the
+four real tables of ``zero_shot.py`` (StandardScaler) kernel 0.457/0.949/0.683/0.459 (iris, wine, breast cancer,
+digits) against the kNN graph's 0.612/0.865/0.743/0.705, the forest keeping the kernel on all four.  Its two
+candidates share ``k``, so how much each cuts the *other* affinity compares directly: a parameter-free rule
+(keep the partition whose normalised cut on the other affinity, as a ratio to that affinity's own partition,
+is smaller; throw-away script ``/work/exp69/crossncut.py``, 109 sets) scored gallery toys 0.876 against the
+forest's 0.866, the four tables 0.737 against 0.637, 48 g2mg/h2mg sets 0.580 against 0.532, but the 13 listed
+wut/graves sets 0.791 against 0.828 and the 19 others 0.745 against 0.769.  So the forest should read the cuts:
+``--mode given-k`` with ``--cut-features`` (the four columns of the cut-features record above), the shipped
+file's pools (v2-mixture, v3-mixture), the recipe's rule against the shipped file; the same rows refitted without
+the cuts as the control.  Record (``--mode given-k --collect prior --pools v2-mixture v3-mixture``, 1,400 sets;
+``--mode given-k --collect validation``, 287 sets; ``--mode given-k --fit --pools v2-mixture v3-mixture
+--cut-features --output benchmarks/results/arbiter_given_k_cuts_compare.json``, control without
+``--cut-features`` into ``arbiter_given_k_refit_compare.json``): **fails, not shipped.**  Union 0.742 against the
+shipped file's 0.741 (+0.002 +- 0.006): wide +0.038, informative +0.011, but clustbench (13) 0.779 against 0.821,
+gaussians 0.557 against 0.611 (the kNN graph alone 0.704), clustbench_large -0.014.  The control fails too (0.746,
++0.005 +- 0.005; gaussians 0.546).  Gradient boosting on these synthetic pools does not learn the rule's reading of
+the cuts; the g2mg/h2mg tables, where the kNN graph wins by 0.09, have no counterpart in its pools.
 """
 
 from __future__ import annotations
