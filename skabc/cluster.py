@@ -140,8 +140,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         The learned affinity is raised elementwise to this power before the
         spectral step (eigengap and embedding).  Powers above 1 sharpen it:
         moderate cross-cluster probabilities fade, which helps the eigengap
-        find the number of clusters of a soft kernel; one that underflows
-        affinities of 0.001 or more to 0, or overflows any, is refused.  ``'auto'``:
+        find the number of clusters of a soft kernel; one that underflows affinities of 0.001 or more
+        to 0, or overflows any, or meets a negative one (a signed kernel), is refused.  ``'auto'``:
         the kernel's recommendation (stored with every shipped kernel), else 1;
         resolved in ``fit`` into ``affinity_power_``.
     eigen_solver : {'arpack', 'lobpcg', 'amg'}, default=None

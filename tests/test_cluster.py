@@ -624,6 +624,25 @@ def test_the_power_check_reads_the_affinitys_own_precision():
     np.testing.assert_allclose(raise_to_power(affinity.astype(np.float64), 30.0), affinity.astype(np.float64) ** 30)
 
 
+@pytest.mark.parametrize("n_clusters", [None, 3])
+@pytest.mark.parametrize("power", [0.5, 2.0])
+def test_a_power_of_a_signed_affinity_is_refused_as_such(power, n_clusters):
+    """Note 68: a cosine affinity whose rows sum above zero, at affinity_power=0.5, was refused as "overflows
+    affinities above 1 to infinity" after numpy's invalid-value warning (NaN); at 2, its negative entries became
+    strong links without a word."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(200, centers=3, random_state=0)
+    X = X - X.mean(axis=0) + [3.0, 3.0]  # some cosines negative, every row's sum positive
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match=rf"affinity_power={power:g} needs a non-negative affinity; this one "
+                                             r"has entries down to -0\.72"):
+            ABCClustering(affinity="cosine", affinity_power=power, n_clusters=n_clusters,
+                          n_clusters_selection="eigengap", random_state=0).fit(X)
+    ABCClustering(affinity="cosine", n_clusters=n_clusters, n_clusters_selection="eigengap", random_state=0).fit(X)
+
+
 def test_a_power_that_cuts_nothing_needed_is_not_refused():
     """Review 52a: n_clusters >= n makes singletons without reading the affinity; an outlier whose every affinity
     underflows is a cluster of its own, not a broken graph."""

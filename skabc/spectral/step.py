@@ -28,6 +28,10 @@ def raise_to_power(affinity, power: Float, check: bool = True):
     """
     if power == 1.0:
         return affinity
+    stored = affinity.data if sp.issparse(affinity) else affinity
+    if check and stored.size and stored.min() < 0:  # a fractional power of it is NaN, an even one flips its sign
+        raise ValueError(f"affinity_power={power:g} needs a non-negative affinity; this one has entries down to "
+                         f"{stored.min():.3g} (a signed kernel such as 'cosine' or 'linear'): use affinity_power=1.")
     raised = affinity.power(power) if sp.issparse(affinity) else affinity**power
     if not check:
         return raised
