@@ -301,6 +301,10 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     ----------
     n_components : int, default=16
         Width of the output.
+    scaling : {'features', 'global'}, default='features'
+        Step (a) of :func:`canonicalize_set`: standardise every column, or
+        only centre them and keep their relative scales (columns in one
+        unit, e.g. pixels).
     tails : {'compress', 'keep'}, default='compress'
         Step (0) of :func:`canonicalize_set`: pull values beyond their
         column's far fences to within one IQR of the fence, or keep them.
@@ -331,10 +335,11 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     feature_names_in_: np.ndarray
 
     _parameter_constraints: dict = {"n_components": [IntRange(1, None, closed="left")],
-                                    "tails": [StrOptions(set(TAILS))]}
+                                    "scaling": [StrOptions(set(SCALINGS))], "tails": [StrOptions(set(TAILS))]}
 
-    def __init__(self, n_components: Int = 16, tails: str = "compress"):
+    def __init__(self, n_components: Int = 16, scaling: str = "features", tails: str = "compress"):
         self.n_components = n_components
+        self.scaling = scaling
         self.tails = tails
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -368,9 +373,9 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         Z : ndarray of shape (n_samples, n_components)
             ``float32`` for ``float32`` input, ``float64`` otherwise.
         """
-        self._validate_params()  # set_params after fit too: a misspelt tails would silently keep the tails
+        self._validate_params()  # set_params after fit too: a misspelt option would silently keep the default
         X = validate_data(self, X, dtype=_FLOAT_DTYPES, ensure_min_samples=1, reset=False)
-        return _canonicalize(X, self.n_components, tails=self.tails)
+        return _canonicalize(X, self.n_components, scaling=self.scaling, tails=self.tails)
 
     @property
     def _n_features_out(self) -> Int:

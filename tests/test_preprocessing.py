@@ -379,3 +379,15 @@ def test_tied_variances_of_a_wide_set_need_no_square_matrix_of_its_columns():
     assert peak < 5_000_000  # the projector alone is 200 MB
     assert_allclose(basis @ (basis.T @ axes), axes, atol=1e-10)  # the same span
     assert_allclose(basis.T @ basis, np.eye(3), atol=1e-10)
+
+
+def test_the_wrapper_takes_the_functions_scaling():
+    """Probe 69c: SetCanonicalizer had no scaling, so scaling='global' (pixels) could not be used in a pipeline."""
+    X = np.random.default_rng(2).normal(size=(40, 3)) * [1.0, 10.0, 100.0]
+    global_ = SetCanonicalizer(n_components=3, scaling="global").fit_transform(X)
+    assert_allclose(global_, canonicalize_set(X, 3, scaling="global"))
+    assert not np.allclose(global_, SetCanonicalizer(n_components=3).fit_transform(X))
+    with pytest.raises(InvalidParameterError, match="scaling"):
+        SetCanonicalizer(scaling="pixels").fit(X)
+    with pytest.raises(InvalidParameterError, match="scaling"):
+        SetCanonicalizer().fit(X).set_params(scaling="pixels").transform(X)
