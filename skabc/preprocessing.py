@@ -71,8 +71,10 @@ _GRAM_RANK_TOL = 1e-6
 _TIE_TOL = 1e-10
 # (c) |skewness| at most this counts as symmetric, and so does |max + min| <= this * (max - min).
 _SYMMETRY_TOL = 1e-6
-# (c) An axis's components within this fraction of its largest one tie for "largest" (the first of them wins).
-_LARGEST_TOL = 1e-9
+# (c) An axis's components within this fraction of its largest one tie for "largest" (the first of them wins):
+# an axis carries errors of about machine epsilon over its variance's gap to the next, so 1e-9 flipped axes whose
+# variances were 1e-7 apart.
+_LARGEST_TOL = 1e-6
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -185,13 +187,6 @@ def _canonicalize(X: np.ndarray, n_components: Int, scaling: str = "features", t
     # invariant to per-column scaling.  A set with nothing beyond its fences takes the very same path.
     Z = np.asarray(X, dtype=np.float64)
     peak = np.max(np.abs(Z), axis=0)
-    if scaling == "global":  # one factor for every column keeps their relative scales
-        # ... of the columns that vary: a constant one (dropped below anyway, its spread within round-off of its
-        # magnitude) must not scale the others into underflow at 1e200, nor overflow itself: it becomes 0.
-        spread = np.max(Z, axis=0) - np.min(Z, axis=0)
-        moving = (spread > CONSTANT_TOLERANCE * peak) | ~np.isfinite(spread)
-        Z = np.where(moving, Z, 0.0)
-        peak = np.full_like(peak, peak[moving].max(initial=0.0))
     Z = Z / np.where(peak > 0, peak, 1.0)
     if tails == "compress":
         Z = compress_tails(Z)
@@ -203,7 +198,11 @@ def _canonicalize(X: np.ndarray, n_components: Int, scaling: str = "features", t
     varying = std > CONSTANT_TOLERANCE * magnitude + np.finfo(np.float64).tiny
     if not varying.any():
         return out
-    Z = Z[:, varying] / (std[varying] if scaling == "features" else 1.0)
+    if scaling == "features":
+        Z = Z[:, varying] / std[varying]
+    else:  # one factor for every column keeps their relative scales: their own peaks, relative to the largest
+        # varying one (a constant column, dropped anyway, must not scale the others into underflow at 1e200)
+        Z = Z[:, varying] * (peak[varying] / peak[varying].max())
 
     # (b) Principal axes, by decreasing variance; drop directions of (numerically) zero variance.
     P, axes, s = _principal_axes(Z, n_components)
@@ -221,7 +220,7 @@ def _canonicalize(X: np.ndarray, n_components: Int, scaling: str = "features", t
     skewed = np.abs(m3) * np.sqrt(n) > _SYMMETRY_TOL * m2**1.5
     high, low = P.max(axis=0), P.min(axis=0)
     lopsided = np.abs(high + low) > _SYMMETRY_TOL * (high - low)
-    # The first component within _TIE_TOL of the largest: standardised columns often tie (two columns give
+    # The first component within _LARGEST_TOL of the largest: standardised columns often tie (two columns give
     # +-(1, +-1)/sqrt(2)), and a plain argmax let rounding, so the row order, choose between them.
     magnitudes = np.abs(axes)
     first_largest = np.argmax(magnitudes >= (1.0 - _LARGEST_TOL) * magnitudes.max(axis=0), axis=0)

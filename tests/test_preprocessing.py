@@ -348,6 +348,17 @@ def test_an_axis_symmetric_both_ways_takes_its_sign_from_the_set_not_from_roundi
         assert_allclose(canonicalize_set(X[order], n_components=2), Z[order], atol=1e-9)
         assert_allclose(canonicalize_set(X * rng.uniform(0.1, 10, 2) + rng.normal(size=2) * 10, n_components=2), Z,
                         atol=1e-9)
+    # Review 69: nearly uncorrelated columns (variances 1e-7 apart, not tied) carry axes rounded to ~eps / 1e-7,
+    # which a tie tolerance of 1e-9 still let flip (9 of 30 permutations).
+    a, b = rng.normal(size=(2, 40))
+    a -= a.mean()
+    b -= b.mean() + (a @ b) / (a @ a) * a
+    B = np.c_[a / np.linalg.norm(a), b / np.linalg.norm(b) + 1e-7 * a / np.linalg.norm(a)]
+    X = np.vstack([B, -B])
+    Z = canonicalize_set(X, n_components=2)
+    for _ in range(30):
+        order = rng.permutation(len(X))
+        assert_allclose(canonicalize_set(X[order], n_components=2), Z[order], atol=1e-6)
 
 
 @pytest.mark.parametrize("magnitude", [1e100, 1e160, 1e200])
@@ -359,6 +370,12 @@ def test_a_huge_constant_column_leaves_a_global_scaling_unchanged(magnitude):
     Z = canonicalize_set(X, n_components=4, scaling="global")
     assert_allclose(canonicalize_set(wider, n_components=4, scaling="global"), Z, atol=1e-12)
     assert np.sqrt(np.mean(np.sum(Z**2, axis=1))) == pytest.approx(TARGET_RMS_RADIUS)
+    # Review 69: a column constant to round-off (one row off by 2**-42) is dropped too, and scales nothing.
+    nearly = np.full(30, magnitude)
+    nearly[0] *= 1 + 2.0**-42
+    tiny = X * 1e-20
+    assert_allclose(canonicalize_set(np.c_[tiny, nearly], n_components=4, scaling="global"),
+                    canonicalize_set(tiny, n_components=4, scaling="global"), atol=1e-12)
 
 
 def test_tied_variances_of_a_wide_set_need_no_square_matrix_of_its_columns():
