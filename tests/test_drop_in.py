@@ -516,6 +516,23 @@ def test_a_negative_self_affinity_alone_is_clustered_as_spectral_clustering_does
     X = np.array([[0.1, 0.0], [10.5, 0.0], [11.0, 0.0], [11.5, 0.0], [11.0, 1.0], [11.0, -1.0]])
     kw = dict(n_clusters=2, affinity="sigmoid", gamma=1.0, coef0=-1.0, random_state=0)
     np.testing.assert_array_equal(ABCClustering(**kw).fit(X).labels_, SpectralClustering(**kw).fit(X).labels_)
+    # With k counted, the package's Laplacian keeps self-loops: the refusal names the row and what to do.
+    with pytest.raises(ValueError, match=r"row 0: -0\.26, its own affinity included.*with n_clusters given"):
+        ABCClustering(**{**kw, "n_clusters": None}).fit(X)
+
+
+def test_links_are_summed_without_the_diagonal_not_after_it():
+    """Review 69: the links were the row sum minus the diagonal, so a self-affinity of 1e16 swallowed links
+    summing to -0.5 and scikit-learn's 'Input contains NaN' came back; a read-only affinity is not written to."""
+    from skabc.kernels.pairwise import _link_sums
+
+    A = np.array([[1e16, -0.25, -0.25], [-0.25, 1.0, 0.5], [-0.25, 0.5, 1.0]])
+    A.flags.writeable = False
+    np.testing.assert_array_equal(_link_sums(A), [-0.5, 0.25, 0.25])
+    assert A[0, 0] == 1e16
+    X = np.array([[1e8, 0.0], [-1e-9, 1.0], [-1e-9, 2.0], [0.0, 3.0]])
+    with pytest.raises(ValueError, match="affinity='linear' gives negative affinities"):
+        ABCClustering(affinity="linear", n_clusters=2, random_state=0).fit(X)
 
 
 def test_predict_many_of_a_counting_model_equals_predict_set_by_set():

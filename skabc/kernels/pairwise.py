@@ -74,6 +74,7 @@ def _warn_if_points_have_no_neighbour(affinity: np.ndarray, metric) -> None:
     if n < 3 or metric not in DECAYING_KERNELS:  # the others have no gamma to blame (cosine, linear, ...)
         return
     largest = max(float(affinity.max()), np.finfo(float).tiny)
+    affinity = affinity if affinity.flags.writeable else affinity.copy()  # a callable may return a read-only one
     diagonal = affinity.diagonal().copy()
     np.fill_diagonal(affinity, 0.0)  # in place and restored: no second n x n matrix
     isolated = int(np.sum(affinity.max(axis=1) <= NO_NEIGHBOUR * largest))
@@ -83,6 +84,18 @@ def _warn_if_points_have_no_neighbour(affinity: np.ndarray, metric) -> None:
                   f"is below {NO_NEIGHBOUR:g} of the largest): gamma is far too large for the distances in X, and the "
                   "clusters mean nothing. Standardise X (e.g. StandardScaler), lower gamma, or use "
                   "affinity='nearest_neighbors'.")
+
+
+def _link_sums(affinity: np.ndarray) -> np.ndarray:
+    """Each row's sum without its diagonal entry, as scikit-learn's Laplacian degrees read it: the diagonal is zeroed
+    for the sum (subtracted after it, a self-affinity of 1e16 swallowed links summing to -0.5), then restored."""
+    affinity = affinity if affinity.flags.writeable else affinity.copy()  # a callable may return a read-only one
+    diagonal = affinity.diagonal().copy()
+    np.fill_diagonal(affinity, 0.0)
+    try:
+        return affinity.sum(axis=1)
+    finally:
+        np.fill_diagonal(affinity, diagonal)
 
 
 def _check_n_neighbors(n_neighbors: Int, n_samples: int, affinity: str) -> None:
@@ -234,12 +247,15 @@ class PairwiseKernel(_GraphSettings, Kernel):
         affinity = pairwise_kernels(X, metric=self.metric, filter_params=True, **params)
         # Where a row's links sum below zero the normalised Laplacian takes a square root of a negative degree:
         # scikit-learn fails there with "Input contains NaN", naming neither the metric nor the cause.  Its degrees
-        # leave the diagonal out, so a negative self-affinity alone ('sigmoid', odd 'poly') is no obstacle.
-        if (affinity.sum(axis=1) - affinity.diagonal() < 0).any():
+        # leave the diagonal out, so a negative self-affinity alone ('sigmoid', odd 'poly') does not stop its cut.
+        links = _link_sums(affinity)
+        if (links < 0).any():
             name = self.metric if isinstance(self.metric, str) else getattr(self.metric, "__name__", "callable")
-            raise ValueError(f"affinity={name!r} gives negative affinities on this X (down to {affinity.min():.3g}), "
-                             "so some rows sum below zero and the normalised Laplacian is undefined; spectral "
-                             "clustering needs non-negative affinities (e.g. 'rbf' or 'nearest_neighbors').")
+            point = int(np.argmin(links))
+            raise ValueError(f"affinity={name!r} gives negative affinities on this X (down to {affinity.min():.3g}): "
+                             f"point {point}'s affinities to the other points sum to {links[point]:.3g}, where the "
+                             "normalised Laplacian is undefined; spectral clustering needs non-negative affinities "
+                             "(e.g. 'rbf' or 'nearest_neighbors').")
         _warn_if_points_have_no_neighbour(affinity, self.metric)
         return affinity
 

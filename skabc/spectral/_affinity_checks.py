@@ -56,8 +56,11 @@ def check_degrees(degree: np.ndarray) -> None:
     below zero; past that, the rows were left out as if they had no links (``A - 0.5`` read as ``k = 1``).
     """
     if degree.size and degree.min() < 0:
-        raise ValueError(f"the affinity has rows summing below zero (down to {degree.min():.3g}), where the normalised "
-                         "Laplacian is undefined; spectral clustering needs non-negative affinities.")
+        row = int(np.argmin(degree))
+        raise ValueError(f"the affinity has rows summing below zero (row {row}: {degree[row]:.3g}, its own affinity "
+                         "included, as the count of k reads it), where the normalised Laplacian is undefined; spectral "
+                         "clustering needs non-negative affinities (a signed kernel such as 'sigmoid' may do with "
+                         "n_clusters given: its cut leaves each point's own affinity out).")
 
 
 def beyond_rounding(asymmetry_: float, scale: float, rtol: float = SYMMETRY_RTOL) -> bool:
