@@ -1814,7 +1814,8 @@ def test_a_run_stopped_inside_its_first_epoch_says_so(blob_data, monkeypatch):
     X, y, g = blob_data
     with pytest.warns(UserWarning, match=r"max_time=1e-06 s ended training inside its first epoch"):
         timed = ContextualKernel(**{**TINY, "max_epochs": 3, "max_time": 1e-6}).fit(X, y, groups=g)
-    assert timed.n_training_sets_ == 0
+    # Probe 69d: the sets of that cut epoch were not counted (0); its batch moved the weights.
+    assert timed.n_training_sets_ == sum(b["train_batch_size"] for b in timed.net_.history[-1]["batches"]) > 0
 
     def interrupted(self, *args, **kwargs):
         raise KeyboardInterrupt
@@ -1825,6 +1826,22 @@ def test_a_run_stopped_inside_its_first_epoch_says_so(blob_data, monkeypatch):
                                             "when it stopped, inside the first epoch") as record:
         ContextualKernel(**{**TINY, "max_epochs": 3}).fit(X, y, groups=g)
     assert not any("inf" in str(w.message) for w in record)
+
+
+def test_a_generic_fine_tune_cut_in_its_first_epoch_is_not_the_shipped_kernel():
+    """Probe 69d: n_training_sets_ counted finished epochs only, so a fine-tune that max_time stopped inside its
+    first epoch reported 0 sets and passed for the untouched shipped kernel, whose weights it no longer has."""
+    from skabc import pretrained
+    from skabc._sets import is_shipped_generic
+    from skabc.datasets import make_circles_sets
+
+    X, y, groups = make_circles_sets(n_sets=8, set_size=40, random_state=0)
+    with pytest.warns(UserWarning, match="inside its first epoch"):
+        kernel = ContextualKernel(max_epochs=1, sets_per_epoch=100_000, set_size=30, batch_size=4, max_time=1e-6,
+                                  random_state=0, device="cpu").fit(X, y, groups=groups)
+    assert kernel.init_ == "generic" and kernel.n_training_sets_ == 4
+    assert not np.allclose(kernel.transform(X[:40]), pretrained.load("generic", device="cpu").transform(X[:40]))
+    assert not is_shipped_generic(kernel)
 
 
 def test_clusters_per_set_beyond_the_classes_of_every_group_is_warned_of(blob_data):

@@ -60,13 +60,16 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
     if restore_result(kernel, plan, X, group_codes):
         return
     keep_result(kernel, complete=False)  # a kernel kept before no longer matches what this run will leave
-    net, n_sets = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(kernel.set_size),
+    net, _ = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(kernel.set_size),
                         plan.start_state, plan.callbacks, start=plan.start_record(),
                         validation_labels=plan.validation_labels)
     net.module_.eval()
     check_trained_weights(net.module_, X, set_transform(plan.spec), labels)  # before the kernel takes them
     kernel.net_, kernel.module_ = net, net.module_
     record_architecture(kernel)
-    kernel.n_training_sets_ = n_sets * sum("train_loss" in row for row in kernel.net_.history)
+    # Every trained batch's sets: an epoch max_time cut short moved the weights too (counted 0 in a first epoch,
+    # such a kernel passed for the untouched generic one).
+    kernel.n_training_sets_ = int(sum(batch.get("train_batch_size", 0) for row in kernel.net_.history
+                                      for batch in row.get("batches", ()) if "train_loss" in batch))
     plan.record(kernel, kernel.net_)
     keep_result(kernel, run_is_complete(plan.spec, kernel.net_))

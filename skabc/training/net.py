@@ -355,7 +355,7 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
         took = ("its starting weights are kept (no epoch was scored)" if restored_start
                 else "the kernel took only part of one epoch's steps")
         warn_user(f"max_time={float(limits[0]):g} s ended training inside its first epoch: {took} "
-                  "(n_training_sets_ counts finished epochs: 0). Raise max_time, or lower sets_per_epoch, to "
+                  "(no epoch finished). Raise max_time, or lower sets_per_epoch, to "
                   "train it.", SkabcWarning)
         return
     if not interrupted_by_user(net):
