@@ -897,6 +897,20 @@ def test_pretrained_load_refuses_an_unhashable_device_clearly(device):
         pretrained.load("generic", device=device)
 
 
+def test_a_fine_tunes_architecture_refusal_says_what_its_network_has():
+    """Probe 69d: after a fine-tune (init 'auto' -> the generic network, canonical_features 64), set_params said
+    "the fitted weights were built with canonical_features=None": the parameter's value, not the network's."""
+    from skabc.datasets import make_circles_sets
+
+    X, y, groups = make_circles_sets(n_sets=8, set_size=40, random_state=0)
+    kernel = ContextualKernel(max_epochs=1, sets_per_epoch=4, set_size=30, batch_size=4, random_state=0,
+                              device="cpu", verbose=0).fit(X, y, groups=groups)
+    assert kernel.init_ == "generic" and kernel.network_params_["canonical_features"] == 64
+    with pytest.raises(ValueError, match=r"canonical_features=8 was set after fit, but the kernel was fitted with "
+                                         r"canonical_features=None \(its network has canonical_features=64\)"):
+        kernel.set_params(canonical_features=8).transform(X[:40])
+
+
 @pytest.mark.parametrize(
     "change", [{"canonical_features": 4}, {"d_model": 32}, {"n_blocks": 3}, {"embedder": "fourier"}],
     ids=lambda c: next(iter(c)),

@@ -185,8 +185,12 @@ def check_architecture_unchanged(kernel, action: str) -> None:
         if name == "attention_options" and not current and not value:  # None and {}: no options either way
             continue
         if current is not value and current != value:
+            # The parameter's value at fit; a fine-tune's network is the generic one's (network_params_ names it).
+            network = getattr(kernel, "network_params_", None) or {}
+            built = (f" (its network has {name}={network[name]!r})"
+                     if name in network and network[name] is not value and network[name] != value else "")
             raise ValueError(
-                f"{name}={current!r} was set after fit, but the fitted weights were built with {name}={value!r}; "
+                f"{name}={current!r} was set after fit, but the kernel was fitted with {name}={value!r}{built}; "
                 f"{action} needs the configuration the kernel was fitted with. Set {name} back to {value!r}, "
                 "or fit again."
             )
