@@ -637,10 +637,20 @@ def test_a_power_of_a_signed_affinity_is_refused_as_such(power, n_clusters):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(ValueError, match=rf"affinity_power={power:g} needs a non-negative affinity; this one "
-                                             r"has entries down to -0\.72"):
+                                             r"links points by -0\.72"):
             ABCClustering(affinity="cosine", affinity_power=power, n_clusters=n_clusters,
                           n_clusters_selection="eigengap", random_state=0).fit(X)
     ABCClustering(affinity="cosine", n_clusters=n_clusters, n_clusters_selection="eigengap", random_state=0).fit(X)
+    # Review 69b: what is below zero only on the diagonal (a sigmoid self-affinity, left out of scikit-learn's cut)
+    # or by rounding (a callable's exp(-d^2) - 1e-17) is read as 0, as it was, not refused.
+    six = np.array([[0.1, 0.0], [10.5, 0.0], [11.0, 0.0], [11.5, 0.0], [11.0, 1.0], [11.0, -1.0]])
+    sigmoid = dict(affinity="sigmoid", gamma=1.0, coef0=-1.0, n_clusters=2, random_state=0)
+    assert ABCClustering(**sigmoid, affinity_power=power).fit(six).labels_.tolist() == [1, 0, 0, 0, 0, 0]
+
+    def rounded_rbf(a, b):  # scikit-learn calls it on pairs of rows
+        return np.exp(-((a - b) ** 2).sum()) - 1e-17
+
+    ABCClustering(affinity=rounded_rbf, affinity_power=power, n_clusters=n_clusters, random_state=0).fit(X[:60] / 3)
 
 
 def test_a_power_that_cuts_nothing_needed_is_not_refused():

@@ -30,8 +30,12 @@ def raise_to_power(affinity, power: Float, check: bool = True):
         return affinity
     stored = affinity.data if sp.issparse(affinity) else affinity
     if check and stored.size and stored.min() < 0:  # a fractional power of it is NaN, an even one flips its sign
-        raise ValueError(f"affinity_power={power:g} needs a non-negative affinity; this one has entries down to "
-                         f"{stored.min():.3g} (a signed kernel such as 'cosine' or 'linear'): use affinity_power=1.")
+        link = _smallest_link(affinity)
+        if link < -64 * np.finfo(stored.dtype).eps * float(np.abs(stored).max()):
+            raise ValueError(f"affinity_power={power:g} needs a non-negative affinity; this one links points by "
+                             f"{link:.3g} (a signed kernel such as 'cosine' or 'linear'): use affinity_power=1.")
+        # Rounding below zero, or a negative self-affinity (scikit-learn's cut leaves the diagonal out): read as 0.
+        affinity = affinity.maximum(0) if sp.issparse(affinity) else np.maximum(affinity, 0)
     raised = affinity.power(power) if sp.issparse(affinity) else affinity**power
     if not check:
         return raised
@@ -47,6 +51,15 @@ def raise_to_power(affinity, power: Float, check: bool = True):
             raise ValueError(f"affinity_power={power:g} underflows affinities between points as strong as "
                              f"{lost:.3g} to 0, cutting the links the clustering reads. Use a smaller affinity_power.")
     return raised
+
+
+def _smallest_link(affinity) -> float:
+    """The smallest entry between two distinct points (the diagonal left out; ``inf`` for a single point)."""
+    if sp.issparse(affinity):
+        coo = affinity.tocoo()
+        links = coo.data[coo.row != coo.col]
+        return float(links.min()) if links.size else np.inf  # an unstored link is 0, not below it
+    return float(np.where(np.eye(len(affinity), dtype=bool), np.inf, affinity).min())
 
 
 def _strongest_underflowed(affinity, raised, power: Float) -> float:
