@@ -300,13 +300,13 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     ----------
     n_components : int, default=16
         Width of the output.
+    tails : {'compress', 'keep'}, default='compress'
+        Step (0) of :func:`canonicalize_set`: pull values beyond their
+        column's far fences to within one IQR of the fence, or keep them.
     scaling : {'features', 'global'}, default='features'
         Step (a) of :func:`canonicalize_set`: standardise every column, or
         only centre them and keep their relative scales (columns in one
         unit, e.g. pixels).
-    tails : {'compress', 'keep'}, default='compress'
-        Step (0) of :func:`canonicalize_set`: pull values beyond their
-        column's far fences to within one IQR of the fence, or keep them.
 
     Attributes
     ----------
@@ -336,10 +336,10 @@ class SetCanonicalizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     _parameter_constraints: dict = {"n_components": [IntRange(1, None, closed="left")],
                                     "scaling": [StrOptions(set(SCALINGS))], "tails": [StrOptions(set(TAILS))]}
 
-    def __init__(self, n_components: Int = 16, scaling: str = "features", tails: str = "compress"):
+    def __init__(self, n_components: Int = 16, tails: str = "compress", scaling: str = "features"):
         self.n_components = n_components
-        self.scaling = scaling
         self.tails = tails
+        self.scaling = scaling
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):

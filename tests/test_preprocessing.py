@@ -408,3 +408,5 @@ def test_the_wrapper_takes_the_functions_scaling():
         SetCanonicalizer(scaling="pixels").fit(X)
     with pytest.raises(InvalidParameterError, match="scaling"):
         SetCanonicalizer().fit(X).set_params(scaling="pixels").transform(X)
+    # Review 69b: added after tails, so positional calls of before keep their meaning.
+    assert_allclose(SetCanonicalizer(3, "keep").fit_transform(X), canonicalize_set(X, 3, tails="keep"))
