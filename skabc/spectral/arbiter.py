@@ -8,12 +8,13 @@ rules), describes each partition by what needs no labels (its k, the Laplacian s
 how much it agrees with the other partitions, its cluster sizes, the set's size and width) and keeps the one its
 regression forest predicts to score the highest ARI.  With ``k`` given, a second forest of the same name
 (:data:`GIVEN_K_ARBITERS`) chooses between the two affinities cut into ``k`` pieces: the kernel's can link what a
-kNN graph splits, and the other way round.  The forests are trained by a research recipe
-(``benchmarks/train_arbiter.py``) on labelled synthetic sets and shipped as JSON files of plain arrays, validated
-before use.  Each file states the most dimensions its training sets spanned (``max_features``): the shipped
-generic kernel's set spanning more keeps the kNN graph's partition instead of the forest's choice
-(:data:`WIDE_SET_CANDIDATES`), and its kernel's affinity is not computed.  Adding a candidate is one entry in
-:data:`~skabc.spectral.candidates.CANDIDATES` (and a retrained arbiter).
+kNN graph splits, and the other way round; it keeps the kNN graph's cut (SpectralClustering's) unless it predicts
+the kernel's more than its typical error higher (the file's ``preferred`` and ``margin``).  The forests are
+trained by a research recipe (``benchmarks/train_arbiter.py``) on labelled synthetic sets and shipped as JSON files
+of plain arrays, validated before use.  Each file states the most dimensions its training sets spanned
+(``max_features``): the shipped generic kernel's set spanning more keeps the kNN graph's partition instead of the
+forest's choice (:data:`WIDE_SET_CANDIDATES`), and its kernel's affinity is not computed.  Adding a candidate is
+one entry in :data:`~skabc.spectral.candidates.CANDIDATES` (and a retrained arbiter).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 
 from .._schema import _finite
 from . import candidates as _candidates
+from ._arbiter_file import FORMAT, write_arbiter  # noqa: F401 (write_arbiter: recipes import it here)
 from .candidates import CANDIDATES, MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, Candidate, candidate_partitions, quiet_cuts
 from .evidence import candidate_features, n_feature_columns, spans_more_than
 from .forest import TreeEnsemble
@@ -61,7 +63,6 @@ KNN_CANDIDATE_VARIANTS = {"generic": "generic-knn-only"}
 WIDE_SET_CANDIDATES = {"knn-eigengap": "knn-wide-eigengap", "knn-given": "knn-given"}
 #: Most tree nodes a file may hold (a forged file cannot make evaluation allocate without bound).
 _MAX_NODES = 1_000_000
-FORMAT = "skabc-arbiter"
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,12 @@ class Arbiter:
         them spanned: a set spanning more (:meth:`beyond_domain`) keeps its candidate of
         :data:`WIDE_SET_CANDIDATES`, the only one computed.
         ``None``: no limit (what :func:`arbiter_for` gives for another kernel than the one its forest learned).
+    preferred : str, default=None
+        A candidate kept unless the forest predicts another to score more than ``margin`` higher (the file's
+        ``preferred``): with ``k`` given, the kNN graph's cut, SpectralClustering's, wherever the forest is not
+        surer than its typical error.
+    margin : float, default=0.0
+        How much higher (ARI) another candidate must be predicted to displace ``preferred``.
     """
 
     name: str
@@ -101,6 +108,8 @@ class Arbiter:
     spectrum_size: int = SPECTRUM_SIZE
     sources: tuple[str, ...] | None = None
     max_features: int | None = None
+    preferred: str | None = None
+    margin: float = 0.0
 
     @classmethod
     def from_file(cls, path, name: str | None = None) -> Arbiter:
@@ -161,8 +170,13 @@ class Arbiter:
         max_features = data.get("max_features")
         if "max_features" in data and (type(max_features) is not int or max_features < 1):
             raise ValueError(f"{path}: max_features must be a positive integer (or absent: no limit)")
+        preferred, margin = data.get("preferred"), data.get("margin", 0.0)
+        if preferred is not None and preferred not in candidates:
+            raise ValueError(f"{path}: preferred must be one of its candidates {candidates} (or absent)")
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not _finite(margin) or margin < 0:
+            raise ValueError(f"{path}: margin must be a finite number >= 0")
         return cls(name or path.stem, tuple(candidates), forest, provenance, spectrum_size=spectrum_size,
-                   max_features=max_features)
+                   max_features=max_features, preferred=preferred, margin=float(margin))
 
     @property
     def given_k(self) -> bool:
@@ -279,7 +293,12 @@ class Arbiter:
             return [c.name for c in candidates].index(wide), scores
         allowed = np.flatnonzero([self.sources is None or CANDIDATES[c.name][0] in self.sources for c in candidates])
         allowed = allowed if allowed.size else np.arange(len(candidates))
-        return int(allowed[np.argmax(scores[allowed])]), scores
+        best = int(allowed[np.argmax(scores[allowed])])
+        names = [c.name for c in candidates]
+        if self.preferred in names and names.index(self.preferred) in allowed:
+            kept = names.index(self.preferred)
+            best = kept if scores[best] - scores[kept] <= self.margin else best
+        return best, scores
 
     def cluster(self, step: SpectralStep, probabilities, X, eigen_seed, seed: int):
         """The chosen partition of one set, as :meth:`SpectralStep.cluster` returns one, plus its name.
@@ -389,37 +408,6 @@ def _components_at_k(candidates: list[Candidate]) -> int | None:
                 and int(np.sum(np.asarray(candidate.spectrum) < ZERO_EIGENVALUE)) == k):
             return index
     return None
-
-
-def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int = SPECTRUM_SIZE,
-                  max_features: int | None = None) -> None:
-    """Write a fitted scikit-learn ``GradientBoostingRegressor`` (squared error) over
-    :func:`candidate_features` rows as an arbiter file that :meth:`Arbiter.from_file` reads: per tree, its
-    node arrays, the learning rate folded into the leaf values.  A list of such models is written as one
-    ensemble predicting their mean (every leaf value divided by their number, the baselines averaged).
-    ``max_features``: the widest set of the training data (see :attr:`Arbiter.max_features`).
-    Research recipes call it; the package only reads.
-    """
-    models = list(model) if isinstance(model, list | tuple) else [model]
-    trees = []
-    for member in models:
-        for (estimator,) in member.estimators_:
-            tree = estimator.tree_
-            leaf = tree.children_left < 0
-            trees.append({"feature": np.where(leaf, 0, tree.feature).tolist(),
-                          "threshold": np.where(leaf, 0.0, tree.threshold).tolist(),
-                          "left": np.where(leaf, 0, tree.children_left).tolist(),
-                          "right": np.where(leaf, 0, tree.children_right).tolist(),
-                          "value": (member.learning_rate * tree.value[:, 0, 0] / len(models)).tolist(),
-                          "is_leaf": leaf.astype(int).tolist(), "missing_left": [1] * tree.node_count})
-    baseline = float(np.mean([member.init_.constant_.ravel()[0] for member in models]))
-    data = {"format": FORMAT, "version": 1, "candidates": list(candidates), "n_columns": int(models[0].n_features_in_),
-            "baseline": baseline, "spectrum_size": int(spectrum_size), "trees": trees, "provenance": provenance}
-    if max_features is not None:
-        if isinstance(max_features, bool) or not isinstance(max_features, int | np.integer) or max_features < 1:
-            raise ValueError(f"max_features must be a positive integer or None, got {max_features!r}")
-        data["max_features"] = int(max_features)
-    Path(path).write_text(json.dumps(data, separators=(",", ":")))
 
 
 @cache
