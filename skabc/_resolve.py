@@ -47,6 +47,8 @@ def resolve_settings(model, recommended: dict, gaussian_split: bool | None = Non
     model.n_clusters_selection_ = resolved("n_clusters_selection")
     model.arbiter_ = resolve_arbiter(model, recommended["arbiter"])
     model.max_samples_ = resolve_max_samples(model.max_samples, is_learned(model.affinity))
+    if model.max_samples_ is not None and model.n_clusters is not None:  # 'auto' here: an int below k is refused
+        model.max_samples_ = max(model.max_samples_, int(model.n_clusters))  # a subsample must hold k points
     model.gaussian_split_ = resolve_gaussian_split(model) if gaussian_split is None else gaussian_split
     model.spectral_step_ = SpectralStep(
         n_clusters=model.n_clusters, max_clusters=model.max_clusters, selection=model.n_clusters_selection_,

@@ -12,6 +12,7 @@ there, in its rows as given): landmark spectral clustering.
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -72,7 +73,7 @@ def extend_labels(X, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
     if sp.issparse(X) and len(rows) * X.shape[1] > DENSE_BLOCK_ENTRIES:
         # Too wide for a dense block of the subsample (hashed text: 2,000 x 2**20 would take 16 GiB): the sparse rows
         # as given, as the kNN graph that partitioned such a subsample read them.
-        vote.fit(X[rows], labels)
+        _fit_vote(vote, X[rows], labels)
         out[others] = vote.predict(X[others]) if len(others) else out[others]
         return out
     # Centred, scaled and searched a block of rows at a time, sparse X made dense block by block, never whole; the
@@ -89,7 +90,7 @@ def extend_labels(X, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
     if local > _self_agreement(drawn, labels) + margin:
         (mean, scale), drawn = as_given, None  # the standardised block freed before the other is made
         drawn = _block(X, rows, mean, scale)
-    vote.fit(drawn, labels)
+    _fit_vote(vote, drawn, labels)
     step = max(1, DENSE_BLOCK_ENTRIES // max(X.shape[1], 1))
     for start in range(0, len(others), step):
         chunk = others[start : start + step]
@@ -102,6 +103,15 @@ def extend_labels(X, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
 SPACE_MARGIN = 0.02
 #: ... and at least this many rows of it.
 MARGIN_ROWS = 3
+
+
+def _fit_vote(vote: KNeighborsClassifier, rows, labels: np.ndarray) -> None:
+    """Fit the vote, without scikit-learn's "`y` could represent a regression problem" warning: a subsample of many
+    small clusters holds more labels than half its rows, and the user passed no ``y`` it could be about."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The number of unique classes is greater than 50%",
+                                category=UserWarning)
+        vote.fit(rows, labels)
 
 
 def _block(X, indices: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:

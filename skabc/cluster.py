@@ -184,8 +184,8 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         Largest set clustered whole: a larger set is clustered on this many of its points drawn at random
         (seeded by ``random_state``), every other point taking the label of its nearest drawn neighbours (a
         distance-weighted vote on standardised features, or on the rows as given where the drawn points' own
-        labels agree clearly better with their neighbours there).  ``'auto'``: 2,000 for the learned
-        affinity, ``None`` (every point, as SpectralClustering) for the
+        labels agree clearly better with their neighbours there).  ``'auto'``: 2,000 (or ``n_clusters`` if more)
+        for the learned affinity, ``None`` (every point, as SpectralClustering) for the
         others; resolved in ``fit`` into ``max_samples_``.
     verbose : int, default=0
         Verbosity of the spectral step, as SpectralClustering's with ``n_clusters`` given.  With ``k`` estimated by

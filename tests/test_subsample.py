@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -225,3 +227,32 @@ def test_self_agreement_counts_a_tie_as_the_share_of_the_tied_labels():
     from skabc._subsample import _self_agreement
 
     assert _self_agreement(np.arange(4.0)[:, None], np.array([0, 1, 2, 0])) == pytest.approx(1 / 6)
+
+
+def test_auto_max_samples_holds_a_given_n_clusters():
+    """Probe 69e: 'auto' (2,000) skipped the check an int max_samples gets, so n_clusters=2100 on 2,400 rows gave
+    2,000 clusters and a warning that the set had 2,000 points.  'auto' now resolves to n_clusters where that is
+    more; an int below it is still refused."""
+    from skabc._resolve import resolve_settings
+
+    model = ABCClustering(n_clusters=MAX_SAMPLES_AUTO + 100)
+    resolve_settings(model, {})
+    assert model.max_samples_ == MAX_SAMPLES_AUTO + 100
+    for n_clusters, expected in ((3, MAX_SAMPLES_AUTO), (None, MAX_SAMPLES_AUTO)):
+        model = ABCClustering(n_clusters=n_clusters)
+        resolve_settings(model, {})
+        assert model.max_samples_ == expected
+    model = ABCClustering(n_clusters=MAX_SAMPLES_AUTO + 100, affinity="rbf")
+    resolve_settings(model, {})
+    assert model.max_samples_ is None
+
+
+def test_the_vote_of_a_subsample_of_many_small_clusters_raises_no_warning_about_y():
+    """Probe 69e: scikit-learn's "`y` could represent a regression problem" reached a fit that passed no y (the
+    vote's KNeighborsClassifier, with more labels than half the subsample's rows)."""
+    X, _ = make_blobs(600, centers=12, cluster_std=0.2, center_box=(-50, 50), random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = ABCClustering(n_clusters=25, max_samples=40, random_state=0).fit(X)
+    assert model.n_clusters_ == 25
+    assert not [w for w in caught if "regression problem" in str(w.message)]
