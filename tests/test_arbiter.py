@@ -1257,6 +1257,8 @@ def test_a_preferred_candidate_is_kept_unless_another_is_predicted_higher_by_mor
         assert scores[GIVEN_K.index("kernel-given")] - scores[GIVEN_K.index("knn-given")] == pytest.approx(lead)
         assert candidates[best].name == kept
     for bad, match in (({"preferred": "kernel-eigengap"}, "preferred must be one of its candidates"),
+                       ({"margin": 0.3}, "preferred must be one of its candidates"),  # review 69c: ignored before
+                       ({"preferred": None, "margin": 0.1}, "preferred must be one of its candidates"),
                        ({"preferred": "knn-given", "margin": -0.1}, "margin must be a finite number >= 0"),
                        ({"preferred": "knn-given", "margin": True}, "margin must be a finite number >= 0"),
                        ({"preferred": "knn-given", "margin": "0.1"}, "margin must be a finite number >= 0")):
@@ -1265,7 +1267,7 @@ def test_a_preferred_candidate_is_kept_unless_another_is_predicted_higher_by_mor
 
 
 def test_the_shipped_given_k_arbiter_prefers_the_knn_graphs_cut():
-    """Record of 2026-12-07: on 287 validation sets +0.021 +- 0.005 over the forest's plain choice; iris, breast
+    """Record of 2026-12-07: on 287 validation sets +0.020 +- 0.005 over the forest's plain choice; iris, breast
     cancer and digits (StandardScaler) get the kNN graph's cut, 0.612/0.743/0.705 against 0.457/0.683/0.459."""
     arbiter = load_arbiter("generic", given_k=True)
     assert arbiter.preferred == "knn-given" and 0.0 < arbiter.margin < 0.2
@@ -1284,3 +1286,6 @@ def test_write_arbiter_records_a_preference(tmp_path):
     assert (arbiter.preferred, arbiter.margin) == ("knn-given", 0.05)
     write_arbiter(tmp_path / "b.json", model, GIVEN_K, {"recipe": "test"})
     assert "preferred" not in json.loads((tmp_path / "b.json").read_text())
+    for preferred, margin in (("kernel-eigengap", 0.05), ("knn-given", float("nan")), ("knn-given", -1.0), (None, 0.2)):
+        with pytest.raises(ValueError, match="preferred must be one of"):  # review 69c: written, then refused on load
+            write_arbiter(tmp_path / "c.json", model, GIVEN_K, {"recipe": "test"}, preferred=preferred, margin=margin)

@@ -43,6 +43,9 @@ def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int 
         if isinstance(max_features, bool) or not isinstance(max_features, int | np.integer) or max_features < 1:
             raise ValueError(f"max_features must be a positive integer or None, got {max_features!r}")
         data["max_features"] = int(max_features)
-    if preferred is not None:
+    if preferred is not None or margin:
+        if preferred not in list(candidates) or not np.isfinite(margin) or margin < 0:
+            raise ValueError(f"preferred must be one of {list(candidates)} and margin a finite number >= 0, got "
+                             f"{preferred!r} and {margin!r}")
         data["preferred"], data["margin"] = str(preferred), float(margin)
     Path(path).write_text(json.dumps(data, separators=(",", ":")))

@@ -171,8 +171,8 @@ class Arbiter:
         if "max_features" in data and (type(max_features) is not int or max_features < 1):
             raise ValueError(f"{path}: max_features must be a positive integer (or absent: no limit)")
         preferred, margin = data.get("preferred"), data.get("margin", 0.0)
-        if preferred is not None and preferred not in candidates:
-            raise ValueError(f"{path}: preferred must be one of its candidates {candidates} (or absent)")
+        if ("preferred" in data or "margin" in data) and preferred not in candidates:  # a margin alone means nothing
+            raise ValueError(f"{path}: preferred must be one of its candidates {candidates} (or absent with margin)")
         if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not _finite(margin) or margin < 0:
             raise ValueError(f"{path}: margin must be a finite number >= 0")
         return cls(name or path.stem, tuple(candidates), forest, provenance, spectrum_size=spectrum_size,
@@ -263,9 +263,10 @@ class Arbiter:
     def choose(self, candidates: list[Candidate], n_features_in: int, X=None) -> tuple[int, np.ndarray]:
         """Index of the candidate of :attr:`sources` with the highest predicted ARI, and every prediction.
 
-        The first candidate wins ties; with ``k`` given, a kNN graph of exactly ``k`` connected components
-        wins whatever the forest predicts, and a set beyond :attr:`max_features` keeps its candidate of
-        :data:`WIDE_SET_CANDIDATES` (if the arbiter has one).
+        The first candidate wins ties, :attr:`preferred` (where allowed) any prediction within :attr:`margin` of
+        the highest; with ``k`` given, a kNN graph of exactly ``k`` connected components wins whatever the forest
+        predicts, and a set beyond :attr:`max_features` keeps its candidate of :data:`WIDE_SET_CANDIDATES` (if the
+        arbiter has one).
 
         Parameters
         ----------
