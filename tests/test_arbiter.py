@@ -1284,8 +1284,11 @@ def test_write_arbiter_records_a_preference(tmp_path):
     write_arbiter(tmp_path / "a.json", model, GIVEN_K, {"recipe": "test"}, preferred="knn-given", margin=0.05)
     arbiter = Arbiter.from_file(tmp_path / "a.json")
     assert (arbiter.preferred, arbiter.margin) == ("knn-given", 0.05)
+    write_arbiter(tmp_path / "g.json", model, iter(GIVEN_K), {"recipe": "test"}, preferred="knn-given", margin=0.05)
+    assert Arbiter.from_file(tmp_path / "g.json").preferred == "knn-given"  # candidates read once
     write_arbiter(tmp_path / "b.json", model, GIVEN_K, {"recipe": "test"})
     assert "preferred" not in json.loads((tmp_path / "b.json").read_text())
-    for preferred, margin in (("kernel-eigengap", 0.05), ("knn-given", float("nan")), ("knn-given", -1.0), (None, 0.2)):
+    for preferred, margin in (("kernel-eigengap", 0.05), ("knn-given", float("nan")), ("knn-given", -1.0), (None, 0.2),
+                              ("knn-given", None), ("knn-given", "0.1"), ("knn-given", 10**400), ("knn-given", True)):
         with pytest.raises(ValueError, match="preferred must be one of"):  # review 69c: written, then refused on load
             write_arbiter(tmp_path / "c.json", model, GIVEN_K, {"recipe": "test"}, preferred=preferred, margin=margin)

@@ -4,6 +4,8 @@ them (:meth:`skabc.spectral.arbiter.Arbiter.from_file`)."""
 from __future__ import annotations
 
 import json
+import math
+from numbers import Real
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +46,12 @@ def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int 
             raise ValueError(f"max_features must be a positive integer or None, got {max_features!r}")
         data["max_features"] = int(max_features)
     if preferred is not None or margin:
-        if preferred not in list(candidates) or not np.isfinite(margin) or margin < 0:
-            raise ValueError(f"preferred must be one of {list(candidates)} and margin a finite number >= 0, got "
+        try:  # what from_file refuses: bools, non-numbers, non-finite or negative values, ints beyond float
+            value = float(margin) if isinstance(margin, Real) and not isinstance(margin, bool) else math.nan
+        except OverflowError:
+            value = math.nan
+        if preferred not in data["candidates"] or not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"preferred must be one of {data['candidates']} and margin a finite number >= 0, got "
                              f"{preferred!r} and {margin!r}")
-        data["preferred"], data["margin"] = str(preferred), float(margin)
+        data["preferred"], data["margin"] = str(preferred), value
     Path(path).write_text(json.dumps(data, separators=(",", ":")))
