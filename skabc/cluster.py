@@ -111,12 +111,12 @@ class ABCClustering(ClusteringPersistenceMixin, KernelParamsMixin, ClusterMixin,
         ``'nearest_neighbors'`` or ``'precomputed_nearest_neighbors'``, whose largest eigengap overcounts), else
         ``'eigengap'``; resolved in ``fit`` into ``n_clusters_selection_``.
     arbiter : 'auto', None or str, default='auto'
-        A name of :data:`~skabc.spectral.arbiter.ARBITERS` clusters the set every way it knows and
-        keeps the partition its trained forest predicts to score best, from evidence that needs no
-        labels (:mod:`skabc.spectral.arbiter`).  With ``n_clusters=None``: the kernel's affinity and
-        the set's 10-NN graph, each with two ``k`` rules (about three more spectral steps); with
-        ``n_clusters`` given: both cut into ``n_clusters`` (one more); the shipped generic kernel's set spanning
-        more dimensions than its forest's training sets (64) keeps the 10-NN graph's partition, without the kernel.
+        A name of :data:`~skabc.spectral.arbiter.ARBITERS` clusters the set every way it knows and keeps the partition
+        its trained forest predicts to score best (given ``k``, the 10-NN graph's unless the kernel's is predicted more
+        than a margin higher), from unlabelled evidence (:mod:`skabc.spectral.arbiter`).  With ``n_clusters=None``: the
+        kernel's affinity and the set's 10-NN graph, two ``k`` rules each (about three more spectral steps); with
+        ``n_clusters`` given: both cut into ``n_clusters`` (one more); the shipped generic kernel's set spanning more
+        dimensions than its forest's training sets (64) keeps the 10-NN graph's partition, without the kernel.
         ``'generic-knn'``: the same choice of ``k``, the 10-NN graph cut into it; ``'generic-knn-only'``: the 10-NN
         graph's own candidates only.  ``'generic-count'``: ``k`` as the generic kernel and its arbiter count it
         (``ABCClustering()``'s count before its ``gaussian_split``; on at most 2,000 of the rows), this model's

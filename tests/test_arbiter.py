@@ -1292,3 +1292,14 @@ def test_write_arbiter_records_a_preference(tmp_path):
                               ("knn-given", None), ("knn-given", "0.1"), ("knn-given", 10**400), ("knn-given", True)):
         with pytest.raises(ValueError, match="preferred must be one of"):  # review 69c: written, then refused on load
             write_arbiter(tmp_path / "c.json", model, GIVEN_K, {"recipe": "test"}, preferred=preferred, margin=margin)
+
+
+def test_verbose_says_when_the_preference_kept_a_lower_prediction(capsys):
+    """Probe 69f: verbose=1 printed the kNN cut kept beside a higher prediction for the kernel's, with no reason."""
+    from sklearn.datasets import make_moons
+
+    X, _ = make_moons(200, noise=0.08, random_state=0)
+    model = ABCClustering(n_clusters=2, verbose=1, random_state=0).fit(X)
+    out = capsys.readouterr().out
+    assert model.candidate_ == "knn-given"
+    assert "kept knn-given (k=2), preferred within 0.0494 of the highest prediction" in out

@@ -1,20 +1,21 @@
 """Choosing one partition of a set among candidates: the learned arbiter of ``ABCClustering(arbiter=...)``.
 
 With ``k`` unknown, the learned kernel and a plain k-nearest-neighbour graph fail on different sets: the kernel
-merges or cuts far-apart curves whose local links a kNN graph keeps, the kNN graph chains blobs that touch.
-Neither k rule wins everywhere either.  An arbiter clusters the set every way it knows
+merges or cuts far-apart curves whose local links a kNN graph keeps, the kNN graph chains blobs that touch. Neither
+k rule wins everywhere either.  An arbiter clusters the set every way it knows
 (:data:`~skabc.spectral.candidates.CANDIDATES`: the kernel's affinity and the set's kNN graph, each with two k
 rules), describes each partition by what needs no labels (its k, the Laplacian spectrum of its affinity around k,
 how much it agrees with the other partitions, its cluster sizes, the set's size and width) and keeps the one its
 regression forest predicts to score the highest ARI.  With ``k`` given, a second forest of the same name
 (:data:`GIVEN_K_ARBITERS`) chooses between the two affinities cut into ``k`` pieces: the kernel's can link what a
-kNN graph splits, and the other way round; it keeps the kNN graph's cut (SpectralClustering's) unless it predicts
-the kernel's more than its typical error higher (the file's ``preferred`` and ``margin``).  The forests are
-trained by a research recipe (``benchmarks/train_arbiter.py``) on labelled synthetic sets and shipped as JSON files
-of plain arrays, validated before use.  Each file states the most dimensions its training sets spanned
-(``max_features``): the shipped generic kernel's set spanning more keeps the kNN graph's partition instead of the
-forest's choice (:data:`WIDE_SET_CANDIDATES`), and its kernel's affinity is not computed.  Adding a candidate is
-one entry in :data:`~skabc.spectral.candidates.CANDIDATES` (and a retrained arbiter).
+kNN graph splits, and the other way round; it keeps the kNN graph's cut (close to SpectralClustering's: no
+self-links, ``'njw'`` labels) unless it predicts the kernel's more than its typical error higher (the file's
+``preferred`` and ``margin``).  The forests are trained by a research recipe (``benchmarks/train_arbiter.py``) on
+labelled synthetic sets and shipped as JSON files of plain arrays, validated before use.  Each file states the most
+dimensions its training sets spanned (``max_features``): the shipped generic kernel's set spanning more keeps the
+kNN graph's partition instead of the forest's choice (:data:`WIDE_SET_CANDIDATES`), and its kernel's affinity is not
+computed.  Adding a candidate is one entry in :data:`~skabc.spectral.candidates.CANDIDATES` (and a retrained
+arbiter).
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ class Arbiter:
         ``None``: no limit (what :func:`arbiter_for` gives for another kernel than the one its forest learned).
     preferred : str, default=None
         A candidate kept unless the forest predicts another to score more than ``margin`` higher (the file's
-        ``preferred``): with ``k`` given, the kNN graph's cut, SpectralClustering's, wherever the forest is not
-        surer than its typical error.
+        ``preferred``): with ``k`` given, the kNN graph's cut wherever the forest is not surer than its typical
+        error.
     margin : float, default=0.0
         How much higher (ARI) another candidate must be predicted to displace ``preferred``.
     """
@@ -261,7 +262,8 @@ class Arbiter:
         return candidate_partitions(step, probabilities, X, eigen_seed, seed, names, self.spectrum_size)
 
     def choose(self, candidates: list[Candidate], n_features_in: int, X=None) -> tuple[int, np.ndarray]:
-        """Index of the candidate of :attr:`sources` with the highest predicted ARI, and every prediction.
+        """Index of the candidate of :attr:`sources` kept (the highest predicted ARI but for the rules below), and
+        every prediction.
 
         The first candidate wins ties, :attr:`preferred` (where allowed) any prediction within :attr:`margin` of
         the highest; with ``k`` given, a kNN graph of exactly ``k`` connected components wins whatever the forest
@@ -354,6 +356,8 @@ class Arbiter:
                     else f"{c.name} (k={c.n_clusters})")
             if self.sources is not None:
                 kept += f", the best of the {'/'.join(self.sources)} candidates"
+            elif c.name == self.preferred and scores[best] < scores.max():
+                kept += f", preferred within {self.margin:.3g} of the highest prediction"
             print(f"arbiter {self.name!r}: kept {kept}; weighed {weighed} (predicted ARI)")
         if knn_partition:
             # The kNN candidates' graph and its eigensolve where the arbiter has one (every shipped arbiter does).
