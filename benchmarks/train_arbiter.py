@@ -386,11 +386,11 @@ from skabc.spectral.arbiter import (
     ARBITERS,
     GIVEN_K_ARBITERS,
     Arbiter,
+    _components_at_k,
     write_arbiter,
 )
-from skabc.spectral.candidates import MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, candidate_partitions
+from skabc.spectral.candidates import MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, Candidate, candidate_partitions
 from skabc.spectral.evidence import candidate_evidence, evidence_features
-from skabc.spectral.select import ZERO_EIGENVALUE
 
 ROOT = v2.ROOT
 #: Rows of the six k-unknown candidates with their cuts (since 2026-12-05); the rows of the records before that,
@@ -855,13 +855,15 @@ def fit_preference(output: str | None = None, preferred: str = "knn-given", fold
 
 def _forced_choice(row: dict, order: tuple[str, ...], max_features: int | None, spectrum_size: int) -> int:
     """Index in ``order`` of what the package keeps whatever the forest predicts (its kNN graph of exactly ``k``
-    components; a set wider than ``max_features``, read from its width, keeps the kNN graph), else -1."""
+    components, by the package's own rule; a set wider than ``max_features``, read from its width, keeps the kNN
+    graph), else -1."""
     evidence = row["evidence"]
-    for name in order:
-        i = evidence["names"].index(name)
-        k, spectrum = evidence["k"][i], np.asarray(evidence["spectra"][i])[:spectrum_size]  # as the package solves
-        if name.startswith("knn") and k > 1 and len(spectrum) > k and int(np.sum(spectrum < ZERO_EIGENVALUE)) == k:
-            return order.index(name)
+    stand_ins = [Candidate(name, None, None, evidence["k"][evidence["names"].index(name)], None,
+                           np.asarray(evidence["spectra"][evidence["names"].index(name)])[:spectrum_size])
+                 for name in order]  # the spectrum as the package solves it; the rule reads nothing else
+    exact = _components_at_k(stand_ins)
+    if exact is not None:
+        return exact
     if max_features is not None and row["d"] > max_features:
         return order.index("knn-given")
     return -1

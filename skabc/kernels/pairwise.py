@@ -27,7 +27,7 @@ from .._constraints import SPECTRAL_N_JOBS, IntRange
 from .._typing import Float, Int
 from .._user_warnings import warn_user
 from ..exceptions import AffinityTooLargeError
-from ..spectral._affinity_checks import asymmetry, beyond_rounding
+from ..spectral._affinity_checks import asymmetry, beyond_rounding, link_sums
 from .base import Kernel, check_named_columns
 
 #: The kernel names of :func:`sklearn.metrics.pairwise.pairwise_kernels`.
@@ -84,18 +84,6 @@ def _warn_if_points_have_no_neighbour(affinity: np.ndarray, metric) -> None:
                   f"is below {NO_NEIGHBOUR:g} of the largest): gamma is far too large for the distances in X, and the "
                   "clusters mean nothing. Standardise X (e.g. StandardScaler), lower gamma, or use "
                   "affinity='nearest_neighbors'.")
-
-
-def _link_sums(affinity: np.ndarray) -> np.ndarray:
-    """Each row's sum without its diagonal entry, as scikit-learn's Laplacian degrees read it: the diagonal is zeroed
-    for the sum (subtracted after it, a self-affinity of 1e16 swallowed links summing to -0.5), then restored."""
-    affinity = affinity if affinity.flags.writeable else affinity.copy()  # a callable may return a read-only one
-    diagonal = affinity.diagonal().copy()
-    np.fill_diagonal(affinity, 0.0)
-    try:
-        return affinity.sum(axis=1)
-    finally:
-        np.fill_diagonal(affinity, diagonal)
 
 
 def _check_n_neighbors(n_neighbors: Int, n_samples: int, affinity: str) -> None:
@@ -248,7 +236,7 @@ class PairwiseKernel(_GraphSettings, Kernel):
         # Where a row's links sum below zero the normalised Laplacian takes a square root of a negative degree:
         # scikit-learn fails there with "Input contains NaN", naming neither the metric nor the cause.  Its degrees
         # leave the diagonal out, so a negative self-affinity alone ('sigmoid', odd 'poly') does not stop its cut.
-        links = _link_sums(affinity)
+        links = link_sums(affinity)
         if (links < 0).any():
             name = self.metric if isinstance(self.metric, str) else getattr(self.metric, "__name__", "callable")
             point = int(np.argmin(links))

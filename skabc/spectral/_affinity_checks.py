@@ -63,6 +63,20 @@ def check_degrees(degree: np.ndarray) -> None:
                          "n_clusters given: its cut leaves each point's own affinity out).")
 
 
+def link_sums(affinity: np.ndarray) -> np.ndarray:
+    """Each row's sum without its diagonal entry (a point's links to the others), as scikit-learn's Laplacian
+    degrees read a dense affinity.  The diagonal is subtracted from the row sums; a row whose self-affinity dwarfs
+    the result (1e16 next to links summing to -0.5 gave 0) is summed again without it.  ``affinity`` is not
+    written to."""
+    diagonal = np.diagonal(affinity)
+    sums = affinity.sum(axis=1) - diagonal
+    for row in np.flatnonzero((diagonal != 0) & (np.abs(sums) <= 1e-6 * np.abs(diagonal))):
+        links = np.array(affinity[row])
+        links[row] = 0
+        sums[row] = links.sum()
+    return sums
+
+
 def beyond_rounding(asymmetry_: float, scale: float, rtol: float = SYMMETRY_RTOL) -> bool:
     """Whether an asymmetry of ``asymmetry_`` (:func:`asymmetry`) in a matrix whose largest entry is ``scale`` is
     more than rounding: the one tolerance of an affinity's symmetry, refused or averaged."""

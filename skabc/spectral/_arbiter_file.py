@@ -16,6 +16,17 @@ from .candidates import SPECTRUM_SIZE
 FORMAT = "skabc-arbiter"
 
 
+def valid_margin(value) -> bool:
+    """Whether ``value`` can be an arbiter file's ``margin``: a finite real number >= 0, not a boolean (the one test
+    of the writer and of :meth:`~skabc.spectral.arbiter.Arbiter.from_file`)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return False
+    try:
+        return math.isfinite(float(value)) and value >= 0
+    except OverflowError:  # an integer past float's range
+        return False
+
+
 def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int = SPECTRUM_SIZE,
                   max_features: int | None = None, preferred: str | None = None, margin: float = 0.0) -> None:
     """Write a fitted scikit-learn ``GradientBoostingRegressor`` (squared error) over
@@ -46,12 +57,8 @@ def write_arbiter(path, model, candidates, provenance: dict, spectrum_size: int 
             raise ValueError(f"max_features must be a positive integer or None, got {max_features!r}")
         data["max_features"] = int(max_features)
     if preferred is not None or margin:
-        try:  # what from_file refuses: bools, non-numbers, non-finite or negative values, ints beyond float
-            value = float(margin) if isinstance(margin, Real) and not isinstance(margin, bool) else math.nan
-        except OverflowError:
-            value = math.nan
-        if preferred not in data["candidates"] or not (math.isfinite(value) and value >= 0):
+        if preferred not in data["candidates"] or not valid_margin(margin):
             raise ValueError(f"preferred must be one of {data['candidates']} and margin a finite number >= 0, got "
                              f"{preferred!r} and {margin!r}")
-        data["preferred"], data["margin"] = str(preferred), value
+        data["preferred"], data["margin"] = str(preferred), float(margin)
     Path(path).write_text(json.dumps(data, separators=(",", ":")))

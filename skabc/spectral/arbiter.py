@@ -29,7 +29,7 @@ import numpy as np
 
 from .._schema import _finite
 from . import candidates as _candidates
-from ._arbiter_file import FORMAT, write_arbiter  # noqa: F401 (write_arbiter: recipes import it here)
+from ._arbiter_file import FORMAT, valid_margin, write_arbiter  # noqa: F401 (write_arbiter: recipes import it here)
 from .candidates import CANDIDATES, MAX_SPECTRUM_SIZE, SPECTRUM_SIZE, Candidate, candidate_partitions, quiet_cuts
 from .evidence import candidate_features, n_feature_columns, spans_more_than
 from .forest import TreeEnsemble
@@ -174,7 +174,7 @@ class Arbiter:
         preferred, margin = data.get("preferred"), data.get("margin", 0.0)
         if ("preferred" in data or "margin" in data) and preferred not in candidates:  # a margin alone means nothing
             raise ValueError(f"{path}: preferred must be one of its candidates {candidates} (or absent with margin)")
-        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not _finite(margin) or margin < 0:
+        if not valid_margin(margin):
             raise ValueError(f"{path}: margin must be a finite number >= 0")
         return cls(name or path.stem, tuple(candidates), forest, provenance, spectrum_size=spectrum_size,
                    max_features=max_features, preferred=preferred, margin=float(margin))

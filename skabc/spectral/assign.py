@@ -12,7 +12,7 @@ from sklearn.utils import check_random_state
 from .._quiet_warnings import ignoring_warnings
 from .._threads import single_native_thread
 from .._typing import Int
-from ._affinity_checks import dense_affinity, scale_free
+from ._affinity_checks import dense_affinity, link_sums, scale_free
 from .eigen import _check_eigen_solver, _smallest_eigenpairs
 
 #: scikit-learn's warning of an affinity in several components (see :func:`spectral_labels`).
@@ -71,7 +71,7 @@ def spectral_labels(affinity, n_clusters: Int, **spectral_params) -> np.ndarray:
 
 def _has_isolated_rows(affinity: np.ndarray) -> bool:
     """Whether some point of a dense affinity has no affinity to any other point."""
-    return bool(np.any(affinity.sum(axis=1) - np.diagonal(affinity) <= 0))
+    return bool(np.any(link_sums(affinity) <= 0))
 
 
 def _check_unsigned_for_isolated_rows(affinity: np.ndarray, zero_allowed: bool = False) -> None:
@@ -81,7 +81,7 @@ def _check_unsigned_for_isolated_rows(affinity: np.ndarray, zero_allowed: bool =
     (``zero_allowed``) takes a sum of exactly zero as an isolated point."""
     if affinity.min() >= 0:
         return
-    off_diagonal = affinity.sum(axis=1) - np.diagonal(affinity)
+    off_diagonal = link_sums(affinity)
     row = int(np.argmin(off_diagonal))
     if off_diagonal[row] > 0 or (zero_allowed and off_diagonal[row] == 0):
         return
