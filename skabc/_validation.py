@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import column_or_1d
 
-from .preprocessing import CONSTANT_TOLERANCE, FENCE_IQRS, _quartiles
+from .preprocessing import CONSTANT_TOLERANCE, FENCE_IQRS, _quartiles, warn_round_off_columns
 
 UNLABELLED = -1
 
@@ -207,6 +207,7 @@ def to_network_float32(X: np.ndarray, scale_free: bool) -> np.ndarray:
         # A spread within round-off of the values (0.3 against 0.1 + 0.2) is a constant column: centred, its
         # round-off would be all there is to standardise.
         constant = spread <= CONSTANT_TOLERANCE * magnitude
+        warn_round_off_columns(np.flatnonzero(constant & (spread > 0)))
         if far.any():
             X = X.copy()
             X[:, far] -= low[far] / 2 + high[far] / 2

@@ -53,6 +53,7 @@ from sklearn.utils.validation import check_array, validate_data
 
 from ._constraints import IntRange
 from ._typing import Int
+from ._user_warnings import warn_user
 
 #: RMS radius of every non-constant canonicalised set (step e).
 TARGET_RMS_RADIUS = 1.0
@@ -143,6 +144,16 @@ def canonicalize_set(X, n_components: Int = 16, *, scaling: str = "features", ta
     return _canonicalize(X, int(n_components), scaling, tails)
 
 
+def warn_round_off_columns(columns: np.ndarray) -> None:
+    """Say which varying columns the constant test (:data:`CONSTANT_TOLERANCE`) reads as constant: their values
+    differ by round-off of their magnitude only, and a far offset (raw timestamps) can shrink a real spread to that."""
+    if columns.size:
+        shown = ", ".join(str(int(c)) for c in columns[:10]) + (", ..." if columns.size > 10 else "")
+        warn_user(f"column(s) {shown} of X vary by at most 2**-44 of their largest |value|, within round-off of "
+                  "them: treated as constant (dropped). If they carry information (e.g. raw timestamps), centre or "
+                  "standardise X first (sklearn.preprocessing.StandardScaler).")
+
+
 def compress_tails(X: np.ndarray) -> np.ndarray:
     """Step (0): every value beyond its column's far fences pulled in to ``fence +- IQR * tanh(excess / IQR)``.
 
@@ -196,6 +207,7 @@ def _canonicalize(X: np.ndarray, n_components: Int, scaling: str = "features", t
     Z = Z - Z.mean(axis=0)
     std = np.sqrt(np.mean(Z * Z, axis=0))
     varying = std > CONSTANT_TOLERANCE * magnitude + np.finfo(np.float64).tiny
+    warn_round_off_columns(np.flatnonzero(~varying & (std > 0)))
     if not varying.any():
         return out
     if scaling == "features":

@@ -27,9 +27,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from sklearn.exceptions import DataConversionWarning
 from sklearn.frozen import FrozenEstimator
+from sklearn.metrics import adjusted_rand_score
 
 from skabc import ABCClustering, ContextualKernel, KernelEnsemble, pretrained
-from skabc.exceptions import AffinityTooLargeError
+from skabc.exceptions import AffinityTooLargeError, SkabcWarning
 from skabc.kernels import PairwiseKernel, PrecomputedKernel
 from skabc.preprocessing import SetCanonicalizer
 
@@ -769,6 +770,27 @@ def test_a_spread_far_from_zero_is_not_taken_for_a_constant():
         warnings.simplefilter("error", RuntimeWarning)  # probe 64d: numpy's overflow warning at the float64 limit
         big = np.array([[np.finfo(np.float64).max, 1.0], [-np.finfo(np.float64).max, 2.0], [0.0, 3.0]])
         ABCClustering(n_clusters=2, random_state=0).fit(big)
+
+
+def test_a_spread_within_round_off_of_a_far_offset_is_dropped_with_a_warning():
+    """Probe 70b: blobs shifted to 1e9 and shrunk to 1e-6 (191 distinct rows, a spread of about 170 float64 steps)
+    are constant to the 2**-44 tolerance: one cluster, without a word.  The drop stays (round-off of 0.1 + 0.2 is
+    no spread), but it is said, naming the columns; a centred copy clusters as the blobs."""
+    from sklearn.datasets import make_blobs
+
+    from skabc.preprocessing import SetCanonicalizer
+
+    X, y = make_blobs(200, centers=3, random_state=0)
+    with pytest.warns(SkabcWarning, match=r"column\(s\) 0, 1 of X vary by at most 2\*\*-44 .*StandardScaler"):
+        ABCClustering(random_state=0).fit(1e9 + X * 1e-6)
+    with pytest.warns(SkabcWarning, match=r"column\(s\) 0, 1 of X vary by at most 2\*\*-44"):
+        SetCanonicalizer(n_components=2).fit_transform(X + 1e15)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SetCanonicalizer(n_components=2).fit_transform(np.c_[X, np.full(200, 1e9)])  # exactly constant: silent
+        labels = ABCClustering(random_state=0).fit_predict(X)
+    assert not [w for w in caught if "2**-44" in str(w.message)]
+    assert adjusted_rand_score(y, labels) > 0.8
 
 
 def test_scale_free_fit_on_subnormal_values_learns_from_them(X30):

@@ -510,6 +510,25 @@ def test_negative_row_sums_are_refused_naming_the_affinity(affinity):
         SpectralClustering(affinity=affinity, n_clusters=2, random_state=0).fit(X)
 
 
+@pytest.mark.parametrize("scale", [1e155, 1e300])
+def test_an_affinity_that_overflows_on_finite_rows_is_refused_by_name(scale):
+    """Probe 70b: rbf distances of finite rows near 1e155 overflow to inf - inf; scikit-learn then says "Input
+    contains NaN" of an X that holds none.  The refusal names the affinity and the cause."""
+    from sklearn.datasets import make_blobs
+
+    X = make_blobs(60, centers=3, random_state=0)[0] * scale
+    assert np.isfinite(X).all()
+    for n_clusters in (3, None):
+        with pytest.raises(ValueError, match=r"affinity='rbf' gives non-finite affinities .* overflow float64"):
+            ABCClustering(affinity="rbf", n_clusters=n_clusters, random_state=0).fit(X)
+    with pytest.raises(ValueError, match=r"affinity='nan_kernel' .* the callable returned NaN or inf"):
+        ABCClustering(affinity=nan_kernel, n_clusters=2, random_state=0).fit(X / scale)
+
+
+def nan_kernel(a, b):
+    return np.nan
+
+
 def test_a_negative_self_affinity_alone_is_clustered_as_spectral_clustering_does():
     """Probe 69a: the refusal summed rows with their diagonal; scikit-learn's degrees leave it out, so a sigmoid
     affinity whose only negative row sum came from a point's own value (tanh(0.01 - 1)) was refused."""

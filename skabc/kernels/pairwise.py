@@ -233,12 +233,20 @@ class PairwiseKernel(_GraphSettings, Kernel):
         if not callable(self.metric):
             params.update(gamma=self.gamma, degree=self.degree, coef0=self.coef0)
         affinity = pairwise_kernels(X, metric=self.metric, filter_params=True, **params)
+        name = self.metric if isinstance(self.metric, str) else getattr(self.metric, "__name__", "callable")
+        values = affinity.data if sp.issparse(affinity) else np.asarray(affinity)
+        if not np.isfinite(values).all():  # scikit-learn would say "Input contains NaN" of an X that holds none
+            largest = np.abs(X.data if sp.issparse(X) else X).max(initial=0.0)
+            cause = ("its distances or products overflow float64. Scale X first (e.g. "
+                     "sklearn.preprocessing.StandardScaler)." if isinstance(self.metric, str)
+                     else "the callable returned NaN or inf.")
+            raise ValueError(f"affinity={name!r} gives non-finite affinities (NaN or inf) on this finite X (largest "
+                             f"|value| {largest:.3g}): {cause}")
         # Where a row's links sum below zero the normalised Laplacian takes a square root of a negative degree:
         # scikit-learn fails there with "Input contains NaN", naming neither the metric nor the cause.  Its degrees
         # leave the diagonal out, so a negative self-affinity alone ('sigmoid', odd 'poly') does not stop its cut.
         links = link_sums(affinity)
         if (links < 0).any():
-            name = self.metric if isinstance(self.metric, str) else getattr(self.metric, "__name__", "callable")
             point = int(np.argmin(links))
             raise ValueError(f"affinity={name!r} gives negative affinities on this X (down to {affinity.min():.3g}): "
                              f"point {point}'s affinities to the other points sum to {links[point]:.3g}, where the "
