@@ -228,7 +228,8 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     n_features = _schema.check_int(meta["n_features_in"], prefix + "n_features_in", 1, _schema.MAX_FEATURES)
     _schema.check_names(meta.get("feature_names_in"), prefix + "feature_names_in", n_features)
     _schema.check_int(meta["n_clusters"], prefix + "n_clusters", 1, _schema.MAX_COUNT)
-    _check_candidate(meta.get("candidate"), prefix + "candidate")
+    _check_candidate(meta.get("candidate"), prefix + "candidate", meta["params"].get("n_clusters"))
+    _check_given_count(meta, prefix)
     _check_split(meta, prefix)
     if "kernel_param" in meta:
         _schema.check_str(meta["kernel_param"], prefix + "kernel_param", {"none", "frozen", "kernel", "trained"})
@@ -253,24 +254,51 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     width = _kernel_width(kernel)
     if width is not None and width != n_features:
         raise _schema.fail(prefix + "n_features_in", f"{n_features} features, but the model's kernel takes {width}")
+    names, kernel_names = meta.get("feature_names_in"), _kernel_names(kernel)
+    if width is not None and names and kernel_names and list(names) != list(kernel_names):
+        # fit refuses other names than its width-bound kernel's ("unseen at fit time"): every DataFrame would be
+        raise _schema.fail(prefix + "feature_names_in", f"{_schema.describe_value(names)}, but the model's kernel "
+                                                        f"was fitted on {_schema.describe_value(kernel_names)}: a fit "
+                                                        "takes its width-bound kernel's columns")
 
 
-def _kernel_width(kernel: dict) -> int | None:
-    """The input width a validated kernel description is bound to (``None``: any width, or not a ContextualKernel's)."""
+def _bound_parts(kernel: dict) -> list[dict]:
+    """The ContextualKernel entries of a validated kernel description that are bound to their input width."""
     if "class" not in kernel:
         parts = [kernel]
     else:
         parts = {"ContextualKernel": [kernel.get("kernel")],
                  "KernelEnsemble": kernel.get("members")}.get(kernel["class"])
-    return next((width for width in map(described_width, parts or ()) if width is not None), None)
+    return [part for part in parts or () if described_width(part) is not None]
 
 
-def _check_candidate(value, where: str) -> None:
+def _kernel_width(kernel: dict) -> int | None:
+    """The input width a validated kernel description is bound to (``None``: any width, or not a ContextualKernel's)."""
+    return next((described_width(part) for part in _bound_parts(kernel)), None)
+
+
+def _kernel_names(kernel: dict) -> list | None:
+    """The feature names a validated width-bound kernel description was fitted on (``None``: none recorded)."""
+    return next((part.get("feature_names_in") for part in _bound_parts(kernel)), None)
+
+
+def _check_given_count(meta: dict, prefix: str) -> None:
+    """With ``params.n_clusters`` given, fit finds at most that many clusters per set (one set per candidate entry)."""
+    given, candidate = meta["params"].get("n_clusters"), meta.get("candidate")
+    sets = len(candidate) if isinstance(candidate, list) else 1
+    if given is not None and meta["n_clusters"] > given * sets:
+        raise _schema.fail(prefix + "n_clusters", f"{meta['n_clusters']} clusters, but params.n_clusters={given} "
+                                                  f"asks for at most {given * sets} ({sets} set(s))")
+
+
+def _check_candidate(value, where: str, given_k=None) -> None:
     """``candidate_`` as fit sets it: null, an arbiter candidate's name (``'affinity-at-<name>'`` for a counting
     arbiter, ``'knn-at-<name>'`` for a kNN-partition one, ending ``'+gaussian-split'`` where clusters were split),
-    or one such entry per group."""
-    names = set(CANDIDATES) | {f"{prefix}-at-{name}" for prefix in ("affinity", "knn") for name in CANDIDATES}
-    names |= {name + SPLIT_SUFFIX for name in names}
+    or one such entry per group; a rule for a given ``k`` exactly where ``params.n_clusters`` is given."""
+    names = {name for name, (_, rule) in CANDIDATES.items() if (rule == "given") == (given_k is not None)}
+    if given_k is None:  # counting, kNN-partition and split candidates come of an estimated k only
+        names |= {f"{prefix}-at-{name}" for prefix in ("affinity", "knn") for name in names}
+        names |= {name + SPLIT_SUFFIX for name in names}
     entries = value if isinstance(value, list) else [value]
     if isinstance(value, list) and not 1 <= len(value) <= _schema.MAX_COUNT:
         raise _schema.fail(where, f"expected one entry per group, got a list of {len(value)}")

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import FUZZ_DERANDOMIZE, TINY, forge, make_blob_sets, read_meta, read_tensors
@@ -418,6 +419,72 @@ def test_forged_ensemble_members_are_refused(tiny_kernel, tmp_path):
     bad = copy.deepcopy(meta)
     bad["members"][0]["feature_names_in"], bad["members"][1]["feature_names_in"] = ["a", "b"], ["c", "d"]
     refused(KernelEnsemble.load, forge(path, bad, tensors), r"members\.1\.feature_names_in: other feature names")
+
+
+@pytest.fixture(scope="module")
+def bound_files(tmp_path_factory):
+    """A width-bound kernel (no canonicalisation) fitted on named columns: an ensemble of two and a model of it."""
+    X, y, g = make_blob_sets(n_sets=20, set_size=30, random_state=1)
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    kernel = ContextualKernel(**{**TINY, "init": "scratch", "canonical_features": None}).fit(frame, y, groups=g)
+    folder = tmp_path_factory.mktemp("bound")
+    KernelEnsemble.from_fitted([kernel, kernel]).save(folder / "e.safetensors")
+    ABCClustering(kernel=kernel, random_state=0).fit(frame[:30]).save(folder / "m.safetensors")
+    return folder
+
+
+def test_ensemble_members_named_and_unnamed_are_refused_before_building(bound_files, tmp_path, monkeypatch):
+    """Probe 70a: width-bound members, one named and one not, passed the description; both were built, then
+    from_fitted refused them, naming neither the file nor the entry and asking to refit."""
+    import skabc.kernels._contextual_io as contextual_io
+
+    meta, tensors = read_meta(bound_files / "e.safetensors"), read_tensors(bound_files / "e.safetensors")
+    meta["members"][1]["feature_names_in"] = None
+    built = []
+    monkeypatch.setattr(contextual_io, "load_weights", lambda *a, **k: built.append(1))
+    refused(KernelEnsemble.load, forge(tmp_path / "e.safetensors", meta, tensors),
+            r"members\.1\.feature_names_in: other feature names \(or none\) than member 0's")
+    assert not built
+
+
+def test_a_model_whose_names_are_not_its_bound_kernels_is_refused(bound_files, tmp_path):
+    """Probe 70a: model names x, y beside a width-bound kernel fitted on a, b loaded, and then refused every
+    DataFrame (fit refuses that pairing); an unnamed model beside a named kernel is what fit on an array gives."""
+    path = bound_files / "m.safetensors"
+    meta, tensors = read_meta(path), read_tensors(path)
+    assert meta["feature_names_in"] == ["a", "b"]
+    meta["feature_names_in"] = ["x", "y"]
+    refused(ABCClustering.load, forge(tmp_path / "m.safetensors", meta, tensors),
+            r"feature_names_in: a list \(\[\"x\", \"y\"\]\), but the model's kernel was fitted on a list")
+    meta["feature_names_in"] = None
+    assert ABCClustering.load(forge(tmp_path / "m.safetensors", meta, tensors)).predict(np.zeros((5, 2))).shape == (5,)
+
+
+def test_a_model_file_must_count_and_name_partitions_as_its_n_clusters_allows(saved, tiny_kernel, tmp_path):
+    """Probe 70a: params.n_clusters=5 beside n_clusters_=3 and the k-unknown candidate 'knn-eigengap' loaded, a
+    model no fit makes: its labels_ and n_clusters_ contradicted every predict."""
+    meta = copy.deepcopy(saved.model_meta)
+    assert meta["params"].get("n_clusters") is None
+    given = dict(meta, params={**meta["params"], "n_clusters": 5}, candidate="knn-eigengap")
+    refused(ABCClustering.load, forge(tmp_path / "m.safetensors", given, saved.model_tensors),
+            r"candidate: 'knn-eigengap' is not one of \['kernel-given', 'knn-given'\]")
+    refused(ABCClustering.load, forge(tmp_path / "m.safetensors", dict(meta, candidate="knn-given"),
+                                      saved.model_tensors), r"candidate: 'knn-given' is not one of")
+    ABCClustering(kernel=tiny_kernel, n_clusters=3, random_state=0).fit(saved.X).save(tmp_path / "k3.safetensors")
+    meta, tensors = read_meta(tmp_path / "k3.safetensors"), read_tensors(tmp_path / "k3.safetensors")
+    assert meta["n_clusters"] == 3
+    fewer = dict(meta, params={**meta["params"], "n_clusters": 2})
+    refused(ABCClustering.load, forge(tmp_path / "m.safetensors", fewer, tensors),
+            r"n_clusters: 3 clusters, but params.n_clusters=2 asks for at most 2 \(1 set")
+
+
+def test_a_long_file_name_is_saved(tiny_kernel, tmp_path):
+    """Probe 70a: the temporary file took the target's whole name plus 14 characters, past the 255-byte limit of
+    a name that open() takes."""
+    path = tmp_path / ("k" * 238 + ".safetensors")
+    tiny_kernel.save(path)
+    X = make_blob_sets(n_sets=1, set_size=20, random_state=3)[0]
+    np.testing.assert_allclose(ContextualKernel.load(path).transform(X), tiny_kernel.transform(X), atol=1e-6)
 
 
 def test_ensemble_members_of_different_widths_are_refused_before_building(tiny_kernel, tmp_path):

@@ -396,7 +396,7 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
             index = name.split(".", 2)[1] if name.startswith("members.") and name.count(".") >= 2 else ""
             if index.isdigit() and len(index) < 10 and int(index) < len(members):
                 own_tensors[int(index)][name] = spec
-        expected, widths, names = {}, {}, {}
+        expected, widths, names, named = {}, {}, {}, {}
         for i, part in enumerate(members):
             own = check_contextual_part(ContextualKernel, part, f"{prefix}members.{i}", own_tensors[i],
                                         _member_prefix(i))
@@ -405,11 +405,13 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
                 widths.setdefault(width, i)
             if part.get("feature_names_in") is not None:
                 names.setdefault(tuple(part["feature_names_in"]), i)
-        if len(names) > 1:
-            (_, first), (_, member) = sorted(names.items(), key=lambda item: item[1])[:2]
-            raise _schema.fail(f"{prefix}members.{member}.feature_names_in",
-                               f"other feature names than member {first}'s: an ensemble's members take one set of "
-                               "columns")
+            if width is not None:  # as from_fitted: width-bound members are all named or none
+                named.setdefault(part.get("feature_names_in") is not None, i)
+        for found in (names, named):
+            if len(found) > 1:
+                (_, first), (_, member) = sorted(found.items(), key=lambda item: item[1])[:2]
+                raise _schema.fail(f"{prefix}members.{member}.feature_names_in", f"other feature names (or none) "
+                                   f"than member {first}'s: an ensemble's members take one set of columns")
         if len(widths) > 1:
             (width, first), (other, member) = sorted(widths.items(), key=lambda item: item[1])[:2]
             raise _schema.fail(f"{prefix}members.{member}.n_features_in",
