@@ -286,7 +286,8 @@ def _check_given_count(meta: dict, prefix: str) -> None:
     """With ``params.n_clusters`` given, fit finds at most that many clusters per set (one set per candidate entry)."""
     given, candidate = meta["params"].get("n_clusters"), meta.get("candidate")
     sets = len(candidate) if isinstance(candidate, list) else 1
-    if given is not None and meta["n_clusters"] > given * sets:
+    # Files written before candidate_ was stored do not say how many sets (groups) they clustered.
+    if given is not None and "candidate" in meta and meta["n_clusters"] > given * sets:
         raise _schema.fail(prefix + "n_clusters", f"{meta['n_clusters']} clusters, but params.n_clusters={given} "
                                                   f"asks for at most {given * sets} ({sets} set(s))")
 
@@ -296,8 +297,10 @@ def _check_candidate(value, where: str, given_k=None) -> None:
     arbiter, ``'knn-at-<name>'`` for a kNN-partition one, ending ``'+gaussian-split'`` where clusters were split),
     or one such entry per group; a rule for a given ``k`` exactly where ``params.n_clusters`` is given."""
     names = {name for name, (_, rule) in CANDIDATES.items() if (rule == "given") == (given_k is not None)}
-    if given_k is None:  # counting, kNN-partition and split candidates come of an estimated k only
-        names |= {f"{prefix}-at-{name}" for prefix in ("affinity", "knn") for name in names}
+    # A kNN-partition arbiter cuts either k; counting arbiters and the split serve an estimated k only.
+    prefixes = ("knn",) if given_k is not None else ("affinity", "knn")
+    names |= {f"{prefix}-at-{name}" for prefix in prefixes for name in names}
+    if given_k is None:
         names |= {name + SPLIT_SUFFIX for name in names}
     entries = value if isinstance(value, list) else [value]
     if isinstance(value, list) and not 1 <= len(value) <= _schema.MAX_COUNT:

@@ -261,8 +261,8 @@ def write(path, meta: dict, tensors: dict, extra: dict[str, str] | None = None) 
         raise ValueError(f"cannot save to {str(path)!r}: {str(blocking)!r} is a file, not a folder") from None
     tmp = None
     try:
-        # A short name beside the target: its full name plus mkstemp's ending may pass the 255-byte limit.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.", suffix=".tmp")
+        # A short name of its own beside the target: the target's name plus mkstemp's ending may pass 255 bytes.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".skabc-save-", suffix=".tmp")
         os.close(fd)
         # Serialised here and written by Python, so that a failed write (a full disk) is an OSError with its errno.
         _write(tmp, serialize(tensors, metadata={**(extra or {}), "skabc": text}))

@@ -529,6 +529,23 @@ def nan_kernel(a, b):
     return np.nan
 
 
+def inverse_distance(a, b):
+    with np.errstate(divide="ignore"):
+        return 1.0 / np.linalg.norm(a - b)
+
+
+def test_an_affinity_infinite_only_on_the_diagonal_is_clustered_as_spectral_clustering_does():
+    """Review 70: 1 / distance is infinite at each point's self-pair only, which the Laplacian's degrees leave out:
+    SpectralClustering clusters it, and the non-finite check above refused it."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(60, centers=3, random_state=0)
+    expected = SpectralClustering(3, affinity=inverse_distance, random_state=0).fit_predict(X)
+    labels = ABCClustering(n_clusters=3, affinity=inverse_distance, random_state=0).fit_predict(X)
+    np.testing.assert_array_equal(labels, expected)
+    assert len(np.unique(ABCClustering(affinity=inverse_distance, random_state=0).fit_predict(X))) > 1
+
+
 def test_a_negative_self_affinity_alone_is_clustered_as_spectral_clustering_does():
     """Probe 69a: the refusal summed rows with their diagonal; scikit-learn's degrees leave it out, so a sigmoid
     affinity whose only negative row sum came from a point's own value (tanh(0.01 - 1)) was refused."""

@@ -467,7 +467,8 @@ def test_a_model_file_must_count_and_name_partitions_as_its_n_clusters_allows(sa
     assert meta["params"].get("n_clusters") is None
     given = dict(meta, params={**meta["params"], "n_clusters": 5}, candidate="knn-eigengap")
     refused(ABCClustering.load, forge(tmp_path / "m.safetensors", given, saved.model_tensors),
-            r"candidate: 'knn-eigengap' is not one of \['kernel-given', 'knn-given'\]")
+            r"candidate: 'knn-eigengap' is not one of \['kernel-given', 'knn-at-kernel-given', 'knn-at-knn-given', "
+            r"'knn-given'\]")
     refused(ABCClustering.load, forge(tmp_path / "m.safetensors", dict(meta, candidate="knn-given"),
                                       saved.model_tensors), r"candidate: 'knn-given' is not one of")
     ABCClustering(kernel=tiny_kernel, n_clusters=3, random_state=0).fit(saved.X).save(tmp_path / "k3.safetensors")
@@ -476,6 +477,23 @@ def test_a_model_file_must_count_and_name_partitions_as_its_n_clusters_allows(sa
     fewer = dict(meta, params={**meta["params"], "n_clusters": 2})
     refused(ABCClustering.load, forge(tmp_path / "m.safetensors", fewer, tensors),
             r"n_clusters: 3 clusters, but params.n_clusters=2 asks for at most 2 \(1 set")
+    # Review 70: files written before candidate_ was stored do not say how many groups they clustered.
+    unsaid = {key: value for key, value in fewer.items() if key != "candidate"}
+    assert ABCClustering.load(forge(tmp_path / "m.safetensors", unsaid, tensors)).n_clusters_ == 3
+
+
+def test_a_given_k_fit_whose_knn_arbiter_kept_the_kernel_saves(tmp_path):
+    """Review 70: arbiter='generic-knn' with k given records 'knn-at-kernel-given' where it keeps the kernel's cut;
+    the candidate check above took it for a k-unknown name, and save() (which loads the file back) failed."""
+    from sklearn.datasets import make_blobs
+
+    X = make_blobs(60, centers=3, cluster_std=2.5, random_state=11)[0]
+    model = ABCClustering(n_clusters=3, arbiter="generic-knn", random_state=0).fit(X)
+    assert model.candidate_ == "knn-at-kernel-given"
+    model.save(tmp_path / "m.safetensors")
+    loaded = ABCClustering.load(tmp_path / "m.safetensors")
+    assert loaded.candidate_ == "knn-at-kernel-given"
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
 
 
 def test_a_long_file_name_is_saved(tiny_kernel, tmp_path):
@@ -483,6 +501,7 @@ def test_a_long_file_name_is_saved(tiny_kernel, tmp_path):
     a name that open() takes."""
     path = tmp_path / ("k" * 238 + ".safetensors")
     tiny_kernel.save(path)
+    tiny_kernel.save(tmp_path / ("\N{SNOWMAN}" * 80 + ".safetensors"))  # 252 bytes in 92 characters (review 70)
     X = make_blob_sets(n_sets=1, set_size=20, random_state=3)[0]
     np.testing.assert_allclose(ContextualKernel.load(path).transform(X), tiny_kernel.transform(X), atol=1e-6)
 

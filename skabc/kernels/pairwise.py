@@ -86,6 +86,17 @@ def _warn_if_points_have_no_neighbour(affinity: np.ndarray, metric) -> None:
                   "affinity='nearest_neighbors'.")
 
 
+def _off_diagonal_non_finite(affinity) -> bool:
+    """Whether a link between two points is NaN or infinite (self-affinities do not enter the Laplacian's degrees:
+    an infinite one, 1 / distance at distance 0, is clustered as SpectralClustering clusters it)."""
+    matrix = sp.coo_matrix(affinity) if sp.issparse(affinity) else np.asarray(affinity)
+    if sp.issparse(matrix):
+        return bool((~np.isfinite(matrix.data) & (matrix.row != matrix.col)).any())
+    bad = ~np.isfinite(matrix)
+    np.fill_diagonal(bad, False)
+    return bool(bad.any())
+
+
 def _check_n_neighbors(n_neighbors: Int, n_samples: int, affinity: str) -> None:
     # The point itself is one of its neighbours, so n_neighbors == n_samples works, as in SpectralClustering.
     if n_neighbors > n_samples:
@@ -234,8 +245,7 @@ class PairwiseKernel(_GraphSettings, Kernel):
             params.update(gamma=self.gamma, degree=self.degree, coef0=self.coef0)
         affinity = pairwise_kernels(X, metric=self.metric, filter_params=True, **params)
         name = self.metric if isinstance(self.metric, str) else getattr(self.metric, "__name__", "callable")
-        values = affinity.data if sp.issparse(affinity) else np.asarray(affinity)
-        if not np.isfinite(values).all():  # scikit-learn would say "Input contains NaN" of an X that holds none
+        if _off_diagonal_non_finite(affinity):  # scikit-learn would say "Input contains NaN" of an X that holds none
             largest = np.abs(X.data if sp.issparse(X) else X).max(initial=0.0)
             cause = ("its distances or products overflow float64. Scale X first (e.g. "
                      "sklearn.preprocessing.StandardScaler)." if isinstance(self.metric, str)
