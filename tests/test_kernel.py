@@ -16,7 +16,7 @@ from conftest import TINY, forge, make_blob_sets, read_meta, read_tensors
 from sklearn.base import clone
 
 import skabc.inference as inference
-from skabc import ContextualKernel
+from skabc import ContextualKernel, KernelEnsemble
 from skabc.pretrained import load
 
 
@@ -1716,8 +1716,12 @@ def test_warm_start_continues_from_the_fitted_weights(blob_data):
     X, y, groups = blob_data
     kernel = ContextualKernel(**TINY).fit(X, y, groups=groups)
     start = {k: v.clone() for k, v in kernel.module_.state_dict().items()}
+    first_sets = kernel.n_training_sets_
     cold = ContextualKernel(**{**TINY, "random_state": 1}).fit(X, y, groups=groups)
     warm = kernel.set_params(warm_start=True, random_state=1, lr=1e-5).fit(X, y, groups=groups)
+    # Probe 70c: the kept weights were trained by both fits' batches (validation kept no start here).
+    run_sets = sum(b["train_batch_size"] for row in warm.net_.history for b in row["batches"] if "train_loss" in b)
+    assert warm.n_training_sets_ == first_sets + run_sets and run_sets > 0 and first_sets > 0
     moved_warm = max(float((warm.module_.state_dict()[k] - v).abs().max()) for k, v in start.items())
     moved_cold = max(float((cold.module_.state_dict()[k] - v).abs().max()) for k, v in start.items())
     assert moved_warm < 1e-3 < moved_cold
@@ -1855,6 +1859,29 @@ def test_clusters_per_set_beyond_the_classes_of_every_group_is_warned_of(blob_da
     with warnings.catch_warnings():
         warnings.simplefilter("error", SkabcWarning)
         ContextualKernel(**{**TINY, "clusters_per_set": most}).fit(X, y, groups=groups)
+
+
+def test_a_set_size_beyond_the_labelled_rows_of_every_group_is_warned_of(blob_data):
+    """Probe 70c: sets asked of 50-200 rows from groups of 30 were every group's whole rows, without a word."""
+    from skabc.exceptions import SkabcWarning
+
+    X, y, groups = blob_data
+    most = max(int(np.sum(groups == g)) for g in np.unique(groups))
+    with pytest.warns(SkabcWarning, match=rf"training sets of {most + 1} to {most + 20} rows, .* at most {most} a"):
+        ContextualKernel(**{**TINY, "set_size": (most + 1, most + 20)}).fit(X, y, groups=groups)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SkabcWarning)
+        ContextualKernel(**{**TINY, "set_size": (most, most + 20)}).fit(X, y, groups=groups)
+
+
+@pytest.mark.parametrize("make", [lambda: ContextualKernel(**TINY), lambda: KernelEnsemble(ContextualKernel(**TINY))])
+def test_an_unfitted_kernel_has_no_recommended_clustering(make):
+    """Probe 70c: an unfitted ContextualKernel said {} (the generic defaults), and recommends other settings once
+    fitted; scikit-learn raises NotFittedError for what a fit decides."""
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        make().recommended_clustering()
 
 
 def test_a_read_only_float32_set_reaches_torch_as_a_writable_array(monkeypatch):

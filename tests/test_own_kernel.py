@@ -411,8 +411,10 @@ def test_max_time_inside_the_first_epoch_of_a_fine_tune_says_the_start_is_kept(b
         warnings.simplefilter("always")
         kernel = ContextualKernel(**FAST, max_time=1e-9).fit(X, y)
     messages = [str(w.message) for w in caught if "max_time" in str(w.message)]
-    assert len(messages) == 1 and "its starting weights are kept (no epoch was scored)" in messages[0]
+    assert len(messages) == 1 and "its starting weights are kept (no epoch finished, none was scored)." in messages[0]
     np.testing.assert_array_equal(kernel.transform(X[:30]), pretrained.load("generic").transform(X[:30]))
+    # Probe 70c: the batches of the cut epoch were counted, though the start's weights were kept.
+    assert kernel.n_training_sets_ == 0
 
 
 def test_max_time_says_it_ended_the_run_when_verbose(blobs, capsys):

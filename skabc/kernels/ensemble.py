@@ -324,7 +324,7 @@ class KernelEnsemble(KernelParamsMixin, AffinityTransformerMixin, Kernel, auto_w
         """
         if hasattr(self, "recommended_clustering_"):
             return dict(self.recommended_clustering_)
-        members = [as_kernel(k).recommended_clustering() for k in getattr(self, "kernels_", ())]
+        members = [as_kernel(k).recommended_clustering() for k in check_is_fitted(self, "kernels_") or self.kernels_]
         return dict(members[0]) if members and all(m == members[0] for m in members) else {}
 
     def save(self, path, *, recommended_clustering: dict | None = None) -> None:

@@ -95,6 +95,12 @@ def train(kernel, X: np.ndarray, labels: np.ndarray, group_codes, set_size: tupl
         warn_user(f"clusters_per_set={kernel.clusters_per_set!r} asks for at least {wanted[0]} clusters a set, but "
                   f"the training sets draw on at most {most} labelled classes a group (classes or groups held out "
                   f"for validation are not drawn): each set holds at most {most}.")
+    rows = max(sum(len(c) for c in g) for g in sampler.groups)
+    if rows < sampler.set_size[0]:  # the same for set_size (probe 70c): every set was the whole group, unsaid
+        warn_user(f"set_size={kernel.set_size!r} draws training sets of {sampler.set_size[0]} to "
+                  f"{sampler.set_size[1]} rows, but the labelled rows a set is drawn from number at most {rows} a "
+                  f"group (rows held out for validation are not drawn): each set holds at most {rows}, a group's "
+                  "whole labelled rows where it holds them all.")
     device = resolve_device(kernel.device)
 
     steps = kernel.max_epochs * math.ceil(n_sets / kernel.batch_size)
@@ -352,11 +358,10 @@ def _handle_interruption(kernel, net: NeuralNet) -> None:
                   + _refit_after_choice(kernel, finished), TrainingInterruptedWarning)
         return
     if finished == 0 and limits:  # only max_time can end a run before its first epoch ends
-        took = ("its starting weights are kept (no epoch was scored)" if restored_start
-                else "the kernel took only part of one epoch's steps")
-        warn_user(f"max_time={float(limits[0]):g} s ended training inside its first epoch: {took} "
-                  "(no epoch finished). Raise max_time, or lower sets_per_epoch, to "
-                  "train it.", SkabcWarning)
+        took = ("its starting weights are kept (no epoch finished, none was scored)" if restored_start
+                else "the kernel took only part of one epoch's steps (no epoch finished)")
+        warn_user(f"max_time={float(limits[0]):g} s ended training inside its first epoch: {took}. Raise max_time, "
+                  "or lower sets_per_epoch, to train it.", SkabcWarning)
         return
     if not interrupted_by_user(net):
         return
