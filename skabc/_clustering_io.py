@@ -228,9 +228,9 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
     n_features = _schema.check_int(meta["n_features_in"], prefix + "n_features_in", 1, _schema.MAX_FEATURES)
     _schema.check_names(meta.get("feature_names_in"), prefix + "feature_names_in", n_features)
     _schema.check_int(meta["n_clusters"], prefix + "n_clusters", 1, _schema.MAX_COUNT)
+    _check_split(meta, prefix)  # first: its refusals name the contradiction, where the candidate's only its name
     _check_candidate(meta.get("candidate"), prefix + "candidate", meta["params"].get("n_clusters"))
     _check_given_count(meta, prefix)
-    _check_split(meta, prefix)
     if "kernel_param" in meta:
         _schema.check_str(meta["kernel_param"], prefix + "kernel_param", {"none", "frozen", "kernel", "trained"})
     fitted = _schema.check_keys(meta.get("fitted", {}), prefix + "fitted",

@@ -541,9 +541,18 @@ def test_an_affinity_infinite_only_on_the_diagonal_is_clustered_as_spectral_clus
 
     X, _ = make_blobs(60, centers=3, random_state=0)
     expected = SpectralClustering(3, affinity=inverse_distance, random_state=0).fit_predict(X)
-    labels = ABCClustering(n_clusters=3, affinity=inverse_distance, random_state=0).fit_predict(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # review 70b: inf - inf in the link sums
+        labels = ABCClustering(n_clusters=3, affinity=inverse_distance, random_state=0).fit_predict(X)
+        assert len(np.unique(ABCClustering(affinity=inverse_distance, random_state=0).fit_predict(X))) > 1
     np.testing.assert_array_equal(labels, expected)
-    assert len(np.unique(ABCClustering(affinity=inverse_distance, random_state=0).fit_predict(X))) > 1
+    # Review 70b: the link sums of an infinite diagonal were NaN, and negative links went by unnamed.
+    with pytest.raises(ValueError, match=r"affinity='signed_inverse' gives negative affinities .* point \d+'s"):
+        ABCClustering(n_clusters=3, affinity=signed_inverse, random_state=0).fit(X)
+
+
+def signed_inverse(a, b):
+    return inverse_distance(a, b) - 1.0
 
 
 def test_a_negative_self_affinity_alone_is_clustered_as_spectral_clustering_does():

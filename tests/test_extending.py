@@ -159,6 +159,24 @@ def test_a_frozen_kernel_without_fit_is_ready():
                                   .fit(X).labels_)
 
 
+class _StatelessFit(_RBF):
+    """A kernel with a ``fit`` that stores nothing (``return self``), as a user's stateless one may."""
+
+    def fit(self, X, y=None):
+        return self
+
+
+def test_a_kernel_whose_fit_stores_nothing_recommends_the_defaults():
+    """Review 70b: recommended_clustering() raised NotFittedError for every kernel with a fit and no ``*_``
+    attribute, so ABCClustering could not fit such a kernel on y; only skabc's trainable kernels refuse it."""
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(60, centers=3, random_state=0)
+    assert _StatelessFit().fit(X).recommended_clustering() == {}
+    labels = ABCClustering(kernel=_StatelessFit(), n_clusters=3, random_state=0).fit(X, y).labels_
+    np.testing.assert_array_equal(labels, ABCClustering(kernel=_RBF(), n_clusters=3, random_state=0).fit(X).labels_)
+
+
 def test_a_kernel_ensemble_checks_a_kernel_member_s_output():
     class Member(AffinityTransformerMixin, _RBF):
         pass

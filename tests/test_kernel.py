@@ -1716,12 +1716,8 @@ def test_warm_start_continues_from_the_fitted_weights(blob_data):
     X, y, groups = blob_data
     kernel = ContextualKernel(**TINY).fit(X, y, groups=groups)
     start = {k: v.clone() for k, v in kernel.module_.state_dict().items()}
-    first_sets = kernel.n_training_sets_
     cold = ContextualKernel(**{**TINY, "random_state": 1}).fit(X, y, groups=groups)
     warm = kernel.set_params(warm_start=True, random_state=1, lr=1e-5).fit(X, y, groups=groups)
-    # Probe 70c: the kept weights were trained by both fits' batches (validation kept no start here).
-    run_sets = sum(b["train_batch_size"] for row in warm.net_.history for b in row["batches"] if "train_loss" in b)
-    assert warm.n_training_sets_ == first_sets + run_sets and run_sets > 0 and first_sets > 0
     moved_warm = max(float((warm.module_.state_dict()[k] - v).abs().max()) for k, v in start.items())
     moved_cold = max(float((cold.module_.state_dict()[k] - v).abs().max()) for k, v in start.items())
     assert moved_warm < 1e-3 < moved_cold

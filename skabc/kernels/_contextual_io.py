@@ -138,6 +138,18 @@ class FittedNetworkMixin:
         check_is_fitted(self, "module_")
         return next(self.module_.parameters()).device
 
+    def recommended_clustering(self) -> dict:
+        """The ABCClustering settings its fit (or file) chose: see :meth:`Kernel.recommended_clustering`.
+
+        Raises
+        ------
+        NotFittedError
+            Before ``fit`` or a load: what the network's training will choose is not known yet (``{}`` would
+            read as the generic defaults, which a fit does not keep).
+        """
+        check_is_fitted(self)
+        return super().recommended_clustering()
+
     def __getstate__(self) -> dict:
         state = dict(super().__getstate__())  # a copy: Python 3.11's object.__getstate__ gives __dict__ itself
         if "module_" in state:

@@ -11,7 +11,8 @@ of any kernel but skabc's own is checked where it is used (:func:`kernel_affinit
 
 from __future__ import annotations
 
-import importlib.util  # binds importlib too
+import importlib
+import importlib.util
 import sys
 from typing import Any
 
@@ -32,6 +33,7 @@ from ..spectral.arbiter import ARBITERS
 
 #: The ABCClustering settings a kernel may recommend (what each ``'auto'`` resolves to).
 CLUSTERING_SETTINGS = ("affinity_power", "assign_labels", "n_clusters_selection", "arbiter")
+
 
 #: Values each recommended setting may take.
 _SETTING_CHECKS = {
@@ -173,7 +175,7 @@ class Kernel(BaseEstimator):
         """ABCClustering settings that this kernel's ``'auto'`` values resolve to.
 
         A fitted or loaded kernel keeps them in ``recommended_clustering_`` (chosen on its
-        validation data, or saved with it); a trainable kernel has none before its fit (``NotFittedError``).
+        validation data, or saved with it).
 
         Returns
         -------
@@ -182,8 +184,6 @@ class Kernel(BaseEstimator):
             ``'n_clusters_selection'`` and ``'arbiter'``; ``{}`` means the generic
             defaults (power 1, ``'kmeans'``, ``'eigengap'``, no arbiter).
         """
-        if hasattr(self, "fit") and not hasattr(self, "recommended_clustering_"):
-            check_is_fitted(self)  # probe 70c: an unfitted ContextualKernel said {} and recommends otherwise fitted
         return dict(getattr(self, "recommended_clustering_", {}))
 
 

@@ -216,7 +216,7 @@ class ContextualKernel(FittedNetworkMixin, AffinityTransformerMixin, Kernel, aut
     feature_names_in_ : ndarray of str
         Feature names seen during fit, when X has them; a frame given to ``transform`` must have these.
     n_training_sets_ : int
-        Sets of the batches that trained the kept weights, a warm start's included (0: untrained, or no record).
+        Training sets of every trained batch, an epoch cut short included (0: untrained, the start kept, no record).
     init_, fine_tune_alpha_, network_params_, schedule_, batch_size_ : str, float, dict, Schedule or None, int
         Where the fit started; the resolved ``fine_tune_alpha``; the fitted network's parameters; the schedule;
         the resolved ``batch_size``.

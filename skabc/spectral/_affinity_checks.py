@@ -66,11 +66,12 @@ def check_degrees(degree: np.ndarray) -> None:
 def link_sums(affinity: np.ndarray) -> np.ndarray:
     """Each row's sum without its diagonal entry (a point's links to the others), as scikit-learn's Laplacian
     degrees read a dense affinity.  The diagonal is subtracted from the row sums; a row whose self-affinity dwarfs
-    the result (1e16 next to links summing to -0.5 gave 0) is summed again without it.  ``affinity`` is not
-    written to."""
+    the result (1e16 next to links summing to -0.5 gave 0), or is not finite, is summed again without it.
+    ``affinity`` is not written to."""
     diagonal = np.diagonal(affinity)
-    sums = affinity.sum(axis=1) - diagonal
-    for row in np.flatnonzero((diagonal != 0) & (np.abs(sums) <= 1e-6 * np.abs(diagonal))):
+    with np.errstate(invalid="ignore"):  # an infinite self-affinity (1 / distance): summed again below
+        sums = affinity.sum(axis=1) - diagonal
+    for row in np.flatnonzero((diagonal != 0) & ~(np.abs(sums) > 1e-6 * np.abs(diagonal))):
         links = np.array(affinity[row])
         links[row] = 0
         sums[row] = links.sum()

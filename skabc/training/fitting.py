@@ -59,8 +59,6 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
     plan = plan_training(kernel, X, labels, group_codes)
     if restore_result(kernel, plan, X, group_codes):
         return
-    # A warm start's weights were trained on sets already; any other start (generic, scratch) on none.
-    start_sets = getattr(kernel, "n_training_sets_", 0) if plan.init == WARM_START else 0
     keep_result(kernel, complete=False)  # a kernel kept before no longer matches what this run will leave
     net, _ = train(plan.spec, X, plan.train_labels, group_codes, check_set_size(kernel.set_size),
                         plan.start_state, plan.callbacks, start=plan.start_record(),
@@ -71,11 +69,14 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
     record_architecture(kernel)
     # Every trained batch's sets: an epoch max_time cut short moved the weights too (counted 0 in a first epoch,
     # such a kernel passed for the untouched generic one).
-    kernel.n_training_sets_ = start_sets + int(sum(batch.get("train_batch_size", 0) for row in kernel.net_.history
-                                                   for batch in row.get("batches", ()) if "train_loss" in batch))
+    kernel.n_training_sets_ = int(sum(batch.get("train_batch_size", 0) for row in kernel.net_.history
+                                      for batch in row.get("batches", ()) if "train_loss" in batch))
+    # Where the held-out sets kept an untrained start (the generic weights), nothing trained what the kernel holds; a
+    # warm start's weights were trained before, and its count stays above 0.
     validation = dict(kernel.net_.callbacks_).get("validation")
-    if validation is not None and (getattr(validation, "kept_start_", False)
-                                   or (validation.start_is_candidate and validation.best_epoch_ == 0)):
-        kernel.n_training_sets_ = start_sets  # the held-out sets kept the start's weights: none of these trained them
+    kept_start = validation is not None and (getattr(validation, "kept_start_", False)
+                                             or (validation.start_is_candidate and validation.best_epoch_ == 0))
+    if kept_start and plan.init != WARM_START:
+        kernel.n_training_sets_ = 0
     plan.record(kernel, kernel.net_)
     keep_result(kernel, run_is_complete(plan.spec, kernel.net_))
