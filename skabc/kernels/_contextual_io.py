@@ -141,6 +141,11 @@ class FittedNetworkMixin:
     def recommended_clustering(self) -> dict:
         """The ABCClustering settings its fit (or file) chose: see :meth:`Kernel.recommended_clustering`.
 
+        Returns
+        -------
+        settings : dict
+            Keys among ``'affinity_power'``, ``'assign_labels'``, ``'n_clusters_selection'`` and ``'arbiter'``.
+
         Raises
         ------
         NotFittedError
