@@ -256,7 +256,8 @@ def check_clustering(cls, meta: dict, header: dict, where: str = "") -> None:
         raise _schema.fail(prefix + "n_features_in", f"{n_features} features, but the model's kernel takes {width}")
     names, kernel_names = meta.get("feature_names_in"), _kernel_names(kernel)
     if width is not None and names and kernel_names and list(names) != list(kernel_names):
-        # fit refuses other names than its width-bound kernel's ("unseen at fit time"): every DataFrame would be
+        # fit refuses other names than its width-bound kernel's ("unseen at fit time"); loaded, every DataFrame would
+        # then be refused at predict.
         raise _schema.fail(prefix + "feature_names_in", f"{_schema.describe_value(names)}, but the model's kernel "
                                                         f"was fitted on {_schema.describe_value(kernel_names)}: a fit "
                                                         "takes its width-bound kernel's columns")
