@@ -86,17 +86,6 @@ def _warn_if_points_have_no_neighbour(affinity: np.ndarray, metric) -> None:
                   "affinity='nearest_neighbors'.")
 
 
-def _off_diagonal_non_finite(affinity) -> bool:
-    """Whether a link between two points is NaN or infinite (self-affinities do not enter the Laplacian's degrees:
-    an infinite one, 1 / distance at distance 0, is clustered as SpectralClustering clusters it)."""
-    matrix = sp.coo_matrix(affinity) if sp.issparse(affinity) else np.asarray(affinity)
-    if sp.issparse(matrix):
-        return bool((~np.isfinite(matrix.data) & (matrix.row != matrix.col)).any())
-    bad = ~np.isfinite(matrix)
-    np.fill_diagonal(bad, False)
-    return bool(bad.any())
-
-
 def _check_n_neighbors(n_neighbors: Int, n_samples: int, affinity: str) -> None:
     # The point itself is one of its neighbours, so n_neighbors == n_samples works, as in SpectralClustering.
     if n_neighbors > n_samples:
@@ -245,17 +234,17 @@ class PairwiseKernel(_GraphSettings, Kernel):
             params.update(gamma=self.gamma, degree=self.degree, coef0=self.coef0)
         affinity = pairwise_kernels(X, metric=self.metric, filter_params=True, **params)
         name = self.metric if isinstance(self.metric, str) else getattr(self.metric, "__name__", "callable")
-        if _off_diagonal_non_finite(affinity):  # scikit-learn would say "Input contains NaN" of an X that holds none
+        # Where a row's links sum below zero the normalised Laplacian takes a square root of a negative degree:
+        # scikit-learn fails there with "Input contains NaN", naming neither the metric nor the cause.  Its degrees
+        # leave the diagonal out, so a negative (or infinite: 1 / distance) self-affinity alone does not stop its cut.
+        links = link_sums(affinity)
+        if not np.isfinite(links).all():  # a NaN or infinite link; scikit-learn would say "Input contains NaN"
             largest = np.abs(X.data if sp.issparse(X) else X).max(initial=0.0)
             cause = ("its distances or products overflow float64. Scale X first (e.g. "
                      "sklearn.preprocessing.StandardScaler)." if isinstance(self.metric, str)
                      else "the callable returned NaN or inf.")
             raise ValueError(f"affinity={name!r} gives non-finite affinities (NaN or inf) on this finite X (largest "
                              f"|value| {largest:.3g}): {cause}")
-        # Where a row's links sum below zero the normalised Laplacian takes a square root of a negative degree:
-        # scikit-learn fails there with "Input contains NaN", naming neither the metric nor the cause.  Its degrees
-        # leave the diagonal out, so a negative self-affinity alone ('sigmoid', odd 'poly') does not stop its cut.
-        links = link_sums(affinity)
         if (links < 0).any():
             point = int(np.argmin(links))
             raise ValueError(f"affinity={name!r} gives negative affinities on this X (down to {affinity.min():.3g}): "

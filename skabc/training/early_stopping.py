@@ -197,6 +197,12 @@ class ValidationSetsScoring(Callback):
         self.kept_start_ = False
         self.choice_interrupted_ = False
 
+    @property
+    def holds_start(self) -> bool:
+        """Whether the weights training ends with are the start's: kept by the final comparison, or no epoch scored
+        above a start that competed."""
+        return self.kept_start_ or (self.best_epoch_ == 0 and self.start_is_candidate)
+
     def best_so_far(self, net) -> tuple[int, float] | None:
         """The best epoch and score the history of ``net`` records (a resumed run's epochs before the resume), or
         ``None`` where no epoch beat the start (none was scored, for a start that does not compete)."""
@@ -259,7 +265,7 @@ class ValidationSetsScoring(Callback):
         settings = settings_label(self.best_settings_)
         # A start kept by the final comparison, or because no epoch scored above it (probe 57e: the log then read
         # as if an epoch's weights were kept).
-        if self.kept_start_ or (self.best_epoch_ == 0 and self.start_is_candidate):
+        if self.holds_start:
             if not epochs_scored:
                 why = "no epoch was scored"
             elif self.kept_start_ and epoch_beat_start:

@@ -74,9 +74,7 @@ def fit_kernel(kernel, X: np.ndarray, labels: np.ndarray, group_codes) -> None:
     # Where the held-out sets kept an untrained start (the generic weights), nothing trained what the kernel holds; a
     # warm start's weights were trained before, and its count stays above 0.
     validation = dict(kernel.net_.callbacks_).get("validation")
-    kept_start = validation is not None and (getattr(validation, "kept_start_", False)
-                                             or (validation.start_is_candidate and validation.best_epoch_ == 0))
-    if kept_start and plan.init != WARM_START:
+    if validation is not None and validation.holds_start and plan.init != WARM_START:
         kernel.n_training_sets_ = 0
     plan.record(kernel, kernel.net_)
     keep_result(kernel, run_is_complete(plan.spec, kernel.net_))
